@@ -1,0 +1,43 @@
+// The persistent tuning cache: decisions keyed by (device signature, op, problem key, kernel fingerprint).
+// Owned by tuning_cache.cpp; selection (select.cpp) and the C API (c_api.cpp) use only this interface.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kabi::core {
+
+// One measured candidate for one problem.
+struct TuningEntry {
+  std::string kernel_name;
+  std::string fingerprint;
+  double time_us = 0.0;  // +infinity: failed the correctness gate, raised, or failed to launch
+  std::string note;      // why it failed; empty otherwise
+};
+
+class TuningCache {
+ public:
+  // The process-wide cache; loads lazily from directory() on first use.
+  static TuningCache& instance();
+
+  // Every entry recorded for the problem (the latest record per kernel name wins). Thread-safe.
+  std::vector<TuningEntry> lookup(const std::string& device_signature, const std::string& op,
+                                  const std::string& problem_key);
+
+  // Record measurements for a problem, in memory and appended to the cache file (durable, many-writer safe).
+  void store(const std::string& device_signature, const std::string& op, const std::string& problem_key,
+             const std::vector<TuningEntry>& entries);
+
+  // KABI_CACHE_DIR, else $XDG_CACHE_HOME/kabi, else $HOME/.cache/kabi; or what set_directory() set.
+  std::string directory();
+  void set_directory(const std::string& directory);  // empty: back to the default; reloads
+  void reload();
+  void clear();
+  void export_to(const std::string& path);
+  void import_from(const std::string& path);
+  int64_t record_count();
+  int64_t corrupt_record_count();  // skipped at the last load
+};
+
+}  // namespace kabi::core

@@ -1,0 +1,687 @@
+/*
+ * kabi.h - the stable C ABI of kabi, a portable kernel ABI with a hardware-dispatch registry.
+ *
+ * This header is the whole contract between libkabi, its callers (C, C++, the Python binding) and its plugins.
+ * Rules it follows:
+ *   - C99, usable from C++17; every symbol is exported with KABI_EXPORT, everything else in libkabi is hidden.
+ *   - KABI_ABI_VERSION_MAJOR / _MINOR describe this header; kabi_abi_version() reports the library's at run time.
+ *     A MINOR bump only appends: new functions, new enum values, new fields at the end of structs.
+ *   - Every struct that crosses the boundary starts with `size_t struct_size`, set by whoever allocates the struct
+ *     to sizeof() of its own version of it. The receiver reads (or, for output structs, writes) only the fields that
+ *     struct_size covers, so a caller or plugin built against an older MINOR keeps working.
+ *   - Arrays of structs are strided by the struct_size of their first element.
+ *   - Handles are opaque pointers owned by libkabi; they stay valid until the object is unregistered.
+ *   - Functions return kabi_status; on failure the calling thread's message is kabi_last_error().
+ *     No C++ exception crosses this boundary.
+ *   - Tensors are DLPack DLTensor; streams are passed explicitly (a CUstream for CUDA, NULL for the default stream).
+ *   - Outputs are the last parameters.
+ */
+#ifndef KABI_KABI_H_
+#define KABI_KABI_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <dlpack/dlpack.h>
+
+#define KABI_ABI_VERSION_MAJOR 1
+#define KABI_ABI_VERSION_MINOR 0
+/** The version this header describes, as (MAJOR << 16) | MINOR. */
+#define KABI_ABI_VERSION ((uint32_t)((KABI_ABI_VERSION_MAJOR << 16) | KABI_ABI_VERSION_MINOR))
+/** The MAJOR part of a packed version. */
+#define KABI_ABI_VERSION_MAJOR_OF(version) ((uint32_t)(version) >> 16)
+/** The MINOR part of a packed version. */
+#define KABI_ABI_VERSION_MINOR_OF(version) ((uint32_t)(version) & 0xFFFFu)
+
+#if defined(_WIN32)
+#if defined(KABI_BUILDING_LIBRARY)
+#define KABI_EXPORT __declspec(dllexport)
+#else
+#define KABI_EXPORT __declspec(dllimport)
+#endif
+#define KABI_PLUGIN_EXPORT __declspec(dllexport)
+#else
+#define KABI_EXPORT __attribute__((visibility("default")))
+#define KABI_PLUGIN_EXPORT __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Status and errors                                                                                             */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/** Result of every kabi call. The Python binding maps each kind to one exception class. */
+typedef enum kabi_status {
+  KABI_STATUS_OK = 0,
+  /** Bad input: a null pointer, a struct_size too small, a shape or layout the op does not accept. */
+  KABI_STATUS_INVALID_ARGUMENT = 1,
+  /** A dtype the op or kernel does not accept, or dtypes that do not agree. */
+  KABI_STATUS_UNSUPPORTED_DTYPE = 2,
+  /** Unknown op, kernel, device or plugin. */
+  KABI_STATUS_NOT_FOUND = 3,
+  /** No registered kernel is eligible for the problem (or for the forced choice). */
+  KABI_STATUS_NO_ELIGIBLE_KERNEL = 4,
+  /** A name that must be unique is already registered. */
+  KABI_STATUS_ALREADY_EXISTS = 5,
+  /** A kernel reported failure, or its launch failed. */
+  KABI_STATUS_KERNEL_FAILED = 6,
+  /** A plugin, manifest or struct was built for an incompatible ABI version. */
+  KABI_STATUS_ABI_MISMATCH = 7,
+  /** A needed system component is missing (e.g. no CUDA driver). */
+  KABI_STATUS_UNAVAILABLE = 8,
+  /** The arguments do not meet the kernel's declared constraints (launch after select with other arguments). */
+  KABI_STATUS_CONSTRAINT_VIOLATED = 9,
+  /** Reading or writing a file (tuning cache, manifest, plugin) failed. */
+  KABI_STATUS_IO_ERROR = 10,
+  /** A bug in kabi. */
+  KABI_STATUS_INTERNAL = 11
+} kabi_status;
+
+/** The calling thread's message for the last failed kabi call; "" if none. Valid until the next call on the
+ *  thread. Never NULL. */
+KABI_EXPORT const char* kabi_last_error(void);
+
+/** A static name for a status ("KABI_STATUS_NOT_FOUND"); never NULL. */
+KABI_EXPORT const char* kabi_status_name(kabi_status status);
+
+/** The ABI version libkabi implements, as KABI_ABI_VERSION packs it. This signature never changes. */
+KABI_EXPORT uint32_t kabi_abi_version(void);
+
+/** The library's release version, e.g. "0.1.0". Static storage; never NULL. */
+KABI_EXPORT const char* kabi_library_version(void);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Devices                                                                                                       */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/* Feature flags. CPU features occupy the low 32 bits, accelerator features the high 32. */
+#define KABI_FEATURE_SSE4_2 (UINT64_C(1) << 0)
+#define KABI_FEATURE_AVX (UINT64_C(1) << 1)
+#define KABI_FEATURE_AVX2 (UINT64_C(1) << 2)
+#define KABI_FEATURE_FMA (UINT64_C(1) << 3)
+#define KABI_FEATURE_AVX512F (UINT64_C(1) << 4)
+#define KABI_FEATURE_AVX512BW (UINT64_C(1) << 5)
+#define KABI_FEATURE_AVX512_VNNI (UINT64_C(1) << 6)
+#define KABI_FEATURE_AVX512_BF16 (UINT64_C(1) << 7)
+#define KABI_FEATURE_AVX512_FP16 (UINT64_C(1) << 8)
+#define KABI_FEATURE_AMX_TILE (UINT64_C(1) << 9)
+#define KABI_FEATURE_AMX_BF16 (UINT64_C(1) << 10)
+#define KABI_FEATURE_AMX_INT8 (UINT64_C(1) << 11)
+#define KABI_FEATURE_NEON (UINT64_C(1) << 12)
+#define KABI_FEATURE_SVE (UINT64_C(1) << 13)
+/** Tensor cores (CUDA sm_70+). */
+#define KABI_FEATURE_TENSOR_CORES (UINT64_C(1) << 32)
+/** bf16 tensor-core math (CUDA sm_80+). */
+#define KABI_FEATURE_BF16_MMA (UINT64_C(1) << 33)
+/** fp8 tensor-core math (CUDA sm_89+). */
+#define KABI_FEATURE_FP8_MMA (UINT64_C(1) << 34)
+/** The Tensor Memory Accelerator, bulk tensor copies (CUDA sm_90+). */
+#define KABI_FEATURE_TMA (UINT64_C(1) << 35)
+/** Warpgroup MMA, which needs code built for exactly sm_90a. */
+#define KABI_FEATURE_WGMMA (UINT64_C(1) << 36)
+
+/** A static lower-case name for one feature bit ("avx2", "wgmma"), or NULL for an unknown bit. */
+KABI_EXPORT const char* kabi_feature_name(uint64_t feature_bit);
+
+/** What kabi knows of one device. Output struct: the caller sets struct_size. */
+typedef struct kabi_device_info {
+  size_t struct_size;
+  /** A DLDeviceType: kDLCPU, kDLCUDA, ... */
+  int32_t device_type;
+  int32_t device_index;
+  /** CUDA: compute capability as major * 10 + minor (90 for sm_90). CPU: x86-64 micro-architecture level 1-4
+   *  (3 = AVX2/FMA, 4 = AVX-512), 0 where unknown or not x86. */
+  int32_t arch;
+  /** CUDA: streaming multiprocessors. CPU: logical cores. */
+  int32_t compute_units;
+  /** KABI_FEATURE_* bits. */
+  uint64_t features;
+  /** CUDA driver API version (13000 for 13.0); 0 for the CPU. */
+  int32_t driver_version;
+  int32_t reserved0;
+  uint64_t total_memory_bytes;
+  char vendor[64];
+  char name[256];
+} kabi_device_info;
+
+/** Number of devices of a DLDeviceType. A missing driver means zero devices, not an error. */
+KABI_EXPORT kabi_status kabi_device_count(int32_t device_type, int32_t* out_count);
+
+/** Fill *out_info (whose struct_size the caller set) for one device. */
+KABI_EXPORT kabi_status kabi_device_info_get(int32_t device_type, int32_t device_index, kabi_device_info* out_info);
+
+/** The device signature that keys tuning decisions: type, name, arch, features, driver and kabi ABI versions,
+ *  e.g. "cuda|NVIDIA H200|sm90|drv13000|abi1". Writes a NUL-terminated string of at most buffer_size bytes. */
+KABI_EXPORT kabi_status kabi_device_signature(int32_t device_type, int32_t device_index, char* buffer,
+                                              size_t buffer_size);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Dtypes and layouts                                                                                            */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/* Dtype sets are bit masks of these. */
+#define KABI_DTYPE_FLOAT16 (1u << 0)
+#define KABI_DTYPE_BFLOAT16 (1u << 1)
+#define KABI_DTYPE_FLOAT32 (1u << 2)
+#define KABI_DTYPE_FLOAT64 (1u << 3)
+#define KABI_DTYPE_INT8 (1u << 4)
+#define KABI_DTYPE_INT32 (1u << 5)
+#define KABI_DTYPE_INT64 (1u << 6)
+#define KABI_DTYPE_FLOAT8_E4M3FN (1u << 7)
+#define KABI_DTYPE_FLOAT8_E5M2 (1u << 8)
+
+/** The KABI_DTYPE_* bit of a DLPack dtype (lanes must be 1), or 0 if kabi has no bit for it. */
+KABI_EXPORT uint32_t kabi_dtype_bit(DLDataType dtype);
+
+/** A static name for one dtype bit ("bfloat16"), or NULL. */
+KABI_EXPORT const char* kabi_dtype_name(uint32_t dtype_bit);
+
+/* The layout class of one tensor argument, seen through its last two dimensions (an op's matrix dims).
+ * Kernels declare the classes they accept as a bit mask. */
+/** Dense row-major: the whole tensor is C-contiguous. */
+#define KABI_LAYOUT_CONTIGUOUS (1u << 0)
+/** Each matrix is row-major (last stride 1) with a row stride >= its columns; batch strides are free. */
+#define KABI_LAYOUT_ROW_STRIDED (1u << 1)
+/** Each matrix is column-major (second-to-last stride 1): a transposed view. */
+#define KABI_LAYOUT_COL_STRIDED (1u << 2)
+/** Any other strides (neither inner dimension has stride 1, or overlapping). */
+#define KABI_LAYOUT_GENERAL (1u << 3)
+/** Every layout. */
+#define KABI_LAYOUT_ANY (KABI_LAYOUT_CONTIGUOUS | KABI_LAYOUT_ROW_STRIDED | KABI_LAYOUT_COL_STRIDED | KABI_LAYOUT_GENERAL)
+
+/* How a kernel treats the leading ("...") dimensions of an op's schema. */
+/** Only tensors with no leading dimensions (plain matrices). */
+#define KABI_BATCH_NONE 0
+/** Leading dimensions that flatten into one batch dimension with a single stride per tensor; a broadcast input
+ *  (stride 0) counts as flattenable. */
+#define KABI_BATCH_UNIFORM 1
+/** Any leading dimensions, broadcasting included. */
+#define KABI_BATCH_ANY 2
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Ops                                                                                                           */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/** An op: a named computation with a shape schema. Built-in ops (the files in registry/ops) are registered when
+ *  libkabi loads. */
+typedef struct kabi_op_s* kabi_op;
+
+/** Declaration of an op. Input struct. */
+typedef struct kabi_op_desc {
+  size_t struct_size;
+  /** Unique name, e.g. "matmul". Copied. */
+  const char* name;
+  /** Shapes of inputs and outputs with named dimensions; "..." is a broadcast group of leading dimensions, e.g.
+   *  "a: [..., M, K], b: [..., K, N] -> out: [..., M, N]". Copied and parsed; a syntax error is
+   *  KABI_STATUS_INVALID_ARGUMENT. */
+  const char* schema;
+  /** KABI_DTYPE_* bits the op is defined for. All inputs and outputs share one dtype. */
+  uint32_t dtypes;
+  /** The problem key used by tuning: comma-separated items among "dtype", "layout" (the layout class of each
+   *  input) and dimension names, each optionally bucketed as "M:pow2" (next power of two) or "M:pow2<=N"
+   *  (next power of two, capped: larger values stay exact). "batch" is the product of the leading dims.
+   *  e.g. "dtype,layout,batch,M:pow2,N,K". Copied. */
+  const char* tuning_key;
+} kabi_op_desc;
+
+/** Register an op. Fails with KABI_STATUS_ALREADY_EXISTS for a name in use. */
+KABI_EXPORT kabi_status kabi_op_register(const kabi_op_desc* desc, kabi_op* out_op);
+
+/** Find an op by name; KABI_STATUS_NOT_FOUND if there is none. */
+KABI_EXPORT kabi_status kabi_op_find(const char* name, kabi_op* out_op);
+
+/** Number of registered ops. */
+KABI_EXPORT int32_t kabi_op_count(void);
+
+/** The op at index (0 <= index < kabi_op_count()), in registration order. */
+KABI_EXPORT kabi_status kabi_op_at(int32_t index, kabi_op* out_op);
+
+/** Facts about an op. Output struct. The strings belong to libkabi and live as long as the op. */
+typedef struct kabi_op_info {
+  size_t struct_size;
+  const char* name;
+  const char* schema;
+  uint32_t dtypes;
+  int32_t num_inputs;
+  int32_t num_outputs;
+  const char* tuning_key;
+} kabi_op_info;
+
+KABI_EXPORT kabi_status kabi_op_info_get(kabi_op op, kabi_op_info* out_info);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Call arguments                                                                                                */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/** The tensors of one call of an op, in schema order. Input struct. For kabi_select and kabi_problem_describe
+ *  the outputs may be omitted (num_outputs 0) and data pointers may be NULL: only shapes, strides, dtypes and
+ *  devices are read, and alignment is then checked at launch. */
+typedef struct kabi_args {
+  size_t struct_size;
+  const DLTensor* inputs;
+  int32_t num_inputs;
+  int32_t num_outputs;
+  DLTensor* outputs;
+  /** CUstream for CUDA devices; NULL for the default stream or for the CPU. */
+  void* stream;
+} kabi_args;
+
+/** What the core derives from an op's schema and a call's arguments. Output struct. */
+typedef struct kabi_problem {
+  size_t struct_size;
+  /** The device all tensors live on. */
+  int32_t device_type;
+  int32_t device_index;
+  /** The one dtype of the call, as a KABI_DTYPE_* bit. */
+  uint32_t dtype;
+  int32_t num_dims;
+  /** Values of the schema's named dimensions, in order of first appearance (for matmul: M, K, N). */
+  int64_t dims[8];
+  /** Names of those dimensions; static for the op's life. */
+  const char* dim_names[8];
+  /** Leading ("...") dimensions of the output after broadcasting, and their product. */
+  int32_t batch_rank;
+  int64_t batch_shape[8];
+  int64_t batch_size;
+  /** KABI_LAYOUT_* class of each input (at most 8). */
+  uint32_t input_layouts[8];
+  /** The largest KABI_BATCH_* mode any kernel would need for this call. */
+  int32_t batch_mode;
+  /** Output shape: output 0's rank and sizes. */
+  int32_t output_rank;
+  int64_t output_shape[16];
+  /** The tuning key, as the op's tuning_key formats it, e.g. "float32|CC|1|256|256|256". */
+  char key[256];
+} kabi_problem;
+
+/** Validate a call against its op (dtypes agree and are allowed, shapes match the schema, devices agree, outputs
+ *  have the derived shape and dtype) and fill *out_problem. The error message names the argument and what was
+ *  expected, e.g. "matmul: b has shape [3, 5]; expected [K=4, N] to match a [2, 4]". */
+KABI_EXPORT kabi_status kabi_problem_describe(kabi_op op, const kabi_args* args, kabi_problem* out_problem);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Kernels                                                                                                       */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/** A registered implementation of an op. */
+typedef struct kabi_kernel_s* kabi_kernel;
+
+/** How a kernel runs. */
+typedef enum kabi_kernel_kind {
+  /** A C function with the kabi_kernel_fn signature. */
+  KABI_KERNEL_FUNCTION = 1,
+  /** A cubin or PTX with a launch spec; the core launches it through the CUDA driver API. */
+  KABI_KERNEL_DEVICE_BINARY = 2,
+  /** Runs outside the core (a Python callable): it takes part in selection, but only its registrant can run
+   *  it; kabi_launch returns KABI_STATUS_UNAVAILABLE naming the kernel. */
+  KABI_KERNEL_EXTERNAL = 3
+} kabi_kernel_kind;
+
+/** A native kernel: compute args->outputs from args->inputs on args->stream. user_data is the pointer given at
+ *  registration. Returns KABI_STATUS_OK, or a status with a message set through the host's set_error. */
+typedef kabi_status (*kabi_kernel_fn)(void* user_data, const kabi_args* args);
+
+/** A kernel's own eligibility test, run after the declared filters pass: return 1 if the kernel handles the
+ *  problem, else 0 and write a short reason (NUL-terminated, at most reason_size bytes). */
+typedef int32_t (*kabi_supports_fn)(void* user_data, const kabi_problem* problem, const kabi_args* args,
+                                    char* reason, size_t reason_size);
+
+/* Launch parameters of a device binary. */
+typedef enum kabi_param_kind {
+  /** Pointer to the data (data + byte_offset) of tensor `index`: inputs first, then outputs. */
+  KABI_PARAM_TENSOR_DATA = 1,
+  /** A named dimension of the problem (`name`, e.g. "M"), or "batch" for the batch size. */
+  KABI_PARAM_DIM = 2,
+  /** The stride, in elements, of dimension `dim` of tensor `index` (dim < 0 counts from the end; a dim of a
+   *  broadcast batch reads 0). For batch dims flattened to one, dim = -3 reads the batch stride. */
+  KABI_PARAM_STRIDE = 3,
+  /** A constant `value`. */
+  KABI_PARAM_CONSTANT = 4,
+  /** Device scratch of `value` bytes per program (per block of the grid); the pointer is passed. `value` 0
+   *  passes NULL (Triton's global and profile scratch parameters when a kernel uses none). */
+  KABI_PARAM_SCRATCH = 5
+} kabi_param_kind;
+
+/** One parameter of a device binary's entry, in order. */
+typedef struct kabi_launch_param {
+  size_t struct_size;
+  /** A kabi_param_kind. */
+  int32_t kind;
+  /** Width in bytes of an integer parameter (4 or 8); pointers are always 8. */
+  int32_t size_bytes;
+  /** Tensor index for TENSOR_DATA and STRIDE. */
+  int32_t index;
+  /** Dimension for STRIDE. */
+  int32_t dim;
+  /** Dimension name for DIM. */
+  const char* name;
+  /** Value for CONSTANT and SCRATCH. */
+  int64_t value;
+} kabi_launch_param;
+
+/* Image formats of a device binary. */
+#define KABI_BINARY_CUBIN 1
+#define KABI_BINARY_PTX 2
+
+/** A device binary and how to launch it. Input struct; everything is copied at registration. */
+typedef struct kabi_device_binary {
+  size_t struct_size;
+  int32_t format;
+  /** The compute capability the image was built for (90; exact for sm_90a images). */
+  int32_t arch;
+  const void* image;
+  size_t image_size;
+  /** The entry function's (mangled) name. */
+  const char* entry;
+  const kabi_launch_param* params;
+  int32_t num_params;
+  /** Grid rule: one integer expression per axis over the problem's dimension names and "batch", with + - * /
+   *  ( ), cdiv(a, b), min(a, b), max(a, b) and integer literals; e.g. "cdiv(M, 128) * cdiv(N, 128)". */
+  const char* grid[3];
+  int32_t block[3];
+  /** Dynamic shared memory per block, in bytes (raised past 48 KiB with the function attribute as needed). */
+  int32_t shared_memory_bytes;
+  /** Thread-block cluster size (1 = no clusters). */
+  int32_t cluster_size;
+} kabi_device_binary;
+
+/** Declaration of a kernel. Input struct; strings and arrays are copied. */
+typedef struct kabi_kernel_desc {
+  size_t struct_size;
+  /** The op this implements, by name. */
+  const char* op;
+  /** Unique among the op's kernels, e.g. "cpu.openblas.gemm". */
+  const char* name;
+  /** Family of the implementation: "torch", "cpu", "triton", "cuda", or a vendor's name. kabi.use(op=backend)
+   *  forces a backend. */
+  const char* backend;
+  /** A DLDeviceType. */
+  int32_t device_type;
+  /** Inclusive arch range; 0 means unbounded. Ignored when num_archs > 0. */
+  int32_t arch_min;
+  int32_t arch_max;
+  /** An exact set of archs (e.g. {90} for an sm_90a kernel). */
+  const int32_t* archs;
+  int32_t num_archs;
+  int32_t priority;
+  /** KABI_FEATURE_* bits the device must have. */
+  uint64_t required_features;
+  /** KABI_DTYPE_* bits accepted. */
+  uint32_t dtypes;
+  /** KABI_LAYOUT_* classes accepted for every input (outputs are always written dense row-major). */
+  uint32_t layouts;
+  /** Bytes every data pointer must be aligned to (0 or 1: none). Checked at launch. */
+  uint32_t alignment;
+  /** A KABI_BATCH_* mode. */
+  int32_t batch_mode;
+  kabi_kernel_kind kind;
+  /** KABI_KERNEL_FUNCTION: the entry. */
+  kabi_kernel_fn function;
+  /** KABI_KERNEL_DEVICE_BINARY: the image and launch spec. */
+  const kabi_device_binary* binary;
+  /** Optional; NULL accepts every problem that passes the declared filters. */
+  kabi_supports_fn supports;
+  /** Passed to function and supports. */
+  void* user_data;
+  /** Optional; called with user_data when the kernel is unregistered or libkabi unloads. */
+  void (*user_data_free)(void* user_data);
+  /** Identifies the kernel's code and configuration; tuning entries recorded under another fingerprint are
+   *  ignored. NULL: derived from name and backend (binaries: also a hash of the image). */
+  const char* fingerprint;
+} kabi_kernel_desc;
+
+/** Register a kernel. KABI_STATUS_NOT_FOUND if the op does not exist, KABI_STATUS_ALREADY_EXISTS if the name is
+ *  taken for that op. */
+KABI_EXPORT kabi_status kabi_kernel_register(const kabi_kernel_desc* desc, kabi_kernel* out_kernel);
+
+/** Remove a kernel by op and name; its handle becomes invalid and its user_data_free is called. */
+KABI_EXPORT kabi_status kabi_kernel_unregister(const char* op, const char* name);
+
+/** Find a kernel by op and name. */
+KABI_EXPORT kabi_status kabi_kernel_find(const char* op, const char* name, kabi_kernel* out_kernel);
+
+/** Number of kernels registered for an op (all ops if op is NULL). */
+KABI_EXPORT int32_t kabi_kernel_count(const char* op);
+
+/** The kernel at index among those kabi_kernel_count(op) counts, in registration order. */
+KABI_EXPORT kabi_status kabi_kernel_at(const char* op, int32_t index, kabi_kernel* out_kernel);
+
+/** Facts about a kernel. Output struct; strings live as long as the kernel. */
+typedef struct kabi_kernel_info {
+  size_t struct_size;
+  const char* op;
+  const char* name;
+  const char* backend;
+  /** Name of the plugin that registered it; "" when registered directly. */
+  const char* plugin;
+  const char* fingerprint;
+  int32_t device_type;
+  int32_t arch_min;
+  int32_t arch_max;
+  int32_t num_archs;
+  /** Up to 16 of the exact archs. */
+  int32_t archs[16];
+  int32_t priority;
+  kabi_kernel_kind kind;
+  uint64_t required_features;
+  uint32_t dtypes;
+  uint32_t layouts;
+  uint32_t alignment;
+  int32_t batch_mode;
+} kabi_kernel_info;
+
+KABI_EXPORT kabi_status kabi_kernel_info_get(kabi_kernel kernel, kabi_kernel_info* out_info);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Selection and launch                                                                                          */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/** Why a kernel was picked. */
+typedef enum kabi_pick_reason {
+  KABI_PICK_NONE = 0,
+  /** Forced by the options or KABI_FORCE. */
+  KABI_PICK_FORCED = 1,
+  /** Recorded as measured fastest in the tuning cache. */
+  KABI_PICK_TUNED = 2,
+  /** The most specific arch match, then the highest priority, then the earliest registered. */
+  KABI_PICK_HEURISTIC = 3
+} kabi_pick_reason;
+
+/** Options of one selection. Input struct; NULL options mean all defaults. */
+typedef struct kabi_select_options {
+  size_t struct_size;
+  /** A backend name or kernel name to force, or NULL. When NULL and use_environment is set, the op's entry of
+   *  KABI_FORCE ("matmul=torch,other=cpu.openblas.gemm") is used. */
+  const char* force;
+  /** Read KABI_FORCE when force is NULL (default 1). */
+  int32_t use_environment;
+  /** Consult the tuning cache (default 1). */
+  int32_t use_tuning_cache;
+} kabi_select_options;
+
+/** One candidate as selection saw it. Output struct (arrays are strided by struct_size of element 0). */
+typedef struct kabi_candidate {
+  size_t struct_size;
+  kabi_kernel kernel;
+  /** 1 if every filter passed. */
+  int32_t eligible;
+  /** 1 for the pick. */
+  int32_t picked;
+  /** Time recorded in the tuning cache for this problem, in microseconds; negative when none. */
+  double tuned_time_us;
+  /** Why it is not eligible ("arch 80 outside [90, 90]", "dtype bfloat16 not in {float32, float64}"), or "". */
+  char reason[256];
+} kabi_candidate;
+
+/** The outcome of a selection. Output struct. candidates/candidates_capacity may be set by the caller to also
+ *  receive every candidate of the op on the problem's device type; num_candidates gets the full count even when
+ *  it exceeds the capacity. */
+typedef struct kabi_selection {
+  size_t struct_size;
+  kabi_kernel kernel;
+  kabi_pick_reason pick_reason;
+  /** A sentence: "tuned: fastest of 3 measured (12.1 us)", "heuristic: exact arch 90, priority 10". */
+  char reason[512];
+  kabi_candidate* candidates;
+  int32_t candidates_capacity;
+  int32_t num_candidates;
+  /** The problem the selection was for. */
+  kabi_problem problem;
+} kabi_selection;
+
+/** Pick the kernel for a call: validate (as kabi_problem_describe), filter candidates (device type, arch,
+ *  features, dtype, layout, batch mode, supports), then forced > tuned > heuristic. KABI_STATUS_NO_ELIGIBLE_KERNEL
+ *  (with the reasons in the message) when nothing qualifies, also when the forced name has no eligible kernel. */
+KABI_EXPORT kabi_status kabi_select(kabi_op op, const kabi_args* args, const kabi_select_options* options,
+                                    kabi_selection* out_selection);
+
+/** Run a kernel on a call's arguments (outputs allocated by the caller). Checks the kernel's constraints first
+ *  (KABI_STATUS_CONSTRAINT_VIOLATED). A select-once, launch-many loop calls this directly. */
+KABI_EXPORT kabi_status kabi_launch(kabi_kernel kernel, const kabi_args* args);
+
+/** Select (with a per-op decision cache keyed by the problem) and launch in one call. */
+KABI_EXPORT kabi_status kabi_call(kabi_op op, const kabi_args* args, const kabi_select_options* options);
+
+/** Incremented by every change to ops, kernels or the tuning cache that can change a selection. */
+KABI_EXPORT uint64_t kabi_registry_generation(void);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Tuning cache                                                                                                  */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/* The cache persists decisions as records keyed by (device signature, op, problem key, kernel fingerprint). It
+ * lives in a directory: KABI_CACHE_DIR, else $XDG_CACHE_HOME/kabi, else ~/.cache/kabi. Many processes may write at
+ * once; a torn or corrupt record is skipped and reported once. */
+
+/** One measurement of one kernel on one problem. Input struct. */
+typedef struct kabi_tuning_record {
+  size_t struct_size;
+  kabi_kernel kernel;
+  /** Median time in microseconds; INFINITY for a kernel that failed the correctness gate or raised. */
+  double time_us;
+  /** Why a failed kernel failed ("" otherwise). */
+  const char* note;
+} kabi_tuning_record;
+
+/** Store the measured candidates for a call's problem; the fastest finite one becomes the tuned pick. Writes
+ *  through to the cache file. */
+KABI_EXPORT kabi_status kabi_tuning_store(kabi_op op, const kabi_args* args, const kabi_tuning_record* records,
+                                          int32_t num_records);
+
+/** Use another cache directory from now on (NULL: back to the environment/default); reloads. */
+KABI_EXPORT kabi_status kabi_cache_set_directory(const char* directory);
+
+/** The cache directory in use (NUL-terminated, at most buffer_size bytes). */
+KABI_EXPORT kabi_status kabi_cache_directory(char* buffer, size_t buffer_size);
+
+/** Re-read the cache file(s): picks up what other processes wrote. */
+KABI_EXPORT kabi_status kabi_cache_reload(void);
+
+/** Forget every decision, in memory and on disk. */
+KABI_EXPORT kabi_status kabi_cache_clear(void);
+
+/** Write every valid record to path (the cache's own format); import merges such a file in. */
+KABI_EXPORT kabi_status kabi_cache_export(const char* path);
+KABI_EXPORT kabi_status kabi_cache_import(const char* path);
+
+/** Number of valid records in the cache, and of corrupt records skipped since the last load. */
+KABI_EXPORT kabi_status kabi_cache_stats(int64_t* out_records, int64_t* out_corrupt_records);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Plugins                                                                                                       */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/** The host functions a plugin may call. Given to kabi_plugin_init; a plugin needs no link to libkabi. */
+typedef struct kabi_host_api {
+  size_t struct_size;
+  /** The host's KABI_ABI_VERSION. */
+  uint32_t abi_version;
+  kabi_status (*kernel_register)(const kabi_kernel_desc* desc, kabi_kernel* out_kernel);
+  kabi_status (*op_register)(const kabi_op_desc* desc, kabi_op* out_op);
+  kabi_status (*device_count)(int32_t device_type, int32_t* out_count);
+  kabi_status (*device_info_get)(int32_t device_type, int32_t device_index, kabi_device_info* out_info);
+  /** Set the calling thread's error message; a kernel calls this before returning a failure status. */
+  void (*set_error)(const char* message);
+  const char* (*last_error)(void);
+} kabi_host_api;
+
+/** What a plugin says of itself. Output struct filled by kabi_plugin_init. */
+typedef struct kabi_plugin_info {
+  size_t struct_size;
+  /** Short unique name, e.g. "kabi-cpu" or "acme-npu". */
+  const char* name;
+  /** The plugin's own version. */
+  const char* version;
+} kabi_plugin_info;
+
+/** Name of the version symbol every plugin exports: uint32_t kabi_plugin_abi_version(void), returning the
+ *  KABI_ABI_VERSION it was built against. A MAJOR different from the host's is refused before init runs. */
+#define KABI_PLUGIN_ABI_VERSION_SYMBOL "kabi_plugin_abi_version"
+/** Name of the init symbol: kabi_status kabi_plugin_init(const kabi_host_api*, kabi_plugin_info*). The kernels
+ *  it registers are kept only if it returns KABI_STATUS_OK. */
+#define KABI_PLUGIN_INIT_SYMBOL "kabi_plugin_init"
+
+typedef uint32_t (*kabi_plugin_abi_version_fn)(void);
+typedef kabi_status (*kabi_plugin_init_fn)(const kabi_host_api* host, kabi_plugin_info* out_info);
+
+/** Defines the version symbol in a plugin's source. */
+#define KABI_DEFINE_PLUGIN_ABI_VERSION()                                                                       \
+  KABI_PLUGIN_EXPORT uint32_t kabi_plugin_abi_version(void) { return KABI_ABI_VERSION; }
+
+/** The state of one plugin load. */
+typedef enum kabi_plugin_state {
+  KABI_PLUGIN_LOADED = 1,
+  /** Refused: see the record's message. */
+  KABI_PLUGIN_REFUSED = 2
+} kabi_plugin_state;
+
+/** One plugin load, successful or not. Output struct; strings live until libkabi unloads. */
+typedef struct kabi_plugin_record {
+  size_t struct_size;
+  const char* path;
+  /** The plugin's name, or the file name if it never said. */
+  const char* name;
+  const char* version;
+  uint32_t abi_version;
+  kabi_plugin_state state;
+  /** Why it was refused ("" when loaded). */
+  const char* message;
+  /** Kernels it registered. */
+  int32_t num_kernels;
+} kabi_plugin_record;
+
+/** Load a plugin shared library: dlopen, check kabi_plugin_abi_version, run kabi_plugin_init. A refusal returns
+ *  KABI_STATUS_ABI_MISMATCH / NOT_FOUND / KERNEL_FAILED with a message naming the plugin and why, is recorded, and
+ *  leaves kabi working. Loading the same path twice is a no-op. */
+KABI_EXPORT kabi_status kabi_plugin_load(const char* path);
+
+/** Load every plugin named in KABI_PLUGIN_PATH (entries separated by ':'; a directory loads each shared library
+ *  in it). Returns OK even if some were refused (see kabi_plugin_at). */
+KABI_EXPORT kabi_status kabi_plugin_load_from_environment(void);
+
+/** Register the built-in plugins that ship inside libkabi's directory (the CPU plugin, and the CUDA plugin where
+ *  built). Idempotent. */
+KABI_EXPORT kabi_status kabi_plugin_load_builtin(void);
+
+/** Number of plugin loads recorded (loaded and refused). */
+KABI_EXPORT int32_t kabi_plugin_count(void);
+
+KABI_EXPORT kabi_status kabi_plugin_at(int32_t index, kabi_plugin_record* out_record);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Device binaries on disk                                                                                       */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/** Register every kernel described by the manifests (files named NAME.kabi-manifest, a line-oriented `key = value` text format,
+ *  docs/manifest.md) in a directory, each naming its op, kernel declaration, image file and launch spec. A corrupt, mismatched (ABI major, image hash) or
+ *  incomplete manifest is refused with a message naming the file and the field. *out_registered may be NULL. */
+KABI_EXPORT kabi_status kabi_binaries_load(const char* directory, int32_t* out_registered);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* KABI_KABI_H_ */
