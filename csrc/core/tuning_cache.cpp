@@ -1,24 +1,580 @@
+// The persistent tuning cache.
+//
+// On disk: one append-only text file, DIR/tuning-v1.log, one record per line:
+//   v1 \t <device signature> \t <op> \t <problem key> \t <kernel name> \t <fingerprint> \t <time_us> \t <note> \t <crc32>
+// Fields escape backslash, tab, newline and carriage return as \\ \t \n \r; time_us is the shortest decimal that
+// round-trips ("inf" for a failed candidate); crc32 is 8 lower-case hex digits of the CRC-32 (zlib's polynomial)
+// of every byte before the tab that precedes it. Records for the same (device, op, problem, kernel) supersede
+// earlier ones: the last line wins.
+//
+// Concurrency: a writer takes flock(LOCK_EX) on the sibling file DIR/tuning-v1.lock, opens the log with O_APPEND
+// and writes all of its lines with one write() (looping only on a short write, still under the lock), then
+// fdatasync()s. Readers take LOCK_SH. flock locks open file descriptions, so threads of one process exclude each
+// other too; an in-process mutex additionally guards the memory index.
+//
+// Crash safety: a writer killed mid-write leaves a line without its newline or with a bad checksum. Such lines
+// are skipped and counted at load, reported once on stderr, and the file is compacted: the valid records are
+// written to a temporary file, fsync()ed and renamed over the log, all under LOCK_EX. A writer that finds the log
+// not ending in a newline starts its write with one, so a torn line never swallows the next record.
 #include "tuning_cache.hpp"
 
-namespace kabi::core {
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-TuningCache& TuningCache::instance() {
-  static TuningCache cache;
-  return cache;
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <string_view>
+#include <tuple>
+#include <unordered_map>
+
+#include "error.hpp"
+
+namespace kabi::core {
+namespace {
+
+constexpr char kLogName[] = "tuning-v1.log";
+constexpr char kLockName[] = "tuning-v1.lock";
+constexpr char kRecordVersion[] = "v1";
+constexpr size_t kFieldCount = 9;
+
+struct Record {
+  std::string device_signature;
+  std::string op;
+  std::string problem_key;
+  TuningEntry entry;
+};
+
+constexpr std::array<uint32_t, 256> make_crc32_table() {
+  std::array<uint32_t, 256> table{};
+  for (uint32_t index = 0; index < 256; ++index) {
+    uint32_t value = index;
+    for (int bit = 0; bit < 8; ++bit) value = (value & 1u) ? (0xEDB88320u ^ (value >> 1)) : (value >> 1);
+    table[index] = value;
+  }
+  return table;
 }
 
-std::vector<TuningEntry> TuningCache::lookup(const std::string&, const std::string&, const std::string&) {
+uint32_t crc32(std::string_view bytes) {
+  static constexpr std::array<uint32_t, 256> table = make_crc32_table();
+  uint32_t crc = 0xFFFFFFFFu;
+  for (unsigned char byte : bytes) crc = table[(crc ^ byte) & 0xFFu] ^ (crc >> 8);
+  return crc ^ 0xFFFFFFFFu;
+}
+
+std::string system_error_text(int error_number) { return std::strerror(error_number); }
+
+Error io_error(const std::string& what, const std::string& path, int error_number) {
+  return Error(KABI_STATUS_IO_ERROR, "tuning cache: cannot " + what + " " + path + ": " + system_error_text(error_number));
+}
+
+void append_escaped(std::string& out, std::string_view field) {
+  for (char c : field) {
+    switch (c) {
+      case '\\': out += "\\\\"; break;
+      case '\t': out += "\\t"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      default: out += c;
+    }
+  }
+}
+
+bool unescape(std::string_view field, std::string& out) {
+  out.clear();
+  for (size_t i = 0; i < field.size(); ++i) {
+    if (field[i] != '\\') {
+      out += field[i];
+      continue;
+    }
+    if (++i == field.size()) return false;
+    switch (field[i]) {
+      case '\\': out += '\\'; break;
+      case 't': out += '\t'; break;
+      case 'n': out += '\n'; break;
+      case 'r': out += '\r'; break;
+      default: return false;
+    }
+  }
+  return true;
+}
+
+std::string format_record(const Record& record) {
+  std::string line = kRecordVersion;
+  for (const std::string* field : {&record.device_signature, &record.op, &record.problem_key,
+                                   &record.entry.kernel_name, &record.entry.fingerprint}) {
+    line += '\t';
+    append_escaped(line, *field);
+  }
+  char number[64];
+  const auto result = std::to_chars(number, number + sizeof(number), record.entry.time_us);
+  line += '\t';
+  line.append(number, result.ptr);
+  line += '\t';
+  append_escaped(line, record.entry.note);
+  char checksum[16];
+  std::snprintf(checksum, sizeof(checksum), "\t%08x\n", crc32(line));
+  return line + checksum;
+}
+
+// Parses one line (without its newline). On failure returns false and says why in *reason.
+bool parse_record(std::string_view line, Record& record, std::string* reason) {
+  const size_t checksum_tab = line.rfind('\t');
+  if (checksum_tab == std::string_view::npos || line.size() - checksum_tab != 9) {
+    *reason = "no checksum field";
+    return false;
+  }
+  uint32_t stored_checksum = 0;
+  const char* checksum_begin = line.data() + checksum_tab + 1;
+  const auto parsed = std::from_chars(checksum_begin, line.data() + line.size(), stored_checksum, 16);
+  if (parsed.ec != std::errc() || parsed.ptr != line.data() + line.size()) {
+    *reason = "checksum is not 8 hex digits";
+    return false;
+  }
+  const std::string_view body = line.substr(0, checksum_tab);
+  if (crc32(body) != stored_checksum) {
+    *reason = "checksum mismatch";
+    return false;
+  }
+  std::vector<std::string_view> fields;
+  size_t start = 0;
+  while (true) {
+    const size_t tab = body.find('\t', start);
+    fields.push_back(body.substr(start, tab == std::string_view::npos ? std::string_view::npos : tab - start));
+    if (tab == std::string_view::npos) break;
+    start = tab + 1;
+  }
+  if (fields.size() != kFieldCount - 1 || fields[0] != kRecordVersion) {
+    *reason = "expected " + std::string(kRecordVersion) + " and " + std::to_string(kFieldCount) + " tab-separated fields";
+    return false;
+  }
+  std::string* targets[] = {&record.device_signature, &record.op, &record.problem_key, &record.entry.kernel_name,
+                            &record.entry.fingerprint};
+  for (size_t i = 0; i < 5; ++i) {
+    if (!unescape(fields[i + 1], *targets[i])) {
+      *reason = "bad escape sequence";
+      return false;
+    }
+  }
+  if (!unescape(fields[7], record.entry.note)) {
+    *reason = "bad escape sequence";
+    return false;
+  }
+  const std::string_view time_field = fields[6];
+  const auto time = std::from_chars(time_field.data(), time_field.data() + time_field.size(), record.entry.time_us);
+  if (time.ec != std::errc() || time.ptr != time_field.data() + time_field.size() || std::isnan(record.entry.time_us) ||
+      record.entry.time_us < 0) {
+    *reason = "time_us is not a non-negative number";
+    return false;
+  }
+  if (record.device_signature.empty() || record.op.empty() || record.problem_key.empty() ||
+      record.entry.kernel_name.empty()) {
+    *reason = "empty key field";
+    return false;
+  }
+  return true;
+}
+
+struct ParsedLog {
+  std::vector<Record> records;
+  int64_t corrupt = 0;
+};
+
+// Every line ends in '\n'; a final fragment without one is a torn write and counts as corrupt.
+ParsedLog parse_log(std::string_view text) {
+  ParsedLog parsed;
+  std::string reason;
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t newline = text.find('\n', start);
+    if (newline == std::string_view::npos) {
+      ++parsed.corrupt;
+      break;
+    }
+    const std::string_view line = text.substr(start, newline - start);
+    start = newline + 1;
+    if (line.empty()) continue;
+    Record record;
+    if (parse_record(line, record, &reason)) {
+      parsed.records.push_back(std::move(record));
+    } else {
+      ++parsed.corrupt;
+    }
+  }
+  return parsed;
+}
+
+// The whole file, or "" when it does not exist.
+std::string read_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return {};
+    throw io_error("open", path, errno);
+  }
+  std::string text;
+  char buffer[1 << 16];
+  while (true) {
+    const ssize_t count = ::read(fd, buffer, sizeof(buffer));
+    if (count < 0 && errno == EINTR) continue;
+    if (count < 0) {
+      const int error_number = errno;
+      ::close(fd);
+      throw io_error("read", path, error_number);
+    }
+    if (count == 0) break;
+    text.append(buffer, static_cast<size_t>(count));
+  }
+  ::close(fd);
+  return text;
+}
+
+void write_all(int fd, std::string_view data, const std::string& path) {
+  while (!data.empty()) {
+    const ssize_t count = ::write(fd, data.data(), data.size());
+    if (count < 0 && errno == EINTR) continue;
+    if (count < 0) throw io_error("write", path, errno);
+    data.remove_prefix(static_cast<size_t>(count));
+  }
+}
+
+// Writes data to a temporary sibling of path, syncs it and renames it over path.
+void write_file_atomically(const std::string& path, std::string_view data) {
+  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw io_error("create", temporary, errno);
+  try {
+    write_all(fd, data, temporary);
+    if (::fsync(fd) != 0) throw io_error("sync", temporary, errno);
+  } catch (...) {
+    ::close(fd);
+    ::unlink(temporary.c_str());
+    throw;
+  }
+  ::close(fd);
+  if (::rename(temporary.c_str(), path.c_str()) != 0) {
+    const int error_number = errno;
+    ::unlink(temporary.c_str());
+    throw io_error("replace", path, error_number);
+  }
+}
+
+// flock() on the cache's lock file for the lifetime of the object. Without permission to create the lock file (a
+// read-only cache directory) a shared lock degrades to none: nobody can be writing there either.
+class FileLock {
+ public:
+  FileLock(const std::string& path, int operation) {
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) {
+      if (operation == LOCK_SH && (errno == EACCES || errno == EROFS || errno == ENOENT)) return;
+      throw io_error("open lock file", path, errno);
+    }
+    while (::flock(fd_, operation) != 0) {
+      if (errno == EINTR) continue;
+      const int error_number = errno;
+      ::close(fd_);
+      throw io_error("lock", path, error_number);
+    }
+  }
+  ~FileLock() {
+    if (fd_ >= 0) ::close(fd_);  // closing the descriptor releases the lock
+  }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+std::string environment(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? std::string(value) : std::string();
+}
+
+std::string default_directory() {
+  if (std::string directory = environment("KABI_CACHE_DIR"); !directory.empty()) return directory;
+  if (std::string xdg = environment("XDG_CACHE_HOME"); !xdg.empty()) return xdg + "/kabi";
+  if (std::string home = environment("HOME"); !home.empty()) return home + "/.cache/kabi";
   return {};
 }
-void TuningCache::store(const std::string&, const std::string&, const std::string&,
-                        const std::vector<TuningEntry>&) {}
-std::string TuningCache::directory() { return {}; }
-void TuningCache::set_directory(const std::string&) {}
-void TuningCache::reload() {}
-void TuningCache::clear() {}
-void TuningCache::export_to(const std::string&) {}
-void TuningCache::import_from(const std::string&) {}
-int64_t TuningCache::record_count() { return 0; }
-int64_t TuningCache::corrupt_record_count() { return 0; }
+
+std::string index_key(const std::string& device_signature, const std::string& op, const std::string& problem_key) {
+  std::string key = device_signature;
+  key += '\x1f';
+  key += op;
+  key += '\x1f';
+  key += problem_key;
+  return key;
+}
+
+}  // namespace
+
+struct TuningCache::State {
+  std::mutex mutex;
+  std::string directory_override;
+  bool loaded = false;
+  std::string directory;
+  std::unordered_map<std::string, std::vector<Record>> index;
+  int64_t record_count = 0;
+  int64_t corrupt_record_count = 0;
+
+  std::string log_path() const { return directory + "/" + kLogName; }
+  std::string lock_path() const { return directory + "/" + kLockName; }
+
+  void require_directory() const {
+    if (directory.empty()) {
+      throw Error(KABI_STATUS_IO_ERROR,
+                  "tuning cache: no cache directory (set KABI_CACHE_DIR, XDG_CACHE_HOME or HOME)");
+    }
+  }
+
+  void create_directory() const {
+    require_directory();
+    std::error_code error;
+    std::filesystem::create_directories(directory, error);
+    if (error) {
+      throw Error(KABI_STATUS_IO_ERROR, "tuning cache: cannot create directory " + directory + ": " + error.message());
+    }
+  }
+
+  // The latest record per kernel name wins.
+  void insert(Record record) {
+    std::vector<Record>& records = index[index_key(record.device_signature, record.op, record.problem_key)];
+    for (Record& existing : records) {
+      if (existing.entry.kernel_name == record.entry.kernel_name) {
+        existing = std::move(record);
+        return;
+      }
+    }
+    records.push_back(std::move(record));
+    ++record_count;
+  }
+
+  void load() {
+    directory = directory_override.empty() ? default_directory() : directory_override;
+    index.clear();
+    record_count = 0;
+    corrupt_record_count = 0;
+    loaded = true;
+    if (directory.empty() || !std::filesystem::is_directory(directory)) return;
+    ParsedLog parsed;
+    {
+      FileLock lock(lock_path(), LOCK_SH);
+      parsed = parse_log(read_file(log_path()));
+    }
+    if (parsed.corrupt > 0) {
+      FileLock lock(lock_path(), LOCK_EX);
+      parsed = parse_log(read_file(log_path()));  // another process may have compacted it meanwhile
+      if (parsed.corrupt > 0) compact(parsed);
+    }
+    corrupt_record_count = parsed.corrupt;
+    for (Record& record : parsed.records) insert(std::move(record));
+  }
+
+  // Called under LOCK_EX with the corrupt lines already skipped in parsed.
+  void compact(const ParsedLog& parsed) const {
+    std::fprintf(stderr, "kabi: skipped %lld corrupt records in %s\n", static_cast<long long>(parsed.corrupt),
+                 log_path().c_str());
+    std::string text;
+    for (const Record& record : parsed.records) text += format_record(record);
+    try {
+      write_file_atomically(log_path(), text);
+    } catch (const Error& error) {
+      std::fprintf(stderr, "kabi: could not rewrite the tuning cache: %s\n", error.what());
+    }
+  }
+
+  // Lazy loads do not fail the lookup that triggered them: an unreadable cache is reported and treated as empty.
+  // reload() and set_directory() let the error through.
+  void ensure_loaded() {
+    if (loaded) return;
+    try {
+      load();
+    } catch (const Error& error) {
+      std::fprintf(stderr, "kabi: tuning cache not loaded: %s\n", error.what());
+    }
+  }
+
+  // Appends the lines of records to the log with one write() under LOCK_EX, then updates the index.
+  void append(std::vector<Record> records) {
+    if (records.empty()) return;
+    create_directory();
+    std::string text;
+    for (const Record& record : records) text += format_record(record);
+    {
+      FileLock lock(lock_path(), LOCK_EX);
+      const std::string path = log_path();
+      const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+      if (fd < 0) throw io_error("open", path, errno);
+      try {
+        struct stat status {};
+        char last = '\n';
+        if (::fstat(fd, &status) == 0 && status.st_size > 0) {
+          const int read_fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+          if (read_fd >= 0) {
+            if (::pread(read_fd, &last, 1, status.st_size - 1) != 1) last = '\n';
+            ::close(read_fd);
+          }
+        }
+        if (last != '\n') text.insert(text.begin(), '\n');
+        write_all(fd, text, path);
+        if (::fdatasync(fd) != 0) throw io_error("sync", path, errno);
+      } catch (...) {
+        ::close(fd);
+        throw;
+      }
+      ::close(fd);
+    }
+    for (Record& record : records) insert(std::move(record));
+  }
+};
+
+TuningCache::TuningCache() : state_(std::make_unique<State>()) {}
+
+TuningCache::TuningCache(const std::string& directory) : state_(std::make_unique<State>()) {
+  state_->directory_override = directory;
+}
+
+TuningCache::~TuningCache() = default;
+
+TuningCache& TuningCache::instance() {
+  // Never destroyed: kernels and plugins may still consult the cache while other statics are torn down at exit.
+  static TuningCache* cache = new TuningCache();
+  return *cache;
+}
+
+std::vector<TuningEntry> TuningCache::lookup(const std::string& device_signature, const std::string& op,
+                                             const std::string& problem_key) {
+  std::lock_guard<std::mutex> guard(state_->mutex);
+  state_->ensure_loaded();
+  std::vector<TuningEntry> entries;
+  const auto found = state_->index.find(index_key(device_signature, op, problem_key));
+  if (found != state_->index.end()) {
+    for (const Record& record : found->second) entries.push_back(record.entry);
+  }
+  return entries;
+}
+
+void TuningCache::store(const std::string& device_signature, const std::string& op, const std::string& problem_key,
+                        const std::vector<TuningEntry>& entries) {
+  const auto require = [](bool condition, const std::string& message) {
+    if (!condition) throw Error(KABI_STATUS_INVALID_ARGUMENT, "tuning cache: " + message);
+  };
+  require(!device_signature.empty(), "device_signature is empty");
+  require(!op.empty(), "op is empty");
+  require(!problem_key.empty(), "problem_key is empty");
+  std::vector<Record> records;
+  for (const TuningEntry& entry : entries) {
+    require(!entry.kernel_name.empty(), "an entry has an empty kernel_name");
+    require(!std::isnan(entry.time_us) && entry.time_us >= 0,
+            "entry for " + entry.kernel_name + " has time_us " + std::to_string(entry.time_us) +
+                "; expected a non-negative number or infinity");
+    records.push_back(Record{device_signature, op, problem_key, entry});
+  }
+  std::lock_guard<std::mutex> guard(state_->mutex);
+  state_->ensure_loaded();
+  state_->append(std::move(records));
+}
+
+std::string TuningCache::directory() {
+  std::lock_guard<std::mutex> guard(state_->mutex);
+  state_->ensure_loaded();
+  return state_->directory;
+}
+
+std::string TuningCache::file_path() {
+  std::lock_guard<std::mutex> guard(state_->mutex);
+  state_->ensure_loaded();
+  state_->require_directory();
+  return state_->log_path();
+}
+
+void TuningCache::set_directory(const std::string& directory) {
+  std::lock_guard<std::mutex> guard(state_->mutex);
+  state_->directory_override = directory;
+  state_->load();
+}
+
+void TuningCache::reload() {
+  std::lock_guard<std::mutex> guard(state_->mutex);
+  state_->load();
+}
+
+void TuningCache::clear() {
+  std::lock_guard<std::mutex> guard(state_->mutex);
+  state_->ensure_loaded();
+  if (!state_->directory.empty() && std::filesystem::is_directory(state_->directory)) {
+    FileLock lock(state_->lock_path(), LOCK_EX);
+    const std::string path = state_->log_path();
+    if (::truncate(path.c_str(), 0) != 0 && errno != ENOENT) throw io_error("truncate", path, errno);
+  }
+  state_->index.clear();
+  state_->record_count = 0;
+  state_->corrupt_record_count = 0;
+}
+
+void TuningCache::export_to(const std::string& path) {
+  if (path.empty()) throw Error(KABI_STATUS_INVALID_ARGUMENT, "tuning cache export: path is empty");
+  std::lock_guard<std::mutex> guard(state_->mutex);
+  state_->load();  // include what other processes recorded since this one loaded
+  std::vector<const Record*> records;
+  for (const auto& item : state_->index) {
+    for (const Record& record : item.second) records.push_back(&record);
+  }
+  std::sort(records.begin(), records.end(), [](const Record* left, const Record* right) {
+    return std::tie(left->device_signature, left->op, left->problem_key, left->entry.kernel_name) <
+           std::tie(right->device_signature, right->op, right->problem_key, right->entry.kernel_name);
+  });
+  std::string text;
+  for (const Record* record : records) text += format_record(*record);
+  write_file_atomically(path, text);
+}
+
+void TuningCache::import_from(const std::string& path) {
+  if (path.empty()) throw Error(KABI_STATUS_INVALID_ARGUMENT, "tuning cache import: path is empty");
+  if (!std::filesystem::exists(path)) {
+    throw Error(KABI_STATUS_IO_ERROR, "tuning cache import: " + path + " does not exist");
+  }
+  const std::string text = read_file(path);
+  std::vector<Record> records;
+  std::string reason;
+  size_t start = 0;
+  for (int64_t line_number = 1; start < text.size(); ++line_number) {
+    const size_t newline = text.find('\n', start);
+    const std::string_view line(text.data() + start, (newline == std::string::npos ? text.size() : newline) - start);
+    start = newline == std::string::npos ? text.size() : newline + 1;
+    if (line.empty()) continue;
+    Record record;
+    if (newline == std::string::npos) reason = "the last line has no newline (truncated file)";
+    if (newline == std::string::npos || !parse_record(line, record, &reason)) {
+      throw Error(KABI_STATUS_INVALID_ARGUMENT, "tuning cache import: " + path + ":" + std::to_string(line_number) +
+                                                    ": not a tuning record (" + reason + "); nothing was imported");
+    }
+    records.push_back(std::move(record));
+  }
+  std::lock_guard<std::mutex> guard(state_->mutex);
+  state_->ensure_loaded();
+  state_->append(std::move(records));
+}
+
+int64_t TuningCache::record_count() {
+  std::lock_guard<std::mutex> guard(state_->mutex);
+  state_->ensure_loaded();
+  return state_->record_count;
+}
+
+int64_t TuningCache::corrupt_record_count() {
+  std::lock_guard<std::mutex> guard(state_->mutex);
+  state_->ensure_loaded();
+  return state_->corrupt_record_count;
+}
 
 }  // namespace kabi::core

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,20 @@ class TuningCache {
   void import_from(const std::string& path);
   int64_t record_count();
   int64_t corrupt_record_count();  // skipped at the last load
+
+  // The record file inside directory() ("tuning-v1.log").
+  std::string file_path();
+
+  // A cache over its own directory, independent of instance() (tests; tools that inspect another cache).
+  explicit TuningCache(const std::string& directory);
+  ~TuningCache();
+  TuningCache(const TuningCache&) = delete;
+  TuningCache& operator=(const TuningCache&) = delete;
+
+ private:
+  TuningCache();
+  struct State;
+  std::unique_ptr<State> state_;
 };
 
 }  // namespace kabi::core
