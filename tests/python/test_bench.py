@@ -1,0 +1,131 @@
+"""kabi.bench: argument checks, device inference, and the arithmetic of its CPU mode under a fake clock."""
+
+import dataclasses
+import time
+
+import pytest
+import torch
+
+from kabi._bench import BenchResult, bench
+
+
+class FakeClock:
+    """A perf_counter_ns that advances only when the benchmarked function says so."""
+
+    def __init__(self):
+        self.now_ns = 0
+
+    def __call__(self):
+        return self.now_ns
+
+
+@pytest.fixture
+def fake_clock(monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(time, "perf_counter_ns", clock)
+    return clock
+
+
+def test_cpu_median_min_max_follow_the_measured_call_times(fake_clock):
+    durations_ns = iter([25_000] * 2 + [1_000, 3_000, 2_000, 9_000, 4_000])
+
+    def work():
+        fake_clock.now_ns += next(durations_ns)
+
+    result = bench(work, warmup=2, repeat=5, min_time_s=0)
+    assert result == BenchResult(median_us=3.0, min_us=1.0, max_us=9.0, count=5, mode="cpu", calls_per_sample=1)
+
+
+def test_cpu_batches_grow_until_the_samples_last_min_time(fake_clock):
+    calls = []
+
+    def work():
+        calls.append(1)
+        fake_clock.now_ns += 100
+
+    result = bench(work, warmup=1, repeat=4, min_time_s=0.001)
+    # 1 ms over 4 samples is 250 us per sample, 2500 calls of 0.1 us each.
+    assert result.calls_per_sample == 2500
+    assert len(calls) == 1 + 4 * 2500
+    assert result.median_us == pytest.approx(0.1)
+
+
+def test_a_slow_call_is_timed_once_per_sample(fake_clock):
+    def work():
+        fake_clock.now_ns += 50_000_000
+
+    result = bench(work, warmup=1, repeat=3, min_time_s=0.01)
+    assert (result.calls_per_sample, result.count, result.median_us) == (1, 3, 50_000.0)
+
+
+def test_result_is_frozen_and_prints_its_numbers():
+    a, b = torch.randn(16, 16), torch.randn(16, 16)
+    result = bench(lambda: a @ b, warmup=1, repeat=3, min_time_s=0)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.median_us = 0.0
+    assert result.mode == "cpu" and result.count == 3
+    assert 0 < result.min_us <= result.median_us <= result.max_us
+    assert "median" in str(result) and "cpu" in str(result)
+
+
+def test_device_is_inferred_from_the_returned_tensor_or_defaults_to_cpu():
+    assert bench(lambda: (torch.ones(2), 1), warmup=1, repeat=1, min_time_s=0).mode == "cpu"
+    assert bench(lambda: None, warmup=1, repeat=1, min_time_s=0, device="cpu").mode == "cpu"
+
+
+def test_errors_from_fn_propagate_unchanged():
+    def broken():
+        raise RuntimeError("kernel exploded")
+
+    with pytest.raises(RuntimeError, match="kernel exploded"):
+        bench(broken, warmup=1, repeat=1)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"repeat": 0}, "repeat must be an integer >= 1"),
+        ({"warmup": 0}, "warmup must be an integer >= 1"),
+        ({"repeat": 2.5}, "repeat must be an integer"),
+        ({"min_time_s": -1.0}, "min_time_s must be a number of seconds >= 0"),
+        ({"min_time_s": float("nan")}, "min_time_s"),
+        ({"cuda_graph": True, "back_to_back": True}, "choose one of"),
+        ({"cuda_graph": True}, "need a CUDA device"),
+        ({"back_to_back": True}, "need a CUDA device"),
+        ({"device": "not-a-device"}, "device must name a torch device"),
+    ],
+)
+def test_bad_arguments_are_named(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        bench(lambda: torch.ones(1), **kwargs)
+
+
+def test_fn_must_be_callable():
+    with pytest.raises(TypeError, match="fn must be a callable"):
+        bench(42)
+
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@pytest.mark.gpu
+@cuda
+@pytest.mark.parametrize(
+    ("options", "mode"),
+    [({}, "cuda-events"), ({"back_to_back": True}, "cuda-back-to-back"), ({"cuda_graph": True}, "cuda-graph")],
+)
+def test_cuda_modes_time_device_work(options, mode):
+    a = torch.randn(512, 512, device="cuda")
+    b = torch.randn(512, 512, device="cuda")
+    result = bench(lambda: a @ b, warmup=2, repeat=5, min_time_s=0.001, **options)
+    assert result.mode == mode
+    assert result.count >= 5
+    assert 0 < result.min_us <= result.median_us <= result.max_us
+
+
+@pytest.mark.gpu
+@cuda
+def test_cuda_device_is_inferred_from_the_returned_tensor():
+    a = torch.randn(64, 64, device="cuda")
+    result = bench(lambda: a @ a, warmup=2, repeat=10, min_time_s=0)
+    assert (result.mode, result.count, result.calls_per_sample) == ("cuda-events", 10, 1)
