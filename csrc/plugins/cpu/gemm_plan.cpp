@@ -1,0 +1,254 @@
+#include "gemm_plan.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+
+namespace kabi::cpu {
+namespace {
+
+// Ranks beyond this are declined rather than handled with heap allocations on the launch path.
+constexpr int kMaxRank = 16;
+constexpr int64_t kBlasIntMax = INT32_MAX;
+
+uint32_t dtype_bit(DLDataType dtype) {
+  if (dtype.code != kDLFloat || dtype.lanes != 1) return 0;
+  if (dtype.bits == 32) return KABI_DTYPE_FLOAT32;
+  if (dtype.bits == 64) return KABI_DTYPE_FLOAT64;
+  return 0;
+}
+
+std::string dtype_text(DLDataType dtype) {
+  static constexpr const char* kCodeNames[] = {"int", "uint", "float", "opaque", "bfloat", "complex", "bool"};
+  std::string code = dtype.code < sizeof(kCodeNames) / sizeof(kCodeNames[0]) ? kCodeNames[dtype.code]
+                                                                             : "code" + std::to_string(dtype.code);
+  std::string text = code + std::to_string(dtype.bits);
+  if (dtype.lanes != 1) text += "x" + std::to_string(dtype.lanes);
+  return text;
+}
+
+std::string list_text(const int64_t* values, int count) {
+  std::string text = "[";
+  for (int i = 0; i < count; ++i) {
+    if (i > 0) text += ", ";
+    text += std::to_string(values[i]);
+  }
+  return text + "]";
+}
+
+// Element strides of a tensor; DLPack's NULL strides mean compact row-major.
+void strides_of(const DLTensor& tensor, int64_t* out) {
+  if (tensor.strides != nullptr) {
+    std::copy(tensor.strides, tensor.strides + tensor.ndim, out);
+    return;
+  }
+  int64_t step = 1;
+  for (int d = tensor.ndim - 1; d >= 0; --d) {
+    out[d] = step;
+    step *= tensor.shape[d];
+  }
+}
+
+int64_t element_count(const int64_t* shape, int rank) {
+  int64_t count = 1;
+  for (int d = 0; d < rank; ++d) count *= shape[d];
+  return count;
+}
+
+// The one stride s such that batch entry i of the flattened batch starts at i * s elements, for a tensor whose
+// leading dimensions broadcast to batch_shape. Fails when broadcasting or strides differ between batch dimensions.
+bool flatten_batch(const DLTensor& tensor, const int64_t* strides, const int64_t* batch_shape, int batch_rank,
+                   int64_t* out_stride) {
+  const int missing = batch_rank - (tensor.ndim - 2);
+  int64_t inner = 1;
+  bool found = false;
+  int64_t stride = 0;
+  for (int j = batch_rank - 1; j >= 0; --j) {
+    if (batch_shape[j] == 1) continue;
+    const int d = j - missing;
+    const int64_t actual = (d >= 0 && tensor.shape[d] != 1) ? strides[d] : 0;
+    if (!found) {
+      stride = actual;  // every inner extent is 1, so this dimension alone fixes the stride
+      found = true;
+    } else {
+      int64_t expected = 0;
+      if (__builtin_mul_overflow(stride, inner, &expected) || expected != actual) return false;
+    }
+    inner *= batch_shape[j];
+  }
+  *out_stride = stride;
+  return true;
+}
+
+// A matrix of rows x cols with the given strides as gemm reads it: row-major (unit column stride) or column-major
+// (unit row stride), with a leading dimension of at least max(1, cols) or max(1, rows) as BLAS requires. The
+// stride of an extent-1 dimension is never used, so it does not matter.
+bool matrix_operand(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride, BlasOperand* operand) {
+  if ((cols == 1 || col_stride == 1) && (rows == 1 || row_stride >= std::max<int64_t>(1, cols))) {
+    operand->transposed = false;
+    operand->leading_dimension = rows == 1 ? std::max<int64_t>(1, cols) : row_stride;
+    return true;
+  }
+  if ((rows == 1 || row_stride == 1) && (cols == 1 || col_stride >= std::max<int64_t>(1, rows))) {
+    operand->transposed = true;
+    operand->leading_dimension = cols == 1 ? std::max<int64_t>(1, rows) : col_stride;
+    return true;
+  }
+  return false;
+}
+
+bool is_c_contiguous(const DLTensor& tensor, const int64_t* strides) {
+  if (element_count(tensor.shape, tensor.ndim) == 0) return true;
+  int64_t expected = 1;
+  for (int d = tensor.ndim - 1; d >= 0; --d) {
+    if (tensor.shape[d] != 1 && strides[d] != expected) return false;
+    expected *= tensor.shape[d];
+  }
+  return true;
+}
+
+// The bytes a tensor's elements occupy, [begin, end); empty for a tensor with no elements.
+struct ByteSpan {
+  uintptr_t begin = 0;
+  uintptr_t end = 0;
+};
+
+// Selection may describe a call before its memory exists (NULL data): such a tensor overlaps nothing.
+ByteSpan byte_span(const DLTensor& tensor, const int64_t* strides) {
+  if (tensor.data == nullptr) return {};
+  const int64_t item = tensor.dtype.bits / 8;
+  int64_t low = 0;
+  int64_t high = 0;
+  for (int d = 0; d < tensor.ndim; ++d) {
+    if (tensor.shape[d] == 0) return {};
+    const int64_t reach = (tensor.shape[d] - 1) * strides[d];
+    (reach < 0 ? low : high) += reach;
+  }
+  const uintptr_t base = reinterpret_cast<uintptr_t>(tensor.data) + tensor.byte_offset;
+  return {base + static_cast<uintptr_t>(low * item), base + static_cast<uintptr_t>((high + 1) * item)};
+}
+
+bool overlaps(ByteSpan x, ByteSpan y) { return x.begin < x.end && y.begin < y.end && x.begin < y.end && y.begin < x.end; }
+
+const char* data_of(const DLTensor& tensor) { return static_cast<const char*>(tensor.data) + tensor.byte_offset; }
+
+std::string check_output(const DLTensor& out, const GemmPlan& plan, const int64_t* batch_shape, int batch_rank,
+                         const DLTensor* inputs, const int64_t (*input_strides)[kMaxRank]) {
+  if (out.device.device_type != kDLCPU) return "out is not on the CPU";
+  if (dtype_bit(out.dtype) != plan.dtype) return "out has dtype " + dtype_text(out.dtype) + "; expected the inputs' dtype";
+  int64_t expected_shape[kMaxRank + 2];
+  std::copy(batch_shape, batch_shape + batch_rank, expected_shape);
+  expected_shape[batch_rank] = plan.m;
+  expected_shape[batch_rank + 1] = plan.n;
+  if (out.ndim != batch_rank + 2 || !std::equal(expected_shape, expected_shape + batch_rank + 2, out.shape)) {
+    return "out has shape " + list_text(out.shape, out.ndim) + "; expected " +
+           list_text(expected_shape, batch_rank + 2);
+  }
+  int64_t out_strides[kMaxRank];
+  strides_of(out, out_strides);
+  if (!is_c_contiguous(out, out_strides)) {
+    return "out has strides " + list_text(out_strides, out.ndim) + "; kabi-cpu writes only C-contiguous outputs";
+  }
+  const ByteSpan out_span = byte_span(out, out_strides);
+  for (int i = 0; i < 2; ++i) {
+    if (overlaps(out_span, byte_span(inputs[i], input_strides[i]))) {
+      return std::string("out overlaps input ") + (i == 0 ? "a" : "b") + "; gemm cannot write in place";
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string plan_gemm(const kabi_args& args, bool require_output, GemmPlan* plan) {
+  if (args.inputs == nullptr || args.num_inputs != 2) return "matmul takes exactly two inputs, a and b";
+  const DLTensor& a = args.inputs[0];
+  const DLTensor& b = args.inputs[1];
+  const bool has_output = args.num_outputs > 0 && args.outputs != nullptr;
+  if (require_output && !has_output) return "the call has no output tensor";
+
+  for (const DLTensor* tensor : {&a, &b}) {
+    const char* name = tensor == &a ? "a" : "b";
+    if (tensor->device.device_type != kDLCPU) return std::string(name) + " is not on the CPU";
+    if (tensor->ndim < 2 || tensor->ndim > kMaxRank) {
+      return std::string(name) + " has rank " + std::to_string(tensor->ndim) + "; kabi-cpu takes ranks 2 to " +
+             std::to_string(kMaxRank);
+    }
+  }
+  plan->dtype = dtype_bit(a.dtype);
+  if (plan->dtype == 0) return "dtype " + dtype_text(a.dtype) + " is not float32 or float64";
+  if (dtype_bit(b.dtype) != plan->dtype) {
+    return "a has dtype " + dtype_text(a.dtype) + " but b has " + dtype_text(b.dtype);
+  }
+
+  plan->m = a.shape[a.ndim - 2];
+  plan->k = a.shape[a.ndim - 1];
+  plan->n = b.shape[b.ndim - 1];
+  if (b.shape[b.ndim - 2] != plan->k) {
+    return "b has shape " + list_text(b.shape, b.ndim) + "; expected [..., K=" + std::to_string(plan->k) +
+           ", N] to match a " + list_text(a.shape, a.ndim);
+  }
+
+  const int batch_rank = std::max(a.ndim, b.ndim) - 2;
+  int64_t batch_shape[kMaxRank];
+  for (int j = 0; j < batch_rank; ++j) {
+    const int da = j - (batch_rank - (a.ndim - 2));
+    const int db = j - (batch_rank - (b.ndim - 2));
+    const int64_t extent_a = da >= 0 ? a.shape[da] : 1;
+    const int64_t extent_b = db >= 0 ? b.shape[db] : 1;
+    if (extent_a != extent_b && extent_a != 1 && extent_b != 1) {
+      return "the leading dimensions of a " + list_text(a.shape, a.ndim) + " and b " + list_text(b.shape, b.ndim) +
+             " do not broadcast";
+    }
+    batch_shape[j] = extent_a == 1 ? extent_b : extent_a;
+  }
+  plan->batch = element_count(batch_shape, batch_rank);
+
+  int64_t strides[2][kMaxRank];
+  strides_of(a, strides[0]);
+  strides_of(b, strides[1]);
+  if (has_output) {
+    std::string reason = check_output(args.outputs[0], *plan, batch_shape, batch_rank, args.inputs, strides);
+    if (!reason.empty()) return reason;
+    plan->out = static_cast<char*>(args.outputs[0].data) + args.outputs[0].byte_offset;
+  } else {
+    plan->out = nullptr;
+  }
+  for (int64_t extent : {plan->m, plan->n, plan->k}) {
+    if (extent > kBlasIntMax) {
+      return "dimension " + std::to_string(extent) + " exceeds the 32-bit OpenBLAS interface (at most " +
+             std::to_string(kBlasIntMax) + ")";
+    }
+  }
+  // Nothing is read from the inputs when the product is empty (K == 0 only zero-fills the output).
+  if (plan->batch == 0 || plan->m == 0 || plan->n == 0 || plan->k == 0) return {};
+
+  struct Input {
+    const DLTensor& tensor;
+    const int64_t* strides;
+    int64_t rows, cols;
+    BlasOperand* operand;
+    const char* name;
+  };
+  for (const Input& input : {Input{a, strides[0], plan->m, plan->k, &plan->a, "a"},
+                             Input{b, strides[1], plan->k, plan->n, &plan->b, "b"}}) {
+    const int nd = input.tensor.ndim;
+    if (!matrix_operand(input.rows, input.cols, input.strides[nd - 2], input.strides[nd - 1], input.operand)) {
+      return std::string(input.name) + " has strides " + list_text(input.strides, nd) +
+             ": its matrices need a unit stride in one of the last two dimensions and a leading dimension at "
+             "least as large as the other extent";
+    }
+    if (input.operand->leading_dimension > kBlasIntMax) {
+      return std::string(input.name) + " has leading dimension " + std::to_string(input.operand->leading_dimension) +
+             ", beyond the 32-bit OpenBLAS interface";
+    }
+    if (!flatten_batch(input.tensor, input.strides, batch_shape, batch_rank, &input.operand->batch_stride)) {
+      return std::string(input.name) + " has leading dimensions " + list_text(input.tensor.shape, nd - 2) +
+             " with strides " + list_text(input.strides, nd - 2) + " that do not flatten to one batch stride";
+    }
+    input.operand->data = data_of(input.tensor);
+  }
+  return {};
+}
+
+}  // namespace kabi::cpu
