@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kabi/kabi.h"
 
@@ -22,6 +23,30 @@ std::string device_binary_fingerprint(const DeviceBinary& binary);
 // Launch on args->stream: evaluate the grid rule over the problem's dims, marshal the parameters, cuLaunchKernel
 // (or cuLaunchKernelEx for clusters). Errors become kabi::core::Error(KABI_STATUS_KERNEL_FAILED or UNAVAILABLE).
 void launch_device_binary(DeviceBinary& binary, const kabi_problem& problem, const kabi_args& args);
+
+// A grid expression parsed once (at registration) and evaluated at every launch. Grammar: + - * / (integer
+// division), unary -, parentheses, cdiv(a, b), min(a, b), max(a, b), non-negative integer literals, and names: the
+// problem's dimension names and "batch" (resolved at evaluation, as only the op knows its dimension names).
+class GridExpression {
+ public:
+  // Throws Error(KABI_STATUS_INVALID_ARGUMENT) naming the expression and the column on a syntax error.
+  explicit GridExpression(const std::string& text);
+  // Throws Error(KABI_STATUS_INVALID_ARGUMENT) naming the expression on an unknown name, a division by zero or an
+  // overflow.
+  int64_t evaluate(const kabi_problem& problem) const;
+  const std::string& text() const { return text_; }
+
+  enum class Operation { kPushNumber, kPushName, kAdd, kSubtract, kMultiply, kDivide, kNegate, kCdiv, kMin, kMax };
+  struct Step {
+    Operation operation;
+    int64_t number;
+    std::string name;
+  };
+
+ private:
+  std::string text_;
+  std::vector<Step> program_;  // postfix
+};
 
 // Evaluate a grid expression ("cdiv(M, 128) * cdiv(N, 64)") over the problem's dims and "batch". Throws
 // Error(KABI_STATUS_INVALID_ARGUMENT) on a syntax error or unknown name. Exposed for tests.
