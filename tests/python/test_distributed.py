@@ -1,0 +1,80 @@
+"""Two gloo ranks whose local timings disagree still agree on one kernel per problem."""
+
+import json
+import math
+import os
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from kabi._correctness import Tolerance, make_inputs_like
+from kabi._distributed import DecisionState, agree, agreement_active
+from kabi._measure import fastest, measure_candidates
+from kabi._tuning_policy import TuningSettings
+
+QUICK = TuningSettings(warmup=1, repeat=3, min_time_s=0.0)
+
+
+def _delayed_on(slow_rank, delay_s):
+    """A correct matmul that sleeps on one rank only: the injected disagreement."""
+
+    def kernel(a, b):
+        if dist.get_rank() == slow_rank:
+            time.sleep(delay_s)
+        return torch.matmul(a, b)
+
+    return kernel
+
+
+def _rank_main(rank, world_size, init_file, result_dir):
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size)
+    try:
+        assert agreement_active()
+        candidates = [("slow-on-rank-0", _delayed_on(0, 0.004)), ("slow-on-rank-1", _delayed_on(1, 0.001)),
+                      ("wrong-on-rank-1", lambda a, b: torch.matmul(a, b) + dist.get_rank())]
+        names = tuple(name for name, _ in candidates)
+        make_inputs = lambda: make_inputs_like([torch.empty(16, 8), torch.empty(8, 4)])
+        local = []
+
+        def measure():
+            local.extend(measure_candidates(candidates, make_inputs, torch.matmul, Tolerance(2e-5, 1e-4), QUICK))
+            return local
+
+        state = DecisionState("float32|CC|1|16|4|8", names, None, True)
+        agreement = agree(state, measure)
+        adopted = agree(DecisionState("float32|CC|1|16|4|8", names,
+                                      tuple((m.kernel, m.time_us, m.note) for m in agreement.measurements) if rank == 1 else None,
+                                      True), lambda: pytest.fail("nobody measures when a rank remembers"))
+        result = {
+            "local_pick": fastest(local).kernel,
+            "agreed_pick": fastest(agreement.measurements).kernel,
+            "records": [[m.kernel, m.time_us, m.note] for m in agreement.measurements],
+            "adopted_source": adopted.source,
+            "adopted": [[m.kernel, m.time_us] for m in adopted.measurements],
+        }
+        with open(os.path.join(result_dir, f"rank{rank}.json"), "w") as out:
+            json.dump(result, out)
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_two_gloo_ranks_agree_although_their_local_timings_disagree(tmp_path):
+    mp.spawn(_rank_main, args=(2, str(tmp_path / "init"), str(tmp_path)), nprocs=2, join=True)
+    ranks = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in range(2)]
+    assert [r["local_pick"] for r in ranks] == ["slow-on-rank-1", "slow-on-rank-0"], "injected delays make local picks differ"
+    assert ranks[0]["records"] == ranks[1]["records"], "every rank records the same reduced times"
+    assert ranks[0]["agreed_pick"] == ranks[1]["agreed_pick"]
+    finite = {name: time_us for name, time_us, _ in ranks[0]["records"] if math.isfinite(time_us)}
+    assert ranks[0]["agreed_pick"] == min(finite, key=finite.get)
+    [wrong] = [record for record in ranks[0]["records"] if record[0] == "wrong-on-rank-1"]
+    assert math.isinf(wrong[1]) and wrong[2].startswith("rank 1: wrong result")
+    assert ranks[0]["adopted_source"] == ranks[1]["adopted_source"] == "adopted the records of rank 1"
+    assert ranks[0]["adopted"] == ranks[1]["adopted"] == [record[:2] for record in ranks[0]["records"]]
+
+def test_agreement_is_off_without_an_initialized_process_group():
+    assert not dist.is_initialized()
+    assert not agreement_active()
