@@ -2,12 +2,91 @@
 // Owned by cuda_driver.cpp. No driver is a normal state: available() is false and devices() is empty.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
 #include "kabi/kabi.h"
 
 namespace kabi::core {
+
+// The few driver API types and constants libkabi uses, declared here (with the values of cuda.h) so that building
+// libkabi needs no CUDA headers.
+namespace cuda {
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+using CUcontext = struct CUctx_st*;
+using CUmodule = struct CUmod_st*;
+using CUfunction = struct CUfunc_st*;
+using CUstream = struct CUstream_st*;
+
+constexpr CUresult CUDA_SUCCESS = 0;
+constexpr int CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
+constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
+constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
+constexpr int CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97;
+constexpr int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
+constexpr int CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14;
+constexpr int CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4;
+
+struct CUlaunchAttribute {
+  int id;
+  char pad[4];
+  union {
+    char pad[64];
+    struct {
+      unsigned int x, y, z;
+    } clusterDim;
+  } value;
+};
+
+struct CUlaunchConfig {
+  unsigned int gridDimX, gridDimY, gridDimZ;
+  unsigned int blockDimX, blockDimY, blockDimZ;
+  unsigned int sharedMemBytes;
+  CUstream hStream;
+  CUlaunchAttribute* attrs;
+  unsigned int numAttrs;
+};
+}  // namespace cuda
+
+// Entry points of libcuda.so.1, resolved once. The optional ones (cuLaunchKernelEx, needed only for clusters) are
+// null on drivers that lack them.
+struct CudaDriver {
+  using CUresult = cuda::CUresult;
+  CUresult (*cuInit)(unsigned int flags);
+  CUresult (*cuDriverGetVersion)(int* version);
+  CUresult (*cuDeviceGetCount)(int* count);
+  CUresult (*cuDeviceGet)(cuda::CUdevice* device, int ordinal);
+  CUresult (*cuDeviceGetName)(char* name, int length, cuda::CUdevice device);
+  CUresult (*cuDeviceGetAttribute)(int* value, int attribute, cuda::CUdevice device);
+  CUresult (*cuDeviceTotalMem)(size_t* bytes, cuda::CUdevice device);
+  CUresult (*cuDevicePrimaryCtxRetain)(cuda::CUcontext* context, cuda::CUdevice device);
+  CUresult (*cuCtxGetCurrent)(cuda::CUcontext* context);
+  CUresult (*cuCtxSetCurrent)(cuda::CUcontext context);
+  CUresult (*cuCtxGetDevice)(cuda::CUdevice* device);
+  CUresult (*cuModuleLoadData)(cuda::CUmodule* module, const void* image);
+  CUresult (*cuModuleUnload)(cuda::CUmodule module);
+  CUresult (*cuModuleGetFunction)(cuda::CUfunction* function, cuda::CUmodule module, const char* name);
+  CUresult (*cuFuncSetAttribute)(cuda::CUfunction function, int attribute, int value);
+  CUresult (*cuLaunchKernel)(cuda::CUfunction function, unsigned int grid_x, unsigned int grid_y,
+                             unsigned int grid_z, unsigned int block_x, unsigned int block_y, unsigned int block_z,
+                             unsigned int shared_memory_bytes, cuda::CUstream stream, void** params, void** extra);
+  CUresult (*cuLaunchKernelEx)(const cuda::CUlaunchConfig* config, cuda::CUfunction function, void** params,
+                               void** extra);
+  CUresult (*cuMemAlloc)(cuda::CUdeviceptr* pointer, size_t bytes);
+  CUresult (*cuMemFree)(cuda::CUdeviceptr pointer);
+  CUresult (*cuGetErrorName)(CUresult error, const char** name);
+  CUresult (*cuGetErrorString)(CUresult error, const char** text);
+};
+
+// The loaded driver; throws Error(KABI_STATUS_UNAVAILABLE, cuda_unavailable_reason()) when there is none.
+const CudaDriver& cuda_driver();
+
+// Throws Error(KABI_STATUS_KERNEL_FAILED, "<what>: CUDA_ERROR_... (<the driver's description>)") unless result is
+// CUDA_SUCCESS.
+void check_cuda(cuda::CUresult result, const std::string& what);
 
 // Probed once, thread-safely: every CUDA device with its name, compute capability, SM count, memory, driver
 // version and KABI_FEATURE_* bits (tensor cores, bf16 mma, fp8, tma, wgmma by compute capability).

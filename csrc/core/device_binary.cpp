@@ -1,19 +1,425 @@
+// Device binaries: validation and deep copy of a kabi_device_binary, and its launch through the CUDA driver.
+//
+// A binary loads one module per device on first launch there (under the binary's mutex, so concurrent first launches
+// load it once). Launches use the calling thread's current context when it belongs to the problem's device (torch and
+// Triton make the primary context current); otherwise the device's primary context is retained and made current for
+// the launch and the previous context restored. Scratch buffers are allocated on first need and kept per (device,
+// stream, parameter, size): two launches on one stream run in order and can share them, launches on different streams
+// may run at once and must not.
 #include "device_binary.hpp"
 
-#include <stdexcept>
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "cuda_driver.hpp"
+#include "error.hpp"
+#include "struct_io.hpp"
 
 namespace kabi::core {
 
-class DeviceBinary {};
+struct LaunchParam {
+  int32_t kind = 0;
+  int32_t size_bytes = 0;
+  int32_t index = 0;
+  int32_t dim = 0;
+  std::string name;
+  int64_t value = 0;
+};
 
-std::shared_ptr<DeviceBinary> make_device_binary(const kabi_device_binary*) {
-  throw std::runtime_error("device binaries are not built yet");
+class DeviceBinary {
+ public:
+  int32_t format = 0;
+  int32_t arch = 0;
+  std::vector<unsigned char> image;  // PTX images end in a NUL, as cuModuleLoadData needs
+  std::string entry;
+  std::vector<LaunchParam> params;
+  std::vector<GridExpression> grid;
+  int32_t block[3] = {1, 1, 1};
+  int32_t shared_memory_bytes = 0;
+  int32_t cluster_size = 1;
+
+  ~DeviceBinary();
+  cuda::CUfunction function_on(const CudaDriver& driver, int32_t device_index);
+  void* scratch(const CudaDriver& driver, int32_t device_index, void* stream, size_t param, size_t bytes);
+
+ private:
+  std::mutex mutex_;
+  std::map<int32_t, std::pair<cuda::CUmodule, cuda::CUfunction>> loaded_;
+  std::map<std::tuple<int32_t, void*, size_t, size_t>, cuda::CUdeviceptr> scratch_;
+};
+
+namespace {
+
+constexpr int32_t kDefaultSharedMemoryLimit = 48 * 1024;  // above this a kernel must opt in
+
+Error invalid(const std::string& message) { return Error(KABI_STATUS_INVALID_ARGUMENT, message); }
+
+std::string param_label(size_t index) { return "params[" + std::to_string(index) + "]"; }
+
+LaunchParam copy_param(const kabi_launch_param& raw, size_t index) {
+  LaunchParam param;
+  param.kind = raw.kind;
+  param.size_bytes = raw.size_bytes;
+  param.index = raw.index;
+  param.dim = raw.dim;
+  param.value = raw.value;
+  const std::string label = param_label(index);
+  const bool integer = raw.kind == KABI_PARAM_DIM || raw.kind == KABI_PARAM_STRIDE || raw.kind == KABI_PARAM_CONSTANT;
+  if (integer && raw.size_bytes != 4 && raw.size_bytes != 8) {
+    throw invalid(label + ".size_bytes is " + std::to_string(raw.size_bytes) + "; expected 4 or 8");
+  }
+  switch (raw.kind) {
+    case KABI_PARAM_TENSOR_DATA:
+    case KABI_PARAM_STRIDE:
+      if (raw.index < 0) throw invalid(label + ".index is " + std::to_string(raw.index) + "; expected >= 0");
+      break;
+    case KABI_PARAM_DIM:
+      if (raw.name == nullptr || raw.name[0] == '\0') throw invalid(label + ".name is empty; expected a dimension name");
+      param.name = raw.name;
+      break;
+    case KABI_PARAM_CONSTANT:
+      if (raw.size_bytes == 4 && (raw.value < INT32_MIN || raw.value > INT32_MAX)) {
+        throw invalid(label + ".value " + std::to_string(raw.value) + " does not fit 4 bytes");
+      }
+      break;
+    case KABI_PARAM_SCRATCH:
+      if (raw.value < 0) throw invalid(label + ".value is " + std::to_string(raw.value) + "; expected bytes >= 0");
+      break;
+    default:
+      throw invalid(label + ".kind is " + std::to_string(raw.kind) + "; expected a kabi_param_kind");
+  }
+  return param;
 }
 
-std::string device_binary_fingerprint(const DeviceBinary&) { return {}; }
+// Bytes of a cubin must form an ELF file; a PTX must be text.
+void check_image(const kabi_device_binary& desc) {
+  if (desc.image == nullptr || desc.image_size == 0) throw invalid("image is empty");
+  const auto* bytes = static_cast<const unsigned char*>(desc.image);
+  if (desc.format == KABI_BINARY_CUBIN) {
+    if (desc.image_size < 4 || std::memcmp(bytes, "\x7f" "ELF", 4) != 0) {
+      throw invalid("image is not a cubin (no ELF header); for PTX set format to KABI_BINARY_PTX");
+    }
+  } else if (desc.format == KABI_BINARY_PTX) {
+    if (std::memchr(bytes, '\0', desc.image_size) != nullptr &&
+        std::memchr(bytes, '\0', desc.image_size) != bytes + desc.image_size - 1) {
+      throw invalid("image is not PTX text (it holds a NUL byte before its end)");
+    }
+  } else {
+    throw invalid("format is " + std::to_string(desc.format) + "; expected KABI_BINARY_CUBIN or KABI_BINARY_PTX");
+  }
+}
 
-void launch_device_binary(DeviceBinary&, const kabi_problem&, const kabi_args&) {
-  throw std::runtime_error("device binaries are not built yet");
+int64_t dim_value(const std::string& name, const kabi_problem& problem) {
+  if (name == "batch") return problem.batch_size;
+  for (int32_t i = 0; i < problem.num_dims && i < 8; ++i) {
+    if (problem.dim_names[i] != nullptr && name == problem.dim_names[i]) return problem.dims[i];
+  }
+  throw invalid("device binary parameter names dimension " + name + ", which the problem does not have");
+}
+
+// The stride in elements of dimension `dim` of a tensor. Size-1 batch dimensions (broadcast) and batch dimensions a
+// tensor does not have read 0.
+int64_t stride_value(const DLTensor& tensor, int32_t dim) {
+  const int32_t rank = tensor.ndim;
+  const int32_t axis = dim < 0 ? rank + dim : dim;
+  const bool batch_axis = dim < 0 ? dim <= -3 : dim < rank - 2;
+  if (axis < 0 || axis >= rank) {
+    if (batch_axis) return 0;
+    throw invalid("device binary parameter reads stride of dim " + std::to_string(dim) + " of a tensor of rank " +
+                  std::to_string(rank));
+  }
+  if (batch_axis && tensor.shape[axis] == 1) return 0;
+  if (tensor.strides != nullptr) return tensor.strides[axis];
+  int64_t stride = 1;
+  for (int32_t later = axis + 1; later < rank; ++later) stride *= tensor.shape[later];
+  return stride;
+}
+
+void store_integer(uint64_t& slot, int64_t value, int32_t size_bytes, const std::string& what) {
+  if (size_bytes == 4) {
+    if (value < INT32_MIN || value > INT32_MAX) {
+      throw invalid(what + " = " + std::to_string(value) + " does not fit the kernel's 4-byte parameter");
+    }
+    const int32_t narrow = static_cast<int32_t>(value);
+    std::memcpy(&slot, &narrow, sizeof narrow);
+  } else {
+    std::memcpy(&slot, &value, sizeof value);
+  }
+}
+
+// Makes the problem's device current for the launch, restoring the previous context afterwards.
+class ContextScope {
+ public:
+  ContextScope(const CudaDriver& driver, int32_t device_index, const std::string& entry) : driver_(driver) {
+    check_cuda(driver.cuCtxGetCurrent(&previous_), "cuCtxGetCurrent for " + entry);
+    cuda::CUdevice current_device = -1;
+    if (previous_ != nullptr && driver.cuCtxGetDevice(&current_device) == cuda::CUDA_SUCCESS &&
+        current_device == device_index) {
+      return;
+    }
+    cuda::CUdevice device = 0;
+    cuda::CUcontext primary = nullptr;
+    check_cuda(driver.cuDeviceGet(&device, device_index), "cuDeviceGet(" + std::to_string(device_index) + ")");
+    // Retained once per device and never released: the primary context then outlives every module loaded into it.
+    static std::mutex retain_mutex;
+    static std::map<int32_t, cuda::CUcontext> retained;
+    {
+      std::lock_guard<std::mutex> lock(retain_mutex);
+      auto found = retained.find(device_index);
+      if (found == retained.end()) {
+        check_cuda(driver.cuDevicePrimaryCtxRetain(&primary, device), "cuDevicePrimaryCtxRetain for " + entry);
+        found = retained.emplace(device_index, primary).first;
+      }
+      primary = found->second;
+    }
+    check_cuda(driver.cuCtxSetCurrent(primary), "cuCtxSetCurrent for " + entry);
+    switched_ = true;
+  }
+  ~ContextScope() {
+    if (switched_) driver_.cuCtxSetCurrent(previous_);
+  }
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
+
+ private:
+  const CudaDriver& driver_;
+  cuda::CUcontext previous_ = nullptr;
+  bool switched_ = false;
+};
+
+}  // namespace
+
+DeviceBinary::~DeviceBinary() {
+  if (!cuda_available() || (loaded_.empty() && scratch_.empty())) return;
+  const CudaDriver& driver = cuda_driver();
+  for (const auto& item : scratch_) driver.cuMemFree(item.second);
+  for (const auto& item : loaded_) driver.cuModuleUnload(item.second.first);
+}
+
+cuda::CUfunction DeviceBinary::function_on(const CudaDriver& driver, int32_t device_index) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto found = loaded_.find(device_index);
+  if (found != loaded_.end()) return found->second.second;
+  cuda::CUmodule module = nullptr;
+  check_cuda(driver.cuModuleLoadData(&module, image.data()),
+             "cuModuleLoadData for " + entry + " (built for sm_" + std::to_string(arch) + ") on cuda:" +
+                 std::to_string(device_index));
+  cuda::CUfunction function = nullptr;
+  try {
+    check_cuda(driver.cuModuleGetFunction(&function, module, entry.c_str()), "cuModuleGetFunction(" + entry + ")");
+    if (shared_memory_bytes > kDefaultSharedMemoryLimit) {
+      check_cuda(driver.cuFuncSetAttribute(function, cuda::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                           shared_memory_bytes),
+                 "raising the shared memory of " + entry + " to " + std::to_string(shared_memory_bytes) + " bytes");
+    }
+    if (cluster_size > 8) {
+      check_cuda(driver.cuFuncSetAttribute(function, cuda::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
+                 "allowing clusters of " + std::to_string(cluster_size) + " for " + entry);
+    }
+  } catch (...) {
+    driver.cuModuleUnload(module);
+    throw;
+  }
+  loaded_.emplace(device_index, std::make_pair(module, function));
+  return function;
+}
+
+void* DeviceBinary::scratch(const CudaDriver& driver, int32_t device_index, void* stream, size_t param,
+                            size_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  cuda::CUdeviceptr& pointer = scratch_[std::make_tuple(device_index, stream, param, bytes)];
+  if (pointer == 0) {
+    const cuda::CUresult result = driver.cuMemAlloc(&pointer, bytes);
+    if (result != cuda::CUDA_SUCCESS) {
+      scratch_.erase(std::make_tuple(device_index, stream, param, bytes));
+      check_cuda(result, "allocating " + std::to_string(bytes) + " bytes of scratch for " + entry);
+    }
+  }
+  return reinterpret_cast<void*>(static_cast<uintptr_t>(pointer));
+}
+
+uint64_t fnv1a64(const void* data, size_t size, uint64_t hash) {
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < size; ++i) {
+    hash ^= bytes[i];
+    hash *= 0x100000001b3ull;
+  }
+  return hash;
+}
+
+std::shared_ptr<DeviceBinary> make_device_binary(const kabi_device_binary* desc_pointer) {
+  const kabi_device_binary desc =
+      read_input_struct(desc_pointer, "binary", KABI_STRUCT_SIZE_THROUGH(kabi_device_binary, cluster_size));
+  check_image(desc);
+  auto binary = std::make_shared<DeviceBinary>();
+  binary->format = desc.format;
+  if (desc.arch <= 0) throw invalid("arch is " + std::to_string(desc.arch) + "; expected a compute capability (90)");
+  binary->arch = desc.arch;
+  const auto* image = static_cast<const unsigned char*>(desc.image);
+  binary->image.assign(image, image + desc.image_size);
+  if (desc.format == KABI_BINARY_PTX && binary->image.back() != '\0') binary->image.push_back('\0');
+  if (desc.entry == nullptr || desc.entry[0] == '\0') throw invalid("entry is empty; expected the kernel's name");
+  binary->entry = desc.entry;
+
+  if (desc.num_params < 0) throw invalid("num_params is " + std::to_string(desc.num_params));
+  if (desc.num_params > 0) {
+    if (desc.params == nullptr) throw invalid("params is NULL but num_params is " + std::to_string(desc.num_params));
+    const size_t stride = desc.params[0].struct_size;
+    if (stride < KABI_STRUCT_SIZE_THROUGH(kabi_launch_param, value)) {
+      throw invalid("params[0].struct_size is " + std::to_string(stride) + "; set it to sizeof(kabi_launch_param)");
+    }
+    const auto* base = reinterpret_cast<const unsigned char*>(desc.params);
+    for (size_t i = 0; i < static_cast<size_t>(desc.num_params); ++i) {
+      kabi_launch_param raw;
+      std::memset(&raw, 0, sizeof raw);
+      std::memcpy(&raw, base + i * stride, std::min(stride, sizeof raw));
+      binary->params.push_back(copy_param(raw, i));
+    }
+  }
+  for (int axis = 0; axis < 3; ++axis) {
+    try {
+      binary->grid.emplace_back(desc.grid[axis] != nullptr ? std::string(desc.grid[axis]) : std::string("1"));
+    } catch (const Error& error) {
+      throw invalid("grid[" + std::to_string(axis) + "]: " + error.what());
+    }
+  }
+  int64_t threads = 1;
+  for (int axis = 0; axis < 3; ++axis) {
+    if (desc.block[axis] < 1) {
+      throw invalid("block[" + std::to_string(axis) + "] is " + std::to_string(desc.block[axis]) + "; expected >= 1");
+    }
+    binary->block[axis] = desc.block[axis];
+    threads *= desc.block[axis];
+  }
+  if (threads > 1024) throw invalid("block has " + std::to_string(threads) + " threads; CUDA allows at most 1024");
+  if (desc.shared_memory_bytes < 0) {
+    throw invalid("shared_memory_bytes is " + std::to_string(desc.shared_memory_bytes) + "; expected >= 0");
+  }
+  binary->shared_memory_bytes = desc.shared_memory_bytes;
+  binary->cluster_size = desc.cluster_size == 0 ? 1 : desc.cluster_size;
+  if (binary->cluster_size < 1 || binary->cluster_size > 16) {
+    throw invalid("cluster_size is " + std::to_string(desc.cluster_size) + "; expected 1 to 16");
+  }
+  return binary;
+}
+
+std::string device_binary_fingerprint(const DeviceBinary& binary) {
+  std::string spec = std::to_string(binary.format) + "|" + std::to_string(binary.arch) + "|" + binary.entry + "|";
+  for (const LaunchParam& param : binary.params) {
+    spec += std::to_string(param.kind) + "," + std::to_string(param.size_bytes) + "," + std::to_string(param.index) +
+            "," + std::to_string(param.dim) + "," + param.name + "," + std::to_string(param.value) + ";";
+  }
+  for (const GridExpression& axis : binary.grid) spec += axis.text() + ";";
+  spec += std::to_string(binary.block[0]) + "," + std::to_string(binary.block[1]) + "," +
+          std::to_string(binary.block[2]) + "|" + std::to_string(binary.shared_memory_bytes) + "|" +
+          std::to_string(binary.cluster_size);
+  const uint64_t hash = fnv1a64(spec.data(), spec.size(), fnv1a64(binary.image.data(), binary.image.size()));
+  char text[17];
+  std::snprintf(text, sizeof text, "%016" PRIx64, hash);
+  return text;
+}
+
+void launch_device_binary(DeviceBinary& binary, const kabi_problem& problem, const kabi_args& args) {
+  if (problem.device_type != kDLCUDA) {
+    throw invalid("device binary " + binary.entry + " runs on CUDA devices, not device type " +
+                  std::to_string(problem.device_type));
+  }
+  const CudaDriver& driver = cuda_driver();
+  int64_t grid[3];
+  int64_t blocks = 1;
+  for (int axis = 0; axis < 3; ++axis) {
+    grid[axis] = binary.grid[static_cast<size_t>(axis)].evaluate(problem);
+    const int64_t limit = axis == 0 ? INT32_MAX : 65535;
+    if (grid[axis] < 0 || grid[axis] > limit) {
+      throw invalid("grid expression \"" + binary.grid[static_cast<size_t>(axis)].text() + "\" of " + binary.entry +
+                    " gives " + std::to_string(grid[axis]) + "; expected 0 to " + std::to_string(limit));
+    }
+    blocks *= grid[axis];
+  }
+  if (blocks == 0) return;  // an empty problem: nothing to compute
+  if (grid[0] % binary.cluster_size != 0) {
+    throw invalid("grid x of " + binary.entry + " is " + std::to_string(grid[0]) + ", not a multiple of its cluster size " +
+                  std::to_string(binary.cluster_size));
+  }
+
+  ContextScope context(driver, problem.device_index, binary.entry);
+  const cuda::CUfunction function = binary.function_on(driver, problem.device_index);
+
+  const int32_t num_tensors = args.num_inputs + args.num_outputs;
+  const auto tensor = [&](int32_t index, size_t param) -> const DLTensor& {
+    if (index >= num_tensors) {
+      throw invalid(binary.entry + " " + param_label(param) + " reads tensor " + std::to_string(index) +
+                    " but the call has " + std::to_string(num_tensors));
+    }
+    return index < args.num_inputs ? args.inputs[index] : args.outputs[index - args.num_inputs];
+  };
+  std::vector<uint64_t> slots(binary.params.size(), 0);
+  std::vector<void*> pointers(binary.params.size(), nullptr);
+  for (size_t i = 0; i < binary.params.size(); ++i) {
+    const LaunchParam& param = binary.params[i];
+    void* pointer = nullptr;
+    switch (param.kind) {
+      case KABI_PARAM_TENSOR_DATA: {
+        const DLTensor& data = tensor(param.index, i);
+        pointer = static_cast<char*>(data.data) + data.byte_offset;
+        break;
+      }
+      case KABI_PARAM_DIM: store_integer(slots[i], dim_value(param.name, problem), param.size_bytes, param.name); break;
+      case KABI_PARAM_STRIDE:
+        store_integer(slots[i], stride_value(tensor(param.index, i), param.dim), param.size_bytes,
+                      "stride " + std::to_string(param.dim) + " of tensor " + std::to_string(param.index));
+        break;
+      case KABI_PARAM_CONSTANT: store_integer(slots[i], param.value, param.size_bytes, "constant"); break;
+      case KABI_PARAM_SCRATCH:
+        if (param.value > 0) {
+          pointer = binary.scratch(driver, problem.device_index, args.stream, i,
+                                   static_cast<size_t>(param.value) * static_cast<size_t>(blocks));
+        }
+        break;
+    }
+    if (param.kind == KABI_PARAM_TENSOR_DATA || param.kind == KABI_PARAM_SCRATCH) {
+      std::memcpy(&slots[i], &pointer, sizeof pointer);
+    }
+    pointers[i] = &slots[i];
+  }
+
+  auto stream = static_cast<cuda::CUstream>(args.stream);
+  const std::string what = "launching " + binary.entry;
+  if (binary.cluster_size == 1) {
+    check_cuda(driver.cuLaunchKernel(function, static_cast<unsigned>(grid[0]), static_cast<unsigned>(grid[1]),
+                                     static_cast<unsigned>(grid[2]), static_cast<unsigned>(binary.block[0]),
+                                     static_cast<unsigned>(binary.block[1]), static_cast<unsigned>(binary.block[2]),
+                                     static_cast<unsigned>(binary.shared_memory_bytes), stream, pointers.data(),
+                                     nullptr),
+               what);
+    return;
+  }
+  if (driver.cuLaunchKernelEx == nullptr) {
+    throw Error(KABI_STATUS_UNAVAILABLE, binary.entry + " needs thread-block clusters, which this CUDA driver lacks "
+                                                        "(no cuLaunchKernelEx)");
+  }
+  cuda::CUlaunchAttribute cluster{};
+  cluster.id = cuda::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  cluster.value.clusterDim.x = static_cast<unsigned>(binary.cluster_size);
+  cluster.value.clusterDim.y = 1;
+  cluster.value.clusterDim.z = 1;
+  cuda::CUlaunchConfig config{};
+  config.gridDimX = static_cast<unsigned>(grid[0]);
+  config.gridDimY = static_cast<unsigned>(grid[1]);
+  config.gridDimZ = static_cast<unsigned>(grid[2]);
+  config.blockDimX = static_cast<unsigned>(binary.block[0]);
+  config.blockDimY = static_cast<unsigned>(binary.block[1]);
+  config.blockDimZ = static_cast<unsigned>(binary.block[2]);
+  config.sharedMemBytes = static_cast<unsigned>(binary.shared_memory_bytes);
+  config.hStream = stream;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  check_cuda(driver.cuLaunchKernelEx(&config, function, pointers.data(), nullptr), what);
 }
 
 }  // namespace kabi::core
