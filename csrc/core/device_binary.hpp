@@ -39,6 +39,8 @@ class GridExpression {
   // overflow.
   int64_t evaluate(const kabi_problem& problem) const;
   const std::string& text() const { return text_; }
+  // The names it reads, in order of appearance (for checking them against an op's dimensions early).
+  std::vector<std::string> names() const;
 
   enum class Operation { kPushNumber, kPushName, kAdd, kSubtract, kMultiply, kDivide, kNegate, kCdiv, kMin, kMax };
   struct Step {

@@ -172,6 +172,14 @@ int64_t resolve_name(const std::string& text, const std::string& name, const kab
 
 GridExpression::GridExpression(const std::string& text) : text_(text) { Parser(text_, program_).parse(); }
 
+std::vector<std::string> GridExpression::names() const {
+  std::vector<std::string> names;
+  for (const Step& step : program_) {
+    if (step.operation == Operation::kPushName) names.push_back(step.name);
+  }
+  return names;
+}
+
 int64_t GridExpression::evaluate(const kabi_problem& problem) const {
   int64_t stack[128];
   size_t depth = 0;

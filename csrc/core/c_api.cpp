@@ -1,0 +1,189 @@
+// The extern "C" functions of kabi.h for errors, versions, devices, dtypes, ops and kernels. Each body runs
+// through c_boundary() so no exception crosses the ABI.
+#include <cstring>
+
+#include "device.hpp"
+#include "error.hpp"
+#include "names.hpp"
+#include "registry.hpp"
+#include "struct_io.hpp"
+
+using namespace kabi::core;
+
+namespace {
+
+template <class Handle>
+void require_out(Handle* out, const char* function, const char* name) {
+  if (out == nullptr) throw Error(KABI_STATUS_INVALID_ARGUMENT, std::string(function) + ": " + name + " is NULL");
+}
+
+std::string require_name(const char* name, const char* function, const char* what) {
+  if (name == nullptr) throw Error(KABI_STATUS_INVALID_ARGUMENT, std::string(function) + ": " + what + " is NULL");
+  return name;
+}
+
+Op& op_from_handle(kabi_op handle, const char* function) {
+  if (handle == nullptr) throw Error(KABI_STATUS_INVALID_ARGUMENT, std::string(function) + ": op is NULL");
+  return *static_cast<Op*>(handle);
+}
+
+// For functions that return a count rather than a status: a failure reads as 0, with the message kept.
+template <class Body>
+int32_t count_boundary(Body&& body) noexcept {
+  int32_t count = 0;
+  c_boundary([&] { count = body(); });
+  return count;
+}
+
+}  // namespace
+
+extern "C" {
+
+KABI_EXPORT const char* kabi_last_error(void) { return last_error(); }
+
+KABI_EXPORT const char* kabi_status_name(kabi_status status) { return status_name(status); }
+
+KABI_EXPORT uint32_t kabi_abi_version(void) { return KABI_ABI_VERSION; }
+
+KABI_EXPORT const char* kabi_library_version(void) { return KABI_LIBRARY_VERSION; }
+
+KABI_EXPORT const char* kabi_feature_name(uint64_t feature_bit) { return feature_name(feature_bit); }
+
+KABI_EXPORT uint32_t kabi_dtype_bit(DLDataType dtype) { return dtype_bit(dtype); }
+
+KABI_EXPORT const char* kabi_dtype_name(uint32_t bit) { return dtype_name(bit); }
+
+KABI_EXPORT kabi_status kabi_device_count(int32_t device_type, int32_t* out_count) {
+  return c_boundary([&] {
+    require_out(out_count, "kabi_device_count", "out_count");
+    *out_count = device_count(device_type);
+  });
+}
+
+KABI_EXPORT kabi_status kabi_device_info_get(int32_t device_type, int32_t device_index, kabi_device_info* out_info) {
+  return c_boundary([&] {
+    check_output_struct(out_info, "kabi_device_info_get: out_info", KABI_STRUCT_SIZE_THROUGH(kabi_device_info, device_type));
+    write_output_struct(out_info, get_device(device_type, device_index));
+  });
+}
+
+KABI_EXPORT kabi_status kabi_device_signature(int32_t device_type, int32_t device_index, char* buffer,
+                                              size_t buffer_size) {
+  return c_boundary([&] {
+    get_device(device_type, device_index);
+    copy_to_buffer(device_signature(device_type, device_index), buffer, buffer_size, "kabi_device_signature");
+  });
+}
+
+KABI_EXPORT kabi_status kabi_op_register(const kabi_op_desc* desc, kabi_op* out_op) {
+  return c_boundary([&] {
+    std::unique_ptr<Op> op = make_op(desc);
+    Op* registered = Registry::instance().register_op(std::move(op));
+    if (out_op != nullptr) *out_op = registered;
+  });
+}
+
+KABI_EXPORT kabi_status kabi_op_find(const char* name, kabi_op* out_op) {
+  return c_boundary([&] {
+    const std::string op_name = require_name(name, "kabi_op_find", "name");
+    require_out(out_op, "kabi_op_find", "out_op");
+    *out_op = &Registry::instance().get_op(op_name);
+  });
+}
+
+KABI_EXPORT int32_t kabi_op_count(void) {
+  return count_boundary([] { return Registry::instance().op_count(); });
+}
+
+KABI_EXPORT kabi_status kabi_op_at(int32_t index, kabi_op* out_op) {
+  return c_boundary([&] {
+    require_out(out_op, "kabi_op_at", "out_op");
+    *out_op = Registry::instance().op_at(index);
+  });
+}
+
+KABI_EXPORT kabi_status kabi_op_info_get(kabi_op handle, kabi_op_info* out_info) {
+  return c_boundary([&] {
+    const Op& op = op_from_handle(handle, "kabi_op_info_get");
+    check_output_struct(out_info, "kabi_op_info_get: out_info", KABI_STRUCT_SIZE_THROUGH(kabi_op_info, name));
+    kabi_op_info info{};
+    info.struct_size = sizeof info;
+    info.name = op.name.c_str();
+    info.schema = op.schema_text.c_str();
+    info.dtypes = op.dtypes;
+    info.num_inputs = static_cast<int32_t>(op.schema.inputs.size());
+    info.num_outputs = static_cast<int32_t>(op.schema.outputs.size());
+    info.tuning_key = op.tuning_key_text.c_str();
+    write_output_struct(out_info, info);
+  });
+}
+
+KABI_EXPORT kabi_status kabi_kernel_register(const kabi_kernel_desc* desc, kabi_kernel* out_kernel) {
+  return c_boundary([&] {
+    check_output_struct(desc, "kabi_kernel_register: desc", KABI_STRUCT_SIZE_THROUGH(kabi_kernel_desc, op));
+    const std::string op_name = require_name(desc->op, "kabi_kernel_register", "desc->op");
+    Registry& registry = Registry::instance();
+    Kernel* kernel = registry.register_kernel(make_kernel(desc, registry.get_op(op_name)));
+    if (out_kernel != nullptr) *out_kernel = kernel;
+  });
+}
+
+KABI_EXPORT kabi_status kabi_kernel_unregister(const char* op, const char* name) {
+  return c_boundary([&] {
+    Registry::instance().unregister_kernel(require_name(op, "kabi_kernel_unregister", "op"),
+                                           require_name(name, "kabi_kernel_unregister", "name"));
+  });
+}
+
+KABI_EXPORT kabi_status kabi_kernel_find(const char* op, const char* name, kabi_kernel* out_kernel) {
+  return c_boundary([&] {
+    const std::string op_name = require_name(op, "kabi_kernel_find", "op");
+    const std::string kernel_name = require_name(name, "kabi_kernel_find", "name");
+    require_out(out_kernel, "kabi_kernel_find", "out_kernel");
+    KernelPtr kernel = Registry::instance().find_kernel(op_name, kernel_name);
+    if (!kernel) throw Error(KABI_STATUS_NOT_FOUND, "op " + op_name + " has no kernel named \"" + kernel_name + "\"");
+    *out_kernel = kernel.get();
+  });
+}
+
+KABI_EXPORT int32_t kabi_kernel_count(const char* op) {
+  return count_boundary([&] { return Registry::instance().kernel_count(op); });
+}
+
+KABI_EXPORT kabi_status kabi_kernel_at(const char* op, int32_t index, kabi_kernel* out_kernel) {
+  return c_boundary([&] {
+    require_out(out_kernel, "kabi_kernel_at", "out_kernel");
+    *out_kernel = Registry::instance().kernel_at(op, index).get();
+  });
+}
+
+KABI_EXPORT kabi_status kabi_kernel_info_get(kabi_kernel handle, kabi_kernel_info* out_info) {
+  return c_boundary([&] {
+    check_output_struct(out_info, "kabi_kernel_info_get: out_info", KABI_STRUCT_SIZE_THROUGH(kabi_kernel_info, op));
+    const KernelPtr kernel = Registry::instance().acquire(handle);
+    kabi_kernel_info info{};
+    info.struct_size = sizeof info;
+    info.op = kernel->op->name.c_str();
+    info.name = kernel->name.c_str();
+    info.backend = kernel->backend.c_str();
+    info.plugin = kernel->plugin.c_str();
+    info.fingerprint = kernel->fingerprint.c_str();
+    info.device_type = kernel->device_type;
+    info.arch_min = kernel->arch_min;
+    info.arch_max = kernel->arch_max;
+    info.num_archs = static_cast<int32_t>(kernel->archs.size());
+    for (size_t i = 0; i < kernel->archs.size() && i < 16; ++i) info.archs[i] = kernel->archs[i];
+    info.priority = kernel->priority;
+    info.kind = kernel->kind;
+    info.required_features = kernel->required_features;
+    info.dtypes = kernel->dtypes;
+    info.layouts = kernel->layouts;
+    info.alignment = kernel->alignment;
+    info.batch_mode = kernel->batch_mode;
+    write_output_struct(out_info, info);
+  });
+}
+
+KABI_EXPORT uint64_t kabi_registry_generation(void) { return Registry::instance().generation(); }
+
+}  // extern "C"

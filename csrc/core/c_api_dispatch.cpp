@@ -1,0 +1,220 @@
+// The extern "C" functions of kabi.h for problems, selection, launch, the tuning cache and plugins.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "device.hpp"
+#include "error.hpp"
+#include "launch.hpp"
+#include "plugin.hpp"
+#include "problem.hpp"
+#include "select.hpp"
+#include "struct_io.hpp"
+#include "tuning_cache.hpp"
+
+using namespace kabi::core;
+
+namespace {
+
+Op& op_from_handle(kabi_op handle, const char* function) {
+  if (handle == nullptr) throw Error(KABI_STATUS_INVALID_ARGUMENT, std::string(function) + ": op is NULL");
+  return *static_cast<Op*>(handle);
+}
+
+// Writes every candidate the caller has room for, each strided by element 0's struct_size.
+void write_candidates(const kabi_selection& request, const SelectionResult& result) {
+  if (request.candidates == nullptr || request.candidates_capacity <= 0) return;
+  const size_t stride = request.candidates[0].struct_size;
+  if (stride < KABI_STRUCT_SIZE_THROUGH(kabi_candidate, kernel)) {
+    throw Error(KABI_STATUS_INVALID_ARGUMENT, "kabi_select: out_selection->candidates[0].struct_size is " +
+                                                  std::to_string(stride) + "; set it to sizeof(kabi_candidate)");
+  }
+  const size_t count = std::min(result.candidates.size(), static_cast<size_t>(request.candidates_capacity));
+  auto* base = reinterpret_cast<char*>(request.candidates);
+  for (size_t i = 0; i < count; ++i) {
+    const CandidateVerdict& verdict = result.candidates[i];
+    kabi_candidate candidate{};
+    candidate.struct_size = sizeof candidate;
+    candidate.kernel = verdict.kernel.get();
+    candidate.eligible = verdict.eligible ? 1 : 0;
+    candidate.picked = verdict.picked ? 1 : 0;
+    candidate.tuned_time_us = verdict.tuned_time_us;
+    copy_truncated(candidate.reason, verdict.reason);
+    auto* element = reinterpret_cast<kabi_candidate*>(base + i * stride);
+    element->struct_size = stride;
+    write_output_struct(element, candidate);
+  }
+}
+
+void write_selection(kabi_selection* out, const SelectionResult& result, const kabi_problem& problem) {
+  kabi_selection request{};
+  std::memcpy(&request, out, std::min(out->struct_size, sizeof request));
+  if (out->struct_size < KABI_STRUCT_SIZE_THROUGH(kabi_selection, candidates_capacity)) {
+    request.candidates = nullptr;
+    request.candidates_capacity = 0;
+  }
+  write_candidates(request, result);
+  kabi_selection selection = request;
+  selection.struct_size = sizeof selection;
+  selection.kernel = result.kernel.get();
+  selection.pick_reason = result.pick_reason;
+  copy_truncated(selection.reason, result.reason);
+  selection.num_candidates = static_cast<int32_t>(result.candidates.size());
+  selection.problem = problem;
+  const size_t problem_offset = offsetof(kabi_selection, problem);
+  if (out->struct_size > problem_offset) {
+    selection.problem.struct_size = std::min(sizeof(kabi_problem), out->struct_size - problem_offset);
+  }
+  write_output_struct(out, selection);
+}
+
+}  // namespace
+
+extern "C" {
+
+KABI_EXPORT kabi_status kabi_problem_describe(kabi_op handle, const kabi_args* args, kabi_problem* out_problem) {
+  return c_boundary([&] {
+    const Op& op = op_from_handle(handle, "kabi_problem_describe");
+    const kabi_args call = read_args(args, "kabi_problem_describe");
+    check_output_struct(out_problem, "kabi_problem_describe: out_problem",
+                        KABI_STRUCT_SIZE_THROUGH(kabi_problem, device_type));
+    write_output_struct(out_problem, describe_problem(op, call, /*outputs_required=*/false));
+  });
+}
+
+KABI_EXPORT kabi_status kabi_select(kabi_op handle, const kabi_args* args, const kabi_select_options* options,
+                                    kabi_selection* out_selection) {
+  return c_boundary([&] {
+    const Op& op = op_from_handle(handle, "kabi_select");
+    const kabi_args call = read_args(args, "kabi_select");
+    check_output_struct(out_selection, "kabi_select: out_selection", KABI_STRUCT_SIZE_THROUGH(kabi_selection, kernel));
+    const kabi_problem problem = describe_problem(op, call, /*outputs_required=*/false);
+    const SelectionResult result = select_kernel(op, call, problem, resolve_select_options(op, options));
+    // Written even when nothing qualifies, so callers can show every candidate and why it was rejected.
+    write_selection(out_selection, result, problem);
+    if (!result.kernel) throw Error(result.status, result.reason);
+  });
+}
+
+KABI_EXPORT kabi_status kabi_launch(kabi_kernel handle, const kabi_args* args) {
+  return c_boundary([&] {
+    const KernelPtr kernel = Registry::instance().acquire(handle);
+    const kabi_args call = read_args(args, "kabi_launch");
+    launch_kernel(*kernel, call, describe_problem(*kernel->op, call, /*outputs_required=*/true));
+  });
+}
+
+KABI_EXPORT kabi_status kabi_call(kabi_op handle, const kabi_args* args, const kabi_select_options* options) {
+  return c_boundary([&] { call_op(op_from_handle(handle, "kabi_call"), read_args(args, "kabi_call"), options); });
+}
+
+KABI_EXPORT kabi_status kabi_tuning_store(kabi_op handle, const kabi_args* args, const kabi_tuning_record* records,
+                                          int32_t num_records) {
+  return c_boundary([&] {
+    const Op& op = op_from_handle(handle, "kabi_tuning_store");
+    const kabi_problem problem = describe_problem(op, read_args(args, "kabi_tuning_store"), false);
+    if (num_records < 0) throw Error(KABI_STATUS_INVALID_ARGUMENT, "kabi_tuning_store: num_records is negative");
+    std::vector<TuningEntry> entries;
+    if (num_records > 0) {
+      check_output_struct(records, "kabi_tuning_store: records", KABI_STRUCT_SIZE_THROUGH(kabi_tuning_record, time_us));
+      const size_t stride = records[0].struct_size;
+      const auto* base = reinterpret_cast<const char*>(records);
+      for (int32_t i = 0; i < num_records; ++i) {
+        const std::string what = "kabi_tuning_store: records[" + std::to_string(i) + "]";
+        const auto* element = reinterpret_cast<const kabi_tuning_record*>(base + static_cast<size_t>(i) * stride);
+        const kabi_tuning_record record =
+            read_input_struct(element, what.c_str(), KABI_STRUCT_SIZE_THROUGH(kabi_tuning_record, time_us));
+        const KernelPtr kernel = Registry::instance().acquire(record.kernel);
+        if (kernel->op != &op) {
+          throw Error(KABI_STATUS_INVALID_ARGUMENT, what + ": kernel " + kernel->name + " implements " +
+                                                        kernel->op->name + ", not " + op.name);
+        }
+        if (std::isnan(record.time_us) || record.time_us < 0) {
+          throw Error(KABI_STATUS_INVALID_ARGUMENT, what + ": time_us must be >= 0 or INFINITY");
+        }
+        entries.push_back(TuningEntry{kernel->name, kernel->fingerprint, record.time_us,
+                                      record.note != nullptr ? record.note : ""});
+      }
+    }
+    TuningCache::instance().store(device_signature(problem.device_type, problem.device_index), op.name, problem.key,
+                                  entries);
+    Registry::instance().bump_generation();
+  });
+}
+
+KABI_EXPORT kabi_status kabi_cache_set_directory(const char* directory) {
+  return c_boundary([&] {
+    TuningCache::instance().set_directory(directory != nullptr ? directory : "");
+    Registry::instance().bump_generation();
+  });
+}
+
+KABI_EXPORT kabi_status kabi_cache_directory(char* buffer, size_t buffer_size) {
+  return c_boundary([&] { copy_to_buffer(TuningCache::instance().directory(), buffer, buffer_size, "kabi_cache_directory"); });
+}
+
+KABI_EXPORT kabi_status kabi_cache_reload(void) {
+  return c_boundary([] {
+    TuningCache::instance().reload();
+    Registry::instance().bump_generation();
+  });
+}
+
+KABI_EXPORT kabi_status kabi_cache_clear(void) {
+  return c_boundary([] {
+    TuningCache::instance().clear();
+    Registry::instance().bump_generation();
+  });
+}
+
+KABI_EXPORT kabi_status kabi_cache_export(const char* path) {
+  return c_boundary([&] {
+    if (path == nullptr) throw Error(KABI_STATUS_INVALID_ARGUMENT, "kabi_cache_export: path is NULL");
+    TuningCache::instance().export_to(path);
+  });
+}
+
+KABI_EXPORT kabi_status kabi_cache_import(const char* path) {
+  return c_boundary([&] {
+    if (path == nullptr) throw Error(KABI_STATUS_INVALID_ARGUMENT, "kabi_cache_import: path is NULL");
+    TuningCache::instance().import_from(path);
+    Registry::instance().bump_generation();
+  });
+}
+
+KABI_EXPORT kabi_status kabi_cache_stats(int64_t* out_records, int64_t* out_corrupt_records) {
+  return c_boundary([&] {
+    if (out_records == nullptr || out_corrupt_records == nullptr) {
+      throw Error(KABI_STATUS_INVALID_ARGUMENT, "kabi_cache_stats: out_records and out_corrupt_records must not be NULL");
+    }
+    TuningCache& cache = TuningCache::instance();
+    *out_records = cache.record_count();
+    *out_corrupt_records = cache.corrupt_record_count();
+  });
+}
+
+KABI_EXPORT kabi_status kabi_plugin_load(const char* path) {
+  return c_boundary([&] {
+    if (path == nullptr) throw Error(KABI_STATUS_INVALID_ARGUMENT, "kabi_plugin_load: path is NULL");
+    load_plugin(path);
+  });
+}
+
+KABI_EXPORT kabi_status kabi_plugin_load_from_environment(void) {
+  return c_boundary([] { load_plugins_from_environment(); });
+}
+
+KABI_EXPORT kabi_status kabi_plugin_load_builtin(void) {
+  return c_boundary([] { load_builtin_plugins(); });
+}
+
+KABI_EXPORT int32_t kabi_plugin_count(void) { return plugin_count(); }
+
+KABI_EXPORT kabi_status kabi_plugin_at(int32_t index, kabi_plugin_record* out_record) {
+  return c_boundary([&] {
+    check_output_struct(out_record, "kabi_plugin_at: out_record", KABI_STRUCT_SIZE_THROUGH(kabi_plugin_record, path));
+    write_output_struct(out_record, plugin_record(index));
+  });
+}
+
+}  // extern "C"

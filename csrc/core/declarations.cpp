@@ -1,0 +1,111 @@
+// Validating and copying op and kernel declarations received through the ABI.
+#include <algorithm>
+#include <cstring>
+
+#include "names.hpp"
+#include "registry.hpp"
+#include "struct_io.hpp"
+
+namespace kabi::core {
+namespace {
+
+std::string required_string(const char* text, const std::string& what) {
+  if (text == nullptr || *text == '\0') throw Error(KABI_STATUS_INVALID_ARGUMENT, what + " is NULL or empty");
+  return text;
+}
+
+}  // namespace
+
+Kernel::~Kernel() {
+  if (user_data_free != nullptr) user_data_free(user_data);
+}
+
+std::unique_ptr<Op> make_op(const kabi_op_desc* caller) {
+  const kabi_op_desc desc = read_input_struct(caller, "op desc", KABI_STRUCT_SIZE_THROUGH(kabi_op_desc, dtypes));
+  auto op = std::make_unique<Op>();
+  op->name = required_string(desc.name, "op desc: name");
+  op->schema_text = required_string(desc.schema, "op " + op->name + ": schema");
+  op->dtypes = desc.dtypes;
+  if (op->dtypes == 0 || describe_dtype_set(op->dtypes) == "{}") {
+    throw Error(KABI_STATUS_INVALID_ARGUMENT, "op " + op->name + ": dtypes names no KABI_DTYPE_* bit");
+  }
+  op->schema = parse_schema(op->name, op->schema_text);
+  op->tuning_key_text = desc.tuning_key != nullptr && *desc.tuning_key != '\0' ? std::string(desc.tuning_key)
+                                                                                : default_tuning_key(op->schema);
+  op->tuning_key = parse_tuning_key(op->name, op->tuning_key_text, op->schema);
+  for (const std::string& name : op->schema.dim_names) op->dim_name_pointers.push_back(name.c_str());
+  return op;
+}
+
+KernelPtr make_kernel(const kabi_kernel_desc* caller, Op& op) {
+  const kabi_kernel_desc desc =
+      read_input_struct(caller, "kernel desc", KABI_STRUCT_SIZE_THROUGH(kabi_kernel_desc, function));
+  auto kernel = std::make_shared<Kernel>();
+  kernel->op = &op;
+  kernel->name = required_string(desc.name, "kernel desc for op " + op.name + ": name");
+  const std::string what = "kernel " + op.name + "/" + kernel->name;
+  auto invalid = [&](const std::string& message) { throw Error(KABI_STATUS_INVALID_ARGUMENT, what + ": " + message); };
+
+  kernel->backend = required_string(desc.backend, what + ": backend");
+  kernel->device_type = desc.device_type;
+  kernel->arch_min = desc.arch_min;
+  kernel->arch_max = desc.arch_max;
+  if (desc.num_archs < 0) invalid("num_archs is negative");
+  if (desc.num_archs > 0) {
+    if (desc.archs == nullptr) invalid("archs is NULL but num_archs is " + std::to_string(desc.num_archs));
+    kernel->archs.assign(desc.archs, desc.archs + desc.num_archs);
+    std::sort(kernel->archs.begin(), kernel->archs.end());
+    kernel->archs.erase(std::unique(kernel->archs.begin(), kernel->archs.end()), kernel->archs.end());
+  } else if (desc.arch_min > 0 && desc.arch_max > 0 && desc.arch_min > desc.arch_max) {
+    invalid("arch_min " + std::to_string(desc.arch_min) + " is above arch_max " + std::to_string(desc.arch_max));
+  }
+  kernel->priority = desc.priority;
+  kernel->required_features = desc.required_features;
+  kernel->dtypes = desc.dtypes;
+  if ((kernel->dtypes & op.dtypes) == 0) {
+    invalid("dtypes " + describe_dtype_set(kernel->dtypes) + " share none with the op's " +
+            describe_dtype_set(op.dtypes));
+  }
+  kernel->layouts = desc.layouts;
+  if ((kernel->layouts & KABI_LAYOUT_ANY) == 0) invalid("layouts names no KABI_LAYOUT_* class");
+  kernel->alignment = desc.alignment;
+  if (kernel->alignment > 1 && (kernel->alignment & (kernel->alignment - 1)) != 0) {
+    invalid("alignment " + std::to_string(kernel->alignment) + " is not a power of two");
+  }
+  kernel->batch_mode = desc.batch_mode;
+  if (desc.batch_mode < KABI_BATCH_NONE || desc.batch_mode > KABI_BATCH_ANY) {
+    invalid("batch_mode " + std::to_string(desc.batch_mode) + " is not a KABI_BATCH_* value");
+  }
+  kernel->kind = desc.kind;
+  switch (desc.kind) {
+    case KABI_KERNEL_FUNCTION:
+      if (desc.function == nullptr) invalid("kind is KABI_KERNEL_FUNCTION but function is NULL");
+      kernel->function = desc.function;
+      break;
+    case KABI_KERNEL_DEVICE_BINARY:
+      if (desc.binary == nullptr) invalid("kind is KABI_KERNEL_DEVICE_BINARY but binary is NULL");
+      try {
+        kernel->binary = make_device_binary(desc.binary);
+      } catch (const Error& error) {
+        throw Error(error.status(), what + ": " + error.what());
+      }
+      break;
+    case KABI_KERNEL_EXTERNAL:
+      break;
+    default:
+      invalid("kind " + std::to_string(static_cast<int>(desc.kind)) + " is not a kabi_kernel_kind");
+  }
+  kernel->supports = desc.supports;
+  kernel->user_data = desc.user_data;
+  if (desc.fingerprint != nullptr && *desc.fingerprint != '\0') {
+    kernel->fingerprint = desc.fingerprint;
+  } else {
+    kernel->fingerprint = kernel->backend + ":" + kernel->name;
+    if (kernel->binary) kernel->fingerprint += ":" + device_binary_fingerprint(*kernel->binary);
+  }
+  // Set last: a declaration rejected above must not free the caller's user_data.
+  kernel->user_data_free = desc.user_data_free;
+  return kernel;
+}
+
+}  // namespace kabi::core

@@ -1,0 +1,123 @@
+#include "launch.hpp"
+
+#include <cstdint>
+
+#include "device_binary.hpp"
+#include "error.hpp"
+#include "names.hpp"
+#include "problem.hpp"
+#include "select.hpp"
+
+namespace kabi::core {
+namespace {
+
+// Beyond this many problems an op's decision cache starts over, so a stream of distinct shapes cannot grow it.
+constexpr size_t kMaxDecisionsPerOp = 4096;
+
+[[noreturn]] void violated(const Kernel& kernel, const std::string& message) {
+  throw Error(KABI_STATUS_CONSTRAINT_VIOLATED, "kernel " + kernel.op->name + "/" + kernel.name + ": " + message);
+}
+
+void check_data(const Kernel& kernel, const DLTensor& tensor, const std::string& name) {
+  if (tensor.data == nullptr) {
+    if (element_count(tensor) == 0) return;
+    throw Error(KABI_STATUS_INVALID_ARGUMENT, kernel.op->name + ": " + name + ".data is NULL");
+  }
+  if (kernel.alignment > 1) {
+    const auto address = reinterpret_cast<uintptr_t>(tensor.data) + tensor.byte_offset;
+    if (address % kernel.alignment != 0) {
+      violated(kernel, name + "'s data (" + std::to_string(address) + ") is not aligned to " +
+                           std::to_string(kernel.alignment) + " bytes");
+    }
+  }
+}
+
+void check_constraints(const Kernel& kernel, const kabi_args& args, const kabi_problem& problem) {
+  if (problem.device_type != kernel.device_type) {
+    violated(kernel, "runs on " + device_type_name(kernel.device_type) + ", not on " +
+                         device_type_name(problem.device_type));
+  }
+  if ((kernel.dtypes & problem.dtype) == 0) {
+    violated(kernel, std::string("dtype ") + dtype_name(problem.dtype) + " not in " + describe_dtype_set(kernel.dtypes));
+  }
+  const auto& inputs = kernel.op->schema.inputs;
+  for (size_t i = 0; i < inputs.size() && i < 8; ++i) {
+    if (!layout_accepted(kernel.layouts, problem.input_layouts[i])) {
+      violated(kernel, inputs[i].name + " is " + layout_name(problem.input_layouts[i]) + "; kernel takes " +
+                           describe_layout_set(kernel.layouts));
+    }
+  }
+  if (problem.batch_mode > kernel.batch_mode) {
+    violated(kernel, std::string("needs batch mode ") + batch_mode_name(problem.batch_mode) + "; kernel takes " +
+                         batch_mode_name(kernel.batch_mode));
+  }
+  for (int32_t i = 0; i < args.num_inputs; ++i) check_data(kernel, args.inputs[i], inputs[static_cast<size_t>(i)].name);
+  for (int32_t i = 0; i < args.num_outputs; ++i) {
+    check_data(kernel, args.outputs[i], kernel.op->schema.outputs[static_cast<size_t>(i)].name);
+  }
+  if (kernel.supports != nullptr) {
+    char reason[256] = {};
+    if (kernel.supports(kernel.user_data, &problem, &args, reason, sizeof reason) == 0) {
+      reason[sizeof reason - 1] = '\0';
+      violated(kernel, std::string("declined: ") + (reason[0] != '\0' ? reason : "by its supports predicate"));
+    }
+  }
+}
+
+KernelPtr decide(Op& op, const kabi_args& args, const kabi_problem& problem, const kabi_select_options* options) {
+  const SelectOptions resolved = resolve_select_options(op, options);
+  std::string key = problem.key;
+  key += '|' + std::to_string(problem.device_type) + ':' + std::to_string(problem.device_index) + '|' +
+         resolved.force + '|' + (resolved.use_tuning_cache ? '1' : '0');
+  Registry& registry = Registry::instance();
+  const uint64_t generation = registry.generation();
+  {
+    std::lock_guard lock(op.decisions_mutex);
+    auto found = op.decisions.find(key);
+    if (found != op.decisions.end() && found->second.generation == generation) {
+      if (KernelPtr kernel = found->second.kernel.lock()) return kernel;
+    }
+  }
+  SelectionResult selection = select_kernel(op, args, problem, resolved);
+  if (!selection.kernel) throw Error(selection.status, selection.reason);
+  std::lock_guard lock(op.decisions_mutex);
+  if (op.decisions.size() >= kMaxDecisionsPerOp) op.decisions.clear();
+  op.decisions[key] = Decision{generation, selection.kernel};
+  return selection.kernel;
+}
+
+}  // namespace
+
+void launch_kernel(const Kernel& kernel, const kabi_args& args, const kabi_problem& problem) {
+  check_constraints(kernel, args, problem);
+  switch (kernel.kind) {
+    case KABI_KERNEL_FUNCTION: {
+      kabi_args full = args;
+      full.struct_size = sizeof full;
+      set_last_error("");
+      const kabi_status status = kernel.function(kernel.user_data, &full);
+      if (status != KABI_STATUS_OK) {
+        const std::string message = last_error();
+        throw Error(KABI_STATUS_KERNEL_FAILED, "kernel " + kernel.op->name + "/" + kernel.name + " failed: " +
+                                                   (message.empty() ? std::string(status_name(status)) : message));
+      }
+      return;
+    }
+    case KABI_KERNEL_DEVICE_BINARY:
+      launch_device_binary(*kernel.binary, problem, args);
+      return;
+    case KABI_KERNEL_EXTERNAL:
+      throw Error(KABI_STATUS_UNAVAILABLE, "kernel " + kernel.op->name + "/" + kernel.name +
+                                               " runs outside the core (registered as external, e.g. a Python "
+                                               "callable); only its registrant can run it");
+  }
+  throw Error(KABI_STATUS_INTERNAL, "kernel " + kernel.name + " has an unknown kind");
+}
+
+void call_op(Op& op, const kabi_args& args, const kabi_select_options* options) {
+  const kabi_problem problem = describe_problem(op, args, /*outputs_required=*/true);
+  const KernelPtr kernel = decide(op, args, problem, options);
+  launch_kernel(*kernel, args, problem);
+}
+
+}  // namespace kabi::core

@@ -1,0 +1,17 @@
+// Running a selected kernel: the checks that need the call's data, then the kernel itself by its kind; and
+// kabi_call's select-and-launch with a per-op decision cache.
+#pragma once
+
+#include "kabi/kabi.h"
+#include "registry.hpp"
+
+namespace kabi::core {
+
+// Checks what selection could not see (alignment of every data pointer, and that these args still meet the
+// kernel's dtype, layout, batch and device constraints: KABI_STATUS_CONSTRAINT_VIOLATED), then runs the kernel.
+void launch_kernel(const Kernel& kernel, const kabi_args& args, const kabi_problem& problem);
+
+// Select (remembering the decision per problem key, device and forcing until the registry changes) and launch.
+void call_op(Op& op, const kabi_args& args, const kabi_select_options* options);
+
+}  // namespace kabi::core

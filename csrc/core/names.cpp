@@ -1,0 +1,187 @@
+#include "names.hpp"
+
+#include <sstream>
+
+namespace kabi::core {
+namespace {
+
+struct DtypeEntry {
+  uint32_t bit;
+  const char* name;
+  uint8_t code;
+  uint8_t bits;
+};
+
+// DLPack encodes the two fp8 formats kabi knows as their own type codes.
+constexpr DtypeEntry kDtypes[] = {
+    {KABI_DTYPE_FLOAT16, "float16", kDLFloat, 16},
+    {KABI_DTYPE_BFLOAT16, "bfloat16", kDLBfloat, 16},
+    {KABI_DTYPE_FLOAT32, "float32", kDLFloat, 32},
+    {KABI_DTYPE_FLOAT64, "float64", kDLFloat, 64},
+    {KABI_DTYPE_INT8, "int8", kDLInt, 8},
+    {KABI_DTYPE_INT32, "int32", kDLInt, 32},
+    {KABI_DTYPE_INT64, "int64", kDLInt, 64},
+    {KABI_DTYPE_FLOAT8_E4M3FN, "float8_e4m3fn", kDLFloat8_e4m3fn, 8},
+    {KABI_DTYPE_FLOAT8_E5M2, "float8_e5m2", kDLFloat8_e5m2, 8},
+};
+
+struct FeatureEntry {
+  uint64_t bit;
+  const char* name;
+};
+
+constexpr FeatureEntry kFeatures[] = {
+    {KABI_FEATURE_SSE4_2, "sse4.2"},       {KABI_FEATURE_AVX, "avx"},
+    {KABI_FEATURE_AVX2, "avx2"},           {KABI_FEATURE_FMA, "fma"},
+    {KABI_FEATURE_AVX512F, "avx512f"},     {KABI_FEATURE_AVX512BW, "avx512bw"},
+    {KABI_FEATURE_AVX512_VNNI, "avx512_vnni"}, {KABI_FEATURE_AVX512_BF16, "avx512_bf16"},
+    {KABI_FEATURE_AVX512_FP16, "avx512_fp16"}, {KABI_FEATURE_AMX_TILE, "amx_tile"},
+    {KABI_FEATURE_AMX_BF16, "amx_bf16"},   {KABI_FEATURE_AMX_INT8, "amx_int8"},
+    {KABI_FEATURE_NEON, "neon"},           {KABI_FEATURE_SVE, "sve"},
+    {KABI_FEATURE_TENSOR_CORES, "tensor_cores"}, {KABI_FEATURE_BF16_MMA, "bf16_mma"},
+    {KABI_FEATURE_FP8_MMA, "fp8_mma"},     {KABI_FEATURE_TMA, "tma"},
+    {KABI_FEATURE_WGMMA, "wgmma"},
+};
+
+struct LayoutEntry {
+  uint32_t bit;
+  const char* name;
+};
+
+constexpr LayoutEntry kLayouts[] = {
+    {KABI_LAYOUT_CONTIGUOUS, "contiguous"},
+    {KABI_LAYOUT_ROW_STRIDED, "row_strided"},
+    {KABI_LAYOUT_COL_STRIDED, "col_strided"},
+    {KABI_LAYOUT_GENERAL, "general"},
+};
+
+}  // namespace
+
+uint32_t dtype_bit(DLDataType dtype) noexcept {
+  if (dtype.lanes != 1) return 0;
+  for (const DtypeEntry& entry : kDtypes) {
+    if (entry.code == dtype.code && entry.bits == dtype.bits) return entry.bit;
+  }
+  return 0;
+}
+
+const char* dtype_name(uint32_t bit) noexcept {
+  for (const DtypeEntry& entry : kDtypes) {
+    if (entry.bit == bit) return entry.name;
+  }
+  return nullptr;
+}
+
+uint32_t dtype_bit_from_name(const std::string& name) noexcept {
+  for (const DtypeEntry& entry : kDtypes) {
+    if (name == entry.name) return entry.bit;
+  }
+  return 0;
+}
+
+std::string describe_dtype(DLDataType dtype) {
+  if (const char* name = dtype_name(dtype_bit(dtype))) return name;
+  return "dtype(code=" + std::to_string(dtype.code) + ", bits=" + std::to_string(dtype.bits) +
+         ", lanes=" + std::to_string(dtype.lanes) + ")";
+}
+
+std::string describe_dtype_set(uint32_t bits) {
+  std::vector<std::string> names;
+  for (const DtypeEntry& entry : kDtypes) {
+    if (bits & entry.bit) names.push_back(entry.name);
+  }
+  return "{" + join(names, ", ") + "}";
+}
+
+const char* feature_name(uint64_t bit) noexcept {
+  for (const FeatureEntry& entry : kFeatures) {
+    if (entry.bit == bit) return entry.name;
+  }
+  return nullptr;
+}
+
+uint64_t feature_bit_from_name(const std::string& name) noexcept {
+  for (const FeatureEntry& entry : kFeatures) {
+    if (name == entry.name) return entry.bit;
+  }
+  return 0;
+}
+
+std::vector<std::string> feature_names(uint64_t features) {
+  std::vector<std::string> names;
+  for (const FeatureEntry& entry : kFeatures) {
+    if (features & entry.bit) names.push_back(entry.name);
+  }
+  return names;
+}
+
+const char* layout_name(uint32_t bit) noexcept {
+  for (const LayoutEntry& entry : kLayouts) {
+    if (entry.bit == bit) return entry.name;
+  }
+  return nullptr;
+}
+
+uint32_t layout_bit_from_name(const std::string& name) noexcept {
+  for (const LayoutEntry& entry : kLayouts) {
+    if (name == entry.name) return entry.bit;
+  }
+  return 0;
+}
+
+std::string describe_layout_set(uint32_t bits) {
+  std::vector<std::string> names;
+  for (const LayoutEntry& entry : kLayouts) {
+    if (bits & entry.bit) names.push_back(entry.name);
+  }
+  return "{" + join(names, ", ") + "}";
+}
+
+const char* batch_mode_name(int32_t batch_mode) noexcept {
+  switch (batch_mode) {
+    case KABI_BATCH_NONE: return "none";
+    case KABI_BATCH_UNIFORM: return "uniform";
+    case KABI_BATCH_ANY: return "any";
+    default: return "unknown";
+  }
+}
+
+std::string device_type_name(int32_t device_type) {
+  switch (device_type) {
+    case kDLCPU: return "cpu";
+    case kDLCUDA: return "cuda";
+    case kDLCUDAHost: return "cuda_host";
+    case kDLROCM: return "rocm";
+    case kDLMetal: return "metal";
+    case kDLVulkan: return "vulkan";
+    case kDLOneAPI: return "oneapi";
+    default: return "device_type=" + std::to_string(device_type);
+  }
+}
+
+std::string describe_device(DLDevice device) {
+  return device_type_name(device.device_type) + ":" + std::to_string(device.device_id);
+}
+
+std::string format_shape(const int64_t* shape, int32_t rank) {
+  std::ostringstream out;
+  out << '[';
+  for (int32_t i = 0; i < rank; ++i) out << (i ? ", " : "") << shape[i];
+  out << ']';
+  return out.str();
+}
+
+std::string format_shape(const std::vector<int64_t>& shape) {
+  return format_shape(shape.data(), static_cast<int32_t>(shape.size()));
+}
+
+std::string join(const std::vector<std::string>& items, const char* separator) {
+  std::string joined;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i) joined += separator;
+    joined += items[i];
+  }
+  return joined;
+}
+
+}  // namespace kabi::core

@@ -1,0 +1,30 @@
+// Loading plugin shared libraries: ABI version check, init with the host function table, staged registration
+// (kept only if init succeeds), and a record of every load, loaded or refused.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "kabi/kabi.h"
+
+namespace kabi::core {
+
+// Loads one plugin. A refusal is recorded and thrown as Error (NOT_FOUND, ABI_MISMATCH, KERNEL_FAILED,
+// ALREADY_EXISTS) with a message naming the plugin and why. The same file twice is a no-op that repeats the
+// first outcome.
+void load_plugin(const std::string& path);
+
+// Every entry of KABI_PLUGIN_PATH; refusals are recorded, not thrown.
+void load_plugins_from_environment();
+
+// The plugins shipped next to libkabi (libkabi_cpu.so always; libkabi_cuda.so where built). Idempotent.
+void load_builtin_plugins();
+
+int32_t plugin_count();
+// Fills *out_record (checked by the caller) for the load at index; throws NOT_FOUND outside the range.
+kabi_plugin_record plugin_record(int32_t index);
+
+// The table handed to every plugin's init.
+const kabi_host_api& host_api();
+
+}  // namespace kabi::core

@@ -1,0 +1,141 @@
+// The dispatch table: ops, and for each op its kernels per device type.
+//
+// Readers (selection, lookups) take a shared lock and never block each other; registration takes the exclusive
+// lock. Ops live as long as the process. Kernels are shared_ptr-owned: an unregistered kernel leaves the table at
+// once, and its user_data_free runs when the last in-flight launch holding it returns.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "device_binary.hpp"
+#include "kabi/kabi.h"
+#include "schema.hpp"
+
+struct kabi_op_s {};
+struct kabi_kernel_s {};
+
+namespace kabi::core {
+
+struct Kernel;
+
+// A remembered selection of kabi_call, valid while the registry generation is unchanged.
+struct Decision {
+  uint64_t generation = 0;
+  std::weak_ptr<Kernel> kernel;
+};
+
+struct Op : kabi_op_s {
+  std::string name;
+  std::string schema_text;
+  std::string tuning_key_text;
+  uint32_t dtypes = 0;
+  Schema schema;
+  std::vector<TuningKeyItem> tuning_key;
+  std::vector<const char*> dim_name_pointers;  // into schema.dim_names, for kabi_problem.dim_names
+
+  // Guarded by the registry's lock: the op's kernels in registration order, and per device type.
+  std::vector<std::shared_ptr<Kernel>> kernels;
+  std::unordered_map<int32_t, std::vector<std::shared_ptr<Kernel>>> kernels_by_device;
+
+  // kabi_call's per-op decision cache, keyed by problem key, device and forcing.
+  std::mutex decisions_mutex;
+  std::unordered_map<std::string, Decision> decisions;
+};
+
+struct Kernel : kabi_kernel_s {
+  Op* op = nullptr;
+  std::string name;
+  std::string backend;
+  std::string plugin;
+  std::string fingerprint;
+  int32_t device_type = 0;
+  int32_t arch_min = 0;
+  int32_t arch_max = 0;
+  std::vector<int32_t> archs;
+  int32_t priority = 0;
+  uint64_t required_features = 0;
+  uint32_t dtypes = 0;
+  uint32_t layouts = 0;
+  uint32_t alignment = 0;
+  int32_t batch_mode = KABI_BATCH_NONE;
+  kabi_kernel_kind kind = KABI_KERNEL_FUNCTION;
+  kabi_kernel_fn function = nullptr;
+  std::shared_ptr<DeviceBinary> binary;
+  kabi_supports_fn supports = nullptr;
+  void* user_data = nullptr;
+  void (*user_data_free)(void*) = nullptr;
+  uint64_t serial = 0;  // registration order across all ops; earlier wins heuristic ties
+
+  Kernel() = default;
+  Kernel(const Kernel&) = delete;
+  Kernel& operator=(const Kernel&) = delete;
+  ~Kernel();
+};
+
+using KernelPtr = std::shared_ptr<Kernel>;
+
+// Validates a kernel declaration and deep-copies it (reads only what desc->struct_size covers).
+KernelPtr make_kernel(const kabi_kernel_desc* desc, Op& op);
+
+// Validates an op declaration and parses its schema and tuning key.
+std::unique_ptr<Op> make_op(const kabi_op_desc* desc);
+
+// Kernels and ops registered while a plugin's init runs; committed to the table only if init succeeds.
+struct Staging {
+  std::vector<std::unique_ptr<Op>> ops;
+  std::vector<KernelPtr> kernels;
+};
+
+class Registry {
+ public:
+  // The process-wide table, with the built-in ops registered.
+  static Registry& instance();
+
+  Op* register_op(std::unique_ptr<Op> op);
+  Op* find_op(const std::string& name) const;  // nullptr if none
+  Op& get_op(const std::string& name) const;   // throws NOT_FOUND
+  int32_t op_count() const;
+  Op* op_at(int32_t index) const;
+
+  Kernel* register_kernel(KernelPtr kernel);
+  void unregister_kernel(const std::string& op, const std::string& name);
+  KernelPtr find_kernel(const std::string& op, const std::string& name) const;  // null if none
+  // The live kernel behind a handle; throws NOT_FOUND for a stale or foreign handle.
+  KernelPtr acquire(kabi_kernel handle) const;
+  int32_t kernel_count(const char* op) const;
+  KernelPtr kernel_at(const char* op, int32_t index) const;
+  // The op's kernels for one device type, in registration order.
+  std::vector<KernelPtr> candidates(const Op& op, int32_t device_type) const;
+
+  // While a staging area is active on this thread, register_op/register_kernel go there instead.
+  void begin_staging(Staging* staging);
+  void end_staging();
+  // Moves staged ops and kernels into the table, all or nothing (throws ALREADY_EXISTS on a name clash).
+  void commit(Staging& staging, const std::string& plugin_name);
+
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
+  void bump_generation() { generation_.fetch_add(1, std::memory_order_acq_rel); }
+
+ private:
+  Registry();
+  Op* find_op_locked(const std::string& name) const;
+  Op* find_op_including_staged(const std::string& name) const;
+  void check_kernel_name_free_locked(const Kernel& kernel) const;
+
+  mutable std::shared_mutex mutex_;
+  std::vector<std::unique_ptr<Op>> ops_;
+  std::vector<KernelPtr> kernels_;  // registration order, all ops
+  std::unordered_map<std::string, Op*> ops_by_name_;
+  std::unordered_map<const Kernel*, KernelPtr> live_;
+  std::atomic<uint64_t> generation_{1};
+  std::atomic<uint64_t> next_serial_{1};
+};
+
+}  // namespace kabi::core

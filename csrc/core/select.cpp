@@ -1,0 +1,279 @@
+#include "select.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <sstream>
+#include <tuple>
+
+#include "device.hpp"
+#include "names.hpp"
+#include "problem.hpp"
+#include "struct_io.hpp"
+#include "tuning_cache.hpp"
+
+namespace kabi::core {
+namespace {
+
+constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max();
+
+std::string format_time(double microseconds) {
+  std::ostringstream out;
+  out.precision(microseconds < 10 ? 3 : 1);
+  out << std::fixed << microseconds << " us";
+  return out.str();
+}
+
+std::string describe_archs(const Kernel& kernel) {
+  if (!kernel.archs.empty()) {
+    std::vector<std::string> archs;
+    for (int32_t arch : kernel.archs) archs.push_back(std::to_string(arch));
+    return "{" + join(archs, ", ") + "}";
+  }
+  return "[" + (kernel.arch_min > 0 ? std::to_string(kernel.arch_min) : std::string("-")) + ", " +
+         (kernel.arch_max > 0 ? std::to_string(kernel.arch_max) : std::string("-")) + "]";
+}
+
+bool constrains_arch(const Kernel& kernel) {
+  return !kernel.archs.empty() || kernel.arch_min > 0 || kernel.arch_max > 0;
+}
+
+// Smaller is more specific: an exact set beats any range, a smaller set or narrower range beats a larger one.
+std::tuple<int, int64_t> arch_specificity(const Kernel& kernel) {
+  if (!kernel.archs.empty()) return {0, static_cast<int64_t>(kernel.archs.size())};
+  if (kernel.arch_min > 0 && kernel.arch_max > 0) return {1, kernel.arch_max - kernel.arch_min};
+  return {1, kUnbounded};
+}
+
+std::string describe_specificity(const Kernel& kernel) {
+  if (!kernel.archs.empty()) return "exact arch " + describe_archs(kernel);
+  if (constrains_arch(kernel)) return "arch range " + describe_archs(kernel);
+  return "any arch";
+}
+
+// The first filter the kernel fails, or "" if it passes them all.
+std::string rejection(const Kernel& kernel, const kabi_device_info* device, const kabi_problem& problem,
+                      const kabi_args& args) {
+  if (constrains_arch(kernel)) {
+    if (device == nullptr) return "the device is unknown to kabi, so its arch cannot match " + describe_archs(kernel);
+    const int32_t arch = device->arch;
+    const bool in_set = !kernel.archs.empty() &&
+                        std::find(kernel.archs.begin(), kernel.archs.end(), arch) != kernel.archs.end();
+    const bool in_range = kernel.archs.empty() && (kernel.arch_min <= 0 || arch >= kernel.arch_min) &&
+                          (kernel.arch_max <= 0 || arch <= kernel.arch_max);
+    if (!in_set && !in_range) {
+      return "arch " + std::to_string(arch) + (kernel.archs.empty() ? " outside " : " not in ") + describe_archs(kernel);
+    }
+  }
+  const uint64_t device_features = device != nullptr ? device->features : 0;
+  if (const uint64_t missing = kernel.required_features & ~device_features) {
+    return "device lacks " + join(feature_names(missing), ", ");
+  }
+  if ((kernel.dtypes & problem.dtype) == 0) {
+    return std::string("dtype ") + dtype_name(problem.dtype) + " not in " + describe_dtype_set(kernel.dtypes);
+  }
+  const auto& inputs = kernel.op->schema.inputs;
+  for (size_t i = 0; i < inputs.size() && i < 8; ++i) {
+    if (!layout_accepted(kernel.layouts, problem.input_layouts[i])) {
+      return inputs[i].name + " is " + layout_name(problem.input_layouts[i]) + "; kernel takes " +
+             describe_layout_set(kernel.layouts);
+    }
+  }
+  if (problem.batch_mode > kernel.batch_mode) {
+    return std::string("needs batch mode ") + batch_mode_name(problem.batch_mode) + "; kernel takes " +
+           batch_mode_name(kernel.batch_mode);
+  }
+  if (kernel.supports != nullptr) {
+    char reason[256] = {};
+    if (kernel.supports(kernel.user_data, &problem, &args, reason, sizeof reason) == 0) {
+      reason[sizeof reason - 1] = '\0';
+      return reason[0] != '\0' ? std::string("declined: ") + reason : "declined by its supports predicate";
+    }
+  }
+  return "";
+}
+
+// Most specific arch, then highest priority, then earliest registered.
+CandidateVerdict* heuristic_pick(const std::vector<CandidateVerdict*>& eligible) {
+  CandidateVerdict* best = nullptr;
+  for (CandidateVerdict* candidate : eligible) {
+    if (best == nullptr) {
+      best = candidate;
+      continue;
+    }
+    const Kernel& a = *candidate->kernel;
+    const Kernel& b = *best->kernel;
+    const auto rank_a = std::make_tuple(arch_specificity(a), -static_cast<int64_t>(a.priority), a.serial);
+    const auto rank_b = std::make_tuple(arch_specificity(b), -static_cast<int64_t>(b.priority), b.serial);
+    if (rank_a < rank_b) best = candidate;
+  }
+  return best;
+}
+
+struct Choice {
+  CandidateVerdict* pick = nullptr;
+  std::string reason;
+  bool tuned = false;
+};
+
+// Tuned if every eligible kernel has a measurement under its current fingerprint, else heuristic.
+Choice choose(const std::vector<CandidateVerdict*>& eligible, bool tuning_consulted) {
+  Choice choice;
+  std::string stale;
+  CandidateVerdict* fastest = nullptr;
+  size_t measured = 0;
+  for (CandidateVerdict* candidate : eligible) {
+    if (candidate->tuned_time_us < 0) {
+      if (stale.empty()) stale = candidate->kernel->name;
+      continue;
+    }
+    ++measured;
+    if (std::isfinite(candidate->tuned_time_us) &&
+        (fastest == nullptr || candidate->tuned_time_us < fastest->tuned_time_us)) {
+      fastest = candidate;
+    }
+  }
+  if (tuning_consulted && stale.empty() && fastest != nullptr) {
+    choice.pick = fastest;
+    choice.tuned = true;
+    choice.reason = "tuned: fastest of " + std::to_string(measured) + " measured (" +
+                    format_time(fastest->tuned_time_us) + ")";
+    return choice;
+  }
+  choice.pick = heuristic_pick(eligible);
+  const Kernel& kernel = *choice.pick->kernel;
+  choice.reason = "heuristic: " + describe_specificity(kernel) + ", priority " + std::to_string(kernel.priority) +
+                  ", among " + std::to_string(eligible.size()) + " eligible";
+  if (tuning_consulted && measured > 0 && !stale.empty()) {
+    choice.reason += " (tuning record ignored: " + stale + " has no measurement under its current fingerprint)";
+  } else if (tuning_consulted && measured > 0) {
+    choice.reason += " (every tuned candidate failed)";
+  }
+  return choice;
+}
+
+std::string describe_problem_briefly(const kabi_problem& problem) {
+  return std::string(dtype_name(problem.dtype)) + " " + problem.key + " on " +
+         describe_device(DLDevice{static_cast<DLDeviceType>(problem.device_type), problem.device_index});
+}
+
+std::string list_rejections(const std::vector<CandidateVerdict*>& candidates) {
+  std::vector<std::string> lines;
+  for (CandidateVerdict* candidate : candidates) lines.push_back(candidate->kernel->name + ": " + candidate->reason);
+  return join(lines, "; ");
+}
+
+}  // namespace
+
+SelectOptions resolve_select_options(const Op& op, const kabi_select_options* caller) {
+  kabi_select_options options{};
+  options.use_environment = 1;
+  options.use_tuning_cache = 1;
+  if (caller != nullptr) {
+    options = read_input_struct(caller, "select options", KABI_STRUCT_SIZE_THROUGH(kabi_select_options, force));
+    if (caller->struct_size < KABI_STRUCT_SIZE_THROUGH(kabi_select_options, use_environment)) options.use_environment = 1;
+    if (caller->struct_size < KABI_STRUCT_SIZE_THROUGH(kabi_select_options, use_tuning_cache)) options.use_tuning_cache = 1;
+  }
+  SelectOptions resolved;
+  resolved.use_tuning_cache = options.use_tuning_cache != 0;
+  if (options.force != nullptr && *options.force != '\0') {
+    resolved.force = options.force;
+    resolved.force_source = "options";
+    return resolved;
+  }
+  const char* environment = options.use_environment ? std::getenv("KABI_FORCE") : nullptr;
+  if (environment == nullptr) return resolved;
+  std::stringstream entries(environment);
+  std::string entry;
+  while (std::getline(entries, entry, ',')) {
+    if (entry.find_first_not_of(' ') == std::string::npos) continue;
+    const size_t equals = entry.find('=');
+    if (equals == std::string::npos) {
+      throw Error(KABI_STATUS_INVALID_ARGUMENT, "KABI_FORCE entry \"" + entry + "\" is not op=backend-or-kernel (KABI_FORCE=\"" +
+                                                    environment + "\")");
+    }
+    auto trim = [](std::string text) {
+      text.erase(0, text.find_first_not_of(' '));
+      text.erase(text.find_last_not_of(' ') + 1);
+      return text;
+    };
+    if (trim(entry.substr(0, equals)) == op.name) {
+      resolved.force = trim(entry.substr(equals + 1));
+      resolved.force_source = "KABI_FORCE";
+    }
+  }
+  return resolved;
+}
+
+SelectionResult select_kernel(const Op& op, const kabi_args& args, const kabi_problem& problem,
+                              const SelectOptions& options) {
+  SelectionResult result;
+  const kabi_device_info* device = find_device(problem.device_type, problem.device_index);
+  std::vector<TuningEntry> tuning;
+  if (options.use_tuning_cache) {
+    tuning = TuningCache::instance().lookup(device_signature(problem.device_type, problem.device_index), op.name,
+                                            problem.key);
+  }
+  for (const KernelPtr& kernel : Registry::instance().candidates(op, problem.device_type)) {
+    CandidateVerdict verdict;
+    verdict.kernel = kernel;
+    verdict.reason = rejection(*kernel, device, problem, args);
+    verdict.eligible = verdict.reason.empty();
+    for (const TuningEntry& entry : tuning) {
+      if (entry.kernel_name == kernel->name && entry.fingerprint == kernel->fingerprint) {
+        verdict.tuned_time_us = std::isfinite(entry.time_us) ? entry.time_us : std::numeric_limits<double>::infinity();
+      }
+    }
+    result.candidates.push_back(std::move(verdict));
+  }
+
+  std::vector<CandidateVerdict*> pool;
+  std::vector<CandidateVerdict*> forced_rejected;
+  if (!options.force.empty()) {
+    for (bool by_backend : {true, false}) {
+      for (CandidateVerdict& candidate : result.candidates) {
+        const std::string& label = by_backend ? candidate.kernel->backend : candidate.kernel->name;
+        if (label != options.force) continue;
+        (candidate.eligible ? pool : forced_rejected).push_back(&candidate);
+      }
+      if (!pool.empty() || !forced_rejected.empty()) break;
+    }
+    const std::string forced = "forced \"" + options.force + "\" (" + options.force_source + ")";
+    if (pool.empty()) {
+      result.status = KABI_STATUS_NO_ELIGIBLE_KERNEL;
+      result.reason = op.name + ": " + forced +
+                      (forced_rejected.empty()
+                           ? " names no backend or kernel registered for " + device_type_name(problem.device_type)
+                           : " has no eligible kernel for " + describe_problem_briefly(problem) + ": " +
+                                 list_rejections(forced_rejected));
+      return result;
+    }
+  } else {
+    for (CandidateVerdict& candidate : result.candidates) {
+      if (candidate.eligible) pool.push_back(&candidate);
+    }
+    if (pool.empty()) {
+      std::vector<CandidateVerdict*> all;
+      for (CandidateVerdict& candidate : result.candidates) all.push_back(&candidate);
+      result.status = KABI_STATUS_NO_ELIGIBLE_KERNEL;
+      result.reason = op.name + ": no eligible kernel for " + describe_problem_briefly(problem) +
+                      (all.empty() ? ": no kernels are registered for " + device_type_name(problem.device_type)
+                                   : " among " + std::to_string(all.size()) + " candidates: " + list_rejections(all));
+      return result;
+    }
+  }
+
+  const Choice choice = choose(pool, options.use_tuning_cache);
+  result.kernel = choice.pick->kernel;
+  choice.pick->picked = true;
+  if (!options.force.empty()) {
+    result.pick_reason = KABI_PICK_FORCED;
+    result.reason = "forced \"" + options.force + "\" (" + options.force_source + "), then " + choice.reason;
+  } else {
+    result.pick_reason = choice.tuned ? KABI_PICK_TUNED : KABI_PICK_HEURISTIC;
+    result.reason = choice.reason;
+  }
+  return result;
+}
+
+}  // namespace kabi::core
