@@ -38,11 +38,13 @@ bool constrains_arch(const Kernel& kernel) {
   return !kernel.archs.empty() || kernel.arch_min > 0 || kernel.arch_max > 0;
 }
 
-// Smaller is more specific: an exact set beats any range, a smaller set or narrower range beats a larger one.
+// Smaller is more specific: an exact set beats any range, a smaller set or narrower range beats a larger one, and
+// any arch constraint beats none.
 std::tuple<int, int64_t> arch_specificity(const Kernel& kernel) {
   if (!kernel.archs.empty()) return {0, static_cast<int64_t>(kernel.archs.size())};
   if (kernel.arch_min > 0 && kernel.arch_max > 0) return {1, kernel.arch_max - kernel.arch_min};
-  return {1, kUnbounded};
+  if (constrains_arch(kernel)) return {1, kUnbounded};
+  return {2, 0};
 }
 
 std::string describe_specificity(const Kernel& kernel) {

@@ -1,0 +1,372 @@
+/* A C99 caller of libkabi: registers a kernel through the ABI, selects, launches, checks the result against a
+ * reference on random inputs, and walks every error path of the C API. Exit status 0 when all checks pass. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kabi/kabi.h"
+#include "test_kernels.h"
+
+static int failures = 0;
+
+#define CHECK(condition)                                                                \
+  do {                                                                                  \
+    if (!(condition)) {                                                                 \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #condition);     \
+      ++failures;                                                                       \
+    }                                                                                   \
+  } while (0)
+
+/* The call returns `expected` and the thread's message contains `fragment`. */
+#define CHECK_STATUS(call, expected, fragment)                                                          \
+  do {                                                                                                  \
+    kabi_status status_ = (call);                                                                       \
+    if (status_ != (expected) || strstr(kabi_last_error(), (fragment)) == NULL) {                       \
+      fprintf(stderr, "%s:%d: %s returned %s (\"%s\"); expected %s with \"%s\"\n", __FILE__, __LINE__, \
+              #call, kabi_status_name(status_), kabi_last_error(), kabi_status_name(expected), fragment); \
+      ++failures;                                                                                       \
+    }                                                                                                   \
+  } while (0)
+
+#define M 37
+#define K 19
+#define N 23
+
+static kabi_op matmul;
+static test_counters naive_counters;
+
+static kabi_kernel_desc naive_desc(const char* name) {
+  kabi_kernel_desc desc;
+  memset(&desc, 0, sizeof desc);
+  desc.struct_size = sizeof desc;
+  desc.op = "matmul";
+  desc.name = name;
+  desc.backend = "c-test";
+  desc.device_type = kDLCPU;
+  desc.dtypes = KABI_DTYPE_FLOAT32 | KABI_DTYPE_FLOAT64;
+  desc.layouts = KABI_LAYOUT_ANY;
+  desc.batch_mode = KABI_BATCH_ANY;
+  desc.kind = KABI_KERNEL_FUNCTION;
+  desc.function = test_naive_matmul;
+  return desc;
+}
+
+static kabi_args make_args(DLTensor* inputs, DLTensor* outputs, int32_t num_outputs) {
+  kabi_args args;
+  memset(&args, 0, sizeof args);
+  args.struct_size = sizeof args;
+  args.inputs = inputs;
+  args.num_inputs = 2;
+  args.outputs = outputs;
+  args.num_outputs = num_outputs;
+  return args;
+}
+
+static void test_versions_and_names(void) {
+  DLDataType bfloat16;
+  kabi_device_info info;
+  char signature[512];
+  int32_t count = -1;
+  CHECK(kabi_abi_version() == KABI_ABI_VERSION);
+  CHECK(strlen(kabi_library_version()) > 0);
+  CHECK(strcmp(kabi_status_name(KABI_STATUS_NOT_FOUND), "KABI_STATUS_NOT_FOUND") == 0);
+  CHECK(strcmp(kabi_feature_name(KABI_FEATURE_AVX2), "avx2") == 0);
+  CHECK(kabi_feature_name(UINT64_C(1) << 60) == NULL);
+  bfloat16.code = kDLBfloat;
+  bfloat16.bits = 16;
+  bfloat16.lanes = 1;
+  CHECK(kabi_dtype_bit(bfloat16) == KABI_DTYPE_BFLOAT16);
+  CHECK(kabi_dtype_bit(test_float16()) == KABI_DTYPE_FLOAT16);
+  CHECK(strcmp(kabi_dtype_name(KABI_DTYPE_FLOAT32), "float32") == 0);
+  CHECK(kabi_device_count(kDLCPU, &count) == KABI_STATUS_OK && count == 1);
+  memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  CHECK(kabi_device_info_get(kDLCPU, 0, &info) == KABI_STATUS_OK);
+  CHECK(info.device_type == kDLCPU && info.compute_units >= 1 && info.total_memory_bytes > 0);
+  CHECK(strlen(info.name) > 0);
+  CHECK(kabi_device_signature(kDLCPU, 0, signature, sizeof signature) == KABI_STATUS_OK);
+  CHECK(strncmp(signature, "cpu|", 4) == 0 && strstr(signature, "|abi1") != NULL);
+  CHECK_STATUS(kabi_device_signature(kDLCPU, 0, signature, 3), KABI_STATUS_INVALID_ARGUMENT, "too small");
+  CHECK_STATUS(kabi_device_info_get(kDLCPU, 5, &info), KABI_STATUS_NOT_FOUND, "no device cpu:5");
+  info.struct_size = 4;
+  CHECK_STATUS(kabi_device_info_get(kDLCPU, 0, &info), KABI_STATUS_INVALID_ARGUMENT, "struct_size");
+}
+
+static void test_builtin_op(void) {
+  kabi_op_info info;
+  kabi_op missing;
+  CHECK(kabi_op_find("matmul", &matmul) == KABI_STATUS_OK);
+  CHECK(kabi_op_count() >= 1);
+  memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  CHECK(kabi_op_info_get(matmul, &info) == KABI_STATUS_OK);
+  CHECK(info.num_inputs == 2 && info.num_outputs == 1);
+  CHECK(strcmp(info.schema, "a: [..., M, K], b: [..., K, N] -> out: [..., M, N]") == 0);
+  CHECK(info.dtypes == (KABI_DTYPE_FLOAT16 | KABI_DTYPE_BFLOAT16 | KABI_DTYPE_FLOAT32 | KABI_DTYPE_FLOAT64));
+  CHECK_STATUS(kabi_op_find("no_such_op", &missing), KABI_STATUS_NOT_FOUND, "no_such_op");
+  CHECK_STATUS(kabi_op_find(NULL, &missing), KABI_STATUS_INVALID_ARGUMENT, "name is NULL");
+}
+
+static void test_register_select_launch(void) {
+  static float a[M * K], b[K * N], out[M * N];
+  static double a64[M * K], b64[K * N], expected[M * N];
+  int64_t a_shape[2] = {M, K}, b_shape[2] = {K, N}, out_shape[2] = {M, N};
+  DLTensor inputs[2], outputs[1];
+  kabi_args args;
+  kabi_kernel_desc desc = naive_desc("c.naive");
+  kabi_kernel kernel = NULL;
+  kabi_selection selection;
+  kabi_candidate candidates[4];
+  int i;
+  for (i = 0; i < M * K; ++i) a[i] = (float)test_random_uniform();
+  for (i = 0; i < K * N; ++i) b[i] = (float)test_random_uniform();
+  for (i = 0; i < M * K; ++i) a64[i] = a[i];
+  for (i = 0; i < K * N; ++i) b64[i] = b[i];
+  test_reference_matmul(a64, b64, expected, M, N, K);
+
+  desc.user_data = &naive_counters;
+  desc.user_data_free = test_count_free;
+  CHECK(kabi_kernel_register(&desc, &kernel) == KABI_STATUS_OK && kernel != NULL);
+  desc.user_data_free = NULL;
+  CHECK_STATUS(kabi_kernel_register(&desc, NULL), KABI_STATUS_ALREADY_EXISTS, "c.naive");
+
+  inputs[0] = test_tensor(a, test_float32(), 2, a_shape, NULL);
+  inputs[1] = test_tensor(b, test_float32(), 2, b_shape, NULL);
+  outputs[0] = test_tensor(out, test_float32(), 2, out_shape, NULL);
+  args = make_args(inputs, outputs, 1);
+
+  memset(&selection, 0, sizeof selection);
+  selection.struct_size = sizeof selection;
+  candidates[0].struct_size = sizeof candidates[0];
+  selection.candidates = candidates;
+  selection.candidates_capacity = 4;
+  CHECK(kabi_select(matmul, &args, NULL, &selection) == KABI_STATUS_OK);
+  CHECK(selection.kernel == kernel);
+  CHECK(selection.pick_reason == KABI_PICK_HEURISTIC);
+  CHECK(strncmp(selection.reason, "heuristic", 9) == 0);
+  CHECK(selection.num_candidates == 1 && candidates[0].picked == 1 && candidates[0].eligible == 1);
+  CHECK(selection.problem.dims[0] == M && selection.problem.dims[1] == K && selection.problem.dims[2] == N);
+  CHECK(strcmp(selection.problem.key, "float32|contiguous,contiguous|1|64|23|19") == 0);
+
+  memset(out, 0, sizeof out);
+  CHECK(kabi_launch(selection.kernel, &args) == KABI_STATUS_OK);
+  CHECK(naive_counters.calls == 1);
+  CHECK(test_max_relative_error(out, expected, M * N) < 1e-5);
+
+  memset(out, 0, sizeof out);
+  CHECK(kabi_call(matmul, &args, NULL) == KABI_STATUS_OK);
+  CHECK(test_max_relative_error(out, expected, M * N) < 1e-5);
+}
+
+static void test_error_paths(void) {
+  float a[8 * 4], b[3 * 5], out[8 * 5];
+  int64_t a_shape[2] = {2, 4}, b_shape[2] = {3, 5}, out_shape[2] = {2, 5};
+  DLTensor inputs[2], outputs[1];
+  kabi_args args;
+  kabi_selection selection;
+  kabi_kernel_desc desc = naive_desc("c.other");
+  kabi_problem problem;
+  memset(a, 0, sizeof a);
+  inputs[0] = test_tensor(a, test_float32(), 2, a_shape, NULL);
+  inputs[1] = test_tensor(b, test_float32(), 2, b_shape, NULL);
+  outputs[0] = test_tensor(out, test_float32(), 2, out_shape, NULL);
+  args = make_args(inputs, outputs, 1);
+  memset(&selection, 0, sizeof selection);
+  selection.struct_size = sizeof selection;
+
+  CHECK_STATUS(kabi_select(matmul, &args, NULL, &selection), KABI_STATUS_INVALID_ARGUMENT,
+               "matmul: b has shape [3, 5] but a has shape [2, 4]: b's dimension K (-2) must be 4");
+  CHECK_STATUS(kabi_select(NULL, &args, NULL, &selection), KABI_STATUS_INVALID_ARGUMENT, "op is NULL");
+  CHECK_STATUS(kabi_select(matmul, NULL, NULL, &selection), KABI_STATUS_INVALID_ARGUMENT, "args is NULL");
+  CHECK_STATUS(kabi_select(matmul, &args, NULL, NULL), KABI_STATUS_INVALID_ARGUMENT, "out_selection is NULL");
+  args.struct_size = 4;
+  CHECK_STATUS(kabi_select(matmul, &args, NULL, &selection), KABI_STATUS_INVALID_ARGUMENT, "args->struct_size is 4");
+  args.struct_size = sizeof args;
+  selection.struct_size = 2;
+  CHECK_STATUS(kabi_select(matmul, &args, NULL, &selection), KABI_STATUS_INVALID_ARGUMENT, "struct_size is 2");
+  selection.struct_size = sizeof selection;
+
+  b_shape[0] = 4;
+  inputs[1].dtype = test_float64();
+  CHECK_STATUS(kabi_select(matmul, &args, NULL, &selection), KABI_STATUS_UNSUPPORTED_DTYPE,
+               "a is float32 but b is float64");
+  inputs[1].dtype = test_float32();
+  args.num_inputs = 1;
+  CHECK_STATUS(kabi_select(matmul, &args, NULL, &selection), KABI_STATUS_INVALID_ARGUMENT,
+               "expected 2 inputs (a, b), got 1");
+  args.num_inputs = 2;
+  inputs[0].ndim = 1;
+  CHECK_STATUS(kabi_select(matmul, &args, NULL, &selection), KABI_STATUS_INVALID_ARGUMENT,
+               "a has shape [2] (rank 1); expected [..., M, K] (rank at least 2)");
+  inputs[0].ndim = 2;
+  a_shape[0] = -2;
+  CHECK_STATUS(kabi_select(matmul, &args, NULL, &selection), KABI_STATUS_INVALID_ARGUMENT, "negative size");
+  a_shape[0] = 2;
+  inputs[1].device.device_type = kDLCUDA;
+  CHECK_STATUS(kabi_select(matmul, &args, NULL, &selection), KABI_STATUS_INVALID_ARGUMENT,
+               "a is on cpu:0 but b is on cuda:0");
+  inputs[1].device.device_type = kDLCPU;
+  out_shape[1] = 6;
+  CHECK_STATUS(kabi_select(matmul, &args, NULL, &selection), KABI_STATUS_INVALID_ARGUMENT,
+               "out has shape [2, 6]; expected [2, 5]");
+  out_shape[1] = 5;
+  outputs[0].dtype = test_float64();
+  CHECK_STATUS(kabi_select(matmul, &args, NULL, &selection), KABI_STATUS_UNSUPPORTED_DTYPE,
+               "out is float64 but the inputs are float32");
+  outputs[0].dtype = test_float32();
+  inputs[0].shape = NULL;
+  CHECK_STATUS(kabi_select(matmul, &args, NULL, &selection), KABI_STATUS_INVALID_ARGUMENT, "a.shape is NULL");
+  inputs[0].shape = a_shape;
+
+  /* No eligible kernel: the only CPU kernels take float32/float64, not float16. */
+  inputs[0].dtype = inputs[1].dtype = outputs[0].dtype = test_float16();
+  CHECK_STATUS(kabi_select(matmul, &args, NULL, &selection), KABI_STATUS_NO_ELIGIBLE_KERNEL,
+               "dtype float16 not in {float32, float64}");
+  CHECK(selection.kernel == NULL && selection.num_candidates >= 1);
+  inputs[0].dtype = inputs[1].dtype = outputs[0].dtype = test_float32();
+
+  memset(&problem, 0, sizeof problem);
+  problem.struct_size = sizeof problem;
+  CHECK(kabi_problem_describe(matmul, &args, &problem) == KABI_STATUS_OK);
+  CHECK(problem.output_rank == 2 && problem.output_shape[0] == 2 && problem.output_shape[1] == 5);
+  CHECK(problem.batch_mode == KABI_BATCH_NONE && problem.batch_size == 1);
+
+  /* Registration errors. */
+  desc.op = "no_such_op";
+  CHECK_STATUS(kabi_kernel_register(&desc, NULL), KABI_STATUS_NOT_FOUND, "no_such_op");
+  desc.op = "matmul";
+  desc.struct_size = 8;
+  CHECK_STATUS(kabi_kernel_register(&desc, NULL), KABI_STATUS_INVALID_ARGUMENT, "struct_size");
+  desc.struct_size = sizeof desc;
+  desc.function = NULL;
+  CHECK_STATUS(kabi_kernel_register(&desc, NULL), KABI_STATUS_INVALID_ARGUMENT, "function is NULL");
+  CHECK_STATUS(kabi_kernel_register(NULL, NULL), KABI_STATUS_INVALID_ARGUMENT, "desc is NULL");
+  CHECK_STATUS(kabi_kernel_unregister("matmul", "never.registered"), KABI_STATUS_NOT_FOUND, "never.registered");
+  CHECK_STATUS(kabi_launch(NULL, &args), KABI_STATUS_INVALID_ARGUMENT, "kernel handle is NULL");
+}
+
+static void test_forced_and_constraints(void) {
+  static float a[M * K], b[K * N + 1], out[M * N];
+  int64_t a_shape[2] = {M, K}, b_shape[2] = {K, N}, out_shape[2] = {M, N};
+  int64_t b_transposed_strides[2] = {1, K};
+  DLTensor inputs[2], outputs[1];
+  kabi_args args;
+  kabi_selection selection;
+  kabi_select_options options;
+  kabi_kernel_desc desc = naive_desc("c.aligned");
+  kabi_kernel aligned = NULL;
+  int i;
+  for (i = 0; i < M * K; ++i) a[i] = (float)test_random_uniform();
+  for (i = 0; i < K * N + 1; ++i) b[i] = (float)test_random_uniform();
+  desc.backend = "strict";
+  desc.layouts = KABI_LAYOUT_CONTIGUOUS;
+  desc.alignment = 64;
+  desc.priority = 5;
+  CHECK(kabi_kernel_register(&desc, &aligned) == KABI_STATUS_OK);
+
+  inputs[0] = test_tensor(a, test_float32(), 2, a_shape, NULL);
+  inputs[1] = test_tensor(b, test_float32(), 2, b_shape, b_transposed_strides);
+  outputs[0] = test_tensor(out, test_float32(), 2, out_shape, NULL);
+  args = make_args(inputs, outputs, 1);
+  memset(&selection, 0, sizeof selection);
+  selection.struct_size = sizeof selection;
+  memset(&options, 0, sizeof options);
+  options.struct_size = sizeof options;
+  options.force = "strict";
+  options.use_environment = 0;
+  options.use_tuning_cache = 0;
+  CHECK_STATUS(kabi_select(matmul, &args, &options, &selection), KABI_STATUS_NO_ELIGIBLE_KERNEL,
+               "forced \"strict\" (options) has no eligible kernel");
+  CHECK_STATUS(kabi_select(matmul, &args, &options, &selection), KABI_STATUS_NO_ELIGIBLE_KERNEL,
+               "b is col_strided");
+  options.force = "nothing.like.this";
+  CHECK_STATUS(kabi_select(matmul, &args, &options, &selection), KABI_STATUS_NO_ELIGIBLE_KERNEL,
+               "names no backend or kernel");
+
+  /* Contiguous b: the forced strict kernel qualifies and wins by name too. */
+  inputs[1].strides = NULL;
+  options.force = "c.aligned";
+  CHECK(kabi_select(matmul, &args, &options, &selection) == KABI_STATUS_OK);
+  CHECK(selection.kernel == aligned && selection.pick_reason == KABI_PICK_FORCED);
+  /* Unforced, the higher priority picks it as well. */
+  CHECK(kabi_select(matmul, &args, NULL, &selection) == KABI_STATUS_OK && selection.kernel == aligned);
+
+  /* Launch with a misaligned pointer: selection could not see it, launch refuses. */
+  inputs[1].data = (char*)b + 4;
+  if (((uintptr_t)inputs[1].data) % 64 == 0) inputs[1].byte_offset = 4;
+  CHECK_STATUS(kabi_launch(aligned, &args), KABI_STATUS_CONSTRAINT_VIOLATED, "not aligned to 64 bytes");
+  /* A transposed b at launch violates the layout constraint. */
+  inputs[1].data = b;
+  inputs[1].byte_offset = 0;
+  inputs[1].strides = b_transposed_strides;
+  CHECK_STATUS(kabi_launch(aligned, &args), KABI_STATUS_CONSTRAINT_VIOLATED, "b is col_strided");
+  inputs[1].strides = NULL;
+  /* No outputs at launch. */
+  args.num_outputs = 0;
+  CHECK_STATUS(kabi_launch(aligned, &args), KABI_STATUS_INVALID_ARGUMENT, "expected 1 outputs (out), got 0");
+  args.num_outputs = 1;
+
+  CHECK(kabi_kernel_unregister("matmul", "c.aligned") == KABI_STATUS_OK);
+  CHECK_STATUS(kabi_launch(aligned, &args), KABI_STATUS_NOT_FOUND, "does not name a registered kernel");
+}
+
+static void test_failing_kernel_and_unregister(void) {
+  float a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8}, out[4];
+  int64_t shape[2] = {2, 2};
+  DLTensor inputs[2], outputs[1];
+  kabi_args args;
+  kabi_kernel_desc desc = naive_desc("c.failing");
+  kabi_kernel failing = NULL;
+  kabi_select_options options;
+  desc.function = test_failing_kernel;
+  CHECK(kabi_kernel_register(&desc, &failing) == KABI_STATUS_OK);
+  inputs[0] = test_tensor(a, test_float32(), 2, shape, NULL);
+  inputs[1] = test_tensor(b, test_float32(), 2, shape, NULL);
+  outputs[0] = test_tensor(out, test_float32(), 2, shape, NULL);
+  args = make_args(inputs, outputs, 1);
+  CHECK_STATUS(kabi_launch(failing, &args), KABI_STATUS_KERNEL_FAILED, "kernel matmul/c.failing failed");
+  memset(&options, 0, sizeof options);
+  options.struct_size = sizeof options;
+  options.force = "c.failing";
+  CHECK_STATUS(kabi_call(matmul, &args, &options), KABI_STATUS_KERNEL_FAILED, "c.failing");
+  CHECK(kabi_kernel_unregister("matmul", "c.failing") == KABI_STATUS_OK);
+
+  CHECK(naive_counters.frees == 0);
+  CHECK(kabi_kernel_unregister("matmul", "c.naive") == KABI_STATUS_OK);
+  CHECK(naive_counters.frees == 1);
+  CHECK(kabi_kernel_count("matmul") == 0);
+}
+
+static void test_plugins(void) {
+  kabi_plugin_record record;
+  const int32_t before = kabi_plugin_count();
+  CHECK_STATUS(kabi_plugin_load("/nonexistent/libkabi_missing.so"), KABI_STATUS_NOT_FOUND, "could not be loaded");
+  CHECK(kabi_plugin_count() == before + 1);
+  CHECK_STATUS(kabi_plugin_load("/nonexistent/libkabi_missing.so"), KABI_STATUS_NOT_FOUND, "could not be loaded");
+  CHECK(kabi_plugin_count() == before + 1);
+  memset(&record, 0, sizeof record);
+  record.struct_size = sizeof record;
+  CHECK(kabi_plugin_at(before, &record) == KABI_STATUS_OK);
+  CHECK(record.state == KABI_PLUGIN_REFUSED && strstr(record.message, "libkabi_missing.so") != NULL);
+  CHECK_STATUS(kabi_plugin_load(NULL), KABI_STATUS_INVALID_ARGUMENT, "path is NULL");
+  CHECK(kabi_plugin_load_builtin() == KABI_STATUS_OK);
+  CHECK(kabi_plugin_load_builtin() == KABI_STATUS_OK);
+}
+
+int main(void) {
+  test_versions_and_names();
+  test_builtin_op();
+  test_register_select_launch();
+  test_error_paths();
+  test_forced_and_constraints();
+  test_failing_kernel_and_unregister();
+  CHECK(naive_counters.frees == 1);
+  test_plugins();
+  if (failures != 0) {
+    fprintf(stderr, "%d checks failed\n", failures);
+    return 1;
+  }
+  printf("all C API checks passed\n");
+  return 0;
+}
