@@ -86,7 +86,8 @@ std::string probe_device(const CudaDriver& driver, int ordinal, int driver_versi
   std::strncpy(info.vendor, "NVIDIA", sizeof(info.vendor) - 1);
   cuda::CUdevice device = 0;
   cuda::CUresult result = driver.cuDeviceGet(&device, ordinal);
-  if (result != cuda::CUDA_SUCCESS) return "cuDeviceGet(" + std::to_string(ordinal) + "): " + describe_result(driver, result);
+  if (result != cuda::CUDA_SUCCESS)
+    return "cuDeviceGet(" + std::to_string(ordinal) + "): " + describe_result(driver, result);
   int major = 0;
   int minor = 0;
   int multiprocessors = 0;
@@ -116,8 +117,8 @@ DriverState probe() {
   void* library = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr) {
     const char* reason = ::dlerror();
-    state.unavailable_reason = "no CUDA driver: " + path + " could not be loaded (" +
-                               (reason != nullptr ? reason : "unknown reason") + ")";
+    state.unavailable_reason =
+        "no CUDA driver: " + path + " could not be loaded (" + (reason != nullptr ? reason : "unknown reason") + ")";
     return state;
   }
   const std::string missing = resolve_entry_points(library, state.driver);

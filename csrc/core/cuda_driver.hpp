@@ -70,8 +70,8 @@ struct CudaDriver {
   CUresult (*cuModuleUnload)(cuda::CUmodule module);
   CUresult (*cuModuleGetFunction)(cuda::CUfunction* function, cuda::CUmodule module, const char* name);
   CUresult (*cuFuncSetAttribute)(cuda::CUfunction function, int attribute, int value);
-  CUresult (*cuLaunchKernel)(cuda::CUfunction function, unsigned int grid_x, unsigned int grid_y,
-                             unsigned int grid_z, unsigned int block_x, unsigned int block_y, unsigned int block_z,
+  CUresult (*cuLaunchKernel)(cuda::CUfunction function, unsigned int grid_x, unsigned int grid_y, unsigned int grid_z,
+                             unsigned int block_x, unsigned int block_y, unsigned int block_z,
                              unsigned int shared_memory_bytes, cuda::CUstream stream, void** params, void** extra);
   CUresult (*cuLaunchKernelEx)(const cuda::CUlaunchConfig* config, cuda::CUfunction function, void** params,
                                void** extra);

@@ -79,7 +79,8 @@ LaunchParam copy_param(const kabi_launch_param& raw, size_t index) {
       if (raw.index < 0) throw invalid(label + ".index is " + std::to_string(raw.index) + "; expected >= 0");
       break;
     case KABI_PARAM_DIM:
-      if (raw.name == nullptr || raw.name[0] == '\0') throw invalid(label + ".name is empty; expected a dimension name");
+      if (raw.name == nullptr || raw.name[0] == '\0')
+        throw invalid(label + ".name is empty; expected a dimension name");
       param.name = raw.name;
       break;
     case KABI_PARAM_CONSTANT:
@@ -90,8 +91,7 @@ LaunchParam copy_param(const kabi_launch_param& raw, size_t index) {
     case KABI_PARAM_SCRATCH:
       if (raw.value < 0) throw invalid(label + ".value is " + std::to_string(raw.value) + "; expected bytes >= 0");
       break;
-    default:
-      throw invalid(label + ".kind is " + std::to_string(raw.kind) + "; expected a kabi_param_kind");
+    default: throw invalid(label + ".kind is " + std::to_string(raw.kind) + "; expected a kabi_param_kind");
   }
   return param;
 }
@@ -101,7 +101,10 @@ void check_image(const kabi_device_binary& desc) {
   if (desc.image == nullptr || desc.image_size == 0) throw invalid("image is empty");
   const auto* bytes = static_cast<const unsigned char*>(desc.image);
   if (desc.format == KABI_BINARY_CUBIN) {
-    if (desc.image_size < 4 || std::memcmp(bytes, "\x7f" "ELF", 4) != 0) {
+    if (desc.image_size < 4 || std::memcmp(bytes,
+                                           "\x7f"
+                                           "ELF",
+                                           4) != 0) {
       throw invalid("image is not a cubin (no ELF header); for PTX set format to KABI_BINARY_PTX");
     }
   } else if (desc.format == KABI_BINARY_PTX) {
@@ -206,9 +209,9 @@ cuda::CUfunction DeviceBinary::function_on(const CudaDriver& driver, int32_t dev
   auto found = loaded_.find(device_index);
   if (found != loaded_.end()) return found->second.second;
   cuda::CUmodule module = nullptr;
-  check_cuda(driver.cuModuleLoadData(&module, image.data()),
-             "cuModuleLoadData for " + entry + " (built for sm_" + std::to_string(arch) + ") on cuda:" +
-                 std::to_string(device_index));
+  check_cuda(driver.cuModuleLoadData(&module, image.data()), "cuModuleLoadData for " + entry + " (built for sm_" +
+                                                                 std::to_string(arch) +
+                                                                 ") on cuda:" + std::to_string(device_index));
   cuda::CUfunction function = nullptr;
   try {
     check_cuda(driver.cuModuleGetFunction(&function, module, entry.c_str()), "cuModuleGetFunction(" + entry + ")");
@@ -229,8 +232,7 @@ cuda::CUfunction DeviceBinary::function_on(const CudaDriver& driver, int32_t dev
   return function;
 }
 
-void* DeviceBinary::scratch(const CudaDriver& driver, int32_t device_index, void* stream, size_t param,
-                            size_t bytes) {
+void* DeviceBinary::scratch(const CudaDriver& driver, int32_t device_index, void* stream, size_t param, size_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   cuda::CUdeviceptr& pointer = scratch_[std::make_tuple(device_index, stream, param, bytes)];
   if (pointer == 0) {
@@ -343,8 +345,8 @@ void launch_device_binary(DeviceBinary& binary, const kabi_problem& problem, con
   }
   if (blocks == 0) return;  // an empty problem: nothing to compute
   if (grid[0] % binary.cluster_size != 0) {
-    throw invalid("grid x of " + binary.entry + " is " + std::to_string(grid[0]) + ", not a multiple of its cluster size " +
-                  std::to_string(binary.cluster_size));
+    throw invalid("grid x of " + binary.entry + " is " + std::to_string(grid[0]) +
+                  ", not a multiple of its cluster size " + std::to_string(binary.cluster_size));
   }
 
   ContextScope context(driver, problem.device_index, binary.entry);
@@ -391,17 +393,18 @@ void launch_device_binary(DeviceBinary& binary, const kabi_problem& problem, con
   auto stream = static_cast<cuda::CUstream>(args.stream);
   const std::string what = "launching " + binary.entry;
   if (binary.cluster_size == 1) {
-    check_cuda(driver.cuLaunchKernel(function, static_cast<unsigned>(grid[0]), static_cast<unsigned>(grid[1]),
-                                     static_cast<unsigned>(grid[2]), static_cast<unsigned>(binary.block[0]),
-                                     static_cast<unsigned>(binary.block[1]), static_cast<unsigned>(binary.block[2]),
-                                     static_cast<unsigned>(binary.shared_memory_bytes), stream, pointers.data(),
-                                     nullptr),
-               what);
+    check_cuda(
+        driver.cuLaunchKernel(function, static_cast<unsigned>(grid[0]), static_cast<unsigned>(grid[1]),
+                              static_cast<unsigned>(grid[2]), static_cast<unsigned>(binary.block[0]),
+                              static_cast<unsigned>(binary.block[1]), static_cast<unsigned>(binary.block[2]),
+                              static_cast<unsigned>(binary.shared_memory_bytes), stream, pointers.data(), nullptr),
+        what);
     return;
   }
   if (driver.cuLaunchKernelEx == nullptr) {
-    throw Error(KABI_STATUS_UNAVAILABLE, binary.entry + " needs thread-block clusters, which this CUDA driver lacks "
-                                                        "(no cuLaunchKernelEx)");
+    throw Error(KABI_STATUS_UNAVAILABLE, binary.entry +
+                                             " needs thread-block clusters, which this CUDA driver lacks "
+                                             "(no cuLaunchKernelEx)");
   }
   cuda::CUlaunchAttribute cluster{};
   cluster.id = cuda::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;

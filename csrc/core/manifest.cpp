@@ -1,6 +1,442 @@
-#include "device_binary.hpp"
+// Reading NAME.kabi-manifest files (docs/manifest.md) and registering them as device-binary kernels.
+//
+// A directory loads all or nothing: every manifest is read, checked against its op and its image, and turned into a
+// kernel first; only then are they committed to the table together. A kernel already registered under the same op,
+// name and fingerprint is skipped, so loading a directory twice is harmless.
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <sstream>
 
-extern "C" KABI_EXPORT kabi_status kabi_binaries_load(const char*, int32_t* out_registered) {
-  if (out_registered != nullptr) *out_registered = 0;
-  return KABI_STATUS_UNAVAILABLE;
+#include "device_binary.hpp"
+#include "error.hpp"
+#include "names.hpp"
+#include "registry.hpp"
+
+namespace kabi::core {
+namespace {
+
+constexpr char kMagicLine[] = "kabi-manifest 1";
+constexpr char kManifestSuffix[] = ".kabi-manifest";
+
+const char* const kRequiredKeys[] = {"abi_major", "op",      "name",  "backend",      "device",
+                                     "dtypes",    "layouts", "image", "image_format", "image_fnv1a64",
+                                     "arch",      "entry",   "grid",  "block"};
+const char* const kOptionalKeys[] = {"archs",        "arch_min",    "arch_max",
+                                     "priority",     "features",    "alignment",
+                                     "batch_mode",   "fingerprint", "shared_memory_bytes",
+                                     "cluster_size", "param"};
+
+struct Line {
+  std::string key;
+  std::string value;
+  int number = 0;
+};
+
+std::string trim(const std::string& text) {
+  const size_t begin = text.find_first_not_of(" \t");
+  if (begin == std::string::npos) return {};
+  return text.substr(begin, text.find_last_not_of(" \t") - begin + 1);
+}
+
+std::vector<std::string> split(const std::string& text, char separator) {
+  std::vector<std::string> items;
+  std::string item;
+  std::istringstream stream(text);
+  while (std::getline(stream, item, separator)) items.push_back(trim(item));
+  if (!text.empty() && text.back() == separator) items.emplace_back();
+  return items;
+}
+
+bool is_known_key(const std::string& key) {
+  const auto matches = [&](const char* known) { return key == known; };
+  return std::any_of(std::begin(kRequiredKeys), std::end(kRequiredKeys), matches) ||
+         std::any_of(std::begin(kOptionalKeys), std::end(kOptionalKeys), matches);
+}
+
+// One manifest file being read; every error names the file, the line and the field.
+class Manifest {
+ public:
+  explicit Manifest(std::filesystem::path path) : path_(std::move(path)) {}
+
+  void read() {
+    std::ifstream stream(path_, std::ios::binary);
+    if (!stream) throw Error(KABI_STATUS_IO_ERROR, path_.string() + ": cannot be read");
+    std::string text;
+    int number = 0;
+    while (std::getline(stream, text)) {
+      ++number;
+      if (!text.empty() && text.back() == '\r') text.pop_back();
+      if (number == 1) {
+        if (text != kMagicLine) fail(1, "", "first line is \"" + text + "\"; expected \"" + kMagicLine + "\"");
+        continue;
+      }
+      const std::string content = trim(text);
+      if (content.empty() || content[0] == '#') continue;
+      const size_t equals = content.find('=');
+      if (equals == std::string::npos) fail(number, "", "expected `key = value`, got \"" + content + "\"");
+      lines_.push_back(Line{trim(content.substr(0, equals)), trim(content.substr(equals + 1)), number});
+    }
+    if (number == 0) fail(1, "", std::string("file is empty; expected \"") + kMagicLine + "\"");
+    // The ABI major first: a manifest for another major may use keys this reader does not know.
+    const Line& abi = required("abi_major");
+    if (integer(abi, 0, INT32_MAX) != KABI_ABI_VERSION_MAJOR) {
+      fail(abi.number, abi.key,
+           "is " + abi.value + "; this libkabi implements ABI major " + std::to_string(KABI_ABI_VERSION_MAJOR),
+           KABI_STATUS_ABI_MISMATCH);
+    }
+    std::map<std::string, int> seen;
+    for (const Line& line : lines_) {
+      if (!is_known_key(line.key)) fail(line.number, line.key, "unknown key");
+      if (line.key == "param") continue;
+      const auto previous = seen.emplace(line.key, line.number);
+      if (!previous.second) {
+        fail(line.number, line.key, "repeats the key of line " + std::to_string(previous.first->second));
+      }
+    }
+    for (const char* key : kRequiredKeys) required(key);
+  }
+
+  const Line& required(const std::string& key) const {
+    if (const Line* line = find(key)) return *line;
+    throw Error(KABI_STATUS_INVALID_ARGUMENT, path_.string() + ": missing required key " + key);
+  }
+
+  const Line* find(const std::string& key) const {
+    for (const Line& line : lines_) {
+      if (line.key == key) return &line;
+    }
+    return nullptr;
+  }
+
+  std::vector<const Line*> all(const std::string& key) const {
+    std::vector<const Line*> found;
+    for (const Line& line : lines_) {
+      if (line.key == key) found.push_back(&line);
+    }
+    return found;
+  }
+
+  int64_t integer(const Line& line, int64_t minimum, int64_t maximum) const {
+    return parse_integer(line, line.value, line.key, minimum, maximum);
+  }
+
+  int64_t parse_integer(const Line& line, const std::string& text, const std::string& field, int64_t minimum,
+                        int64_t maximum) const {
+    int64_t value = 0;
+    const auto result = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (text.empty() || result.ec != std::errc() || result.ptr != text.data() + text.size()) {
+      fail(line.number, field, "\"" + text + "\" is not an integer");
+    }
+    if (value < minimum || value > maximum) {
+      fail(line.number, field,
+           std::to_string(value) + " is outside [" + std::to_string(minimum) + ", " + std::to_string(maximum) + "]");
+    }
+    return value;
+  }
+
+  [[noreturn]] void fail(int number, const std::string& field, const std::string& message,
+                         kabi_status status = KABI_STATUS_INVALID_ARGUMENT) const {
+    throw Error(status,
+                path_.string() + ":" + std::to_string(number) + ": " + (field.empty() ? "" : field + ": ") + message);
+  }
+
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+  std::vector<Line> lines_;
+};
+
+// The storage a kabi_kernel_desc points into while make_kernel copies it.
+struct Declaration {
+  std::vector<std::string> strings;  // reserved up front: pointers into it stay valid
+  std::vector<int32_t> archs;
+  std::vector<unsigned char> image;
+  std::vector<kabi_launch_param> params;
+  kabi_device_binary binary{};
+  kabi_kernel_desc kernel{};
+
+  const char* keep(const std::string& text) {
+    strings.push_back(text);
+    return strings.back().c_str();
+  }
+};
+
+uint32_t parse_bits(const Manifest& manifest, const Line& line, uint32_t (*bit_of)(const std::string&) noexcept) {
+  uint32_t bits = 0;
+  for (const std::string& name : split(line.value, ',')) {
+    const uint32_t bit = bit_of(name);
+    if (bit == 0) manifest.fail(line.number, line.key, "unknown name \"" + name + "\"");
+    bits |= bit;
+  }
+  if (bits == 0) manifest.fail(line.number, line.key, "is empty");
+  return bits;
+}
+
+void read_image(const Manifest& manifest, Declaration& declaration) {
+  const Line& image = manifest.required("image");
+  if (image.value.empty() || image.value.find('/') != std::string::npos) {
+    manifest.fail(image.number, image.key, "\"" + image.value + "\" is not a file name in the manifest's directory");
+  }
+  const std::filesystem::path path = manifest.path().parent_path() / image.value;
+  std::ifstream stream(path, std::ios::binary);
+  if (!stream) {
+    manifest.fail(image.number, image.key, "image file " + path.string() + " is missing", KABI_STATUS_IO_ERROR);
+  }
+  declaration.image.assign(std::istreambuf_iterator<char>(stream), std::istreambuf_iterator<char>());
+  const Line& hash = manifest.required("image_fnv1a64");
+  const bool well_formed =
+      hash.value.size() == 16 && hash.value.find_first_not_of("0123456789abcdef") == std::string::npos;
+  if (!well_formed) manifest.fail(hash.number, hash.key, "\"" + hash.value + "\" is not 16 lower-case hex digits");
+  char actual[17];
+  std::snprintf(actual, sizeof actual, "%016llx",
+                static_cast<unsigned long long>(fnv1a64(declaration.image.data(), declaration.image.size())));
+  if (hash.value != actual) {
+    manifest.fail(
+        hash.number, hash.key,
+        "image " + image.value + " hashes to " + actual + ", not " + hash.value + " (corrupt or replaced image)");
+  }
+}
+
+void read_param(const Manifest& manifest, const Line& line, const Op& op, Declaration& declaration) {
+  std::istringstream stream(line.value);
+  std::string kind_name;
+  stream >> kind_name;
+  static const std::map<std::string, std::pair<int32_t, std::vector<std::string>>> kinds = {
+      {"tensor", {KABI_PARAM_TENSOR_DATA, {"index"}}},
+      {"dim", {KABI_PARAM_DIM, {"name", "size"}}},
+      {"stride", {KABI_PARAM_STRIDE, {"index", "dim", "size"}}},
+      {"constant", {KABI_PARAM_CONSTANT, {"value", "size"}}},
+      {"scratch", {KABI_PARAM_SCRATCH, {"value"}}}};
+  const auto kind = kinds.find(kind_name);
+  if (kind == kinds.end()) {
+    manifest.fail(line.number, "param",
+                  "kind \"" + kind_name + "\"; expected tensor, dim, stride, constant or scratch");
+  }
+  std::map<std::string, std::string> fields;
+  std::string item;
+  while (stream >> item) {
+    const size_t equals = item.find('=');
+    const std::string field = item.substr(0, equals);
+    const auto& allowed = kind->second.second;
+    if (equals == std::string::npos || std::find(allowed.begin(), allowed.end(), field) == allowed.end()) {
+      manifest.fail(line.number, "param", "\"" + item + "\" is not a field of a " + kind_name + " parameter");
+    }
+    fields[field] = item.substr(equals + 1);
+  }
+  kabi_launch_param param{};
+  param.struct_size = sizeof param;
+  param.kind = kind->second.first;
+  param.size_bytes = 8;
+  const int64_t tensors = static_cast<int64_t>(op.schema.inputs.size() + op.schema.outputs.size());
+  for (const std::string& field : kind->second.second) {
+    const auto found = fields.find(field);
+    if (found == fields.end()) manifest.fail(line.number, "param", kind_name + " needs " + field + "=");
+    const std::string label = "param " + field;
+    if (field == "index")
+      param.index = static_cast<int32_t>(manifest.parse_integer(line, found->second, label, 0, tensors - 1));
+    if (field == "dim") param.dim = static_cast<int32_t>(manifest.parse_integer(line, found->second, label, -16, 15));
+    if (field == "value") param.value = manifest.parse_integer(line, found->second, label, INT64_MIN, INT64_MAX);
+    if (field == "size") {
+      param.size_bytes = static_cast<int32_t>(manifest.parse_integer(line, found->second, label, 4, 8));
+      if (param.size_bytes != 4 && param.size_bytes != 8) manifest.fail(line.number, label, "expected 4 or 8");
+    }
+    if (field == "name") param.name = declaration.keep(found->second);
+  }
+  if (param.kind == KABI_PARAM_DIM) {
+    const std::string name = param.name;
+    const auto& dims = op.schema.dim_names;
+    if (name != "batch" && std::find(dims.begin(), dims.end(), name) == dims.end()) {
+      manifest.fail(line.number, "param name",
+                    "op " + op.name + " has no dimension " + name + " (it has " + join(dims, ", ") + ", batch)");
+    }
+  }
+  declaration.params.push_back(param);
+}
+
+void read_grid(const Manifest& manifest, const Op& op, Declaration& declaration) {
+  const Line& grid = manifest.required("grid");
+  const std::vector<std::string> axes = split(grid.value, ';');
+  if (axes.size() != 3) manifest.fail(grid.number, grid.key, "expected three expressions separated by ';'");
+  for (size_t axis = 0; axis < 3; ++axis) {
+    std::vector<std::string> names;
+    try {
+      names = GridExpression(axes[axis]).names();
+    } catch (const Error& error) {
+      manifest.fail(grid.number, grid.key, error.what());
+    }
+    const auto& dims = op.schema.dim_names;
+    for (const std::string& name : names) {
+      if (name != "batch" && std::find(dims.begin(), dims.end(), name) == dims.end()) {
+        manifest.fail(grid.number, grid.key,
+                      "\"" + axes[axis] + "\" reads " + name + ", which op " + op.name + " does not have (it has " +
+                          join(dims, ", ") + ", batch)");
+      }
+    }
+    declaration.binary.grid[axis] = declaration.keep(axes[axis]);
+  }
+  const Line& block = manifest.required("block");
+  const std::vector<std::string> sizes = split(block.value, ',');
+  if (sizes.size() != 3) manifest.fail(block.number, block.key, "expected three integers separated by ','");
+  for (size_t axis = 0; axis < 3; ++axis) {
+    declaration.binary.block[axis] = static_cast<int32_t>(manifest.parse_integer(block, sizes[axis], "block", 1, 1024));
+  }
+}
+
+// The archs a cubin can run on: its own major, minors at or above its own. PTX is compiled by the driver for newer
+// archs too.
+void read_archs(const Manifest& manifest, Declaration& declaration, int32_t image_arch, bool cubin) {
+  kabi_kernel_desc& kernel = declaration.kernel;
+  const int32_t cubin_max = image_arch / 10 * 10 + 9;
+  if (const Line* archs = manifest.find("archs"); archs != nullptr && !archs->value.empty()) {
+    for (const std::string& item : split(archs->value, ',')) {
+      const auto arch = static_cast<int32_t>(manifest.parse_integer(*archs, item, "archs", 1, 1000));
+      if (arch < image_arch || (cubin && arch > cubin_max)) {
+        manifest.fail(archs->number, "archs",
+                      "a " + std::string(cubin ? "cubin" : "PTX") + " built for sm_" + std::to_string(image_arch) +
+                          " cannot run on arch " + std::to_string(arch));
+      }
+      declaration.archs.push_back(arch);
+    }
+    kernel.archs = declaration.archs.data();
+    kernel.num_archs = static_cast<int32_t>(declaration.archs.size());
+    return;
+  }
+  const Line* minimum = manifest.find("arch_min");
+  const Line* maximum = manifest.find("arch_max");
+  kernel.arch_min = minimum != nullptr ? static_cast<int32_t>(manifest.integer(*minimum, 0, 1000)) : image_arch;
+  kernel.arch_max =
+      maximum != nullptr ? static_cast<int32_t>(manifest.integer(*maximum, 0, 1000)) : (cubin ? cubin_max : 0);
+  if (kernel.arch_min < image_arch || (cubin && (kernel.arch_max == 0 || kernel.arch_max > cubin_max))) {
+    const Line& where = minimum != nullptr ? *minimum : (maximum != nullptr ? *maximum : manifest.required("arch"));
+    manifest.fail(where.number, where.key,
+                  "a " + std::string(cubin ? "cubin" : "PTX") + " built for sm_" + std::to_string(image_arch) +
+                      " cannot run on all of [" + std::to_string(kernel.arch_min) + ", " +
+                      std::to_string(kernel.arch_max) + "] (0 = unbounded)");
+  }
+}
+
+KernelPtr read_kernel(const std::filesystem::path& path) {
+  Manifest manifest(path);
+  manifest.read();
+  Declaration declaration;
+  declaration.strings.reserve(64);
+  kabi_kernel_desc& kernel = declaration.kernel;
+  kabi_device_binary& binary = declaration.binary;
+  kernel.struct_size = sizeof kernel;
+  binary.struct_size = sizeof binary;
+
+  const Line& op_line = manifest.required("op");
+  Op* op = Registry::instance().find_op(op_line.value);
+  if (op == nullptr)
+    manifest.fail(op_line.number, "op", "no op named \"" + op_line.value + "\" is registered", KABI_STATUS_NOT_FOUND);
+  kernel.op = declaration.keep(op_line.value);
+  kernel.name = declaration.keep(manifest.required("name").value);
+  kernel.backend = declaration.keep(manifest.required("backend").value);
+  const Line& device = manifest.required("device");
+  if (device.value != "cuda") manifest.fail(device.number, "device", "\"" + device.value + "\"; expected cuda");
+  kernel.device_type = kDLCUDA;
+  if (const Line* priority = manifest.find("priority"))
+    kernel.priority = static_cast<int32_t>(manifest.integer(*priority, INT32_MIN, INT32_MAX));
+  if (const Line* features = manifest.find("features")) {
+    for (const std::string& name : features->value.empty() ? std::vector<std::string>{} : split(features->value, ',')) {
+      const uint64_t bit = feature_bit_from_name(name);
+      if (bit == 0) manifest.fail(features->number, "features", "unknown feature \"" + name + "\"");
+      kernel.required_features |= bit;
+    }
+  }
+  kernel.dtypes = parse_bits(manifest, manifest.required("dtypes"), dtype_bit_from_name);
+  kernel.layouts = parse_bits(manifest, manifest.required("layouts"), layout_bit_from_name);
+  if (const Line* alignment = manifest.find("alignment"))
+    kernel.alignment = static_cast<uint32_t>(manifest.integer(*alignment, 0, 4096));
+  kernel.batch_mode = KABI_BATCH_NONE;
+  if (const Line* batch = manifest.find("batch_mode")) {
+    kernel.batch_mode = -1;
+    for (int32_t mode = KABI_BATCH_NONE; mode <= KABI_BATCH_ANY; ++mode) {
+      if (batch->value == batch_mode_name(mode)) kernel.batch_mode = mode;
+    }
+    if (kernel.batch_mode < 0)
+      manifest.fail(batch->number, "batch_mode", "\"" + batch->value + "\"; expected none, uniform or any");
+  }
+  if (const Line* fingerprint = manifest.find("fingerprint")) kernel.fingerprint = declaration.keep(fingerprint->value);
+  kernel.kind = KABI_KERNEL_DEVICE_BINARY;
+  kernel.binary = &binary;
+
+  const Line& format = manifest.required("image_format");
+  if (format.value != "cubin" && format.value != "ptx")
+    manifest.fail(format.number, "image_format", "\"" + format.value + "\"; expected cubin or ptx");
+  binary.format = format.value == "cubin" ? KABI_BINARY_CUBIN : KABI_BINARY_PTX;
+  binary.arch = static_cast<int32_t>(manifest.integer(manifest.required("arch"), 10, 1000));
+  read_archs(manifest, declaration, binary.arch, binary.format == KABI_BINARY_CUBIN);
+  read_image(manifest, declaration);
+  binary.image = declaration.image.data();
+  binary.image_size = declaration.image.size();
+  binary.entry = declaration.keep(manifest.required("entry").value);
+  for (const Line* line : manifest.all("param")) read_param(manifest, *line, *op, declaration);
+  binary.params = declaration.params.empty() ? nullptr : declaration.params.data();
+  binary.num_params = static_cast<int32_t>(declaration.params.size());
+  read_grid(manifest, *op, declaration);
+  if (const Line* shared = manifest.find("shared_memory_bytes"))
+    binary.shared_memory_bytes = static_cast<int32_t>(manifest.integer(*shared, 0, INT32_MAX));
+  binary.cluster_size = 1;
+  if (const Line* cluster = manifest.find("cluster_size"))
+    binary.cluster_size = static_cast<int32_t>(manifest.integer(*cluster, 1, 16));
+  try {
+    return make_kernel(&kernel, *op);
+  } catch (const Error& error) {
+    throw Error(error.status(), path.string() + ": " + error.what());
+  }
+}
+
+int32_t load_binaries(const std::string& directory) {
+  std::error_code error;
+  if (!std::filesystem::is_directory(directory, error)) {
+    throw Error(KABI_STATUS_IO_ERROR, "kabi_binaries_load: " + directory + " is not a directory");
+  }
+  std::vector<std::filesystem::path> paths;
+  for (const auto& entry : std::filesystem::directory_iterator(directory)) {
+    const std::string name = entry.path().filename().string();
+    const size_t suffix = sizeof(kManifestSuffix) - 1;
+    if (name.size() > suffix && name.compare(name.size() - suffix, suffix, kManifestSuffix) == 0) {
+      paths.push_back(entry.path());
+    }
+  }
+  std::sort(paths.begin(), paths.end());
+  Registry& registry = Registry::instance();
+  Staging staging;
+  std::map<std::string, std::filesystem::path> names;
+  for (const std::filesystem::path& path : paths) {
+    KernelPtr kernel = read_kernel(path);
+    const std::string key = kernel->op->name + "/" + kernel->name;
+    const auto clash = names.emplace(key, path);
+    if (!clash.second) {
+      throw Error(KABI_STATUS_ALREADY_EXISTS,
+                  path.string() + ": kernel " + key + " is also declared by " + clash.first->second.string());
+    }
+    if (KernelPtr existing = registry.find_kernel(kernel->op->name, kernel->name)) {
+      if (existing->fingerprint == kernel->fingerprint) continue;
+      throw Error(KABI_STATUS_ALREADY_EXISTS, path.string() + ": kernel " + key + " is already registered with " +
+                                                  "fingerprint " + existing->fingerprint + ", not " +
+                                                  kernel->fingerprint);
+    }
+    staging.kernels.push_back(std::move(kernel));
+  }
+  registry.commit(staging, "");
+  return static_cast<int32_t>(staging.kernels.size());
+}
+
+}  // namespace
+}  // namespace kabi::core
+
+extern "C" KABI_EXPORT kabi_status kabi_binaries_load(const char* directory, int32_t* out_registered) {
+  return kabi::core::c_boundary([&] {
+    if (out_registered != nullptr) *out_registered = 0;
+    kabi::core::require(directory != nullptr, KABI_STATUS_INVALID_ARGUMENT, "kabi_binaries_load: directory is NULL");
+    const int32_t registered = kabi::core::load_binaries(directory);
+    if (out_registered != nullptr) *out_registered = registered;
+  });
 }

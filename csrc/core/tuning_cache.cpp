@@ -1,7 +1,8 @@
 // The persistent tuning cache.
 //
 // On disk: one append-only text file, DIR/tuning-v1.log, one record per line:
-//   v1 \t <device signature> \t <op> \t <problem key> \t <kernel name> \t <fingerprint> \t <time_us> \t <note> \t <crc32>
+//   v1 \t <device signature> \t <op> \t <problem key> \t <kernel name> \t <fingerprint> \t <time_us> \t <note> \t
+//   <crc32>
 // Fields escape backslash, tab, newline and carriage return as \\ \t \n \r; time_us is the shortest decimal that
 // round-trips ("inf" for a failed candidate); crc32 is 8 lower-case hex digits of the CRC-32 (zlib's polynomial)
 // of every byte before the tab that precedes it. Records for the same (device, op, problem, kernel) supersede
@@ -74,7 +75,8 @@ uint32_t crc32(std::string_view bytes) {
 std::string system_error_text(int error_number) { return std::strerror(error_number); }
 
 Error io_error(const std::string& what, const std::string& path, int error_number) {
-  return Error(KABI_STATUS_IO_ERROR, "tuning cache: cannot " + what + " " + path + ": " + system_error_text(error_number));
+  return Error(KABI_STATUS_IO_ERROR,
+               "tuning cache: cannot " + what + " " + path + ": " + system_error_text(error_number));
 }
 
 void append_escaped(std::string& out, std::string_view field) {
@@ -110,8 +112,8 @@ bool unescape(std::string_view field, std::string& out) {
 
 std::string format_record(const Record& record) {
   std::string line = kRecordVersion;
-  for (const std::string* field : {&record.device_signature, &record.op, &record.problem_key,
-                                   &record.entry.kernel_name, &record.entry.fingerprint}) {
+  for (const std::string* field : {&record.device_signature, &record.op, &record.problem_key, &record.entry.kernel_name,
+                                   &record.entry.fingerprint}) {
     line += '\t';
     append_escaped(line, *field);
   }
@@ -154,7 +156,8 @@ bool parse_record(std::string_view line, Record& record, std::string* reason) {
     start = tab + 1;
   }
   if (fields.size() != kFieldCount - 1 || fields[0] != kRecordVersion) {
-    *reason = "expected " + std::string(kRecordVersion) + " and " + std::to_string(kFieldCount) + " tab-separated fields";
+    *reason =
+        "expected " + std::string(kRecordVersion) + " and " + std::to_string(kFieldCount) + " tab-separated fields";
     return false;
   }
   std::string* targets[] = {&record.device_signature, &record.op, &record.problem_key, &record.entry.kernel_name,
@@ -415,7 +418,7 @@ struct TuningCache::State {
       const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
       if (fd < 0) throw io_error("open", path, errno);
       try {
-        struct stat status {};
+        struct stat status{};
         char last = '\n';
         if (::fstat(fd, &status) == 0 && status.st_size > 0) {
           const int read_fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -474,9 +477,9 @@ void TuningCache::store(const std::string& device_signature, const std::string& 
   std::vector<Record> records;
   for (const TuningEntry& entry : entries) {
     require(!entry.kernel_name.empty(), "an entry has an empty kernel_name");
-    require(!std::isnan(entry.time_us) && entry.time_us >= 0,
-            "entry for " + entry.kernel_name + " has time_us " + std::to_string(entry.time_us) +
-                "; expected a non-negative number or infinity");
+    require(!std::isnan(entry.time_us) && entry.time_us >= 0, "entry for " + entry.kernel_name + " has time_us " +
+                                                                  std::to_string(entry.time_us) +
+                                                                  "; expected a non-negative number or infinity");
     records.push_back(Record{device_signature, op, problem_key, entry});
   }
   std::lock_guard<std::mutex> guard(state_->mutex);

@@ -1,8 +1,8 @@
 // Grid expressions of device binaries: values over a matmul problem and every kind of error.
 #include <cstring>
 
-#include "check.hpp"
 #include "device_binary.hpp"
+#include "expect_error.hpp"
 
 namespace {
 

@@ -12,7 +12,7 @@
 #include <sstream>
 #include <thread>
 
-#include "check.hpp"
+#include "expect_error.hpp"
 #include "tuning_cache.hpp"
 
 namespace {
@@ -91,8 +91,8 @@ void test_round_trip_and_persistence(const std::string& directory) {
 
 void test_invalid_entries(const std::string& directory) {
   TuningCache cache(directory);
-  KABI_EXPECT_ERROR(cache.store(kDevice, kOp, kProblem, {{"k", "f", std::nan(""), ""}}),
-                    KABI_STATUS_INVALID_ARGUMENT, "time_us");
+  KABI_EXPECT_ERROR(cache.store(kDevice, kOp, kProblem, {{"k", "f", std::nan(""), ""}}), KABI_STATUS_INVALID_ARGUMENT,
+                    "time_us");
   KABI_EXPECT_ERROR(cache.store(kDevice, kOp, kProblem, {{"k", "f", -1.0, ""}}), KABI_STATUS_INVALID_ARGUMENT,
                     "non-negative");
   KABI_EXPECT_ERROR(cache.store(kDevice, kOp, kProblem, {{"", "f", 1.0, ""}}), KABI_STATUS_INVALID_ARGUMENT,

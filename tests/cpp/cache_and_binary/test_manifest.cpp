@@ -1,0 +1,291 @@
+// Device-binary manifests through the public C ABI: a valid manifest with a fake cubin registers a kernel with the
+// declared facts (no GPU needed), and every kind of damage is refused with a message naming file, line and field.
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "check.hpp"
+#include "kabi/kabi.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Fields = std::vector<std::pair<std::string, std::string>>;
+
+fs::path g_root;
+int g_case = 0;
+
+std::string fnv1a64_hex(const std::string& bytes) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (unsigned char byte : bytes) {
+    hash ^= byte;
+    hash *= 0x100000001b3ull;
+  }
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash));
+  return text;
+}
+
+// An ELF header followed by random bytes: enough for registration, which never loads the module.
+std::string fake_cubin() {
+  std::random_device seed;
+  std::mt19937 random(seed());
+  std::string bytes =
+      "\x7f"
+      "ELF";
+  for (int i = 0; i < 256; ++i) bytes += static_cast<char>(random() & 0xFF);
+  return bytes;
+}
+
+struct Bundle {
+  fs::path directory;
+  fs::path manifest;
+  fs::path image;
+  std::string kernel_name;
+};
+
+Fields valid_fields(const std::string& kernel_name, const std::string& image_name, const std::string& image) {
+  return {{"abi_major", "1"},
+          {"op", "matmul"},
+          {"name", kernel_name},
+          {"backend", "triton"},
+          {"device", "cuda"},
+          {"archs", "90"},
+          {"priority", "10"},
+          {"features", "tma,wgmma"},
+          {"dtypes", "float16,bfloat16"},
+          {"layouts", "contiguous,row_strided"},
+          {"alignment", "16"},
+          {"batch_mode", "none"},
+          {"fingerprint", "test:" + kernel_name},
+          {"image", image_name},
+          {"image_format", "cubin"},
+          {"image_fnv1a64", fnv1a64_hex(image)},
+          {"arch", "90"},
+          {"entry", "matmul_kernel"},
+          {"grid", "cdiv(M, 128) * cdiv(N, 128); 1; 1"},
+          {"block", "256, 1, 1"},
+          {"shared_memory_bytes", "98304"},
+          {"cluster_size", "1"},
+          {"param", "tensor index=0"},
+          {"param", "tensor index=1"},
+          {"param", "tensor index=2"},
+          {"param", "dim name=M size=4"},
+          {"param", "dim name=N size=4"},
+          {"param", "dim name=K size=4"},
+          {"param", "stride index=0 dim=-2 size=4"},
+          {"param", "stride index=1 dim=-2 size=4"},
+          {"param", "stride index=2 dim=-2 size=4"},
+          {"param", "scratch value=0"},
+          {"param", "scratch value=0"}};
+}
+
+// Writes a manifest and its image into a fresh directory; `edit` changes the fields first.
+template <class Edit>
+Bundle write_bundle(Edit edit, const std::string& first_line = "kabi-manifest 1") {
+  Bundle bundle;
+  bundle.kernel_name = "test.matmul.case" + std::to_string(++g_case);
+  bundle.directory = g_root / ("case" + std::to_string(g_case));
+  fs::create_directories(bundle.directory);
+  const std::string image = fake_cubin();
+  const std::string image_name = bundle.kernel_name + ".cubin";
+  bundle.image = bundle.directory / image_name;
+  std::ofstream(bundle.image, std::ios::binary) << image;
+  Fields fields = valid_fields(bundle.kernel_name, image_name, image);
+  edit(fields);
+  bundle.manifest = bundle.directory / (bundle.kernel_name + ".kabi-manifest");
+  std::ofstream stream(bundle.manifest);
+  stream << first_line << "\n# written by test_manifest\n\n";
+  for (const auto& field : fields) stream << field.first << " = " << field.second << "\n";
+  return bundle;
+}
+
+void set_field(Fields& fields, const std::string& key, const std::string& value) {
+  for (auto& field : fields) {
+    if (field.first == key) field.second = value;
+  }
+}
+
+void remove_field(Fields& fields, const std::string& key) {
+  Fields kept;
+  for (auto& field : fields) {
+    if (field.first != key) kept.push_back(field);
+  }
+  fields = kept;
+}
+
+// Line numbers of a manifest: 1 magic, 2 comment, 3 blank, then one line per field.
+int line_of(const Bundle& bundle, const std::string& key) {
+  std::ifstream stream(bundle.manifest);
+  std::string line;
+  for (int number = 1; std::getline(stream, line); ++number) {
+    if (line.rfind(key + " =", 0) == 0) return number;
+  }
+  return -1;
+}
+
+void expect_refused(const Bundle& bundle, kabi_status status, const std::string& fragment) {
+  const int32_t before = kabi_kernel_count("matmul");
+  int32_t registered = -1;
+  const kabi_status result = kabi_binaries_load(bundle.directory.c_str(), &registered);
+  const std::string message = kabi_last_error();
+  if (result != status) {
+    kabi_test::report_failure(__FILE__, __LINE__,
+                              bundle.kernel_name + ": status " + kabi_status_name(result) + " (" + message +
+                                  "); expected " + kabi_status_name(status) + " with \"" + fragment + "\"");
+    return;
+  }
+  if (message.find(fragment) == std::string::npos || message.find(bundle.directory.string()) == std::string::npos) {
+    kabi_test::report_failure(__FILE__, __LINE__, "message \"" + message + "\" lacks the path or \"" + fragment + "\"");
+  }
+  KABI_CHECK_EQ(registered, 0);
+  KABI_CHECK_EQ(kabi_kernel_count("matmul"), before);
+}
+
+void test_valid_manifest_registers() {
+  const Bundle bundle = write_bundle([](Fields&) {});
+  int32_t registered = -1;
+  KABI_CHECK_EQ(kabi_binaries_load(bundle.directory.c_str(), &registered), KABI_STATUS_OK);
+  KABI_CHECK_EQ(registered, 1);
+  kabi_kernel kernel = nullptr;
+  KABI_CHECK_EQ(kabi_kernel_find("matmul", bundle.kernel_name.c_str(), &kernel), KABI_STATUS_OK);
+  kabi_kernel_info info;
+  std::memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  KABI_CHECK_EQ(kabi_kernel_info_get(kernel, &info), KABI_STATUS_OK);
+  KABI_CHECK_EQ(std::string(info.backend), std::string("triton"));
+  KABI_CHECK_EQ(std::string(info.fingerprint), "test:" + bundle.kernel_name);
+  KABI_CHECK_EQ(std::string(info.plugin), std::string(""));
+  KABI_CHECK_EQ(info.device_type, static_cast<int32_t>(kDLCUDA));
+  KABI_CHECK_EQ(info.num_archs, 1);
+  KABI_CHECK_EQ(info.archs[0], 90);
+  KABI_CHECK_EQ(info.priority, 10);
+  KABI_CHECK_EQ(static_cast<int>(info.kind), static_cast<int>(KABI_KERNEL_DEVICE_BINARY));
+  KABI_CHECK_EQ(info.required_features, KABI_FEATURE_TMA | KABI_FEATURE_WGMMA);
+  KABI_CHECK_EQ(info.dtypes, KABI_DTYPE_FLOAT16 | KABI_DTYPE_BFLOAT16);
+  KABI_CHECK_EQ(info.layouts, KABI_LAYOUT_CONTIGUOUS | KABI_LAYOUT_ROW_STRIDED);
+  KABI_CHECK_EQ(info.alignment, 16u);
+  KABI_CHECK_EQ(info.batch_mode, KABI_BATCH_NONE);
+
+  // Loading the same directory again registers nothing new and is not an error.
+  KABI_CHECK_EQ(kabi_binaries_load(bundle.directory.c_str(), &registered), KABI_STATUS_OK);
+  KABI_CHECK_EQ(registered, 0);
+}
+
+void test_defaults_for_optional_keys() {
+  // Without archs or a range, a cubin for sm_80 runs on 80..89; without a fingerprint one is derived from the image.
+  const Bundle bundle = write_bundle([](Fields& fields) {
+    for (const char* key : {"archs", "priority", "features", "alignment", "batch_mode", "fingerprint",
+                            "shared_memory_bytes", "cluster_size"}) {
+      remove_field(fields, key);
+    }
+    set_field(fields, "arch", "80");
+  });
+  KABI_CHECK_EQ(kabi_binaries_load(bundle.directory.c_str(), nullptr), KABI_STATUS_OK);
+  kabi_kernel kernel = nullptr;
+  KABI_CHECK_EQ(kabi_kernel_find("matmul", bundle.kernel_name.c_str(), &kernel), KABI_STATUS_OK);
+  kabi_kernel_info info;
+  std::memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  KABI_CHECK_EQ(kabi_kernel_info_get(kernel, &info), KABI_STATUS_OK);
+  KABI_CHECK_EQ(info.num_archs, 0);
+  KABI_CHECK_EQ(info.arch_min, 80);
+  KABI_CHECK_EQ(info.arch_max, 89);
+  KABI_CHECK(std::string(info.fingerprint).rfind("triton:" + bundle.kernel_name + ":", 0) == 0);
+}
+
+void test_refusals() {
+  const kabi_status invalid = KABI_STATUS_INVALID_ARGUMENT;
+  expect_refused(write_bundle([](Fields&) {}, "kabi-manifest 2"), invalid,
+                 ":1: first line is \"kabi-manifest 2\"; expected \"kabi-manifest 1\"");
+  expect_refused(write_bundle([](Fields&) {}, "{\"json\": true}"), invalid, ":1: first line is");
+
+  Bundle bundle = write_bundle([](Fields& fields) { set_field(fields, "abi_major", "2"); });
+  expect_refused(bundle, KABI_STATUS_ABI_MISMATCH,
+                 ":" + std::to_string(line_of(bundle, "abi_major")) +
+                     ": abi_major: is 2; this libkabi implements ABI "
+                     "major 1");
+
+  bundle = write_bundle([](Fields&) {});
+  std::ofstream(bundle.image, std::ios::binary | std::ios::app) << "tampered";
+  expect_refused(bundle, invalid,
+                 ":" + std::to_string(line_of(bundle, "image_fnv1a64")) + ": image_fnv1a64: image " +
+                     bundle.image.filename().string() + " hashes to ");
+
+  expect_refused(write_bundle([](Fields& fields) { remove_field(fields, "entry"); }), invalid,
+                 ".kabi-manifest: missing required key entry");
+
+  bundle = write_bundle([](Fields& fields) { set_field(fields, "dtypes", "float16,float13"); });
+  expect_refused(bundle, invalid,
+                 ":" + std::to_string(line_of(bundle, "dtypes")) + ": dtypes: unknown name \"float13\"");
+
+  bundle = write_bundle([](Fields& fields) { fields.emplace_back("colour", "blue"); });
+  expect_refused(bundle, invalid, ":" + std::to_string(line_of(bundle, "colour")) + ": colour: unknown key");
+  expect_refused(write_bundle([](Fields& fields) { fields.emplace_back("entry", "other"); }), invalid,
+                 "entry: repeats the key of line");
+  expect_refused(write_bundle([](Fields& fields) { set_field(fields, "priority", "high"); }), invalid,
+                 "priority: \"high\" is not an integer");
+  expect_refused(write_bundle([](Fields& fields) { set_field(fields, "layouts", "diagonal"); }), invalid,
+                 "layouts: unknown name \"diagonal\"");
+  expect_refused(write_bundle([](Fields& fields) { set_field(fields, "features", "tma,warp_drive"); }), invalid,
+                 "features: unknown feature \"warp_drive\"");
+  expect_refused(write_bundle([](Fields& fields) { set_field(fields, "image", "missing.cubin"); }),
+                 KABI_STATUS_IO_ERROR, "image: image file ");
+  expect_refused(write_bundle([](Fields& fields) { set_field(fields, "grid", "cdiv(Q, 128); 1; 1"); }), invalid,
+                 "grid: \"cdiv(Q, 128)\" reads Q, which op matmul does not have");
+  expect_refused(write_bundle([](Fields& fields) { set_field(fields, "grid", "cdiv(M, 128) *; 1; 1"); }), invalid,
+                 "grid: grid expression \"cdiv(M, 128) *\"");
+  expect_refused(write_bundle([](Fields& fields) { set_field(fields, "grid", "1; 1"); }), invalid,
+                 "grid: expected three expressions");
+  expect_refused(write_bundle([](Fields& fields) { fields.emplace_back("param", "register index=0"); }), invalid,
+                 "param: kind \"register\"");
+  expect_refused(write_bundle([](Fields& fields) { fields.emplace_back("param", "tensor index=3"); }), invalid,
+                 "param index: 3 is outside [0, 2]");
+  expect_refused(write_bundle([](Fields& fields) { fields.emplace_back("param", "dim name=Z size=4"); }), invalid,
+                 "param name: op matmul has no dimension Z");
+  expect_refused(write_bundle([](Fields& fields) { set_field(fields, "archs", "80,90"); }), invalid,
+                 "archs: a cubin built for sm_90 cannot run on arch 80");
+  expect_refused(write_bundle([](Fields& fields) { set_field(fields, "op", "convolution"); }), KABI_STATUS_NOT_FOUND,
+                 "op: no op named \"convolution\"");
+
+  int32_t registered = -1;
+  const std::string missing = (g_root / "no-such-directory").string();
+  KABI_CHECK_EQ(kabi_binaries_load(missing.c_str(), &registered), KABI_STATUS_IO_ERROR);
+  KABI_CHECK(std::string(kabi_last_error()).find(missing) != std::string::npos);
+  KABI_CHECK_EQ(kabi_binaries_load(nullptr, &registered), KABI_STATUS_INVALID_ARGUMENT);
+}
+
+void test_directory_loads_all_or_nothing() {
+  const Bundle good = write_bundle([](Fields&) {});
+  const Bundle bad = write_bundle([](Fields& fields) { set_field(fields, "block", "256, 1"); });
+  fs::copy_file(good.manifest, bad.directory / good.manifest.filename());
+  fs::copy_file(good.image, bad.directory / good.image.filename());
+  expect_refused(bad, KABI_STATUS_INVALID_ARGUMENT, "block: expected three integers");
+  kabi_kernel kernel = nullptr;
+  KABI_CHECK_EQ(kabi_kernel_find("matmul", good.kernel_name.c_str(), &kernel), KABI_STATUS_NOT_FOUND);
+}
+
+}  // namespace
+
+int main() {
+  std::string pattern = (fs::temp_directory_path() / "kabi-manifest-test-XXXXXX").string();
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    std::perror("mkdtemp");
+    return EXIT_FAILURE;
+  }
+  g_root = pattern;
+  test_valid_manifest_registers();
+  test_defaults_for_optional_keys();
+  test_refusals();
+  test_directory_loads_all_or_nothing();
+  fs::remove_all(g_root);
+  return kabi_test::finish("test_manifest");
+}
