@@ -1,0 +1,21 @@
+// The pieces of kabi._core, one function per area; module.cpp calls each once.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <string>
+
+#include "kabi/kabi.h"
+
+namespace kabi::python {
+
+void bind_registry(pybind11::module_& module);  // ops and kernels (registry.cpp)
+void bind_dispatch(pybind11::module_& module);  // describe, select, launch (dispatch.cpp)
+void bind_runtime(pybind11::module_& module);   // devices, plugins, binaries, tuning cache (runtime.cpp)
+
+// Shared helpers.
+kabi_op find_op(const std::string& name);
+kabi_kernel find_kernel(const std::string& op, const std::string& name);
+pybind11::dict kernel_to_dict(kabi_kernel kernel);
+
+}  // namespace kabi::python

@@ -1,0 +1,207 @@
+// Validation, selection and launch of native kernels. The hot path is PreparedLaunch: shapes, strides, dtypes and
+// devices are fixed when a decision is cached, so a call passes only the tensors, whose data pointers it reads.
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bindings.hpp"
+#include "errors.hpp"
+#include "tensors.hpp"
+
+namespace py = pybind11;
+
+namespace kabi::python {
+namespace {
+
+const char* pick_reason_name(kabi_pick_reason reason) {
+  switch (reason) {
+    case KABI_PICK_FORCED:
+      return "forced";
+    case KABI_PICK_TUNED:
+      return "tuned";
+    case KABI_PICK_HEURISTIC:
+      return "heuristic";
+    case KABI_PICK_NONE:
+      break;
+  }
+  return "none";
+}
+
+py::dict describe(const std::string& op_name, const py::sequence& inputs, const py::sequence& outputs) {
+  kabi_op op = find_op(op_name);
+  CallTensors tensors(inputs, outputs, 0);
+  kabi_problem problem{};
+  problem.struct_size = sizeof(problem);
+  check(kabi_problem_describe(op, &tensors.args(), &problem));
+  return problem_to_dict(problem, tensors.args().num_inputs);
+}
+
+// Select a kernel; with allow_none, a problem no kernel can run still returns the candidates (kernel None and
+// "error" holding libkabi's message) so that explain can show every rejection.
+py::dict select(const std::string& op_name, const py::sequence& inputs, const py::sequence& outputs,
+                const std::optional<std::string>& force, bool use_environment, bool use_tuning_cache,
+                bool allow_none) {
+  kabi_op op = find_op(op_name);
+  CallTensors tensors(inputs, outputs, 0);
+  kabi_select_options options{};
+  options.struct_size = sizeof(options);
+  options.force = force ? force->c_str() : nullptr;
+  options.use_environment = use_environment ? 1 : 0;
+  options.use_tuning_cache = use_tuning_cache ? 1 : 0;
+
+  std::vector<kabi_candidate> candidates(16);
+  kabi_selection selection{};
+  kabi_status status = KABI_STATUS_OK;
+  for (;;) {
+    for (auto& candidate : candidates) {
+      candidate = kabi_candidate{};
+      candidate.struct_size = sizeof(kabi_candidate);
+    }
+    selection = kabi_selection{};
+    selection.struct_size = sizeof(selection);
+    selection.problem.struct_size = sizeof(kabi_problem);
+    selection.candidates = candidates.data();
+    selection.candidates_capacity = static_cast<int32_t>(candidates.size());
+    status = kabi_select(op, &tensors.args(), &options, &selection);
+    if (selection.num_candidates <= selection.candidates_capacity) break;
+    candidates.resize(static_cast<std::size_t>(selection.num_candidates));
+  }
+  std::string error;
+  if (status != KABI_STATUS_OK) {
+    if (!(allow_none && status == KABI_STATUS_NO_ELIGIBLE_KERNEL)) raise_status(status);
+    error = kabi_last_error();
+  }
+
+  py::dict result;
+  result["kernel"] = selection.kernel != nullptr ? py::object(kernel_to_dict(selection.kernel)) : py::none();
+  result["pick_reason"] = pick_reason_name(selection.pick_reason);
+  result["reason"] = py::str(selection.reason);
+  result["error"] = error;
+  py::list candidate_list;
+  for (int32_t i = 0; i < selection.num_candidates; ++i) {
+    const kabi_candidate& candidate = candidates[static_cast<std::size_t>(i)];
+    if (candidate.kernel == nullptr) continue;
+    py::dict entry = kernel_to_dict(candidate.kernel);
+    entry["eligible"] = candidate.eligible != 0;
+    entry["picked"] = candidate.picked != 0;
+    entry["tuned_time_us"] = candidate.tuned_time_us >= 0 ? py::object(py::float_(candidate.tuned_time_us))
+                                                          : py::object(py::none());
+    entry["reason"] = py::str(candidate.reason);
+    candidate_list.append(entry);
+  }
+  result["candidates"] = candidate_list;
+  result["problem"] =
+      status == KABI_STATUS_OK || selection.problem.output_rank > 0
+          ? py::object(problem_to_dict(selection.problem, tensors.args().num_inputs))
+          : py::object(py::none());
+  return result;
+}
+
+void launch(const std::string& op_name, const std::string& kernel_name, const py::sequence& inputs,
+            const py::sequence& outputs, std::uintptr_t stream) {
+  kabi_kernel kernel = find_kernel(op_name, kernel_name);
+  CallTensors tensors(inputs, outputs, stream);
+  kabi_status status;
+  {
+    py::gil_scoped_release release;
+    status = kabi_launch(kernel, &tensors.args());
+  }
+  check(status);
+}
+
+// Problems at least this large (output elements x reduced size, summed over the batch) release the GIL while
+// the kernel runs; smaller ones finish in less time than releasing and retaking it costs.
+constexpr double kReleaseGilWork = 1 << 18;
+
+// A native kernel bound to one problem: the kabi_args are built once; each call reads only the data pointers of
+// the tensors it is given (inputs, then outputs). A change of the kernel table since preparation (the kernel may
+// be gone) raises StaleDecisionError so that the caller selects again.
+class PreparedLaunch {
+ public:
+  PreparedLaunch(const std::string& op_name, const std::string& kernel_name, const py::sequence& inputs,
+                 const py::sequence& outputs, std::uintptr_t stream)
+      : op_name_(op_name),
+        kernel_name_(kernel_name),
+        generation_(kabi_registry_generation()),
+        kernel_(find_kernel(op_name, kernel_name)),
+        tensors_(std::make_unique<CallTensors>(inputs, outputs, stream)) {
+    kabi_problem problem{};
+    problem.struct_size = sizeof(problem);
+    check(kabi_problem_describe(find_op(op_name), &tensors_->args(), &problem));
+    double work = static_cast<double>(problem.batch_size > 0 ? problem.batch_size : 1);
+    for (int32_t i = 0; i < problem.num_dims && i < 8; ++i) work *= static_cast<double>(problem.dims[i]);
+    release_gil_ = work >= kReleaseGilWork;
+    tensor_count_ = tensors_->inputs().size() + tensors_->outputs().size();
+  }
+
+  void operator()(const py::args& tensors) {
+    if (static_cast<std::size_t>(PyTuple_GET_SIZE(tensors.ptr())) != tensor_count_) {
+      raise_status(KABI_STATUS_INVALID_ARGUMENT, "prepared launch of " + kernel_name_ + " takes " +
+                                                     std::to_string(tensor_count_) + " tensors (inputs, outputs)");
+    }
+    std::size_t position = 0;
+    for (DLTensor& tensor : tensors_->inputs()) tensor.data = data_pointer(tensors, position++);
+    for (DLTensor& tensor : tensors_->outputs()) tensor.data = data_pointer(tensors, position++);
+    if (kabi_registry_generation() != generation_) {
+      raise_stale_decision(op_name_ + ": the kernel table changed since " + kernel_name_ + " was chosen");
+    }
+    kabi_status status;
+    if (release_gil_) {
+      py::gil_scoped_release release;
+      status = kabi_launch(kernel_, &tensors_->args());
+    } else {
+      status = kabi_launch(kernel_, &tensors_->args());
+    }
+    check(status);
+  }
+
+  const std::string& kernel_name() const { return kernel_name_; }
+
+ private:
+  static void* data_pointer(const py::args& tensors, std::size_t position) {
+    static PyObject* method_name = PyUnicode_InternFromString("data_ptr");
+    PyObject* tensor = PyTuple_GET_ITEM(tensors.ptr(), static_cast<Py_ssize_t>(position));
+    PyObject* address = PyObject_CallMethodNoArgs(tensor, method_name);
+    if (address == nullptr) throw py::error_already_set();
+    void* pointer = PyLong_AsVoidPtr(address);
+    Py_DECREF(address);
+    if (pointer == nullptr && PyErr_Occurred()) throw py::error_already_set();
+    return pointer;
+  }
+
+  std::string op_name_;
+  std::string kernel_name_;
+  uint64_t generation_;
+  kabi_kernel kernel_;
+  std::unique_ptr<CallTensors> tensors_;
+  std::size_t tensor_count_ = 0;
+  bool release_gil_ = false;
+};
+
+}  // namespace
+
+void bind_dispatch(py::module_& m) {
+  m.def("describe", &describe, py::arg("op"), py::arg("inputs"), py::arg("outputs") = py::tuple(),
+        "Validate a call (tensor descriptors) against its op and return the problem as a dict.");
+  m.def("select", &select, py::arg("op"), py::arg("inputs"), py::arg("outputs") = py::tuple(),
+        py::arg("force") = py::none(), py::arg("use_environment") = true, py::arg("use_tuning_cache") = true,
+        py::arg("allow_none") = false,
+        "Pick a kernel: a dict with kernel (info dict or None), pick_reason, reason, error, candidates, problem.");
+  m.def("launch", &launch, py::arg("op"), py::arg("kernel"), py::arg("inputs"), py::arg("outputs"),
+        py::arg("stream") = 0, "Run a native kernel on tensor descriptors (outputs allocated by the caller).");
+  m.def("registry_generation", &kabi_registry_generation,
+        "A counter that changes with every change to ops, kernels or the tuning cache.");
+  py::class_<PreparedLaunch>(m, "PreparedLaunch",
+                             "A native kernel bound to one problem; call it with the tensors (inputs, then outputs).")
+      .def(py::init<const std::string&, const std::string&, const py::sequence&, const py::sequence&,
+                    std::uintptr_t>(),
+           py::arg("op"), py::arg("kernel"), py::arg("inputs"), py::arg("outputs"), py::arg("stream") = 0)
+      .def("__call__", &PreparedLaunch::operator())
+      .def_property_readonly("kernel", &PreparedLaunch::kernel_name);
+}
+
+}  // namespace kabi::python

@@ -1,0 +1,73 @@
+"""kabi: a portable kernel ABI with a hardware-dispatch registry.
+
+``kabi.ops.matmul(a, b)`` runs the fastest correct implementation registered for the inputs' device; ask why with
+``kabi.explain``, force one with ``kabi.use``, add one with ``@kabi.kernel``.
+
+Example::
+
+    >>> import torch, kabi
+    >>> c = kabi.ops.matmul(torch.randn(64, 32), torch.randn(32, 16))
+    >>> print(kabi.explain(kabi.ops.matmul, torch.randn(64, 32), torch.randn(32, 16)))
+"""
+
+from . import _core
+from . import _startup  # noqa: F401  (loads plugins and registers the torch-native kernels)
+from . import ops
+from ._devices import DeviceInfo, device_info, devices
+from ._errors import (
+    AbiMismatchError,
+    AlreadyExistsError,
+    ArgumentTypeError,
+    ConstraintViolatedError,
+    InternalError,
+    InvalidArgumentError,
+    KabiError,
+    KabiIOError,
+    KernelError,
+    NoEligibleKernelError,
+    NotFoundError,
+    UnavailableError,
+    UnsupportedDtypeError,
+)
+from ._explain import Explanation, explain
+from ._kernels import kernel, kernel_info, kernels, register_kernel, unregister_kernel
+from ._plugins import PluginRecord, load_binaries, load_plugin, plugins
+from ._records import Candidate, KernelInfo, Problem
+from ._scopes import use
+
+__version__ = _core.library_version()
+
+__all__ = [
+    "AbiMismatchError",
+    "AlreadyExistsError",
+    "ArgumentTypeError",
+    "Candidate",
+    "ConstraintViolatedError",
+    "DeviceInfo",
+    "Explanation",
+    "InternalError",
+    "InvalidArgumentError",
+    "KabiError",
+    "KabiIOError",
+    "KernelError",
+    "KernelInfo",
+    "NoEligibleKernelError",
+    "NotFoundError",
+    "PluginRecord",
+    "Problem",
+    "UnavailableError",
+    "UnsupportedDtypeError",
+    "device_info",
+    "devices",
+    "explain",
+    "kernel",
+    "kernel_info",
+    "kernels",
+    "load_binaries",
+    "load_plugin",
+    "ops",
+    "plugins",
+    "register_kernel",
+    "unregister_kernel",
+    "use",
+]

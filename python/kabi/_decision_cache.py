@@ -1,0 +1,73 @@
+"""The per-op decision caches and their invalidation.
+
+Each op front keeps a dict from its dispatch key to a ready-to-call implementation. Anything that can change a
+selection — registering or unregistering a kernel, loading a plugin or device binaries, changing the tuning cache —
+calls ``invalidate_all()``. Changes made behind Python's back (a C++ caller registering into the same libkabi) are
+caught on the next miss through ``kabi_registry_generation``: a miss that sees a new generation clears the cache
+before storing.
+
+Storing is guarded so that a decision selected against an older kernel table is never stored after an
+invalidation: ``store`` compares the generation seen before selection with the current one, under the same lock
+``invalidate_all`` takes.
+
+Example::
+
+    >>> cache = DecisionCache("matmul")
+    >>> generation = cache.begin_miss()
+    >>> cache.store(key, implementation, generation)
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any, Callable
+
+from . import _core
+
+__all__ = ["DecisionCache", "invalidate_all"]
+
+_lock = threading.Lock()
+_caches: weakref.WeakSet[DecisionCache] = weakref.WeakSet()
+
+
+class DecisionCache:
+    """Decisions of one op: ``entries`` maps a dispatch key to an implementation. Reads need no lock."""
+
+    __slots__ = ("op", "entries", "generation", "__weakref__")
+
+    def __init__(self, op: str) -> None:
+        self.op = op
+        self.entries: dict[Any, Callable[..., Any]] = {}
+        self.generation = _core.registry_generation()
+        with _lock:
+            _caches.add(self)
+
+    def begin_miss(self) -> int:
+        """Call before selecting on a miss: drops stale entries and returns the generation to store against."""
+        generation = _core.registry_generation()
+        if generation != self.generation:
+            with _lock:
+                self.entries.clear()
+                self.generation = generation
+        return generation
+
+    def store(self, key: Any, implementation: Callable[..., Any], generation: int) -> None:
+        """Remember a decision made at ``generation``, unless the kernel table has changed since."""
+        with _lock:
+            if _core.registry_generation() == generation == self.generation:
+                self.entries[key] = implementation
+
+    def clear(self) -> None:
+        with _lock:
+            self.entries.clear()
+            self.generation = _core.registry_generation()
+
+
+def invalidate_all() -> None:
+    """Forget every cached decision of every op (after anything that can change a selection)."""
+    with _lock:
+        generation = _core.registry_generation()
+        for cache in list(_caches):
+            cache.entries.clear()
+            cache.generation = generation

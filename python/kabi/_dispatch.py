@@ -1,0 +1,291 @@
+"""The op front: validation, selection and the per-op decision cache behind every ``kabi.ops.<op>``.
+
+A call builds a lean key from what selection depends on — each input's shape, strides, dtype and device, plus the
+active ``kabi.use`` scope — and looks it up in the op's decision cache. A hit calls the cached implementation
+directly: the Python kernel itself, or a native launcher bound to the problem (it allocates the output and passes
+only data pointers to the core). Validation is skipped on a hit because the key implies it; ``out=`` is checked on
+every call that gives it.
+
+A miss validates (Python-only checks: the number of inputs, that each is a tensor, that all share a device; then
+the core's ``kabi_problem_describe`` through ``kabi_select``, whose messages name the argument and what was
+expected), selects, offers the selection to the tuning hook, builds the implementation, remembers it, and runs it.
+
+Tuning hook: ``_on_selection_miss`` is None by default. The tuner sets it to a function
+``hook(front, inputs, out, selection) -> Selection | None`` called on every miss after the core's selection: it may
+measure candidates (``kabi._core.tuning_store``) and return the selection to use instead (e.g. ``front.select(inputs)``
+again), or None to keep the core's.
+
+Example::
+
+    >>> front = OpFront(op_spec("matmul"))
+    >>> front.function(torch.randn(4, 3), torch.randn(3, 2)).shape
+    torch.Size([4, 2])
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from . import _core, _kernels, _scopes
+from ._decision_cache import DecisionCache
+from ._errors import ArgumentTypeError, ConstraintViolatedError, InvalidArgumentError, NotFoundError, StaleDecisionError
+from ._records import Candidate, KernelInfo, Problem
+from ._registry import OpSpec
+from ._tensors import check_array, descriptor, meta_descriptor, torch_device, torch_dtype
+
+__all__ = ["OpFront", "Selection", "_on_selection_miss", "front_of"]
+
+_on_selection_miss: Callable[..., Selection | None] | None = None
+_fronts: dict[str, OpFront] = {}
+
+
+def front_of(op: Any) -> OpFront:
+    """The dispatcher behind an op, given its name or its ``kabi.ops`` function."""
+    name = getattr(op, "op_name", op)
+    try:
+        return _fronts[name]
+    except (KeyError, TypeError):
+        raise NotFoundError(f"unknown op {op!r}; kabi.ops has {', '.join(_fronts) or 'none'}") from None
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The core's answer for one problem: the kernel (None when nothing is eligible), why, and every candidate."""
+
+    op: str
+    kernel: KernelInfo | None
+    pick_reason: str
+    reason: str
+    candidates: tuple[Candidate, ...]
+    problem: Problem | None
+    forced: str | None
+    error: str
+
+    @classmethod
+    def from_core(cls, op: str, raw: dict, forced: str | None) -> Selection:
+        return cls(
+            op=op,
+            kernel=KernelInfo.from_core(raw["kernel"]) if raw["kernel"] is not None else None,
+            pick_reason=raw["pick_reason"],
+            reason=raw["reason"],
+            candidates=tuple(Candidate.from_core(c) for c in raw["candidates"]),
+            problem=Problem.from_core(raw["problem"]) if raw["problem"] is not None else None,
+            forced=forced,
+            error=raw["error"],
+        )
+
+
+def _key(inputs: tuple, scope: Any) -> tuple:
+    """The decision-cache key of any number of inputs; the two-input front inlines the same for speed."""
+    if len(inputs) == 2:
+        a, b = inputs
+        return (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.device, b.device, scope)
+    return (*[(t.shape, t.stride(), t.dtype, t.device) for t in inputs], scope)
+
+
+class OpFront:
+    """Dispatch of one op: ``function`` is the public ``kabi.ops.<name>`` callable."""
+
+    def __init__(self, spec: OpSpec) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.input_names = spec.input_names
+        self.cache = DecisionCache(spec.name)
+        self.expected_outputs: dict[Any, tuple[tuple[int, ...], torch.dtype, torch.device]] = {}
+        self.function = self._make_function()
+        _fronts[self.name] = self
+
+    # -- the public callable -----------------------------------------------------------------------------------
+
+    def _make_function(self) -> Callable[..., Any]:
+        entries = self.cache.entries
+        active_scope = _scopes.active_scope
+        miss = self.miss
+        call_with_out = self.call_with_out
+
+        if len(self.input_names) == 2:
+
+            def op(*inputs: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+                try:
+                    a, b = inputs
+                    key = (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.device, b.device, active_scope())
+                    implementation = entries[key]
+                except (KeyError, AttributeError, TypeError, ValueError):
+                    implementation = None
+                if implementation is None:
+                    return miss(inputs, out)
+                if out is None:
+                    return implementation(a, b)
+                return call_with_out(implementation, key, inputs, out)
+
+        else:
+
+            def op(*inputs: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+                try:
+                    key = _key(inputs, active_scope())
+                    implementation = entries[key]
+                except (KeyError, AttributeError, TypeError, ValueError):
+                    implementation = None
+                if implementation is None:
+                    return miss(inputs, out)
+                if out is None:
+                    return implementation(*inputs)
+                return call_with_out(implementation, key, inputs, out)
+
+        op.__name__ = op.__qualname__ = self.name
+        op.__module__ = "kabi.ops"
+        op.__doc__ = self._docstring()
+        op.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [inspect.Parameter(name, inspect.Parameter.POSITIONAL_ONLY) for name in self.input_names]
+            + [inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, default=None)]
+        )
+        op.op_name = self.name  # type: ignore[attr-defined]
+        op.front = self  # type: ignore[attr-defined]
+        return op
+
+    def _docstring(self) -> str:
+        spec = self.spec
+        tolerances = ", ".join(f"{dtype} {t.norm:g}" for dtype, t in spec.tolerance.items())
+        arguments = ", ".join(self.input_names)
+        return (
+            f"{spec.summary}.\n\n"
+            f"    {spec.schema}\n\n"
+            f"dtypes: {', '.join(spec.dtypes)}. Runs the fastest correct kernel registered for the inputs' device; "
+            f"checked against {spec.reference} (relative error bound: {tolerances}).\n"
+            f"``out``, when given, must have the result's shape, dtype and device; it is written and returned.\n\n"
+            f"Example::\n\n    >>> kabi.ops.{spec.name}({arguments})\n\n"
+            f"Generated from {spec.path.name}; see kabi.explain(kabi.ops.{spec.name}, {arguments}) for the pick."
+        )
+
+    # -- validation and selection --------------------------------------------------------------------------------
+
+    def check_inputs(self, inputs: tuple, out: Any) -> tuple[torch.Tensor, ...]:
+        """The Python-only checks, made before the core validates shapes and dtypes."""
+        if len(inputs) != len(self.input_names):
+            raise ArgumentTypeError(
+                f"{self.name} takes {len(self.input_names)} inputs ({', '.join(self.input_names)}), got {len(inputs)}"
+            )
+        tensors = tuple(check_array(value, name, self.name) for value, name in zip(inputs, self.input_names))
+        if out is not None:
+            check_array(out, "out", self.name)
+        devices = [(name, t.device) for name, t in zip(self.input_names, tensors)]
+        if out is not None:
+            devices.append(("out", out.device))
+        if len({device for _, device in devices}) > 1:
+            listing = ", ".join(f"{name} on {device}" for name, device in devices)
+            raise InvalidArgumentError(f"{self.name}: all tensors must be on one device; got {listing}")
+        return tensors
+
+    def select(
+        self, inputs: tuple, out: torch.Tensor | None = None, *, allow_none: bool = False, with_data: bool = False
+    ) -> Selection:
+        """Validate and select without caching. ``with_data`` passes data pointers (alignment is then checked)."""
+        tensors = self.check_inputs(inputs, out)
+        input_descriptors = [descriptor(t, name, self.name) for t, name in zip(tensors, self.input_names)]
+        output_descriptors = [descriptor(out, "out", self.name)] if out is not None else []
+        if not with_data:
+            input_descriptors = [(0, *d[1:]) for d in input_descriptors]
+            output_descriptors = [(0, *d[1:]) for d in output_descriptors]
+        forced = _scopes.forced_choice(self.name)
+        raw = _core.select(
+            self.name, input_descriptors, output_descriptors, force=forced, use_environment=forced is None, allow_none=allow_none
+        )
+        return Selection.from_core(self.name, raw, forced or _scopes.environment_choice(self.name))
+
+    # -- the miss path -------------------------------------------------------------------------------------------
+
+    def miss(self, inputs: tuple, out: torch.Tensor | None) -> torch.Tensor:
+        """Validate, select, remember the decision, run it."""
+        generation = self.cache.begin_miss()
+        selection = self.select(inputs, out)
+        hook = _on_selection_miss
+        if hook is not None:
+            replacement = hook(self, inputs, out, selection)
+            if replacement is not None:
+                selection = replacement
+                generation = self.cache.begin_miss()
+        implementation = self.implementation(selection, inputs)
+        key = _key(inputs, _scopes.active_scope())
+        problem = selection.problem
+        self.expected_outputs[key] = (problem.output_shape, torch_dtype(problem.dtype), torch_device(problem.device_type, problem.device_index))
+        self.cache.store(key, implementation, generation)
+        if out is None:
+            return implementation(*inputs)
+        return self.call_with_out(implementation, key, inputs, out)
+
+    def call_with_out(self, implementation: Callable[..., Any], key: Any, inputs: tuple, out: Any) -> torch.Tensor:
+        """Run with a caller's ``out``, after checking its shape, dtype and device against the problem's result."""
+        shape, dtype, device = self.expected_outputs[key]
+        if not isinstance(out, torch.Tensor):
+            check_array(out, "out", self.name)
+        if out.shape != shape or out.dtype != dtype or out.device != device:
+            raise InvalidArgumentError(
+                f"{self.name}: out has shape {list(out.shape)}, dtype {str(out.dtype).removeprefix('torch.')} on "
+                f"{out.device}; expected shape {list(shape)}, dtype {str(dtype).removeprefix('torch.')} on {device}"
+            )
+        return implementation(*inputs, out=out)
+
+    def fresh_call(self, inputs: tuple, out: torch.Tensor | None) -> torch.Tensor:
+        """Select with the real data pointers and run once, remembering nothing: the fallback when a cached native
+        kernel refuses this call's pointers (e.g. alignment). Errors of this launch propagate."""
+        selection = self.select(inputs, out, with_data=True)
+        kernel = selection.kernel
+        if kernel.kind == "external":
+            return _kernels.python_implementation(self.name, kernel.name)(*inputs, out=out)
+        problem = selection.problem
+        result = out
+        if result is None or not result.is_contiguous():
+            device = torch_device(problem.device_type, problem.device_index)
+            result = torch.empty(problem.output_shape, dtype=torch_dtype(problem.dtype), device=device)
+        _core.launch(self.name, kernel.name, [descriptor(t) for t in inputs], [descriptor(result)])
+        if out is not None and result is not out:
+            out.copy_(result)
+            return out
+        return result
+
+    # -- implementations ---------------------------------------------------------------------------------------------
+
+    def implementation(self, selection: Selection, inputs: tuple) -> Callable[..., Any]:
+        """A ready-to-call implementation of the selected kernel for this problem."""
+        kernel = selection.kernel
+        if kernel.kind == "external":
+            return _kernels.python_implementation(self.name, kernel.name)
+        return self._native_launcher(kernel.name, selection.problem, inputs)
+
+    def _native_launcher(self, kernel_name: str, problem: Problem, inputs: tuple) -> Callable[..., Any]:
+        """A launcher bound to the problem: allocates the output and hands only data pointers to the core.
+
+        A launch refused for this call's pointers (``ConstraintViolatedError``, e.g. a misaligned view) falls back
+        to a fresh selection for this call; a launch prepared against an older kernel table selects again."""
+        shape = problem.output_shape
+        dtype = torch_dtype(problem.dtype)
+        device = torch_device(problem.device_type, problem.device_index)
+        prepared = _core.PreparedLaunch(
+            self.name,
+            kernel_name,
+            [(0, *descriptor(t)[1:]) for t in inputs],
+            [meta_descriptor(shape, dtype, device)],
+        )
+        empty = torch.empty
+        miss = self.miss
+        fresh_call = self.fresh_call
+
+        def launch(*inputs: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+            result = empty(shape, dtype=dtype, device=device) if out is None or not out.is_contiguous() else out
+            try:
+                prepared(*inputs, result)
+            except ConstraintViolatedError:
+                return fresh_call(inputs, out)
+            except StaleDecisionError:
+                return miss(inputs, out)
+            if out is not None and result is not out:
+                out.copy_(result)
+                return out
+            return result
+
+        launch.kernel_name = kernel_name  # type: ignore[attr-defined]
+        return launch

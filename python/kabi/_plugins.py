@@ -1,0 +1,90 @@
+"""Native plugins and device binaries: loading them into libkabi and reporting what happened.
+
+``import kabi`` loads the built-in plugins that ship beside libkabi (the CPU OpenBLAS plugin, the CUDA plugin
+where built) and those named in ``KABI_PLUGIN_PATH``. The CPU plugin finds OpenBLAS through
+``KABI_OPENBLAS_LIBRARY``; when that is unset, kabi points it at the library of the ``scipy-openblas32`` package.
+Every load, successful or refused, is recorded with its reason.
+
+Example::
+
+    >>> for record in kabi.plugins():
+    ...     print(record.name, record.loaded, record.num_kernels, record.message)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import _core
+from ._decision_cache import invalidate_all
+
+__all__ = ["PluginRecord", "load_binaries", "load_builtin_plugins", "load_plugin", "plugins"]
+
+
+@dataclass(frozen=True)
+class PluginRecord:
+    """One plugin load: where from, what it said of itself, whether it loaded, why not, how many kernels."""
+
+    path: str
+    name: str
+    version: str
+    abi_version: int
+    loaded: bool
+    message: str
+    num_kernels: int
+
+    @property
+    def abi_text(self) -> str:
+        return f"{self.abi_version >> 16}.{self.abi_version & 0xFFFF}" if self.abi_version else "?"
+
+
+def _point_at_scipy_openblas() -> None:
+    """Set KABI_OPENBLAS_LIBRARY to scipy-openblas32's library unless the user chose one."""
+    if os.environ.get("KABI_OPENBLAS_LIBRARY"):
+        return
+    try:
+        import scipy_openblas32
+    except ImportError:
+        return
+    suffix = {"darwin": ".dylib", "win32": ".dll"}.get(sys.platform, ".so")
+    library = Path(scipy_openblas32.get_lib_dir()) / f"lib{scipy_openblas32.get_library()}{suffix}"
+    if library.exists():
+        os.environ["KABI_OPENBLAS_LIBRARY"] = str(library)
+
+
+def load_builtin_plugins() -> None:
+    """Load the plugins shipped beside libkabi and those in KABI_PLUGIN_PATH (refusals are recorded, not raised)."""
+    _point_at_scipy_openblas()
+    try:
+        _core.plugin_load_builtin()
+        _core.plugin_load_from_environment()
+    finally:
+        invalidate_all()
+
+
+def load_plugin(path: str | os.PathLike[str]) -> PluginRecord:
+    """Load a plugin shared library and return its record; a refusal raises (e.g. ``AbiMismatchError``) with
+    the plugin's name and why, and leaves kabi working."""
+    try:
+        _core.plugin_load(os.fspath(path))
+    finally:
+        invalidate_all()
+    resolved = os.path.realpath(path)
+    matching = [r for r in plugins() if os.path.realpath(r.path) == resolved or r.path == os.fspath(path)]
+    return matching[-1] if matching else plugins()[-1]
+
+
+def plugins() -> tuple[PluginRecord, ...]:
+    """Every plugin load of this process, loaded and refused, in order."""
+    return tuple(PluginRecord(**record) for record in _core.plugin_records())
+
+
+def load_binaries(directory: str | os.PathLike[str]) -> int:
+    """Register every device binary (``NAME.kabi-manifest``) in ``directory``; returns how many were registered."""
+    try:
+        return _core.binaries_load(os.fspath(directory))
+    finally:
+        invalidate_all()

@@ -1,0 +1,102 @@
+"""Forcing a backend or a kernel: ``kabi.use(matmul="torch")`` and its environment twin ``KABI_FORCE``.
+
+``use`` is a context manager backed by a ContextVar, so scopes nest (inner choices override outer ones, op by op)
+and each thread and asyncio task sees its own. A choice is a backend name ("torch", "cpu", "triton": then the usual
+rules pick among that backend's kernels) or a kernel name ("cpu.openblas.gemm"). Outside any scope, the core reads
+``KABI_FORCE="matmul=torch,other=cpu"`` itself. A forced choice with no eligible kernel fails the call with
+``NoEligibleKernelError`` naming the choice and why each candidate was rejected.
+
+The active scope is an interned object, so the op fronts put it in their decision-cache keys at the cost of one
+ContextVar read and one identity hash.
+
+Example::
+
+    >>> with kabi.use(matmul="torch"):
+    ...     kabi.ops.matmul(a, b)  # runs torch.matmul.cpu
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from contextvars import ContextVar
+from typing import Iterator, Mapping
+
+from . import _core
+from ._errors import ArgumentTypeError, InvalidArgumentError
+
+__all__ = ["ForcedChoices", "active_scope", "environment_choice", "forced_choice", "use"]
+
+
+class ForcedChoices:
+    """An immutable op -> choice mapping, interned: equal mappings are the same object."""
+
+    __slots__ = ("choices",)
+
+    def __init__(self, choices: Mapping[str, str]) -> None:
+        self.choices = dict(choices)
+
+    def __repr__(self) -> str:
+        return f"ForcedChoices({self.choices!r})"
+
+
+_active: ContextVar[ForcedChoices | None] = ContextVar("kabi_forced_choices", default=None)
+active_scope = _active.get
+_interned: dict[frozenset[tuple[str, str]], ForcedChoices] = {}
+_intern_lock = threading.Lock()
+
+
+def _intern(choices: Mapping[str, str]) -> ForcedChoices | None:
+    if not choices:
+        return None
+    key = frozenset(choices.items())
+    with _intern_lock:
+        scope = _interned.get(key)
+        if scope is None:
+            scope = _interned[key] = ForcedChoices(choices)
+        return scope
+
+
+@contextlib.contextmanager
+def use(**choices: str | None) -> Iterator[None]:
+    """Force a backend or kernel per op inside the ``with`` block; ``op=None`` lifts an outer scope's choice.
+
+    Example::
+
+        >>> with kabi.use(matmul="cpu.openblas.gemm"):
+        ...     kabi.ops.matmul(a, b)
+    """
+    known_ops = set(_core.op_list())
+    for op, choice in choices.items():
+        if op not in known_ops:
+            raise InvalidArgumentError(f"kabi.use: unknown op {op!r}; known ops: {', '.join(sorted(known_ops))}")
+        if choice is not None and (not isinstance(choice, str) or not choice.strip()):
+            raise ArgumentTypeError(f"kabi.use: {op} must be a backend or kernel name (str) or None, got {choice!r}")
+    outer = _active.get()
+    merged = dict(outer.choices) if outer is not None else {}
+    for op, choice in choices.items():
+        if choice is None:
+            merged.pop(op, None)
+        else:
+            merged[op] = choice
+    token = _active.set(_intern(merged))
+    try:
+        yield
+    finally:
+        _active.reset(token)
+
+
+def forced_choice(op: str) -> str | None:
+    """The choice the innermost ``kabi.use`` scope makes for ``op``, or None."""
+    scope = _active.get()
+    return scope.choices.get(op) if scope is not None else None
+
+
+def environment_choice(op: str) -> str | None:
+    """``op``'s entry of ``KABI_FORCE`` (which the core applies outside ``kabi.use`` scopes), or None."""
+    for entry in os.environ.get("KABI_FORCE", "").split(","):
+        name, _, choice = entry.partition("=")
+        if name.strip() == op and choice.strip():
+            return choice.strip()
+    return None
