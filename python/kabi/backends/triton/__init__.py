@@ -1,0 +1,25 @@
+"""The Triton backend of kabi: matmul kernels for sm_80+ and sm_90, their configs, and their device binaries.
+
+Importing this package does not import Triton; registering, launching and compiling do.
+"""
+
+from ._binaries import load_binaries
+from ._compile import compile_to_binary
+from ._configs import HOPPER_CONFIGS, SMALL_M_CONFIGS, TILED_CONFIGS, MatmulConfig
+from ._manifest import Manifest, ManifestError, ManifestParam, read_manifest
+from ._registration import kernel_name, register_triton_kernels
+
+__all__ = [
+    "HOPPER_CONFIGS",
+    "SMALL_M_CONFIGS",
+    "TILED_CONFIGS",
+    "Manifest",
+    "ManifestError",
+    "ManifestParam",
+    "MatmulConfig",
+    "compile_to_binary",
+    "kernel_name",
+    "load_binaries",
+    "read_manifest",
+    "register_triton_kernels",
+]

@@ -1,0 +1,142 @@
+"""Compiling a Triton kernel to a device binary: a cubin plus the manifest that tells the core how to launch it.
+
+No GPU is needed: ``triton.compile`` with a ``GPUTarget`` runs the whole pipeline down to ptxas. The manifest's
+parameter list is the kernel's own arguments minus those Triton folded into constants, followed by the scratch
+pointers Triton 3.x appends to every entry; it is checked against the PTX ``.entry`` before anything is written.
+
+Example (on any machine with Triton)::
+
+    path = compile_to_binary("persistent_tma", HOPPER_CONFIGS[0], torch.bfloat16, 90, "binaries/")
+    # binaries/triton.matmul.persistent_tma.bm128_bn256_bk64_w8_s3_g8.row_major.bfloat16.sm90.{cubin,kabi-manifest}
+    kabi.load_binaries("binaries/")      # registers it as a native kernel
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import torch
+
+from ._configs import MatmulConfig
+from ._manifest import Manifest, ManifestParam, fnv1a64, write_manifest
+from ._registration import kernel_name, kernels_fingerprint
+
+# Hopper persistent scheduling bakes the SM count into the grid rule; an H100/H200 SXM has 132.
+DEFAULT_MULTIPROCESSORS = 132
+
+
+def ptx_entry_params(ptx: str) -> list[str]:
+    """The PTX types (``u64``, ``u32``, ...) of the parameters of the first ``.entry`` in ``ptx``."""
+    match = re.search(r"\.entry\s+[\w$]+\s*\((.*?)\)", ptx, re.S)
+    if match is None:
+        raise ValueError("ptx: no .entry function found")
+    return re.findall(r"\.param\s+\.(\w+)", match.group(1))
+
+
+def _family(kernel_family):
+    from ._families import FAMILIES, KernelFamily
+
+    if isinstance(kernel_family, KernelFamily):
+        return kernel_family
+    if kernel_family not in FAMILIES:
+        raise ValueError(f"kernel_family must be one of {', '.join(FAMILIES)}, got {kernel_family!r}")
+    return FAMILIES[kernel_family]
+
+
+def _dtype(dtype: torch.dtype | str, family) -> torch.dtype:
+    from ._families import DTYPE_NAMES
+
+    dtypes_by_name = {name: torch_dtype for torch_dtype, name in DTYPE_NAMES.items()}
+    resolved = dtypes_by_name.get(dtype, dtype) if isinstance(dtype, str) else dtype
+    if resolved not in family.dtypes:
+        allowed = ", ".join(DTYPE_NAMES[allowed_dtype] for allowed_dtype in family.dtypes)
+        raise TypeError(f"dtype: the {family.name} family compiles for {allowed}; got {dtype}")
+    return resolved
+
+
+def _arch_range(family, arch: int) -> tuple[tuple, int, int]:
+    """(exact archs, arch_min, arch_max) a cubin built for ``arch`` runs on. A cubin runs on later minor
+    versions of its major; sm_90 code uses wgmma, which exists only on sm_90a, so it is exact."""
+    if family.exact_archs and arch not in family.exact_archs:
+        raise ValueError(f"arch: the {family.name} family needs sm_{family.exact_archs[0]}, got {arch}")
+    if arch < family.arch_min:
+        raise ValueError(f"arch: the {family.name} family needs sm_{family.arch_min} or later, got {arch}")
+    if arch >= 90:
+        return (arch,), 0, 0
+    return (), arch, (arch // 10) * 10 + 9
+
+
+def _scratch_params(extra: int, metadata, name: str) -> list[ManifestParam]:
+    if extra < 0 or extra > 2:
+        raise RuntimeError(f"{name}: the compiled entry has {extra} parameters beyond the kernel's own; kabi "
+                           "knows Triton's global and profile scratch pointers (at most 2)")
+    sizes = [metadata.global_scratch_size, getattr(metadata, "profile_scratch_size", 0)][:extra]
+    return [ManifestParam.scratch(size) for size in sizes]
+
+
+def check_against_ptx(params: list[ManifestParam], ptx_types: list[str], name: str) -> None:
+    """Raise unless ``params`` match the entry's PTX parameter types one for one, in number and width."""
+    if len(params) != len(ptx_types):
+        raise RuntimeError(f"{name}: the manifest lists {len(params)} parameters, the entry takes {len(ptx_types)}")
+    for position, (param, ptx_type) in enumerate(zip(params, ptx_types)):
+        width = param.size_bytes
+        if ptx_type not in (f"u{8 * width}", f"b{8 * width}", f"s{8 * width}"):
+            raise RuntimeError(f"{name}: entry parameter {position} is .{ptx_type} but the manifest says "
+                               f"{param.text()!r} ({width} bytes)")
+
+
+def compile_to_binary(kernel_family, config: MatmulConfig, dtype: torch.dtype | str,
+                      arch: int, out_dir: str | Path, *, layout: str = "row_major",
+                      multiprocessors: int = DEFAULT_MULTIPROCESSORS) -> Path:
+    """Compile one (family, config) -- ``kernel_family`` is a name from FAMILIES or a KernelFamily -- for ``dtype`` and ``arch`` into ``out_dir``/NAME.cubin and
+    NAME.kabi-manifest; returns the manifest's path.
+
+    ``layout`` is the input layout the binary is specialized for: "row_major" (a and b row-major, unit strides
+    folded in), "column_major" (both transposed views) or "strided" (any strides, slower loads; tiled and small_m
+    only). ``multiprocessors`` is the persistent kernel's program count (the target GPU's SM count).
+    """
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from ._families import DTYPE_NAMES
+
+    family = _family(kernel_family)
+    dtype = _dtype(dtype, family)
+    if not isinstance(config, MatmulConfig):
+        raise TypeError(f"config must be a MatmulConfig, got {type(config).__name__}")
+    if layout not in family.layout_variants:
+        raise ValueError(f"layout: the {family.name} family compiles for {', '.join(family.layout_variants)}; "
+                         f"got {layout!r}")
+    exact_archs, arch_min, arch_max = _arch_range(family, arch)
+    if family.name == "persistent_tma":
+        spec = family.binary_spec(config, dtype, layout, multiprocessors=multiprocessors)
+    else:
+        spec = family.binary_spec(config, dtype, layout)
+
+    source = ASTSource(family.kernel, spec.signature, spec.constexprs, spec.attrs)
+    compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32),
+                              options={"num_warps": config.num_warps, "num_stages": config.num_stages,
+                                       "enable_fp_fusion": True})
+    name = f"{kernel_name(family.name, config.tag)}.{layout}.{DTYPE_NAMES[dtype]}.sm{arch}"
+    ptx_types = ptx_entry_params(compiled.asm["ptx"])
+    params = list(spec.params) + _scratch_params(len(ptx_types) - len(spec.params), compiled.metadata, name)
+    check_against_ptx(params, ptx_types, name)
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    image = compiled.asm["cubin"]
+    (out_dir / f"{name}.cubin").write_bytes(image)
+    manifest = Manifest(
+        op="matmul", name=name, backend="triton", device="cuda", priority=family.priority + 1,
+        dtypes=(DTYPE_NAMES[dtype],), layouts=spec.layouts, alignment=16, batch_mode="none",
+        image=f"{name}.cubin", image_format="cubin", image_fnv1a64=fnv1a64(image), arch=arch,
+        entry=compiled.metadata.name, grid=spec.grid, block=(config.num_threads, 1, 1),
+        shared_memory_bytes=compiled.metadata.shared, cluster_size=1,
+        params=tuple(params),
+        archs=exact_archs, arch_min=arch_min, arch_max=arch_max,
+        features=("tma", "wgmma") if family.name == "persistent_tma" else (("wgmma",) if arch == 90 else ()),
+        fingerprint=f"{kernels_fingerprint()}:{name}",
+        extra_comments=(f"compiled by kabi with triton {triton.__version__}: {family.name} {config.tag}",))
+    return write_manifest(manifest, out_dir)

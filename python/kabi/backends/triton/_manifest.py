@@ -1,0 +1,245 @@
+"""Device-binary manifests (docs/manifest.md): writing them, and reading them back to check what was written.
+
+The C++ loader (``kabi_binaries_load``) is the reader that registers kernels; this reader exists so the Python side
+can verify a manifest it wrote, and refuses the same corrupt or mismatched files with the same kind of message
+(naming the file and the field).
+
+Example::
+
+    manifest = read_manifest("out/triton.matmul.tiled.bm128_bn128_bk64_w8_s3_g8.sm90.kabi-manifest")
+    manifest.entry, manifest.grid, [param.kind for param in manifest.params]
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+FORMAT_LINE = "kabi-manifest 1"
+ABI_MAJOR = 1
+MANIFEST_SUFFIX = ".kabi-manifest"
+_REQUIRED_KEYS = ("abi_major", "op", "name", "backend", "device", "priority", "dtypes", "layouts", "alignment",
+                  "batch_mode", "image", "image_format", "image_fnv1a64", "arch", "entry", "grid", "block",
+                  "shared_memory_bytes", "cluster_size")
+_OPTIONAL_KEYS = ("archs", "arch_min", "arch_max", "features", "fingerprint")
+_PARAM_FIELDS = {"tensor": ("index",), "dim": ("name", "size"), "stride": ("index", "dim", "size"),
+                 "constant": ("value", "size"), "scratch": ("value",)}
+_LAYOUT_NAMES = ("contiguous", "row_strided", "col_strided", "general")
+_DTYPE_NAMES = ("float16", "bfloat16", "float32", "float64", "int8", "int32", "int64", "float8_e4m3fn",
+                "float8_e5m2")
+
+
+class ManifestError(ValueError):
+    """A manifest that is corrupt, incomplete or does not match its image; the message names file and field."""
+
+
+def fnv1a64(data: bytes) -> str:
+    """FNV-1a 64-bit hash of ``data`` as 16 lower-case hex digits (the manifest's ``image_fnv1a64``)."""
+    value = 0xCBF29CE484222325
+    for byte in data:
+        value = ((value ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return f"{value:016x}"
+
+
+@dataclass(frozen=True)
+class ManifestParam:
+    """One ``param`` line: a kind and its ``field=value`` items, e.g. ``stride index=0 dim=-2 size=4``."""
+
+    kind: str
+    fields: tuple
+
+    def text(self) -> str:
+        return " ".join([self.kind] + [f"{key}={value}" for key, value in self.fields])
+
+    def get(self, key: str, default=None):
+        return dict(self.fields).get(key, default)
+
+    @property
+    def size_bytes(self) -> int:
+        """Width of the argument: 8 for pointers (tensor, scratch), else its ``size``."""
+        return 8 if self.kind in ("tensor", "scratch") else self.get("size")
+
+    @classmethod
+    def tensor(cls, index: int) -> ManifestParam:
+        return cls("tensor", (("index", index),))
+
+    @classmethod
+    def dim(cls, name: str, size: int = 4) -> ManifestParam:
+        return cls("dim", (("name", name), ("size", size)))
+
+    @classmethod
+    def stride(cls, index: int, dim: int, size: int = 4) -> ManifestParam:
+        return cls("stride", (("index", index), ("dim", dim), ("size", size)))
+
+    @classmethod
+    def constant(cls, value: int, size: int = 4) -> ManifestParam:
+        return cls("constant", (("value", value), ("size", size)))
+
+    @classmethod
+    def scratch(cls, bytes_per_program: int) -> ManifestParam:
+        return cls("scratch", (("value", bytes_per_program),))
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """Every field of a manifest, in the types the format gives them."""
+
+    op: str
+    name: str
+    backend: str
+    device: str
+    priority: int
+    dtypes: tuple
+    layouts: tuple
+    alignment: int
+    batch_mode: str
+    image: str
+    image_format: str
+    image_fnv1a64: str
+    arch: int
+    entry: str
+    grid: tuple
+    block: tuple
+    shared_memory_bytes: int
+    cluster_size: int
+    params: tuple
+    abi_major: int = ABI_MAJOR
+    archs: tuple = ()
+    arch_min: int = 0
+    arch_max: int = 0
+    features: tuple = ()
+    fingerprint: str = ""
+    extra_comments: tuple = field(default=(), compare=False)
+
+    def text(self) -> str:
+        lines = [FORMAT_LINE] + [f"# {comment}" for comment in self.extra_comments]
+        values = {
+            "abi_major": self.abi_major, "op": self.op, "name": self.name, "backend": self.backend,
+            "device": self.device, "archs": ",".join(map(str, self.archs)), "arch_min": self.arch_min,
+            "arch_max": self.arch_max, "priority": self.priority, "features": ",".join(self.features),
+            "dtypes": ",".join(self.dtypes), "layouts": ",".join(self.layouts), "alignment": self.alignment,
+            "batch_mode": self.batch_mode, "fingerprint": self.fingerprint, "image": self.image,
+            "image_format": self.image_format, "image_fnv1a64": self.image_fnv1a64, "arch": self.arch,
+            "entry": self.entry, "grid": "; ".join(self.grid), "block": ", ".join(map(str, self.block)),
+            "shared_memory_bytes": self.shared_memory_bytes, "cluster_size": self.cluster_size,
+        }
+        # Optional keys are written only when set; the loader reads an absent one as its default.
+        lines += [f"{key} = {value}".rstrip() for key, value in values.items()
+                  if key not in ("archs", "arch_min", "arch_max", "fingerprint") or value]
+        lines += [f"param = {param.text()}" for param in self.params]
+        return "\n".join(lines) + "\n"
+
+
+def write_manifest(manifest: Manifest, directory: str | Path) -> Path:
+    """Write ``NAME.kabi-manifest`` into ``directory`` (next to its image) and return its path."""
+    path = Path(directory) / f"{manifest.name}{MANIFEST_SUFFIX}"
+    path.write_text(manifest.text(), encoding="utf-8")
+    return path
+
+
+def _split_list(text: str) -> tuple:
+    return tuple(item.strip() for item in text.split(",") if item.strip())
+
+
+def _parse_param(path: Path, line_number: int, text: str) -> ManifestParam:
+    kind, *items = text.split()
+    if kind not in _PARAM_FIELDS:
+        raise ManifestError(f"{path}:{line_number}: param: unknown kind {kind!r} (expected one of "
+                            f"{', '.join(_PARAM_FIELDS)})")
+    fields = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or key not in _PARAM_FIELDS[kind]:
+            raise ManifestError(f"{path}:{line_number}: param {kind}: unexpected item {item!r} (expected "
+                                f"{', '.join(key + '=...' for key in _PARAM_FIELDS[kind])})")
+        if key != "name" and not re.fullmatch(r"-?\d+", value):
+            raise ManifestError(f"{path}:{line_number}: param {kind}: {key} must be an integer, got {value!r}")
+        fields.append((key, value if key == "name" else int(value)))
+    missing = set(_PARAM_FIELDS[kind]) - {key for key, _ in fields}
+    if missing:
+        raise ManifestError(f"{path}:{line_number}: param {kind}: missing {', '.join(sorted(missing))}")
+    return ManifestParam(kind, tuple(fields))
+
+
+def _integer(path: Path, key: str, value: str) -> int:
+    value = value.strip()
+    if not re.fullmatch(r"-?\d+", value):
+        raise ManifestError(f"{path}: {key} must be an integer, got {value!r}")
+    return int(value)
+
+
+def read_manifest(path: str | Path, *, check_image: bool = True) -> Manifest:
+    """Parse and validate a manifest; with ``check_image``, also hash its image. Raises ManifestError."""
+    path = Path(path)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if not lines or lines[0].strip() != FORMAT_LINE:
+        first = lines[0] if lines else ""
+        raise ManifestError(f"{path}: first line must be {FORMAT_LINE!r}, got {first!r}")
+    values: dict[str, str] = {}
+    params = []
+    for line_number, line in enumerate(lines[1:], start=2):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        key, sep, value = stripped.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep:
+            raise ManifestError(f"{path}:{line_number}: expected 'key = value', got {stripped!r}")
+        if key == "param":
+            params.append(_parse_param(path, line_number, value))
+        elif key not in _REQUIRED_KEYS and key not in _OPTIONAL_KEYS:
+            raise ManifestError(f"{path}:{line_number}: unknown key {key!r}")
+        elif key in values:
+            raise ManifestError(f"{path}:{line_number}: key {key!r} repeats")
+        else:
+            values[key] = value
+    missing = [key for key in _REQUIRED_KEYS if key not in values]
+    if missing:
+        raise ManifestError(f"{path}: missing {', '.join(missing)}")
+    abi_major = _integer(path, "abi_major", values["abi_major"])
+    if abi_major != ABI_MAJOR:
+        raise ManifestError(f"{path}: abi_major: written for ABI {abi_major}, this kabi implements {ABI_MAJOR}")
+    for key, allowed in (("dtypes", _DTYPE_NAMES), ("layouts", _LAYOUT_NAMES)):
+        unknown = [item for item in _split_list(values[key]) if item not in allowed]
+        if unknown or not _split_list(values[key]):
+            raise ManifestError(f"{path}: {key}: expected a comma-separated subset of {', '.join(allowed)}, "
+                                f"got {values[key]!r}")
+    if values["batch_mode"] not in ("none", "uniform", "any"):
+        raise ManifestError(f"{path}: batch_mode must be none, uniform or any, got {values['batch_mode']!r}")
+    if values["image_format"] not in ("cubin", "ptx"):
+        raise ManifestError(f"{path}: image_format must be cubin or ptx, got {values['image_format']!r}")
+    if not re.fullmatch(r"[0-9a-f]{16}", values["image_fnv1a64"]):
+        raise ManifestError(f"{path}: image_fnv1a64 must be 16 lower-case hex digits, got "
+                            f"{values['image_fnv1a64']!r}")
+    grid = tuple(axis.strip() for axis in values["grid"].split(";"))
+    if len(grid) != 3 or not all(grid):
+        raise ManifestError(f"{path}: grid must be three expressions separated by ';', got {values['grid']!r}")
+    block = tuple(_integer(path, "block", item) for item in values["block"].split(","))
+    if len(block) != 3 or min(block) < 1:
+        raise ManifestError(f"{path}: block must be three positive integers separated by ',', got "
+                            f"{values['block']!r}")
+    if not params:
+        raise ManifestError(f"{path}: param: a kernel entry needs at least one parameter")
+    if check_image:
+        image_path = path.parent / values["image"]
+        if not image_path.is_file():
+            raise ManifestError(f"{path}: image: {image_path} does not exist")
+        actual = fnv1a64(image_path.read_bytes())
+        if actual != values["image_fnv1a64"]:
+            raise ManifestError(f"{path}: image_fnv1a64: {values['image_fnv1a64']} does not match the image "
+                                f"{image_path.name} (hash {actual})")
+    return Manifest(
+        op=values["op"], name=values["name"], backend=values["backend"], device=values["device"],
+        priority=_integer(path, "priority", values["priority"]), dtypes=_split_list(values["dtypes"]),
+        layouts=_split_list(values["layouts"]), alignment=_integer(path, "alignment", values["alignment"]),
+        batch_mode=values["batch_mode"], image=values["image"], image_format=values["image_format"],
+        image_fnv1a64=values["image_fnv1a64"], arch=_integer(path, "arch", values["arch"]), entry=values["entry"],
+        grid=grid, block=block, shared_memory_bytes=_integer(path, "shared_memory_bytes",
+                                                              values["shared_memory_bytes"]),
+        cluster_size=_integer(path, "cluster_size", values["cluster_size"]), params=tuple(params),
+        abi_major=abi_major,
+        archs=tuple(_integer(path, "archs", item) for item in _split_list(values.get("archs", ""))),
+        arch_min=_integer(path, "arch_min", values.get("arch_min", "0")),
+        arch_max=_integer(path, "arch_max", values.get("arch_max", "0")),
+        features=_split_list(values.get("features", "")), fingerprint=values.get("fingerprint", ""))

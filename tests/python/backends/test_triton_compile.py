@@ -1,0 +1,197 @@
+"""Compiling the Triton kernels to cubins on a machine without a GPU, and the manifests written beside them."""
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+triton = pytest.importorskip("triton")
+
+from kabi.backends.triton import (  # noqa: E402
+    HOPPER_CONFIGS,
+    SMALL_M_CONFIGS,
+    TILED_CONFIGS,
+    Manifest,
+    ManifestError,
+    ManifestParam,
+    compile_to_binary,
+    read_manifest,
+)
+from kabi.backends.triton._compile import ptx_entry_params  # noqa: E402
+from kabi.backends.triton._manifest import fnv1a64  # noqa: E402
+
+_TRITON_BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
+_CUOBJDUMP = _TRITON_BIN / "cuobjdump"
+
+# (family, config, dtype, arch, layout): each family on each arch it supports, each layout variant once.
+_BINARIES = [
+    ("tiled", TILED_CONFIGS[1], "float16", 80, "row_major"),
+    ("tiled", TILED_CONFIGS[4], "bfloat16", 90, "column_major"),
+    ("tiled", TILED_CONFIGS[5], "float32", 80, "strided"),
+    ("small_m", SMALL_M_CONFIGS[0], "bfloat16", 80, "row_major"),
+    ("small_m", SMALL_M_CONFIGS[0], "float16", 90, "strided"),
+    ("persistent_tma", HOPPER_CONFIGS[0], "bfloat16", 90, "row_major"),
+    ("persistent_tma", HOPPER_CONFIGS[3], "float16", 90, "column_major"),
+]
+
+
+@pytest.fixture(scope="module")
+def binaries(tmp_path_factory) -> dict:
+    directory = tmp_path_factory.mktemp("binaries")
+    return {spec: compile_to_binary(spec[0], spec[1], spec[2], spec[3], directory, layout=spec[4])
+            for spec in _BINARIES}
+
+
+def _cubin_param_sizes(cubin: Path) -> list[int]:
+    """Parameter sizes in ordinal order, from the cubin's own EIATTR_KPARAM_INFO table."""
+    listing = subprocess.run([str(_CUOBJDUMP), "-elf", str(cubin)], capture_output=True, text=True,
+                             check=True).stdout
+    entries = re.findall(r"Ordinal\s*:\s*(0x[0-9a-f]+)\s+Offset\s*:\s*0x[0-9a-f]+\s+Size\s*:\s*(0x[0-9a-f]+)",
+                         listing)
+    return [int(size, 16) for _, size in sorted(entries, key=lambda entry: int(entry[0], 16))]
+
+
+def _sass(cubin: Path) -> str:
+    return subprocess.run([str(_CUOBJDUMP), "-sass", str(cubin)], capture_output=True, text=True,
+                          check=True).stdout
+
+
+@pytest.mark.parametrize("spec", _BINARIES, ids=lambda spec: f"{spec[0]}-{spec[2]}-sm{spec[3]}-{spec[4]}")
+def test_manifest_describes_the_compiled_entry(binaries, spec):
+    family, config, dtype, arch, layout = spec
+    manifest_path = binaries[spec]
+    manifest = read_manifest(manifest_path)
+    cubin = manifest_path.parent / manifest.image
+    assert manifest.entry.startswith("matmul_")
+    assert manifest.dtypes == (dtype,) and manifest.arch == arch
+    assert manifest.block == (32 * config.num_warps, 1, 1)
+    assert manifest.shared_memory_bytes > 0
+    assert manifest.image_fnv1a64 == fnv1a64(cubin.read_bytes())
+    kinds = [param.kind for param in manifest.params]
+    assert kinds[:6] == ["tensor"] * 3 + ["dim"] * 3
+    # Triton 3.x appends the global and profile scratch pointers to every entry.
+    assert kinds[-2:] == ["scratch", "scratch"]
+    if family == "persistent_tma":
+        assert manifest.params[-2].get("value") > 0, "device-side TMA descriptors need global scratch"
+        assert manifest.archs == (90,) and "tma" in manifest.features
+    if _CUOBJDUMP.exists():
+        assert _cubin_param_sizes(cubin) == [param.size_bytes for param in manifest.params]
+
+
+def test_params_match_the_ptx_entry(tmp_path):
+    # The same check against the PTX text, independent of cuobjdump.
+    import torch
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from kabi.backends.triton._families import FAMILIES
+
+    family = FAMILIES["tiled"]
+    config = TILED_CONFIGS[3]
+    spec = family.binary_spec(config, torch.float16, "row_major")
+    compiled = triton.compile(ASTSource(family.kernel, spec.signature, spec.constexprs, spec.attrs),
+                              target=GPUTarget("cuda", 80, 32),
+                              options={"num_warps": config.num_warps, "num_stages": config.num_stages,
+                                       "enable_fp_fusion": True})
+    manifest = read_manifest(compile_to_binary("tiled", config, "float16", 80, tmp_path))
+    ptx_types = ptx_entry_params(compiled.asm["ptx"])
+    assert len(ptx_types) == len(manifest.params)
+    for param, ptx_type in zip(manifest.params, ptx_types):
+        assert ptx_type.endswith(str(8 * param.size_bytes)), (param.text(), ptx_type)
+    # Row-major operands fold their unit strides into the code: 3 strides remain (a, b, c leading).
+    assert [param.get("dim") for param in manifest.params if param.kind == "stride"] == [-2, -2, -2]
+
+
+@pytest.mark.skipif(not _CUOBJDUMP.exists(), reason="cuobjdump is not shipped with this Triton wheel")
+def test_hopper_binaries_use_wgmma_and_tma(binaries):
+    manifest_path = binaries[_BINARIES[5]]
+    sass = _sass(manifest_path.parent / read_manifest(manifest_path).image)
+    assert "HGMMA" in sass
+    assert "UTMALDG" in sass
+    ampere = binaries[_BINARIES[0]]
+    ampere_sass = _sass(ampere.parent / read_manifest(ampere).image)
+    assert "HMMA" in ampere_sass and "HGMMA" not in ampere_sass
+
+
+def test_compile_refuses_what_it_cannot_build(tmp_path):
+    with pytest.raises(ValueError, match="kernel_family"):
+        compile_to_binary("nonexistent", TILED_CONFIGS[0], "float16", 90, tmp_path)
+    with pytest.raises(ValueError, match="arch: the persistent_tma family needs sm_90"):
+        compile_to_binary("persistent_tma", HOPPER_CONFIGS[0], "float16", 80, tmp_path)
+    with pytest.raises(TypeError, match="dtype"):
+        compile_to_binary("persistent_tma", HOPPER_CONFIGS[0], "float32", 90, tmp_path)
+    with pytest.raises(ValueError, match="split_k"):
+        compile_to_binary("small_m", SMALL_M_CONFIGS[1], "float16", 90, tmp_path)
+    with pytest.raises(ValueError, match="layout"):
+        compile_to_binary("persistent_tma", HOPPER_CONFIGS[0], "float16", 90, tmp_path, layout="strided")
+    with pytest.raises(TypeError, match="config"):
+        compile_to_binary("tiled", {"block_m": 64}, "float16", 90, tmp_path)
+    assert not list(tmp_path.iterdir()), "a refused compile must write nothing"
+
+
+def _manifest() -> Manifest:
+    return Manifest(
+        op="matmul", name="triton.matmul.test", backend="triton", device="cuda", priority=11,
+        dtypes=("float16",), layouts=("contiguous", "row_strided"), alignment=16, batch_mode="none",
+        image="triton.matmul.test.cubin", image_format="cubin", image_fnv1a64=fnv1a64(b"not really a cubin"),
+        arch=90, entry="matmul_tiled_kernel", grid=("cdiv(M, 64) * cdiv(N, 64)", "1", "1"), block=(128, 1, 1),
+        shared_memory_bytes=49152, cluster_size=1,
+        params=(ManifestParam.tensor(0), ManifestParam.tensor(1), ManifestParam.tensor(2), ManifestParam.dim("M"),
+                ManifestParam.stride(0, -2), ManifestParam.constant(132), ManifestParam.scratch(384)),
+        archs=(90,), features=("tma", "wgmma"), fingerprint="triton-test:abc")
+
+
+def _write(directory: Path, manifest: Manifest) -> Path:
+    (directory / manifest.image).write_bytes(b"not really a cubin")
+    path = directory / f"{manifest.name}.kabi-manifest"
+    path.write_text(manifest.text())
+    return path
+
+
+def test_manifest_round_trips(tmp_path):
+    manifest = _manifest()
+    assert read_manifest(_write(tmp_path, manifest)) == manifest
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda text: text.replace("kabi-manifest 1", "kabi-manifest 2"), "first line"),
+        (lambda text: text.replace("abi_major = 1", "abi_major = 2"), "abi_major"),
+        (lambda text: text.replace("image_fnv1a64 = ", "image_fnv1a64 = 0"), "image_fnv1a64"),
+        (lambda text: text.replace("entry = matmul_tiled_kernel\n", ""), "missing entry"),
+        (lambda text: text.replace("op = matmul", "op = matmul\nop = matmul"), "repeats"),
+        (lambda text: text.replace("param = tensor index=0", "param = texture index=0"), "unknown kind"),
+        (lambda text: text.replace("param = dim name=M size=4", "param = dim name=M size=four"), "integer"),
+        (lambda text: text.replace("grid = cdiv(M, 64) * cdiv(N, 64); 1; 1", "grid = 1; 1"), "grid"),
+        (lambda text: text.replace("dtypes = float16", "dtypes = float17"), "dtypes"),
+        (lambda text: text + "colour = blue\n", "unknown key"),
+    ],
+    ids=["format", "abi-major", "hash-text", "missing-key", "repeated-key", "param-kind", "param-value", "grid",
+         "dtype", "unknown-key"],
+)
+def test_corrupt_manifest_is_refused(tmp_path, edit, message):
+    path = _write(tmp_path, _manifest())
+    path.write_text(edit(path.read_text()))
+    with pytest.raises(ManifestError, match=message) as refusal:
+        read_manifest(path)
+    assert str(path) in str(refusal.value)
+
+
+def test_manifest_with_a_changed_image_is_refused(tmp_path):
+    manifest = _manifest()
+    path = _write(tmp_path, manifest)
+    (tmp_path / manifest.image).write_bytes(b"a different cubin")
+    with pytest.raises(ManifestError, match="image_fnv1a64: .* does not match the image"):
+        read_manifest(path)
+    (tmp_path / manifest.image).unlink()
+    with pytest.raises(ManifestError, match="does not exist"):
+        read_manifest(path)
+
+
+def test_fnv1a64_known_values():
+    # Reference values of the 64-bit FNV-1a hash (offset basis for the empty input).
+    assert fnv1a64(b"") == "cbf29ce484222325"
+    assert fnv1a64(b"a") == "af63dc4c8601ec8c"
+    assert fnv1a64(b"foobar") == "85944171f73967e8"

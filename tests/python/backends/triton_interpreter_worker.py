@@ -1,0 +1,85 @@
+"""Runs every Triton kernel through kabi on CPU tensors in Triton's interpreter; prints one JSON record per run.
+
+Started by test_triton_interpreter.py in a fresh process, because TRITON_INTERPRET must be set before Triton is
+first imported, and other test modules import Triton for real. Not a test module itself (no ``test_`` prefix).
+
+Each record: kernel name, case, dtype, the relative errors (norm, extreme) against a float64 reference, whether
+the output's dtype and shape were right, and the error text if the run raised.
+"""
+
+import json
+import os
+import sys
+
+os.environ["TRITON_INTERPRET"] = "1"
+
+import torch  # noqa: E402
+
+import kabi  # noqa: E402
+from kabi.backends.triton import kernel_name, register_triton_kernels  # noqa: E402
+from kabi.backends.triton._families import FAMILIES, MatmulProblem  # noqa: E402
+
+# (M, N, K): none a multiple of the tiles; K not a multiple of 16 in each. The wider ones keep rows of 16-byte
+# multiples for the TMA kernel, which declines other pitches.
+_LARGE_M_SHAPES = ((100, 72, 40), (136, 136, 56))
+# Decode shapes: M = 1 and M for each small-M BLOCK_M (16, 32, 64); K long enough for every split-K config to
+# keep all its slices busy.
+_SMALL_M_SHAPES = ((1, 70, 100), (5, 72, 4104), (20, 40, 4100), (47, 24, 4097))
+
+
+def _matrix(rows: int, cols: int, dtype: torch.dtype, transposed: bool, generator: torch.Generator) -> torch.Tensor:
+    if transposed:
+        return torch.randn(cols, rows, generator=generator).to(dtype).t()
+    return torch.randn(rows, cols, generator=generator).to(dtype)
+
+
+def _relative_errors(out: torch.Tensor, reference: torch.Tensor) -> tuple[float, float]:
+    difference = out.double() - reference
+    norm = (difference.norm() / reference.norm()).item()
+    extreme = (difference.abs().max() / reference.abs().max()).item()
+    return norm, extreme
+
+
+def _cases():
+    for dtype in (torch.float32, torch.float16):
+        for shapes in (_LARGE_M_SHAPES, _SMALL_M_SHAPES):
+            for index, shape in enumerate(shapes):
+                # Alternate the layouts across shapes so every family sees row- and column-major operands.
+                yield shape, dtype, index % 2 == 1, index % 2 == 0 or shape[0] == 1
+
+
+def main() -> None:
+    registered = register_triton_kernels(device="cpu")
+    generator = torch.Generator().manual_seed(1234)
+    records = []
+    for (m, n, k), dtype, a_transposed, b_transposed in _cases():
+        a = _matrix(m, k, dtype, a_transposed, generator)
+        b = _matrix(k, n, dtype, b_transposed, generator)
+        reference = a.double() @ b.double()
+        problem = MatmulProblem(m, n, k, a.element_size(), None, a_transposed, b_transposed)
+        for family in FAMILIES.values():
+            if dtype not in family.dtypes:
+                continue
+            for config in family.configs:
+                if family.unsupported_reason(config, problem):
+                    continue
+                name = kernel_name(family.name, config.tag, "cpu")
+                record = {"kernel": name, "case": f"{m}x{n}x{k} a{'T' if a_transposed else ''}"
+                          f" b{'T' if b_transposed else ''}", "dtype": str(dtype).removeprefix("torch.")}
+                try:
+                    with kabi.use(matmul=name):
+                        out = kabi.ops.matmul(a, b)
+                        written = torch.empty(m, n, dtype=dtype)
+                        returned = kabi.ops.matmul(a, b, out=written)
+                    record["norm"], record["extreme"] = _relative_errors(out, reference)
+                    record["out_norm"], _ = _relative_errors(written, reference)
+                    record["dtype_ok"] = out.dtype == dtype and tuple(out.shape) == (m, n)
+                    record["out_returned"] = returned is written
+                except Exception as error:  # recorded, and failed by the test, with its message
+                    record["error"] = f"{type(error).__name__}: {error}"
+                records.append(record)
+    json.dump({"registered": registered, "records": records}, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
