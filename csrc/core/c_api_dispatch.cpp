@@ -78,7 +78,7 @@ KABI_EXPORT kabi_status kabi_problem_describe(kabi_op handle, const kabi_args* a
     const kabi_args call = read_args(args, "kabi_problem_describe");
     check_output_struct(out_problem, "kabi_problem_describe: out_problem",
                         KABI_STRUCT_SIZE_THROUGH(kabi_problem, device_type));
-    write_output_struct(out_problem, describe_problem(op, call, /*outputs_required=*/false));
+    write_output_struct(out_problem, describe_problem(op, call, ProblemUse::kDescribe));
   });
 }
 
@@ -88,7 +88,7 @@ KABI_EXPORT kabi_status kabi_select(kabi_op handle, const kabi_args* args, const
     const Op& op = op_from_handle(handle, "kabi_select");
     const kabi_args call = read_args(args, "kabi_select");
     check_output_struct(out_selection, "kabi_select: out_selection", KABI_STRUCT_SIZE_THROUGH(kabi_selection, kernel));
-    const kabi_problem problem = describe_problem(op, call, /*outputs_required=*/false);
+    const kabi_problem problem = describe_problem(op, call, ProblemUse::kDescribe);
     const SelectionResult result = select_kernel(op, call, problem, resolve_select_options(op, options));
     // Written even when nothing qualifies, so callers can show every candidate and why it was rejected.
     write_selection(out_selection, result, problem);
@@ -100,7 +100,7 @@ KABI_EXPORT kabi_status kabi_launch(kabi_kernel handle, const kabi_args* args) {
   return c_boundary([&] {
     const KernelPtr kernel = Registry::instance().acquire(handle);
     const kabi_args call = read_args(args, "kabi_launch");
-    launch_kernel(*kernel, call, describe_problem(*kernel->op, call, /*outputs_required=*/true));
+    launch_kernel(*kernel, call, describe_problem(*kernel->op, call, ProblemUse::kLaunch));
   });
 }
 
@@ -112,7 +112,7 @@ KABI_EXPORT kabi_status kabi_tuning_store(kabi_op handle, const kabi_args* args,
                                           int32_t num_records) {
   return c_boundary([&] {
     const Op& op = op_from_handle(handle, "kabi_tuning_store");
-    const kabi_problem problem = describe_problem(op, read_args(args, "kabi_tuning_store"), false);
+    const kabi_problem problem = describe_problem(op, read_args(args, "kabi_tuning_store"), ProblemUse::kDescribe);
     if (num_records < 0) throw Error(KABI_STATUS_INVALID_ARGUMENT, "kabi_tuning_store: num_records is negative");
     std::vector<TuningEntry> entries;
     if (num_records > 0) {

@@ -26,8 +26,9 @@ std::unique_ptr<Op> make_op(const kabi_op_desc* caller) {
   op->name = required_string(desc.name, "op desc: name");
   op->schema_text = required_string(desc.schema, "op " + op->name + ": schema");
   op->dtypes = desc.dtypes;
-  if (op->dtypes == 0 || describe_dtype_set(op->dtypes) == "{}") {
-    throw Error(KABI_STATUS_INVALID_ARGUMENT, "op " + op->name + ": dtypes names no KABI_DTYPE_* bit");
+  if ((op->dtypes & kAllDtypes) == 0 || (op->dtypes & ~kAllDtypes) != 0) {
+    throw Error(KABI_STATUS_INVALID_ARGUMENT, "op " + op->name + ": dtypes " + std::to_string(op->dtypes) +
+                                                  " must be a non-empty set of KABI_DTYPE_* bits");
   }
   op->schema = parse_schema(op->name, op->schema_text);
   op->tuning_key_text = desc.tuning_key != nullptr && *desc.tuning_key != '\0' ? std::string(desc.tuning_key)
@@ -62,6 +63,7 @@ KernelPtr make_kernel(const kabi_kernel_desc* caller, Op& op) {
   kernel->priority = desc.priority;
   kernel->required_features = desc.required_features;
   kernel->dtypes = desc.dtypes;
+  if ((kernel->dtypes & ~kAllDtypes) != 0) invalid("dtypes has bits that are not KABI_DTYPE_* values");
   if ((kernel->dtypes & op.dtypes) == 0) {
     invalid("dtypes " + describe_dtype_set(kernel->dtypes) + " share none with the op's " +
             describe_dtype_set(op.dtypes));

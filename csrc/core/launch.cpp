@@ -66,9 +66,11 @@ void check_constraints(const Kernel& kernel, const kabi_args& args, const kabi_p
 
 KernelPtr decide(Op& op, const kabi_args& args, const kabi_problem& problem, const kabi_select_options* options) {
   const SelectOptions resolved = resolve_select_options(op, options);
-  std::string key = problem.key;
-  key += '|' + std::to_string(problem.device_type) + ':' + std::to_string(problem.device_index) + '|' +
-         resolved.force + '|' + (resolved.use_tuning_cache ? '1' : '0');
+  // Exact, not the bucketed tuning key: a supports predicate or an alignment may tell two problems of one bucket
+  // apart.
+  std::string key = exact_problem_key(problem, args.num_inputs);
+  key += '|' + std::to_string(data_alignment(args)) + '|' + resolved.force + '|' +
+         (resolved.use_tuning_cache ? '1' : '0');
   Registry& registry = Registry::instance();
   const uint64_t generation = registry.generation();
   {
@@ -115,7 +117,7 @@ void launch_kernel(const Kernel& kernel, const kabi_args& args, const kabi_probl
 }
 
 void call_op(Op& op, const kabi_args& args, const kabi_select_options* options) {
-  const kabi_problem problem = describe_problem(op, args, /*outputs_required=*/true);
+  const kabi_problem problem = describe_problem(op, args, ProblemUse::kCall);
   const KernelPtr kernel = decide(op, args, problem, options);
   launch_kernel(*kernel, args, problem);
 }

@@ -44,7 +44,8 @@ class Binder {
  public:
   Binder(const Op& op, const kabi_args& args) : op_(op), args_(args) {}
 
-  kabi_problem bind(bool outputs_required) {
+  kabi_problem bind(ProblemUse use) {
+    const bool outputs_required = use != ProblemUse::kDescribe;
     std::memset(&problem_, 0, sizeof problem_);
     problem_.struct_size = sizeof problem_;
     check_counts(outputs_required);
@@ -55,7 +56,7 @@ class Binder {
     broadcast_batch();
     derive_outputs();
     classify_inputs();
-    format_key();
+    if (use != ProblemUse::kLaunch) format_key();
     return problem_;
   }
 
@@ -318,12 +319,41 @@ class Binder {
 }  // namespace
 
 kabi_args read_args(const kabi_args* args, const char* function) {
-  return read_input_struct(args, (std::string(function) + ": args").c_str(),
-                           KABI_STRUCT_SIZE_THROUGH(kabi_args, outputs));
+  constexpr size_t kNeeded = KABI_STRUCT_SIZE_THROUGH(kabi_args, outputs);
+  if (args == nullptr || args->struct_size < kNeeded) {
+    read_input_struct(args, (std::string(function) + ": args").c_str(), kNeeded);  // throws the message
+  }
+  kabi_args copy{};
+  std::memcpy(&copy, args, std::min(args->struct_size, sizeof copy));
+  return copy;
 }
 
-kabi_problem describe_problem(const Op& op, const kabi_args& args, bool outputs_required) {
-  return Binder(op, args).bind(outputs_required);
+kabi_problem describe_problem(const Op& op, const kabi_args& args, ProblemUse use) {
+  return Binder(op, args).bind(use);
+}
+
+std::string exact_problem_key(const kabi_problem& problem, int32_t num_inputs) {
+  std::string key = std::to_string(problem.device_type) + ':' + std::to_string(problem.device_index) + '|' +
+                    std::to_string(problem.dtype) + '|' + std::to_string(problem.batch_mode) + '|';
+  for (int32_t i = 0; i < num_inputs && i < 8; ++i) key += std::to_string(problem.input_layouts[i]) + ',';
+  key += '|';
+  for (int32_t d = 0; d < problem.num_dims; ++d) key += std::to_string(problem.dims[d]) + ',';
+  key += '|';
+  for (int32_t d = 0; d < problem.batch_rank; ++d) key += std::to_string(problem.batch_shape[d]) + ',';
+  return key;
+}
+
+uint32_t data_alignment(const kabi_args& args) {
+  constexpr uintptr_t kLargest = 256;
+  uintptr_t combined = 0;
+  auto add = [&](const DLTensor& tensor) {
+    if (tensor.data != nullptr) combined |= reinterpret_cast<uintptr_t>(tensor.data) + tensor.byte_offset;
+  };
+  for (int32_t i = 0; i < args.num_inputs; ++i) add(args.inputs[i]);
+  for (int32_t i = 0; i < args.num_outputs; ++i) add(args.outputs[i]);
+  if (combined == 0) return 0;
+  combined |= kLargest;
+  return static_cast<uint32_t>(combined & (~combined + 1));
 }
 
 uint32_t layout_class(const DLTensor& tensor) {

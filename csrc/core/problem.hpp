@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "kabi/kabi.h"
 #include "registry.hpp"
@@ -12,9 +13,21 @@ namespace kabi::core {
 // A copy of *args after checking it is readable (NULL and struct_size). `function` names the caller in errors.
 kabi_args read_args(const kabi_args* args, const char* function);
 
-// Validates args against op and derives the problem. With outputs_required (launch), outputs must be given.
-// Throws Error with INVALID_ARGUMENT, UNSUPPORTED_DTYPE as kabi.h's kabi_problem_describe documents.
-kabi_problem describe_problem(const Op& op, const kabi_args& args, bool outputs_required);
+enum class ProblemUse {
+  kDescribe,  // select and describe: outputs optional, the tuning key formatted
+  kLaunch,    // launch: outputs required, no tuning key (nothing on that path reads it)
+  kCall,      // select and launch: outputs required, the tuning key formatted
+};
+
+// Validates args against op and derives the problem. Throws Error with INVALID_ARGUMENT, UNSUPPORTED_DTYPE as
+// kabi.h's kabi_problem_describe documents.
+kabi_problem describe_problem(const Op& op, const kabi_args& args, ProblemUse use);
+
+// Everything selection depends on, exactly (no bucketing): the key of kabi_call's decision cache.
+std::string exact_problem_key(const kabi_problem& problem, int32_t num_inputs);
+
+// The largest power of two (up to 256) dividing every non-NULL data pointer of args; 0 when none is given.
+uint32_t data_alignment(const kabi_args& args);
 
 // The KABI_LAYOUT_* class of a tensor seen through its last two dimensions.
 uint32_t layout_class(const DLTensor& tensor);

@@ -85,6 +85,14 @@ std::string rejection(const Kernel& kernel, const kabi_device_info* device, cons
     return std::string("needs batch mode ") + batch_mode_name(problem.batch_mode) + "; kernel takes " +
            batch_mode_name(kernel.batch_mode);
   }
+  if (kernel.alignment > 1) {
+    // Data pointers are optional at selection; those given must already meet the alignment.
+    const uint32_t alignment = data_alignment(args);
+    if (alignment != 0 && alignment < kernel.alignment) {
+      return "data aligned to " + std::to_string(alignment) + " bytes; kernel needs " +
+             std::to_string(kernel.alignment);
+    }
+  }
   if (kernel.supports != nullptr) {
     char reason[256] = {};
     if (kernel.supports(kernel.user_data, &problem, &args, reason, sizeof reason) == 0) {

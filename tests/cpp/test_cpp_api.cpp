@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <string>
 #include <thread>
 #include <vector>
@@ -101,6 +102,9 @@ struct Problem {
     args.outputs = outputs;
     args.num_outputs = 1;
   }
+
+  Problem(const Problem&) = delete;  // args point into this object
+  Problem& operator=(const Problem&) = delete;
 
   static size_t count(const std::vector<int64_t>& shape) {
     size_t total = 1;
@@ -467,9 +471,12 @@ void test_concurrent_registration_and_selection() {
       }
     });
   }
+  // Inputs are made here: the test's random generator is not thread-safe.
+  std::deque<Problem> problems;  // never relocates: args point into each Problem
+  for (int t = 0; t < 4; ++t) problems.emplace_back(std::vector<int64_t>{9, 7}, std::vector<int64_t>{7, 5},
+                                                    std::vector<int64_t>{9, 5});
   for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([op, &registering, &errors] {
-      Problem problem({9, 7}, {7, 5}, {9, 5});
+    threads.emplace_back([op, &registering, &errors, &problem = problems[static_cast<size_t>(t)]] {
       while (registering.load()) {
         kabi_selection selection{};
         selection.struct_size = sizeof selection;
