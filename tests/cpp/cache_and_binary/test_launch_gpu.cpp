@@ -232,7 +232,7 @@ int main(int argc, char** argv) {
   KABI_CHECK_EQ(kabi_op_find("matmul", &op), KABI_STATUS_OK);
 
   std::mt19937 random(std::random_device{}());
-  const int64_t shapes[][3] = {{256, 256, 256}, {333, 190, 128}, {16, 512, 1024}, {1, 128, 64}};
+  const int64_t shapes[][3] = {{256, 256, 256}, {333, 200, 136}, {16, 512, 1024}, {1, 128, 64}};
   int launched = 0;
   for (int32_t index = 0; index < kabi_kernel_count("matmul"); ++index) {
     kabi_kernel kernel = nullptr;
