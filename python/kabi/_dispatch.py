@@ -187,6 +187,10 @@ class OpFront:
         tensors = self.check_inputs(inputs, out)
         input_descriptors = [descriptor(t, name, self.name) for t, name in zip(tensors, self.input_names)]
         output_descriptors = [descriptor(out, "out", self.name)] if out is not None else []
+        if out is not None and not out.is_contiguous():
+            # Kernels write dense row-major outputs; a strided `out` receives a copy (see _native_launcher), so
+            # the core validates it as the dense tensor the kernel will write.
+            output_descriptors = [meta_descriptor(tuple(out.shape), out.dtype, out.device)]
         if not with_data:
             input_descriptors = [(0, *d[1:]) for d in input_descriptors]
             output_descriptors = [(0, *d[1:]) for d in output_descriptors]
