@@ -10,6 +10,17 @@ from pathlib import Path
 
 import pytest
 
+REPOSITORY = Path(__file__).resolve().parents[2]
+ABI_TEST_PLUGINS = ("good", "next_major", "older_minor", "no_init", "failing_init")
+
+_ABI_TEST_PROJECT = """\
+cmake_minimum_required(VERSION 3.24)
+project(kabi_abi_test_plugins LANGUAGES C)
+add_library(kabi::kabi INTERFACE IMPORTED)
+set_target_properties(kabi::kabi PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "{include_dirs}")
+include("{plugins_cmake}")
+"""
+
 
 def require_cmake() -> str:
     """The cmake executable, or skip the test when there is none."""
@@ -31,3 +42,26 @@ def build(source: Path, build_dir: Path, definitions: dict[str, str] | None = No
         result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "CMAKE_BUILD_PARALLEL_LEVEL": "2"})
         if result.returncode != 0:
             pytest.fail(f"{' '.join(command)} failed:\n{result.stdout}\n{result.stderr}")
+
+
+def _dlpack_include_dir() -> str:
+    try:
+        import tvm_ffi
+    except ImportError:
+        from kabi import config
+
+        return str(config.include_dir())
+    return str(Path(tvm_ffi.__file__).parent / "include")
+
+
+def build_abi_test_plugins(root: Path) -> dict[str, str]:
+    """Build the plugins of tests/abi against the source tree's headers in ``root``; name -> library path."""
+    include_dirs = f"{REPOSITORY / 'csrc' / 'include'};{_dlpack_include_dir()}"
+    (root / "CMakeLists.txt").write_text(
+        _ABI_TEST_PROJECT.format(include_dirs=include_dirs, plugins_cmake=REPOSITORY / "tests" / "abi" / "plugins.cmake")
+    )
+    build(root, root / "build")
+    paths = {name: root / "build" / f"libkabi_abi_test_{name}.so" for name in ABI_TEST_PLUGINS}
+    missing = [str(path) for path in paths.values() if not path.is_file()]
+    assert not missing, f"the build did not produce {missing}"
+    return {name: str(path.resolve()) for name, path in paths.items()}

@@ -10,22 +10,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 import _cmake
-
-REPOSITORY = Path(__file__).resolve().parents[2]
-VARIANTS = ("good", "next_major", "older_minor", "no_init", "failing_init")
-
-_CMAKE_PROJECT = """\
-cmake_minimum_required(VERSION 3.24)
-project(kabi_abi_test_plugins LANGUAGES C)
-add_library(kabi::kabi INTERFACE IMPORTED)
-set_target_properties(kabi::kabi PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "{include_dirs}")
-include("{plugins_cmake}")
-"""
 
 _PROBE = r"""
 import json, sys
@@ -63,29 +51,10 @@ print(json.dumps(report))
 """
 
 
-def _dlpack_include_dir() -> str:
-    try:
-        import tvm_ffi
-    except ImportError:
-        from kabi import config
-
-        return str(config.include_dir())
-    return str(Path(tvm_ffi.__file__).parent / "include")
-
-
 @pytest.fixture(scope="module")
 def plugin_paths(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """Build every ABI test plugin against the source tree's headers; variant -> library path."""
-    root = tmp_path_factory.mktemp("abi_plugins")
-    include_dirs = f"{REPOSITORY / 'csrc' / 'include'};{_dlpack_include_dir()}"
-    (root / "CMakeLists.txt").write_text(
-        _CMAKE_PROJECT.format(include_dirs=include_dirs, plugins_cmake=REPOSITORY / "tests" / "abi" / "plugins.cmake")
-    )
-    _cmake.build(root, root / "build")
-    paths = {variant: root / "build" / f"libkabi_abi_test_{variant}.so" for variant in VARIANTS}
-    missing = [str(path) for path in paths.values() if not path.is_file()]
-    assert not missing, f"the build did not produce {missing}"
-    return {variant: str(path.resolve()) for variant, path in paths.items()}
+    """Every ABI test plugin, built against the source tree's headers; name -> library path."""
+    return _cmake.build_abi_test_plugins(tmp_path_factory.mktemp("abi_plugins"))
 
 
 @pytest.fixture(scope="module")
