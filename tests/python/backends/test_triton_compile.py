@@ -195,3 +195,41 @@ def test_fnv1a64_known_values():
     assert fnv1a64(b"") == "cbf29ce484222325"
     assert fnv1a64(b"a") == "af63dc4c8601ec8c"
     assert fnv1a64(b"foobar") == "85944171f73967e8"
+
+
+def test_core_registers_compiled_binaries_as_written(binaries, tmp_path):
+    import kabi
+    from kabi.backends.triton import load_binaries
+
+    spec = _BINARIES[5]
+    manifest = read_manifest(binaries[spec])
+    directory = tmp_path / "one"
+    directory.mkdir()
+    for suffix in (".cubin", ".kabi-manifest"):
+        source = binaries[spec].parent / f"{manifest.name}{suffix}"
+        (directory / source.name).write_bytes(source.read_bytes())
+    assert load_binaries(directory) == 1
+    info = kabi.kernel_info("matmul", manifest.name)
+    assert info.kind == "device_binary" and info.backend == "triton" and info.device == "cuda"
+    assert info.archs == manifest.archs and info.features == manifest.features
+    assert info.dtypes == manifest.dtypes and info.layouts == manifest.layouts
+    assert (info.alignment, info.priority, info.batch_mode) == (manifest.alignment, manifest.priority, "none")
+    assert info.fingerprint == manifest.fingerprint
+
+
+def test_core_refuses_a_corrupt_binary(binaries, tmp_path):
+    import kabi
+    from kabi.backends.triton import load_binaries
+
+    manifest = read_manifest(binaries[_BINARIES[0]])
+    for suffix in (".cubin", ".kabi-manifest"):
+        source = binaries[_BINARIES[0]].parent / f"{manifest.name}{suffix}"
+        (tmp_path / source.name).write_bytes(source.read_bytes())
+    cubin = tmp_path / manifest.image
+    image = bytearray(cubin.read_bytes())
+    image[len(image) // 2] ^= 0xFF
+    cubin.write_bytes(bytes(image))
+    with pytest.raises(kabi.KabiError, match="image_fnv1a64"):
+        load_binaries(tmp_path)
+    with pytest.raises(ValueError, match="directory"):
+        load_binaries(tmp_path / "absent")

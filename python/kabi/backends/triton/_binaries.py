@@ -1,7 +1,7 @@
 """Loading device binaries (cubin + manifest pairs) into kabi's core, where they become native kernels.
 
-The core's reader (``kabi_binaries_load``, reached through ``kabi._core.binaries_load``) parses the manifests,
-checks each image's hash and registers the kernels; C++ callers use the same function with no Python involved.
+The core's reader (``kabi_binaries_load``, which ``kabi.load_binaries`` calls) parses the manifests, checks each
+image's hash and registers the kernels; C++ callers use the same function with no Python involved.
 
 Example::
 
@@ -16,10 +16,11 @@ from pathlib import Path
 
 def load_binaries(path: str | Path) -> int:
     """Register every ``*.kabi-manifest`` in the directory ``path`` as a native device-binary kernel; returns
-    how many were registered. A corrupt or mismatched manifest raises kabi's error naming the file and field."""
+    how many were registered. A corrupt or mismatched manifest raises kabi's error naming the file and field,
+    and registers nothing from the directory."""
     directory = Path(path)
     if not directory.is_dir():
         raise ValueError(f"path must be a directory holding *.kabi-manifest files, got {str(path)!r}")
-    from kabi import _core
+    import kabi
 
-    return _core.binaries_load(str(directory))
+    return kabi.load_binaries(directory)
