@@ -33,6 +33,7 @@ import torch
 from . import _core, _kernels, _scopes
 from ._decision_cache import DecisionCache
 from ._errors import ArgumentTypeError, ConstraintViolatedError, InvalidArgumentError, NotFoundError, StaleDecisionError
+from ._plugin_discovery import discover_plugins
 from ._records import Candidate, KernelInfo, Problem
 from ._registry import OpSpec
 from ._tensors import check_array, descriptor, meta_descriptor, torch_device, torch_dtype
@@ -41,6 +42,14 @@ __all__ = ["OpFront", "Selection", "_on_selection_miss", "front_of"]
 
 _on_selection_miss: Callable[..., Selection | None] | None = None
 _fronts: dict[str, OpFront] = {}
+_discovery_pending = True
+
+
+def _discover_plugins_once() -> None:
+    """Plugins of KABI_PLUGIN_PATH and entry points load on the first dispatch, keeping ``import kabi`` light."""
+    global _discovery_pending
+    _discovery_pending = False
+    discover_plugins()
 
 
 def front_of(op: Any) -> OpFront:
@@ -204,6 +213,8 @@ class OpFront:
 
     def miss(self, inputs: tuple, out: torch.Tensor | None) -> torch.Tensor:
         """Validate, select, remember the decision, run it."""
+        if _discovery_pending:
+            _discover_plugins_once()
         generation = self.cache.begin_miss()
         selection = self.select(inputs, out)
         hook = _on_selection_miss

@@ -1,44 +1,27 @@
 """Native plugins and device binaries: loading them into libkabi and reporting what happened.
 
 ``import kabi`` loads the built-in plugins that ship beside libkabi (the CPU OpenBLAS plugin, the CUDA plugin
-where built) and those named in ``KABI_PLUGIN_PATH``. The CPU plugin finds OpenBLAS through
+where built); the first dispatch also loads those of ``KABI_PLUGIN_PATH`` and of entry points. The CPU plugin finds OpenBLAS through
 ``KABI_OPENBLAS_LIBRARY``; when that is unset, kabi points it at the library of the ``scipy-openblas32`` package.
 Every load, successful or refused, is recorded with its reason.
 
 Example::
 
     >>> for record in kabi.plugins():
-    ...     print(record.name, record.loaded, record.num_kernels, record.message)
+    ...     print(record.name, record.kind, record.loaded, record.num_kernels, record.message)
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from . import _core
 from ._decision_cache import invalidate_all
+from ._plugin_discovery import PluginRecord, discover_plugins, plugin_records
 
 __all__ = ["PluginRecord", "load_binaries", "load_builtin_plugins", "load_plugin", "plugins"]
-
-
-@dataclass(frozen=True)
-class PluginRecord:
-    """One plugin load: where from, what it said of itself, whether it loaded, why not, how many kernels."""
-
-    path: str
-    name: str
-    version: str
-    abi_version: int
-    loaded: bool
-    message: str
-    num_kernels: int
-
-    @property
-    def abi_text(self) -> str:
-        return f"{self.abi_version >> 16}.{self.abi_version & 0xFFFF}" if self.abi_version else "?"
 
 
 def _point_at_scipy_openblas() -> None:
@@ -56,11 +39,11 @@ def _point_at_scipy_openblas() -> None:
 
 
 def load_builtin_plugins() -> None:
-    """Load the plugins shipped beside libkabi and those in KABI_PLUGIN_PATH (refusals are recorded, not raised)."""
+    """Load the plugins shipped beside libkabi (refusals are recorded, not raised). Those of KABI_PLUGIN_PATH and
+    of entry points load on the first dispatch (``kabi._plugin_discovery``)."""
     _point_at_scipy_openblas()
     try:
         _core.plugin_load_builtin()
-        _core.plugin_load_from_environment()
     finally:
         invalidate_all()
 
@@ -73,13 +56,15 @@ def load_plugin(path: str | os.PathLike[str]) -> PluginRecord:
     finally:
         invalidate_all()
     resolved = os.path.realpath(path)
-    matching = [r for r in plugins() if os.path.realpath(r.path) == resolved or r.path == os.fspath(path)]
-    return matching[-1] if matching else plugins()[-1]
+    records = plugin_records()
+    matching = [r for r in records if os.path.realpath(r.path) == resolved]
+    return matching[-1] if matching else records[-1]
 
 
-def plugins() -> tuple[PluginRecord, ...]:
-    """Every plugin load of this process, loaded and refused, in order."""
-    return tuple(PluginRecord(**record) for record in _core.plugin_records())
+def plugins() -> list[PluginRecord]:
+    """Every plugin of this process, loaded and refused, after discovering those of KABI_PLUGIN_PATH and of the
+    ``kabi.plugins`` entry points."""
+    return discover_plugins()
 
 
 def load_binaries(directory: str | os.PathLike[str]) -> int:
