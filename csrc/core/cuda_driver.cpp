@@ -63,6 +63,9 @@ std::string resolve_entry_points(void* library, CudaDriver& driver) {
   resolve(library, "cuGetErrorString", driver.cuGetErrorString, missing);
   std::string optional_missing;
   resolve(library, "cuLaunchKernelEx", driver.cuLaunchKernelEx, optional_missing);
+  resolve(library, "cuStreamIsCapturing", driver.cuStreamIsCapturing, optional_missing);
+  resolve(library, "cuMemAllocAsync", driver.cuMemAllocAsync, optional_missing);
+  resolve(library, "cuMemFreeAsync", driver.cuMemFreeAsync, optional_missing);
   return missing;
 }
 

@@ -29,6 +29,7 @@ constexpr int CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97;
 constexpr int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
 constexpr int CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14;
 constexpr int CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4;
+constexpr int CU_STREAM_CAPTURE_STATUS_NONE = 0;
 
 struct CUlaunchAttribute {
   int id;
@@ -51,8 +52,8 @@ struct CUlaunchConfig {
 };
 }  // namespace cuda
 
-// Entry points of libcuda.so.1, resolved once. The optional ones (cuLaunchKernelEx, needed only for clusters) are
-// null on drivers that lack them.
+// Entry points of libcuda.so.1, resolved once. The optional ones (cuLaunchKernelEx for clusters, the stream-ordered
+// allocator for scratch inside CUDA-graph capture) are null on drivers that lack them.
 struct CudaDriver {
   using CUresult = cuda::CUresult;
   CUresult (*cuInit)(unsigned int flags);
@@ -77,6 +78,9 @@ struct CudaDriver {
                                void** extra);
   CUresult (*cuMemAlloc)(cuda::CUdeviceptr* pointer, size_t bytes);
   CUresult (*cuMemFree)(cuda::CUdeviceptr pointer);
+  CUresult (*cuStreamIsCapturing)(cuda::CUstream stream, int* status);
+  CUresult (*cuMemAllocAsync)(cuda::CUdeviceptr* pointer, size_t bytes, cuda::CUstream stream);
+  CUresult (*cuMemFreeAsync)(cuda::CUdeviceptr pointer, cuda::CUstream stream);
   CUresult (*cuGetErrorName)(CUresult error, const char** name);
   CUresult (*cuGetErrorString)(CUresult error, const char** text);
 };

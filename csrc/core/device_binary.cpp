@@ -5,7 +5,8 @@
 // Triton make the primary context current); otherwise the device's primary context is retained and made current for
 // the launch and the previous context restored. Scratch buffers are allocated on first need and kept per (device,
 // stream, parameter, size): two launches on one stream run in order and can share them, launches on different streams
-// may run at once and must not.
+// may run at once and must not. A stream being captured into a CUDA graph cannot allocate that way; there scratch comes
+// from the stream-ordered allocator (allocated before the kernel and freed after it, so the graph owns both steps).
 #include "device_binary.hpp"
 
 #include <algorithm>
@@ -153,6 +154,42 @@ void store_integer(uint64_t& slot, int64_t value, int32_t size_bytes, const std:
   } else {
     std::memcpy(&slot, &value, sizeof value);
   }
+}
+
+// Scratch taken from the stream-ordered allocator for one launch under graph capture; freed on the stream after it.
+class CapturedScratch {
+ public:
+  CapturedScratch(const CudaDriver& driver, cuda::CUstream stream) : driver_(driver), stream_(stream) {}
+  ~CapturedScratch() {
+    for (cuda::CUdeviceptr pointer : pointers_) driver_.cuMemFreeAsync(pointer, stream_);
+  }
+  CapturedScratch(const CapturedScratch&) = delete;
+  CapturedScratch& operator=(const CapturedScratch&) = delete;
+
+  void* allocate(size_t bytes, const std::string& entry) {
+    if (driver_.cuMemAllocAsync == nullptr || driver_.cuMemFreeAsync == nullptr) {
+      throw Error(KABI_STATUS_UNAVAILABLE, entry +
+                                               " needs scratch memory inside CUDA-graph capture, which needs the "
+                                               "stream-ordered allocator (CUDA 11.2+ driver)");
+    }
+    cuda::CUdeviceptr pointer = 0;
+    check_cuda(driver_.cuMemAllocAsync(&pointer, bytes, stream_),
+               "allocating " + std::to_string(bytes) + " bytes of scratch for " + entry + " during graph capture");
+    pointers_.push_back(pointer);
+    return reinterpret_cast<void*>(static_cast<uintptr_t>(pointer));
+  }
+
+ private:
+  const CudaDriver& driver_;
+  cuda::CUstream stream_;
+  std::vector<cuda::CUdeviceptr> pointers_;
+};
+
+bool stream_is_capturing(const CudaDriver& driver, cuda::CUstream stream) {
+  if (stream == nullptr || driver.cuStreamIsCapturing == nullptr) return false;  // the legacy stream is never captured
+  int status = cuda::CU_STREAM_CAPTURE_STATUS_NONE;
+  check_cuda(driver.cuStreamIsCapturing(stream, &status), "cuStreamIsCapturing");
+  return status != cuda::CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
 // Makes the problem's device current for the launch, restoring the previous context afterwards.
@@ -352,6 +389,9 @@ void launch_device_binary(DeviceBinary& binary, const kabi_problem& problem, con
   ContextScope context(driver, problem.device_index, binary.entry);
   const cuda::CUfunction function = binary.function_on(driver, problem.device_index);
 
+  auto stream = static_cast<cuda::CUstream>(args.stream);
+  CapturedScratch captured_scratch(driver, stream);
+  int capturing = -1;  // asked only when a scratch parameter needs memory
   const int32_t num_tensors = args.num_inputs + args.num_outputs;
   const auto tensor = [&](int32_t index, size_t param) -> const DLTensor& {
     if (index >= num_tensors) {
@@ -379,8 +419,10 @@ void launch_device_binary(DeviceBinary& binary, const kabi_problem& problem, con
       case KABI_PARAM_CONSTANT: store_integer(slots[i], param.value, param.size_bytes, "constant"); break;
       case KABI_PARAM_SCRATCH:
         if (param.value > 0) {
-          pointer = binary.scratch(driver, problem.device_index, args.stream, i,
-                                   static_cast<size_t>(param.value) * static_cast<size_t>(blocks));
+          const size_t bytes = static_cast<size_t>(param.value) * static_cast<size_t>(blocks);
+          if (capturing < 0) capturing = stream_is_capturing(driver, stream) ? 1 : 0;
+          pointer = capturing == 1 ? captured_scratch.allocate(bytes, binary.entry)
+                                   : binary.scratch(driver, problem.device_index, args.stream, i, bytes);
         }
         break;
     }
@@ -390,7 +432,6 @@ void launch_device_binary(DeviceBinary& binary, const kabi_problem& problem, con
     pointers[i] = &slots[i];
   }
 
-  auto stream = static_cast<cuda::CUstream>(args.stream);
   const std::string what = "launching " + binary.entry;
   if (binary.cluster_size == 1) {
     check_cuda(

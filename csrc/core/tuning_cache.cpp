@@ -368,26 +368,45 @@ struct TuningCache::State {
     corrupt_record_count = 0;
     loaded = true;
     if (directory.empty() || !std::filesystem::is_directory(directory)) return;
-    ParsedLog parsed;
+    int64_t lines = 0;
     {
       FileLock lock(lock_path(), LOCK_SH);
-      parsed = parse_log(read_file(log_path()));
+      lines = index_log();
     }
-    if (parsed.corrupt > 0) {
+    if (needs_compaction(lines)) {
       FileLock lock(lock_path(), LOCK_EX);
-      parsed = parse_log(read_file(log_path()));  // another process may have compacted it meanwhile
-      if (parsed.corrupt > 0) compact(parsed);
+      lines = index_log();  // another process may have compacted it meanwhile
+      if (needs_compaction(lines)) compact();
     }
-    corrupt_record_count = parsed.corrupt;
-    for (Record& record : parsed.records) insert(std::move(record));
   }
 
-  // Called under LOCK_EX with the corrupt lines already skipped in parsed.
-  void compact(const ParsedLog& parsed) const {
-    std::fprintf(stderr, "kabi: skipped %lld corrupt records in %s\n", static_cast<long long>(parsed.corrupt),
-                 log_path().c_str());
+  // Reads the log into the index; returns how many valid lines it had.
+  int64_t index_log() {
+    ParsedLog parsed = parse_log(read_file(log_path()));
+    index.clear();
+    record_count = 0;
+    corrupt_record_count = parsed.corrupt;
+    for (Record& record : parsed.records) insert(std::move(record));
+    return static_cast<int64_t>(parsed.records.size());
+  }
+
+  // Corrupt lines are always rewritten away; superseded records once they outnumber the live ones (and 1024), so
+  // a long-lived cache that keeps re-tuning stays proportional to what it holds.
+  bool needs_compaction(int64_t valid_lines) const {
+    const int64_t superseded = valid_lines - record_count;
+    return corrupt_record_count > 0 || superseded > std::max<int64_t>(record_count, 1024);
+  }
+
+  // Called under LOCK_EX: rewrites the log with the live records only.
+  void compact() const {
+    if (corrupt_record_count > 0) {
+      std::fprintf(stderr, "kabi: skipped %lld corrupt records in %s\n", static_cast<long long>(corrupt_record_count),
+                   log_path().c_str());
+    }
     std::string text;
-    for (const Record& record : parsed.records) text += format_record(record);
+    for (const auto& item : index) {
+      for (const Record& record : item.second) text += format_record(record);
+    }
     try {
       write_file_atomically(log_path(), text);
     } catch (const Error& error) {

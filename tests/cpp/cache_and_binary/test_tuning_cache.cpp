@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -131,6 +132,26 @@ void test_torn_and_garbage_records(const std::string& directory) {
   KABI_CHECK(!text.empty() && text.back() == '\n');
 }
 
+void test_superseded_records_are_compacted(const std::string& directory) {
+  TuningCache writer(directory);
+  std::vector<TuningEntry> retunes;
+  for (int round = 0; round < 1100; ++round) retunes.push_back({"a", "fa", 1.0 + round, ""});
+  writer.store(kDevice, kOp, kProblem, retunes);
+  writer.store(kDevice, kOp, kProblem, {{"b", "fb", 0.5, ""}});
+  const std::string log = writer.file_path();
+  const std::string before = read_text(log);
+  KABI_CHECK_EQ(std::count(before.begin(), before.end(), '\n'), std::ptrdiff_t{1101});
+
+  TuningCache reader(directory);
+  KABI_CHECK_EQ(reader.record_count(), int64_t{2});
+  KABI_CHECK_EQ(reader.corrupt_record_count(), int64_t{0});
+  const std::string text = read_text(log);
+  KABI_CHECK_EQ(std::count(text.begin(), text.end(), '\n'), std::ptrdiff_t{2});
+  const std::vector<TuningEntry> entries = reader.lookup(kDevice, kOp, kProblem);
+  const TuningEntry* latest = find_entry(entries, "a");
+  KABI_CHECK(latest != nullptr && latest->time_us == 1100.0);
+}
+
 void test_export_import_clear(const std::string& directory) {
   TuningCache source(directory + "/source");
   source.store(kDevice, kOp, kProblem, {{"a", "fa", 4.25, ""}, {"b", "fb", 5.0, "slow"}});
@@ -206,6 +227,7 @@ int main() {
   test_round_trip_and_persistence(root + "/round_trip");
   test_invalid_entries(root + "/invalid");
   test_torn_and_garbage_records(root + "/torn");
+  test_superseded_records_are_compacted(root + "/superseded");
   test_export_import_clear(root + "/export");
   test_directory_resolution(root + "/resolution");
   test_concurrent_writers(root + "/concurrent");
