@@ -1,0 +1,53 @@
+"""Arguments shared by subcommands: the op, a problem shape (``MxNxK``, optionally ``BxMxNxK``), dtype and device,
+and turning them into fresh random inputs.
+
+Example::
+
+    >>> parse_shape("512x256x128")
+    (512, 256, 128)
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from .._tensors import torch_dtype
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    """``"MxNxK"`` or ``"BxMxNxK"`` -> a tuple of positive ints (argparse type)."""
+    try:
+        sizes = tuple(int(part) for part in text.lower().split("x"))
+    except ValueError:
+        sizes = ()
+    if len(sizes) not in (3, 4) or min(sizes) <= 0:
+        raise argparse.ArgumentTypeError(f"expected MxNxK or BxMxNxK with positive sizes (e.g. 512x512x512), got {text!r}")
+    return sizes
+
+
+def add_problem_arguments(parser: argparse.ArgumentParser) -> None:
+    """op, --shape, --dtype, --device, --transpose-a/--transpose-b."""
+    parser.add_argument("op", help="the op, e.g. matmul")
+    parser.add_argument("--shape", type=parse_shape, required=True, help="MxNxK, or BxMxNxK for a batch of B")
+    parser.add_argument("--dtype", default="float32", help="float16, bfloat16, float32 or float64 (default float32)")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
+    parser.add_argument("--transpose-a", action="store_true", help="pass a as a column-major (transposed) view")
+    parser.add_argument("--transpose-b", action="store_true", help="pass b as a column-major (transposed) view")
+    parser.add_argument("--force", help="a backend or kernel name to force (as kabi.use)")
+
+
+def make_inputs(arguments: argparse.Namespace, seed: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fresh random matmul inputs for the parsed shape, dtype, device and layouts."""
+    *batch, m, n, k = arguments.shape
+    dtype = torch_dtype(arguments.dtype)
+    device = torch.device(arguments.device)
+    generator = torch.Generator().manual_seed(seed if seed is not None else torch.seed() & 0xFFFFFFFF)
+
+    def matrix(rows: int, columns: int, transposed: bool) -> torch.Tensor:
+        shape = (*batch, columns, rows) if transposed else (*batch, rows, columns)
+        values = torch.randn(shape, generator=generator, dtype=torch.float32).to(dtype=dtype, device=device)
+        return values.transpose(-1, -2) if transposed else values
+
+    return matrix(m, k, arguments.transpose_a), matrix(k, n, arguments.transpose_b)

@@ -1,0 +1,25 @@
+"""``kabi explain OP --shape MxNxK --dtype D --device DEV``: the candidates, their rejections and the pick."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+
+from .._explain import explain
+from .._scopes import use
+from ._arguments import add_problem_arguments, make_inputs
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("explain", help="why a problem runs the kernel it runs")
+    add_problem_arguments(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(arguments: argparse.Namespace, console) -> int:
+    a, b = make_inputs(arguments, seed=0)
+    scope = use(**{arguments.op: arguments.force}) if arguments.force else contextlib.nullcontext()
+    with scope:
+        record = explain(arguments.op, a, b)
+    console.print(record)
+    return 0 if record.pick is not None else 1

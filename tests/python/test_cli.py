@@ -1,0 +1,91 @@
+"""The kabi command line: info, list, explain, run — through main(argv) and once as the installed console script."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kabi.cli import main
+
+
+@pytest.fixture(autouse=True)
+def wide_console(monkeypatch):
+    """Tables wide enough that kernel names are not wrapped across lines."""
+    monkeypatch.setenv("COLUMNS", "300")
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str]:
+    status = main(list(argv))
+    captured = capsys.readouterr()
+    return status, captured.out + captured.err
+
+
+def test_info_lists_versions_devices_and_plugins(capsys):
+    status, output = run_cli(capsys, "info")
+    assert status == 0
+    for text in ("versions", "C ABI", "torch", "devices", "cpu:0", "x86-64", "plugins", "kabi-cpu", "loaded"):
+        assert text in output, text
+
+
+def test_list_shows_every_kernel(capsys):
+    status, output = run_cli(capsys, "list")
+    assert status == 0
+    for text in ("matmul", "cpu.openblas.gemm", "torch.matmul.cpu", "torch.matmul.cuda", "float32,float64"):
+        assert text in output, text
+
+
+def test_explain_prints_the_pick(capsys):
+    status, output = run_cli(capsys, "explain", "matmul", "--shape", "64x32x16", "--dtype", "float32", "--device", "cpu")
+    assert status == 0
+    assert "pick: cpu.openblas.gemm" in output and "torch.matmul.cpu" in output
+
+
+def test_explain_with_a_force_that_cannot_run_exits_nonzero(capsys):
+    status, output = run_cli(capsys, "explain", "matmul", "--shape", "8x8x8", "--dtype", "float16", "--force", "cpu")
+    assert status == 1
+    assert "no eligible kernel" in output
+
+
+@pytest.mark.parametrize(
+    "shape, dtype, extra",
+    [("64x48x32", "float32", []), ("3x16x8x24", "float64", ["--transpose-a"]), ("32x32x32", "bfloat16", ["--transpose-b"])],
+)
+def test_run_checks_and_times(capsys, shape, dtype, extra):
+    status, output = run_cli(capsys, "run", "matmul", "--shape", shape, "--dtype", dtype, "--device", "cpu", "--repeat", "3", *extra)
+    assert status == 0, output
+    for text in ("pick", "reason", "error vs float64", "PASS", "median time"):
+        assert text in output, text
+
+
+def test_run_forced_kernel(capsys):
+    status, output = run_cli(capsys, "run", "matmul", "--shape", "16x16x16", "--force", "torch", "--repeat", "3")
+    assert status == 0
+    assert "torch.matmul.cpu (forced)" in output
+
+
+@pytest.mark.parametrize("shape", ["512x512", "0x4x4", "axbxc"])
+def test_bad_shape_is_a_usage_error(capsys, shape):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", "matmul", "--shape", shape])
+    assert exit_info.value.code == 2
+    assert "MxNxK" in capsys.readouterr().err
+
+
+def test_unknown_dtype_is_reported(capsys):
+    status, output = run_cli(capsys, "run", "matmul", "--shape", "4x4x4", "--dtype", "float128")
+    assert status == 2
+    assert "unknown dtype 'float128'" in output
+
+
+def test_console_script():
+    beside_python = Path(sys.executable).with_name("kabi")
+    script = str(beside_python) if beside_python.exists() else shutil.which("kabi")
+    if script is None:
+        pytest.skip("the kabi console script is not on PATH (package not installed)")
+    result = subprocess.run([script, "explain", "matmul", "--shape", "8x8x8"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "pick:" in result.stdout
