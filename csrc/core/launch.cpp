@@ -11,9 +11,6 @@
 namespace kabi::core {
 namespace {
 
-// Beyond this many problems an op's decision cache starts over, so a stream of distinct shapes cannot grow it.
-constexpr size_t kMaxDecisionsPerOp = 4096;
-
 [[noreturn]] void violated(const Kernel& kernel, const std::string& message) {
   throw Error(KABI_STATUS_CONSTRAINT_VIOLATED, "kernel " + kernel.op->name + "/" + kernel.name + ": " + message);
 }
@@ -64,27 +61,17 @@ void check_constraints(const Kernel& kernel, const kabi_args& args, const kabi_p
   }
 }
 
-KernelPtr decide(Op& op, const kabi_args& args, const kabi_problem& problem, const kabi_select_options* options) {
+KernelPtr decide(Op& op, const kabi_args& args, kabi_problem& problem, const kabi_select_options* options) {
   const SelectOptions resolved = resolve_select_options(op, options);
   // Exact, not the bucketed tuning key: a supports predicate or an alignment may tell two problems of one bucket
   // apart.
-  std::string key = exact_problem_key(problem, args.num_inputs);
-  key += '|' + std::to_string(data_alignment(args)) + '|' + resolved.force + '|' +
-         (resolved.use_tuning_cache ? '1' : '0');
-  Registry& registry = Registry::instance();
-  const uint64_t generation = registry.generation();
-  {
-    std::lock_guard lock(op.decisions_mutex);
-    auto found = op.decisions.find(key);
-    if (found != op.decisions.end() && found->second.generation == generation) {
-      if (KernelPtr kernel = found->second.kernel.lock()) return kernel;
-    }
-  }
+  const DecisionKey key(problem, data_alignment(args), resolved.use_tuning_cache, resolved.force);
+  const uint64_t generation = Registry::instance().generation();
+  if (KernelPtr kernel = op.decisions.find(key, generation)) return kernel;
+  format_problem_key(op, args.num_inputs, problem);
   SelectionResult selection = select_kernel(op, args, problem, resolved);
   if (!selection.kernel) throw Error(selection.status, selection.reason);
-  std::lock_guard lock(op.decisions_mutex);
-  if (op.decisions.size() >= kMaxDecisionsPerOp) op.decisions.clear();
-  op.decisions[key] = Decision{generation, selection.kernel};
+  op.decisions.remember(key, generation, selection.kernel);
   return selection.kernel;
 }
 
@@ -117,7 +104,7 @@ void launch_kernel(const Kernel& kernel, const kabi_args& args, const kabi_probl
 }
 
 void call_op(Op& op, const kabi_args& args, const kabi_select_options* options) {
-  const kabi_problem problem = describe_problem(op, args, ProblemUse::kCall);
+  kabi_problem problem = describe_problem(op, args, ProblemUse::kLaunch);
   const KernelPtr kernel = decide(op, args, problem, options);
   launch_kernel(*kernel, args, problem);
 }

@@ -1,6 +1,7 @@
 #include "problem.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "names.hpp"
@@ -56,7 +57,7 @@ class Binder {
     broadcast_batch();
     derive_outputs();
     classify_inputs();
-    if (use != ProblemUse::kLaunch) format_key();
+    if (use == ProblemUse::kDescribe) format_problem_key(op_, args_.num_inputs, problem_);
     return problem_;
   }
 
@@ -142,7 +143,7 @@ class Binder {
 
   void bind_dimensions() {
     const size_t dim_count = op_.schema.dim_names.size();
-    bound_by_.assign(dim_count, -1);
+    bound_by_.fill(-1);
     problem_.num_dims = static_cast<int32_t>(dim_count);
     for (size_t d = 0; d < dim_count; ++d) problem_.dim_names[d] = op_.dim_name_pointers[d];
     for (int32_t i = 0; i < args_.num_inputs; ++i) {
@@ -174,21 +175,30 @@ class Binder {
     }
   }
 
+  // Broadcasts the inputs' leading dims right-aligned, as torch does, into problem_.batch_shape. Uses fixed arrays:
+  // this runs on every launch.
   void broadcast_batch() {
-    std::vector<int64_t> batch;      // right-aligned as torch broadcasts
-    std::vector<int32_t> sized_by;   // which input gave each batch dimension its size
+    std::array<int64_t, kMaxBatchRank> batch{};      // right-aligned: batch[kMaxBatchRank - k] is dim -k
+    std::array<int32_t, kMaxBatchRank> sized_by{};   // which input gave each batch dim its size
+    int32_t batch_rank = 0;
     for (int32_t i = 0; i < args_.num_inputs; ++i) {
       const SchemaTensor& schema = op_.schema.inputs[static_cast<size_t>(i)];
       if (!schema.has_batch) continue;
       const DLTensor& tensor = args_.inputs[i];
-      const auto rank = static_cast<size_t>(tensor.ndim) - schema.dims.size();
-      if (rank > batch.size()) {
-        sized_by.insert(sized_by.begin(), rank - batch.size(), -1);
-        batch.insert(batch.begin(), rank - batch.size(), 1);
+      const int32_t rank = tensor.ndim - static_cast<int32_t>(schema.dims.size());
+      if (rank > kMaxBatchRank) {
+        fail(KABI_STATUS_INVALID_ARGUMENT, schema.name + " has shape " + shape_of(tensor) + " with " +
+                                               std::to_string(rank) + " leading dimensions; kabi takes at most " +
+                                               std::to_string(kMaxBatchRank));
       }
-      for (size_t k = 1; k <= rank; ++k) {
+      for (int32_t k = batch_rank + 1; k <= rank; ++k) {
+        batch[static_cast<size_t>(kMaxBatchRank - k)] = 1;
+        sized_by[static_cast<size_t>(kMaxBatchRank - k)] = i;
+      }
+      batch_rank = std::max(batch_rank, rank);
+      for (int32_t k = 1; k <= rank; ++k) {
         const int64_t size = tensor.shape[rank - k];
-        const size_t position = batch.size() - k;
+        const auto position = static_cast<size_t>(kMaxBatchRank - k);
         if (size == batch[position] || size == 1) continue;
         if (batch[position] != 1) {
           const int32_t other = sized_by[position];
@@ -202,39 +212,38 @@ class Binder {
         sized_by[position] = i;
       }
     }
-    if (batch.size() > static_cast<size_t>(kMaxBatchRank)) {
-      fail(KABI_STATUS_INVALID_ARGUMENT, "the leading dimensions broadcast to rank " + std::to_string(batch.size()) +
-                                             "; kabi takes at most " + std::to_string(kMaxBatchRank));
-    }
-    problem_.batch_rank = static_cast<int32_t>(batch.size());
+    problem_.batch_rank = batch_rank;
     problem_.batch_size = 1;
-    for (size_t k = 0; k < batch.size(); ++k) {
-      problem_.batch_shape[k] = batch[k];
-      problem_.batch_size *= batch[k];
+    for (int32_t d = 0; d < batch_rank; ++d) {
+      problem_.batch_shape[d] = batch[static_cast<size_t>(kMaxBatchRank - batch_rank + d)];
+      problem_.batch_size *= problem_.batch_shape[d];
     }
   }
 
-  std::vector<int64_t> expected_output_shape(const SchemaTensor& schema) const {
-    std::vector<int64_t> shape;
-    if (schema.has_batch) shape.assign(problem_.batch_shape, problem_.batch_shape + problem_.batch_rank);
-    for (int32_t dim : schema.dims) shape.push_back(problem_.dims[dim]);
-    return shape;
+  // Writes the shape an output must have into shape (at most kMaxRank values); returns its rank.
+  int32_t expected_output_shape(const SchemaTensor& schema, int64_t* shape) const {
+    int32_t rank = 0;
+    if (schema.has_batch) {
+      for (int32_t d = 0; d < problem_.batch_rank; ++d) shape[rank++] = problem_.batch_shape[d];
+    }
+    for (int32_t dim : schema.dims) {
+      if (rank == kMaxRank) {
+        fail(KABI_STATUS_INVALID_ARGUMENT, schema.name + " would have rank above " + std::to_string(kMaxRank));
+      }
+      shape[rank++] = problem_.dims[dim];
+    }
+    return rank;
   }
 
   void derive_outputs() {
-    const std::vector<int64_t> shape = expected_output_shape(op_.schema.outputs[0]);
-    if (shape.size() > static_cast<size_t>(kMaxRank)) {
-      fail(KABI_STATUS_INVALID_ARGUMENT, "output rank " + std::to_string(shape.size()) + " is above " +
-                                             std::to_string(kMaxRank));
-    }
-    problem_.output_rank = static_cast<int32_t>(shape.size());
-    std::copy(shape.begin(), shape.end(), problem_.output_shape);
+    problem_.output_rank = expected_output_shape(op_.schema.outputs[0], problem_.output_shape);
     for (int32_t i = 0; i < args_.num_outputs; ++i) {
       const DLTensor& tensor = args_.outputs[i];
-      const std::vector<int64_t> expected = expected_output_shape(op_.schema.outputs[static_cast<size_t>(i)]);
-      if (std::vector<int64_t>(tensor.shape, tensor.shape + tensor.ndim) != expected) {
+      int64_t expected[kMaxRank];
+      const int32_t rank = expected_output_shape(op_.schema.outputs[static_cast<size_t>(i)], expected);
+      if (tensor.ndim != rank || !std::equal(expected, expected + rank, tensor.shape)) {
         fail(KABI_STATUS_INVALID_ARGUMENT,
-             output_name(i) + " has shape " + shape_of(tensor) + "; expected " + format_shape(expected));
+             output_name(i) + " has shape " + shape_of(tensor) + "; expected " + format_shape(expected, rank));
       }
       if (!is_contiguous(tensor)) {
         fail(KABI_STATUS_INVALID_ARGUMENT, output_name(i) + " must be contiguous (row-major); its strides are " +
@@ -281,39 +290,10 @@ class Binder {
     }
   }
 
-  void format_key() {
-    std::string key;
-    for (const TuningKeyItem& item : op_.tuning_key) {
-      if (!key.empty()) key += '|';
-      switch (item.kind) {
-        case TuningKeyItem::Kind::kDtype:
-          key += dtype_name(problem_.dtype);
-          break;
-        case TuningKeyItem::Kind::kLayout:
-          for (int32_t i = 0; i < args_.num_inputs && i < 8; ++i) {
-            key += (i ? "," : "");
-            key += layout_name(problem_.input_layouts[i]);
-          }
-          break;
-        case TuningKeyItem::Kind::kBatch:
-          key += std::to_string(bucket_dimension(item, problem_.batch_size));
-          break;
-        case TuningKeyItem::Kind::kDim:
-          key += std::to_string(bucket_dimension(item, problem_.dims[item.dim]));
-          break;
-      }
-    }
-    if (key.size() >= sizeof problem_.key) {
-      fail(KABI_STATUS_INVALID_ARGUMENT, "problem key \"" + key + "\" is longer than " +
-                                             std::to_string(sizeof problem_.key - 1) + " characters");
-    }
-    copy_truncated(problem_.key, key);
-  }
-
   const Op& op_;
   const kabi_args& args_;
   kabi_problem problem_{};
-  std::vector<int32_t> bound_by_;
+  std::array<int32_t, 8> bound_by_{};  // the input that first bound each named dim
 };
 
 }  // namespace
@@ -332,15 +312,33 @@ kabi_problem describe_problem(const Op& op, const kabi_args& args, ProblemUse us
   return Binder(op, args).bind(use);
 }
 
-std::string exact_problem_key(const kabi_problem& problem, int32_t num_inputs) {
-  std::string key = std::to_string(problem.device_type) + ':' + std::to_string(problem.device_index) + '|' +
-                    std::to_string(problem.dtype) + '|' + std::to_string(problem.batch_mode) + '|';
-  for (int32_t i = 0; i < num_inputs && i < 8; ++i) key += std::to_string(problem.input_layouts[i]) + ',';
-  key += '|';
-  for (int32_t d = 0; d < problem.num_dims; ++d) key += std::to_string(problem.dims[d]) + ',';
-  key += '|';
-  for (int32_t d = 0; d < problem.batch_rank; ++d) key += std::to_string(problem.batch_shape[d]) + ',';
-  return key;
+void format_problem_key(const Op& op, int32_t num_inputs, kabi_problem& problem) {
+  std::string key;
+  for (const TuningKeyItem& item : op.tuning_key) {
+    if (!key.empty()) key += '|';
+    switch (item.kind) {
+      case TuningKeyItem::Kind::kDtype:
+        key += dtype_name(problem.dtype);
+        break;
+      case TuningKeyItem::Kind::kLayout:
+        for (int32_t i = 0; i < num_inputs && i < 8; ++i) {
+          key += (i ? "," : "");
+          key += layout_name(problem.input_layouts[i]);
+        }
+        break;
+      case TuningKeyItem::Kind::kBatch:
+        key += std::to_string(bucket_dimension(item, problem.batch_size));
+        break;
+      case TuningKeyItem::Kind::kDim:
+        key += std::to_string(bucket_dimension(item, problem.dims[item.dim]));
+        break;
+    }
+  }
+  if (key.size() >= sizeof problem.key) {
+    throw Error(KABI_STATUS_INVALID_ARGUMENT, op.name + ": problem key \"" + key + "\" is longer than " +
+                                                  std::to_string(sizeof problem.key - 1) + " characters");
+  }
+  copy_truncated(problem.key, key);
 }
 
 uint32_t data_alignment(const kabi_args& args) {

@@ -15,16 +15,15 @@ kabi_args read_args(const kabi_args* args, const char* function);
 
 enum class ProblemUse {
   kDescribe,  // select and describe: outputs optional, the tuning key formatted
-  kLaunch,    // launch: outputs required, no tuning key (nothing on that path reads it)
-  kCall,      // select and launch: outputs required, the tuning key formatted
+  kLaunch,    // launch and call: outputs required, no tuning key (format_problem_key adds it when needed)
 };
 
 // Validates args against op and derives the problem. Throws Error with INVALID_ARGUMENT, UNSUPPORTED_DTYPE as
 // kabi.h's kabi_problem_describe documents.
 kabi_problem describe_problem(const Op& op, const kabi_args& args, ProblemUse use);
 
-// Everything selection depends on, exactly (no bucketing): the key of kabi_call's decision cache.
-std::string exact_problem_key(const kabi_problem& problem, int32_t num_inputs);
+// Fills problem.key from the op's tuning key.
+void format_problem_key(const Op& op, int32_t num_inputs, kabi_problem& problem);
 
 // The largest power of two (up to 256) dividing every non-NULL data pointer of args; 0 when none is given.
 uint32_t data_alignment(const kabi_args& args);

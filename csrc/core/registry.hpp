@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "decision_cache.hpp"
 #include "device_binary.hpp"
 #include "kabi/kabi.h"
 #include "schema.hpp"
@@ -24,12 +25,6 @@ struct kabi_kernel_s {};
 namespace kabi::core {
 
 struct Kernel;
-
-// A remembered selection of kabi_call, valid while the registry generation is unchanged.
-struct Decision {
-  uint64_t generation = 0;
-  std::weak_ptr<Kernel> kernel;
-};
 
 struct Op : kabi_op_s {
   std::string name;
@@ -44,9 +39,7 @@ struct Op : kabi_op_s {
   std::vector<std::shared_ptr<Kernel>> kernels;
   std::unordered_map<int32_t, std::vector<std::shared_ptr<Kernel>>> kernels_by_device;
 
-  // kabi_call's per-op decision cache, keyed by problem key, device and forcing.
-  std::mutex decisions_mutex;
-  std::unordered_map<std::string, Decision> decisions;
+  DecisionCache decisions;  // kabi_call's
 };
 
 struct Kernel : kabi_kernel_s {

@@ -1,0 +1,98 @@
+// kabi_call's per-op memory of selections: exact problem (dims, batch shape, layouts, dtype, device, data
+// alignment) and forcing -> kernel, valid while the registry generation is unchanged. Keys are plain values, so a
+// hit costs a hash and a compare, no allocation.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "kabi/kabi.h"
+
+namespace kabi::core {
+
+struct Kernel;
+
+struct DecisionKey {
+  std::array<int64_t, 8> dims{};
+  std::array<int64_t, 8> batch_shape{};
+  std::array<uint32_t, 8> layouts{};
+  int32_t device_type = 0;
+  int32_t device_index = 0;
+  int32_t batch_rank = 0;
+  int32_t batch_mode = 0;
+  uint32_t dtype = 0;
+  uint32_t alignment = 0;
+  bool use_tuning_cache = true;
+  std::string force;
+
+  DecisionKey(const kabi_problem& problem, uint32_t data_alignment, bool use_tuning, const std::string& forced)
+      : device_type(problem.device_type),
+        device_index(problem.device_index),
+        batch_rank(problem.batch_rank),
+        batch_mode(problem.batch_mode),
+        dtype(problem.dtype),
+        alignment(data_alignment),
+        use_tuning_cache(use_tuning),
+        force(forced) {
+    std::memcpy(dims.data(), problem.dims, sizeof(int64_t) * static_cast<size_t>(problem.num_dims));
+    std::memcpy(batch_shape.data(), problem.batch_shape, sizeof(int64_t) * static_cast<size_t>(problem.batch_rank));
+    std::memcpy(layouts.data(), problem.input_layouts, sizeof layouts);
+  }
+
+  bool operator==(const DecisionKey& other) const {
+    return dims == other.dims && batch_shape == other.batch_shape && layouts == other.layouts &&
+           device_type == other.device_type && device_index == other.device_index &&
+           batch_rank == other.batch_rank && batch_mode == other.batch_mode && dtype == other.dtype &&
+           alignment == other.alignment && use_tuning_cache == other.use_tuning_cache && force == other.force;
+  }
+};
+
+struct DecisionKeyHash {
+  size_t operator()(const DecisionKey& key) const noexcept {
+    uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a over the fields that vary most
+    auto mix = [&hash](uint64_t value) {
+      hash ^= value;
+      hash *= 0x100000001b3ull;
+    };
+    for (int64_t dim : key.dims) mix(static_cast<uint64_t>(dim));
+    for (int32_t d = 0; d < key.batch_rank; ++d) mix(static_cast<uint64_t>(key.batch_shape[static_cast<size_t>(d)]));
+    for (uint32_t layout : key.layouts) mix(layout);
+    mix((static_cast<uint64_t>(static_cast<uint32_t>(key.device_type)) << 32) | key.dtype);
+    mix((static_cast<uint64_t>(key.alignment) << 32) | static_cast<uint32_t>(key.device_index));
+    return static_cast<size_t>(hash ^ std::hash<std::string>()(key.force));
+  }
+};
+
+class DecisionCache {
+ public:
+  // The remembered kernel, if it was decided at this generation and is still registered.
+  std::shared_ptr<Kernel> find(const DecisionKey& key, uint64_t generation) {
+    std::lock_guard lock(mutex_);
+    auto found = decisions_.find(key);
+    if (found == decisions_.end() || found->second.generation != generation) return nullptr;
+    return found->second.kernel.lock();
+  }
+
+  void remember(const DecisionKey& key, uint64_t generation, const std::shared_ptr<Kernel>& kernel) {
+    std::lock_guard lock(mutex_);
+    // A stream of distinct shapes must not grow the cache without bound: start over past a limit.
+    if (decisions_.size() >= kMaxDecisions) decisions_.clear();
+    decisions_.insert_or_assign(key, Decision{generation, kernel});
+  }
+
+ private:
+  static constexpr size_t kMaxDecisions = 4096;
+  struct Decision {
+    uint64_t generation = 0;
+    std::weak_ptr<Kernel> kernel;  // weak: a remembered decision must not keep an unregistered kernel alive
+  };
+  std::mutex mutex_;
+  std::unordered_map<DecisionKey, Decision, DecisionKeyHash> decisions_;
+};
+
+}  // namespace kabi::core
