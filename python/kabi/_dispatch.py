@@ -43,6 +43,7 @@ __all__ = ["OpFront", "Selection", "_on_selection_miss", "front_of"]
 _on_selection_miss: Callable[..., Selection | None] | None = None
 _fronts: dict[str, OpFront] = {}
 _discovery_pending = True
+_MISSING: Any = object()
 
 
 def _discover_plugins_once() -> None:
@@ -117,19 +118,20 @@ class OpFront:
         call_with_out = self.call_with_out
 
         if len(self.input_names) == 2:
+            # Positional parameters rather than *inputs: no tuple is packed on a hit. A missing or extra input
+            # fails the key (``_MISSING`` has no shape) and the miss path names the mistake.
 
-            def op(*inputs: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+            def op(a: Any = _MISSING, b: Any = _MISSING, *extra: Any, out: torch.Tensor | None = None) -> torch.Tensor:
                 try:
-                    a, b = inputs
                     key = (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.device, b.device, active_scope())
                     implementation = entries[key]
-                except (KeyError, AttributeError, TypeError, ValueError):
+                except (KeyError, AttributeError, TypeError):
                     implementation = None
-                if implementation is None:
-                    return miss(inputs, out)
+                if implementation is None or extra:
+                    return miss(tuple(x for x in (a, b, *extra) if x is not _MISSING), out)
                 if out is None:
                     return implementation(a, b)
-                return call_with_out(implementation, key, inputs, out)
+                return call_with_out(implementation, key, (a, b), out)
 
         else:
 

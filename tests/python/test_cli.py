@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -10,6 +11,9 @@ from pathlib import Path
 import pytest
 
 from kabi.cli import main
+from _front_isolation import untuned  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.usefixtures("untuned")
 
 
 @pytest.fixture(autouse=True)
@@ -81,11 +85,14 @@ def test_unknown_dtype_is_reported(capsys):
     assert "unknown dtype 'float128'" in output
 
 
-def test_console_script():
+def test_console_script(tmp_path):
     beside_python = Path(sys.executable).with_name("kabi")
     script = str(beside_python) if beside_python.exists() else shutil.which("kabi")
     if script is None:
         pytest.skip("the kabi console script is not on PATH (package not installed)")
-    result = subprocess.run([script, "explain", "matmul", "--shape", "8x8x8"], capture_output=True, text=True, timeout=120)
+    environment = {**os.environ, "KABI_CACHE_DIR": str(tmp_path), "KABI_TUNE": "off"}
+    result = subprocess.run(
+        [script, "explain", "matmul", "--shape", "8x8x8"], capture_output=True, text=True, timeout=120, env=environment
+    )
     assert result.returncode == 0, result.stderr
     assert "pick:" in result.stdout

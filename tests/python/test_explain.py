@@ -9,6 +9,9 @@ import pytest
 import torch
 
 import kabi
+from _front_isolation import untuned  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.usefixtures("untuned")
 
 
 def test_record_fields():

@@ -10,6 +10,9 @@ import kabi
 from kabi._correctness import check_output, reference_output
 from kabi._dispatch import front_of
 from kabi._registry import op_spec
+from _front_isolation import untuned  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.usefixtures("untuned")
 
 TOLERANCE = op_spec("matmul").tolerance
 

@@ -10,6 +10,9 @@ import torch
 
 import kabi
 from kabi._core import kernel_unregister
+from _front_isolation import untuned  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.usefixtures("untuned")
 
 
 def matmul_via_torch(a, b, out=None):

@@ -12,6 +12,9 @@ import pytest
 import torch
 
 import kabi
+from _front_isolation import untuned  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.usefixtures("untuned")
 
 
 def pick(a=None, b=None):
@@ -112,12 +115,12 @@ def test_scopes_are_per_asyncio_task():
     assert asyncio.run(main()) == ["torch.matmul.cpu", "cpu.openblas.gemm"]
 
 
-def run_python(code: str, **environment: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, **environment}
+def run_python(code: str, tmp_path, **environment: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "KABI_CACHE_DIR": str(tmp_path), "KABI_TUNE": "off", **environment}
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
 
 
-def test_kabi_force_environment_variable():
+def test_kabi_force_environment_variable(tmp_path):
     code = (
         "import torch, kabi\n"
         "a, b = torch.randn(4, 4), torch.randn(4, 4)\n"
@@ -127,13 +130,13 @@ def test_kabi_force_environment_variable():
         "with kabi.use(matmul='cpu'):\n"
         "    print(kabi.explain(kabi.ops.matmul, a, b).pick)\n"
     )
-    result = run_python(code, KABI_FORCE="matmul=torch")
+    result = run_python(code, tmp_path, KABI_FORCE="matmul=torch")
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["torch.matmul.cpu", "torch", "cpu.openblas.gemm"]
 
 
-def test_kabi_force_with_no_eligible_kernel_fails_clearly():
+def test_kabi_force_with_no_eligible_kernel_fails_clearly(tmp_path):
     code = "import torch, kabi\nkabi.ops.matmul(torch.randn(2, 2).half(), torch.randn(2, 2).half())\n"
-    result = run_python(code, KABI_FORCE="matmul=cpu.openblas.gemm")
+    result = run_python(code, tmp_path, KABI_FORCE="matmul=cpu.openblas.gemm")
     assert result.returncode != 0
     assert "NoEligibleKernelError" in result.stderr and "cpu.openblas.gemm" in result.stderr
