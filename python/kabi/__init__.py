@@ -13,6 +13,9 @@ Example::
 from . import _core
 from . import _startup  # noqa: F401  (loads plugins and registers the torch-native kernels)
 from . import ops
+from . import _cache_api as cache
+from . import _tuner  # noqa: F401  (turns tuning on: installs the op fronts' decision-miss hook)
+from ._bench import BenchResult, bench
 from ._devices import DeviceInfo, device_info, devices
 from ._errors import (
     AbiMismatchError,
@@ -34,6 +37,9 @@ from ._kernels import kernel, kernel_info, kernels, register_kernel, unregister_
 from ._plugins import PluginRecord, load_binaries, load_plugin, plugins
 from ._records import Candidate, KernelInfo, Problem
 from ._scopes import use
+from ._stats import Stats, stats
+from ._tuner import TuningReport, tune
+from ._tuning_policy import tuning
 
 __version__ = _core.library_version()
 
@@ -41,6 +47,7 @@ __all__ = [
     "AbiMismatchError",
     "AlreadyExistsError",
     "ArgumentTypeError",
+    "BenchResult",
     "Candidate",
     "ConstraintViolatedError",
     "DeviceInfo",
@@ -55,8 +62,12 @@ __all__ = [
     "NotFoundError",
     "PluginRecord",
     "Problem",
+    "Stats",
+    "TuningReport",
     "UnavailableError",
     "UnsupportedDtypeError",
+    "bench",
+    "cache",
     "device_info",
     "devices",
     "explain",
@@ -68,6 +79,9 @@ __all__ = [
     "ops",
     "plugins",
     "register_kernel",
+    "stats",
+    "tune",
+    "tuning",
     "unregister_kernel",
     "use",
 ]

@@ -11,40 +11,27 @@ the same (already rounded) inputs, within the op's tolerance for the dtype (``[t
 Example::
 
     >>> import torch
+    >>> from kabi._registry import op_spec
     >>> a = make_input_like(torch.randn(8, 4).t())      # same shape, dtype and strides, fresh values
     >>> a.stride()
     (1, 4)
-    >>> check_output(a.clone(), a, Tolerance(norm=2e-5, extreme=1e-4)) is None
+    >>> check_output(a.clone(), a.double(), op_spec("matmul").tolerance["float32"]) is None
     True
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 import torch
 
-__all__ = ["Tolerance", "make_input_like", "make_inputs_like", "reference_output", "check_output"]
+from ._registry import Tolerance
+
+__all__ = ["make_input_like", "make_inputs_like", "reference_output", "check_output"]
 
 # Fresh inputs reproduce the caller's pointer alignment modulo this many bytes (the widest vector/TMA alignment a
 # kernel declares), so a kernel that needs aligned data fails tuning exactly where it would fail for the caller.
 _ALIGNMENT_PERIOD_BYTES = 256
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    """The largest relative errors a correct output may have: Frobenius-norm and element-wise maximum."""
-
-    norm: float
-    extreme: float
-
-    def __post_init__(self) -> None:
-        for name in ("norm", "extreme"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
-                raise ValueError(f"tolerance {name} must be a finite number >= 0, got {value!r}")
 
 
 def _storage_elements(shape: Sequence[int], stride: Sequence[int]) -> int:

@@ -7,7 +7,7 @@ nothing it does escapes as an exception.
 Example::
 
     >>> import torch
-    >>> from kabi._correctness import Tolerance
+    >>> from kabi._registry import Tolerance
     >>> from kabi._tuning_policy import TuningSettings
     >>> a, b = torch.randn(32, 16), torch.randn(16, 8)
     >>> results = measure_candidates(
@@ -27,7 +27,8 @@ from typing import Any, Callable, Sequence
 import torch
 
 from ._bench import BenchResult, bench
-from ._correctness import Tolerance, check_output, reference_output
+from ._correctness import check_output, reference_output
+from ._registry import Tolerance
 from ._tuning_policy import TuningSettings
 
 __all__ = ["CandidateMeasurement", "measure_candidates", "fastest"]

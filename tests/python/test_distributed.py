@@ -10,7 +10,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from kabi._correctness import Tolerance, make_inputs_like
+from kabi._correctness import make_inputs_like
+from kabi._registry import Tolerance
 from kabi._distributed import DecisionState, agree, agreement_active
 from kabi._measure import fastest, measure_candidates
 from kabi._tuning_policy import TuningSettings

@@ -1,11 +1,20 @@
 """The tuner's pure parts: tuning inputs, the correctness gate, measuring candidates, and the tuning policy."""
 
+import json
 import math
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
 
-from kabi._correctness import Tolerance, check_output, make_input_like, make_inputs_like, reference_output
+import kabi
+from kabi import _cache_api as cache
+from kabi import _stats, _tuner
+
+from kabi._correctness import check_output, make_input_like, make_inputs_like, reference_output
+from kabi._registry import Tolerance
 from kabi._measure import fastest, measure_candidates
 from kabi._tuning_policy import TuningSettings, current_settings, tuning, tuning_blocked_reason
 
@@ -118,12 +127,6 @@ def test_gate_names_the_wrong_kind_of_output(output, expected_note):
 def test_gate_of_an_empty_product_passes():
     a, b = torch.randn(0, 3), torch.randn(3, 5)
     assert check_output(a @ b, _reference(a, b), FLOAT32) is None
-
-
-@pytest.mark.parametrize("bad", [{"norm": -1.0, "extreme": 1.0}, {"norm": 1.0, "extreme": float("inf")}])
-def test_tolerance_must_be_finite_and_non_negative(bad):
-    with pytest.raises(ValueError, match="tolerance"):
-        Tolerance(**bad)
 
 
 # --- measuring candidates ---------------------------------------------------------------------------------------
@@ -250,3 +253,195 @@ def test_no_tuning_on_fake_or_meta_tensors_or_while_compiling():
         torch._dynamo.reset()
         traced(torch.ones(2))
         assert "torch.compile is tracing" in reasons
+
+
+# --- end to end through kabi.ops.matmul ------------------------------------------------------------------------
+
+
+QUICK_TUNING = {"warmup": 1, "repeat": 3, "min_time_s": 0.0}
+QUICK_ENVIRONMENT = {"KABI_TUNE": "first-call", "KABI_TUNE_WARMUP": "1", "KABI_TUNE_REPEAT": "3", "KABI_TUNE_MIN_TIME_S": "0"}
+
+
+@pytest.fixture
+def cache_dir(tmp_path):
+    cache.set_directory(tmp_path)
+    try:
+        yield tmp_path
+    finally:
+        cache.set_directory(None)
+
+
+@pytest.fixture
+def registered():
+    names = []
+
+    def register(fn, name, **declaration):
+        kabi.register_kernel("matmul", fn, name=name, dtypes=["float32"], **declaration)
+        names.append(name)
+
+    yield register
+    for name in names:
+        kabi.unregister_kernel("matmul", name)
+
+
+def _explained(a, b):
+    explanation = kabi.explain(kabi.ops.matmul, a, b)
+    recorded = {c.name: c.tuned_time_us for c in explanation.candidates if c.eligible}
+    return explanation, recorded
+
+
+def test_the_tuned_pick_is_the_measured_faster_of_torch_and_openblas(cache_dir):
+    a, b = torch.randn(48, 32), torch.randn(32, 40)
+    before = _stats.stats()
+    with kabi.tuning("first-call", **QUICK_TUNING):
+        result = kabi.ops.matmul(a, b)
+    torch.testing.assert_close(result, a @ b)
+    explanation, recorded = _explained(a, b)
+    assert {"torch.matmul.cpu", "cpu.openblas.gemm"} <= set(recorded)
+    assert all(math.isfinite(time_us) for time_us in recorded.values())
+    assert explanation.pick_reason == "tuned"
+    assert explanation.pick == min(recorded, key=recorded.get)
+    after = _stats.stats()
+    assert after.tuning_runs == before.tuning_runs + 1
+    assert after.candidates_benchmarked == before.candidates_benchmarked + len(recorded)
+    report = _tuner.last_report("matmul", "cpu", explanation.problem_key)
+    assert report.pick == explanation.pick
+    assert {m.kernel: m.time_us for m in report.measurements} == pytest.approx(recorded, rel=1e-9)
+
+
+def _scaled_kernel(a, b, out=None):
+    return torch.matmul(a, b) * 1.5
+
+
+def _raising_kernel(a, b, out=None):
+    raise RuntimeError("this kernel always fails")
+
+
+def _nan_kernel(a, b, out=None):
+    result = torch.matmul(a, b)
+    result[0, 0] = float("nan")
+    return result
+
+
+def test_wrong_raising_and_nan_kernels_are_never_picked_and_say_why(cache_dir, registered):
+    for fn, name in ((_scaled_kernel, "test.wrong"), (_raising_kernel, "test.raises"), (_nan_kernel, "test.nan")):
+        registered(fn, name, priority=1000)
+    a, b = torch.randn(24, 16), torch.randn(16, 8)
+    before = _stats.stats()
+    with kabi.tuning("first-call", **QUICK_TUNING):
+        result = kabi.ops.matmul(a, b)
+    torch.testing.assert_close(result, a @ b)
+    explanation, recorded = _explained(a, b)
+    assert explanation.pick in ("torch.matmul.cpu", "cpu.openblas.gemm")
+    for name in ("test.wrong", "test.raises", "test.nan"):
+        assert math.isinf(recorded[name])
+    assert _stats.stats().gate_failures == before.gate_failures + 3
+    notes = {record.kernel: record.note for record in cache.show("matmul") if record.problem == explanation.problem_key}
+    assert notes["test.wrong"].startswith("wrong result: norm error")
+    assert notes["test.raises"] == "raised RuntimeError: this kernel always fails"
+    assert notes["test.nan"] == "NaN in output (1 elements)"
+    report = _tuner.last_report("matmul", "cpu", explanation.problem_key)
+    assert {m.kernel: m.note for m in report.measurements if not m.passed} == {k: v for k, v in notes.items() if v}
+
+
+def test_forced_and_off_selections_do_not_tune(cache_dir):
+    a, b = torch.randn(20, 12), torch.randn(12, 6)
+    before = _stats.stats()
+    with kabi.use(matmul="torch"), kabi.tuning("first-call", **QUICK_TUNING):
+        kabi.ops.matmul(a, b)
+    with kabi.tuning("off"):
+        kabi.ops.matmul(a, b)
+    after = _stats.stats()
+    assert after.tuning_runs == before.tuning_runs
+    assert after.tuning_skipped == before.tuning_skipped + 1
+    assert cache.show("matmul") == []
+
+
+def test_a_new_fingerprint_invalidates_the_kernels_records(cache_dir, registered):
+    a, b = torch.randn(10, 6), torch.randn(6, 4)
+    registered(lambda a, b, out=None: torch.matmul(a, b), "test.versioned", fingerprint="v1")
+    with kabi.tuning("first-call", **QUICK_TUNING):
+        kabi.ops.matmul(a, b)
+    assert _explained(a, b)[0].pick_reason == "tuned"
+    fingerprints = lambda: {r.fingerprint for r in cache.show("matmul") if r.kernel == "test.versioned"}
+    assert fingerprints() == {"v1"}
+    kabi.unregister_kernel("matmul", "test.versioned")
+    kabi.register_kernel("matmul", lambda a, b, out=None: torch.matmul(a, b), name="test.versioned",
+                         dtypes=["float32"], fingerprint="v2")
+    explanation, recorded = _explained(a, b)
+    assert recorded["test.versioned"] is None and explanation.pick_reason == "heuristic"
+    assert "test.versioned has no measurement under its current fingerprint" in explanation.reason
+    before = _stats.stats().tuning_runs
+    with kabi.tuning("first-call", **QUICK_TUNING):
+        kabi.ops.matmul(a, b)
+    assert _stats.stats().tuning_runs == before + 1
+    assert fingerprints() == {"v2"}, "the new measurement supersedes the old one"
+    assert _explained(a, b)[0].pick_reason == "tuned"
+
+
+CHILD = """
+import json, sys, torch, kabi
+from kabi import _stats, _cache_api
+m, n, k = map(int, sys.argv[1:4])
+torch.manual_seed(m)
+a, b = torch.randn(m, k), torch.randn(k, n)
+torch.testing.assert_close(kabi.ops.matmul(a, b), a @ b)
+explanation = kabi.explain(kabi.ops.matmul, a, b)
+stats = _stats.stats()
+print(json.dumps({"tuning_runs": stats.tuning_runs, "pick": explanation.pick, "reason": explanation.pick_reason,
+                  "corrupt": _cache_api.stats().corrupt_records}))
+"""
+
+
+def _child(cache_directory, m, n, k, **popen):
+    environment = {**os.environ, **QUICK_ENVIRONMENT, "KABI_CACHE_DIR": str(cache_directory)}
+    return subprocess.Popen([sys.executable, "-c", CHILD, str(m), str(n), str(k)], env=environment,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+
+
+def _finish(process):
+    stdout, stderr = process.communicate(timeout=240)
+    assert process.returncode == 0, stderr
+    return json.loads(stdout.strip().splitlines()[-1]), stderr
+
+
+def test_a_second_process_with_a_warm_cache_does_no_tuning(tmp_path):
+    first, _ = _finish(_child(tmp_path, 16, 12, 8))
+    second, _ = _finish(_child(tmp_path, 16, 12, 8))
+    assert first["tuning_runs"] == 1 and first["reason"] == "tuned"
+    assert second["tuning_runs"] == 0 and second["reason"] == "tuned"
+    assert second["pick"] == first["pick"]
+
+
+@pytest.mark.slow
+def test_eight_processes_tuning_different_shapes_at_once_lose_no_record(tmp_path):
+    shapes = [(8, 8 + index, 8) for index in range(8)]  # N is kept exact in the problem key; M is bucketed
+    processes = [_child(tmp_path, *shape) for shape in shapes]
+    results = [_finish(process)[0] for process in processes]
+    assert [result["tuning_runs"] for result in results] == [1] * 8
+    cache.set_directory(tmp_path)
+    try:
+        records = cache.show("matmul")
+    finally:
+        cache.set_directory(None)
+    kernels = {"torch.matmul.cpu", "cpu.openblas.gemm"}
+    by_problem = {}
+    for record in records:
+        by_problem.setdefault(record.problem, set()).add(record.kernel)
+    assert len(by_problem) == 8
+    assert all(kernels <= found for found in by_problem.values())
+
+
+def test_a_corrupt_cache_file_is_reported_once_and_rebuilt(tmp_path):
+    first, _ = _finish(_child(tmp_path, 12, 10, 8))
+    [log] = list(tmp_path.glob("*.log"))
+    valid = log.read_text()
+    log.write_text(valid + "v1\tgarbage that is not a record\n" + valid.splitlines()[0][:40])
+    second, stderr = _finish(_child(tmp_path, 12, 10, 8))
+    assert stderr.count("kabi: skipped 2 corrupt records") == 1
+    assert second["corrupt"] == 2
+    assert second["tuning_runs"] == 0 and second["pick"] == first["pick"]
+    assert log.read_text() == valid
+    log.write_bytes(b"\x00\xff" * 64)
+    third, stderr = _finish(_child(tmp_path, 12, 10, 8))
+    assert "kabi: skipped" in stderr and third["tuning_runs"] == 1 and third["reason"] == "tuned"
