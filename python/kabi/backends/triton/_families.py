@@ -88,12 +88,6 @@ def _tma_operand(matrix: torch.Tensor) -> tuple[torch.Tensor, bool, int]:
     return matrix, column_major, leading_stride
 
 
-def fits_32bit_offsets(*tensors: torch.Tensor) -> bool:
-    """Whether every element of every tensor lies within 2**31 - 1 elements of its start."""
-    return all(sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride())) < _MAX_ELEMENTS
-               for t in tensors)
-
-
 @functools.lru_cache(maxsize=None)
 def device_facts(device: torch.device) -> tuple[int | None, int]:
     """(arch, streaming multiprocessors) of a CUDA device; (None, 4) for the CPU interpreter, where 4 programs
@@ -102,12 +96,6 @@ def device_facts(device: torch.device) -> tuple[int | None, int]:
         return None, 4
     properties = torch.cuda.get_device_properties(device)
     return properties.major * 10 + properties.minor, properties.multi_processor_count
-
-
-def _output(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
-    if out is None:
-        return torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
-    return out
 
 
 def _pointer_attrs(signature: dict) -> dict:
@@ -139,18 +127,26 @@ class KernelFamily:
     def launch(self, config: MatmulConfig, a: torch.Tensor, b: torch.Tensor,
                out: torch.Tensor | None = None) -> torch.Tensor:
         """c = a @ b through Triton's JIT launcher; writes into ``out`` when given (shape [M, N], a's dtype)."""
-        c = _output(a, b, out)
-        if c.numel() == 0:
+        m, k = a.shape
+        n = b.shape[1]
+        c = torch.empty((m, n), dtype=a.dtype, device=a.device) if out is None else out
+        if m == 0 or n == 0:
             return c
-        if a.shape[1] == 0:
+        if k == 0:
             return c.zero_()
-        if not fits_32bit_offsets(a, b, c):
-            raise ValueError(f"{self.name}: an operand spans more than 2**31 - 1 elements (strides a={a.stride()}, "
-                             f"b={b.stride()}, out={c.stride()}); the kernels use 32-bit offsets")
-        self._launch(config, a, b, c)
+        strides = (*a.stride(), *b.stride(), *c.stride())
+        # Written out rather than looped: this runs on every call, where each microsecond counts.
+        if ((m - 1) * abs(strides[0]) + (k - 1) * abs(strides[1]) >= _MAX_ELEMENTS
+                or (k - 1) * abs(strides[2]) + (n - 1) * abs(strides[3]) >= _MAX_ELEMENTS
+                or (m - 1) * abs(strides[4]) + (n - 1) * abs(strides[5]) >= _MAX_ELEMENTS):
+            raise ValueError(f"{self.name}: an operand spans more than 2**31 - 1 elements (strides {strides}); "
+                             "the kernels use 32-bit offsets")
+        self._launch(config, a, b, c, m, n, k, strides)
         return c
 
-    def _launch(self, config: MatmulConfig, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> None:
+    def _launch(self, config: MatmulConfig, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, m: int, n: int,
+                k: int, strides: tuple) -> None:
+        """Launch on validated operands: sizes and the six strides of a, b and c (row, column each)."""
         raise NotImplementedError
 
     def binary_spec(self, config: MatmulConfig, dtype: torch.dtype, layout_variant: str) -> BinarySpec:
@@ -190,11 +186,9 @@ class TiledFamily(KernelFamily):
     kernel = _kernels.matmul_tiled_kernel
     configs = TILED_CONFIGS
 
-    def _launch(self, config, a, b, c):
-        m, k = a.shape
-        n = b.shape[1]
+    def _launch(self, config, a, b, c, m, n, k, strides):
         grid = (triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n),)
-        self.kernel[grid](a, b, c, m, n, k, *a.stride(), *b.stride(), *c.stride(),
+        self.kernel[grid](a, b, c, m, n, k, *strides,
                           BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
                           GROUP_M=config.group_m, INPUT_PRECISION=_INPUT_PRECISION,
                           num_warps=config.num_warps, num_stages=config.num_stages, enable_fp_fusion=True)
@@ -218,22 +212,20 @@ class SmallMFamily(KernelFamily):
     configs = SMALL_M_CONFIGS
     _REDUCE_BLOCK = 1024
 
-    def _launch(self, config, a, b, c):
-        m, k = a.shape
-        n = b.shape[1]
+    def _launch(self, config, a, b, c, m, n, k, strides):
         grid = (triton.cdiv(n, config.block_n), config.split_k, triton.cdiv(m, config.block_m))
         if config.split_k == 1:
-            out, out_strides = c, (*c.stride(), 0)
+            out, out_strides = c, (strides[4], strides[5], 0)
         else:
             out = torch.empty((config.split_k, m, n), dtype=torch.float32, device=a.device)
             out_strides = (n, 1, m * n)
-        self.kernel[grid](a, b, out, m, n, k, *a.stride(), *b.stride(), *out_strides,
+        self.kernel[grid](a, b, out, m, n, k, *strides[:4], *out_strides,
                           BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
                           SPLIT_K=config.split_k, INPUT_PRECISION=_INPUT_PRECISION,
                           num_warps=config.num_warps, num_stages=config.num_stages, enable_fp_fusion=True)
         if config.split_k > 1:
             _kernels.split_k_reduce_kernel[(triton.cdiv(m * n, self._REDUCE_BLOCK),)](
-                out, c, m, n, *c.stride(), SPLIT_K=config.split_k, BLOCK=self._REDUCE_BLOCK, num_warps=4,
+                out, c, m, n, strides[4], strides[5], SPLIT_K=config.split_k, BLOCK=self._REDUCE_BLOCK, num_warps=4,
                 enable_fp_fusion=True)
 
     def binary_spec(self, config, dtype, layout_variant):
@@ -285,16 +277,14 @@ class PersistentTmaFamily(KernelFamily):
             return out.copy_(super().launch(config, a, b))
         return super().launch(config, a, b, out)
 
-    def _launch(self, config, a, b, c):
-        m, k = a.shape
-        n = b.shape[1]
+    def _launch(self, config, a, b, c, m, n, k, strides):
         a, a_column_major, stride_a = _tma_operand(a)
         b, b_column_major, stride_b = _tma_operand(b)
         _, multiprocessors = device_facts(a.device)
         num_programs = min(multiprocessors, triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n))
         with _TorchScratchAllocator(a.device):
             self.kernel[(num_programs,)](
-                a, b, c, m, n, k, stride_a, stride_b, c.stride(0), num_programs,
+                a, b, c, m, n, k, stride_a, stride_b, strides[4], num_programs,
                 BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, GROUP_M=config.group_m,
                 A_COLUMN_MAJOR=a_column_major, B_COLUMN_MAJOR=b_column_major,
                 num_warps=config.num_warps, num_stages=config.num_stages, enable_fp_fusion=True)

@@ -12,7 +12,7 @@ Three families, each a ``@triton.jit`` function that Python launches (``_familie
   writes float32 partial sums to a [SPLIT_K, M, N] buffer and ``split_k_reduce_kernel`` adds them in a second
   pass: deterministic, unlike atomics on float32, and needs no zeroed buffer.
 
-All offsets are 32-bit: callers keep every tensor below 2**31 elements (see ``_families.fits_32bit_offsets``).
+All offsets are 32-bit: ``KernelFamily.launch`` refuses operands that span 2**31 elements or more.
 Example (interpreter on CPU, or a GPU)::
 
     grid = (triton.cdiv(M, 64) * triton.cdiv(N, 64),)
