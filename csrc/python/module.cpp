@@ -11,4 +11,5 @@ PYBIND11_MODULE(_core, m) {
   kabi::python::bind_registry(m);
   kabi::python::bind_dispatch(m);
   kabi::python::bind_runtime(m);
+  kabi::python::bind_front(m);
 }

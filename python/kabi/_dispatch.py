@@ -35,7 +35,7 @@ from ._decision_cache import DecisionCache
 from ._errors import ArgumentTypeError, ConstraintViolatedError, InvalidArgumentError, NotFoundError, StaleDecisionError
 from ._plugin_discovery import discover_plugins
 from ._records import Candidate, KernelInfo, Problem
-from ._registry import OpSpec
+from ._registry import OpSpec, op_name_of
 from ._tensors import check_array, descriptor, meta_descriptor, torch_device, torch_dtype
 
 __all__ = ["OpFront", "Selection", "_on_selection_miss", "front_of"]
@@ -43,7 +43,6 @@ __all__ = ["OpFront", "Selection", "_on_selection_miss", "front_of"]
 _on_selection_miss: Callable[..., Selection | None] | None = None
 _fronts: dict[str, OpFront] = {}
 _discovery_pending = True
-_MISSING: Any = object()
 
 
 def _discover_plugins_once() -> None:
@@ -55,10 +54,9 @@ def _discover_plugins_once() -> None:
 
 def front_of(op: Any) -> OpFront:
     """The dispatcher behind an op, given its name or its ``kabi.ops`` function."""
-    name = getattr(op, "op_name", op)
     try:
-        return _fronts[name]
-    except (KeyError, TypeError):
+        return _fronts[op_name_of(op)]
+    except (KeyError, ArgumentTypeError):
         raise NotFoundError(f"unknown op {op!r}; kabi.ops has {', '.join(_fronts) or 'none'}") from None
 
 
@@ -90,10 +88,12 @@ class Selection:
 
 
 def _key(inputs: tuple, scope: Any) -> tuple:
-    """The decision-cache key of any number of inputs; the two-input front inlines the same for speed."""
+    """The decision-cache key: what selection depends on (dtypes, devices, the ``kabi.use`` scope, shapes,
+    strides). For two inputs it is flat, with plain ints that hash and compare faster than torch.Size objects;
+    csrc/python/front.cpp builds the same tuple on the hit path."""
     if len(inputs) == 2:
         a, b = inputs
-        return (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.device, b.device, scope)
+        return (a.dtype, b.dtype, a.device, b.device, scope, a.dim(), *a.shape, *a.stride(), *b.shape, *b.stride())
     return (*[(t.shape, t.stride(), t.dtype, t.device) for t in inputs], scope)
 
 
@@ -118,34 +118,29 @@ class OpFront:
         call_with_out = self.call_with_out
 
         if len(self.input_names) == 2:
-            # Positional parameters rather than *inputs: no tuple is packed on a hit. A missing or extra input
-            # fails the key (``_MISSING`` has no shape) and the miss path names the mistake.
+            # The hit path in C (csrc/python/front.cpp): same key, same entries; misses and out= come back here.
+            arguments = ", ".join(self.input_names)
+            return _core.make_binary_front(
+                self.name,
+                f"{self.name}({arguments}, /, *, out=None)\n--\n\n{self._docstring()}",
+                "kabi.ops",
+                entries,
+                _scopes.scope_variable,
+                miss,
+                call_with_out,
+            )
 
-            def op(a: Any = _MISSING, b: Any = _MISSING, *extra: Any, out: torch.Tensor | None = None) -> torch.Tensor:
-                try:
-                    key = (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.device, b.device, active_scope())
-                    implementation = entries[key]
-                except (KeyError, AttributeError, TypeError):
-                    implementation = None
-                if implementation is None or extra:
-                    return miss(tuple(x for x in (a, b, *extra) if x is not _MISSING), out)
-                if out is None:
-                    return implementation(a, b)
-                return call_with_out(implementation, key, (a, b), out)
-
-        else:
-
-            def op(*inputs: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-                try:
-                    key = _key(inputs, active_scope())
-                    implementation = entries[key]
-                except (KeyError, AttributeError, TypeError, ValueError):
-                    implementation = None
-                if implementation is None:
-                    return miss(inputs, out)
-                if out is None:
-                    return implementation(*inputs)
-                return call_with_out(implementation, key, inputs, out)
+        def op(*inputs: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+            try:
+                key = _key(inputs, active_scope())
+                implementation = entries[key]
+            except (KeyError, AttributeError, TypeError, ValueError):
+                implementation = None
+            if implementation is None:
+                return miss(inputs, out)
+            if out is None:
+                return implementation(*inputs)
+            return call_with_out(implementation, key, inputs, out)
 
         op.__name__ = op.__qualname__ = self.name
         op.__module__ = "kabi.ops"
@@ -154,8 +149,6 @@ class OpFront:
             [inspect.Parameter(name, inspect.Parameter.POSITIONAL_ONLY) for name in self.input_names]
             + [inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, default=None)]
         )
-        op.op_name = self.name  # type: ignore[attr-defined]
-        op.front = self  # type: ignore[attr-defined]
         return op
 
     def _docstring(self) -> str:

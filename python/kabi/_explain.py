@@ -60,6 +60,8 @@ class Explanation:
             kernel = candidate.kernel
             time = f"{candidate.tuned_time_us:.2f} us" if candidate.tuned_time_us is not None else "-"
             verdict = "picked" if candidate.picked else ("eligible" if candidate.eligible else "rejected")
+            if verdict == "eligible" and self.forced and self.forced not in (kernel.name, kernel.backend):
+                verdict = "not forced"
             rows.append((kernel.name, kernel.backend, kernel.kind, kernel.archs_text, str(kernel.priority), verdict, time, candidate.reason))
         return rows
 
@@ -91,7 +93,7 @@ class Explanation:
         table = Table(title=self._title(), title_justify="left", show_lines=False)
         for header in self._HEADERS:
             table.add_column(header, overflow="fold")
-        styles = {"picked": "bold green", "eligible": "", "rejected": "dim"}
+        styles = {"picked": "bold green", "eligible": "", "not forced": "dim", "rejected": "dim"}
         for row in self._rows():
             table.add_row(*row, style=styles[row[5]])
         summary = Text(self._summary(), style="bold" if self.pick else "bold red")

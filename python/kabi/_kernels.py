@@ -27,7 +27,7 @@ from . import _core
 from ._decision_cache import invalidate_all
 from ._errors import AlreadyExistsError, ArgumentTypeError, InvalidArgumentError, UnavailableError
 from ._records import KernelInfo, Problem, names_to_bits
-from ._registry import KernelSpec
+from ._registry import KernelSpec, op_name_of
 from ._tensors import device_type_code, dtype_name
 
 __all__ = [
@@ -44,13 +44,6 @@ KernelFunction = TypeVar("KernelFunction", bound=Callable[..., Any])
 
 _lock = threading.Lock()
 _implementations: dict[tuple[str, str], Callable[..., Any]] = {}
-
-
-def _op_name(op: Any) -> str:
-    name = getattr(op, "op_name", op)
-    if not isinstance(name, str):
-        raise ArgumentTypeError(f"op must be an op name or a kabi.ops function, got {type(op).__name__}")
-    return name
 
 
 def _arch_bounds(archs: Any, owner: str) -> tuple[int, int, list[int]]:
@@ -140,7 +133,7 @@ def register_kernel(
 
         >>> kabi.register_kernel("matmul", torch.matmul, name="my.matmul", dtypes=["float64"], priority=20)
     """
-    op_name = _op_name(op)
+    op_name = op_name_of(op)
     owner = f"kernel {name!r}"
     if not callable(fn):
         raise ArgumentTypeError(f"{owner}: fn must be callable, got {type(fn).__name__}")
@@ -204,7 +197,7 @@ def kernel(op: Any, *, name: str | None = None, **declaration: Any) -> Callable[
 
 def unregister_kernel(op: Any, name: str) -> None:
     """Remove a kernel of ``op`` by name (``NotFoundError`` if there is none)."""
-    op_name = _op_name(op)
+    op_name = op_name_of(op)
     with _lock:
         _core.kernel_unregister(op_name, name)
         _implementations.pop((op_name, name), None)
@@ -213,12 +206,12 @@ def unregister_kernel(op: Any, name: str) -> None:
 
 def kernels(op: Any = None) -> tuple[KernelInfo, ...]:
     """Every registered kernel (of one op, or of all), in registration order."""
-    return tuple(KernelInfo.from_core(raw) for raw in _core.kernel_list(None if op is None else _op_name(op)))
+    return tuple(KernelInfo.from_core(raw) for raw in _core.kernel_list(None if op is None else op_name_of(op)))
 
 
 def kernel_info(op: Any, name: str) -> KernelInfo:
     """The declaration of one kernel (``NotFoundError`` if unknown)."""
-    return KernelInfo.from_core(_core.kernel_info(_op_name(op), name))
+    return KernelInfo.from_core(_core.kernel_info(op_name_of(op), name))
 
 
 def python_implementation(op: str, name: str) -> Callable[..., Any]:

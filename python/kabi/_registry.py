@@ -25,7 +25,7 @@ if sys.version_info >= (3, 11):
 else:
     import tomli as tomllib
 
-from ._errors import InvalidArgumentError, NotFoundError
+from ._errors import ArgumentTypeError, InvalidArgumentError, NotFoundError
 
 __all__ = [
     "KernelSpec",
@@ -36,6 +36,7 @@ __all__ = [
     "kernel_specs",
     "load_kernel_file",
     "load_op_file",
+    "op_name_of",
     "op_spec",
     "op_specs",
     "registry_root",
@@ -308,6 +309,15 @@ def op_spec(name: str) -> OpSpec:
         return specs[name]
     except KeyError:
         raise NotFoundError(f"unknown op {name!r}; registry/ops declares {', '.join(specs) or 'none'}") from None
+
+
+def op_name_of(op: Any) -> str:
+    """The op name of a name or of a ``kabi.ops`` function; ``ArgumentTypeError`` for anything else."""
+    if isinstance(op, str):
+        return op
+    if getattr(op, "__module__", None) == "kabi.ops" and isinstance(getattr(op, "__name__", None), str):
+        return op.__name__
+    raise ArgumentTypeError(f"expected an op name or a kabi.ops function, got {type(op).__name__}")
 
 
 def kernel_specs(backend: str | None = None) -> tuple[KernelSpec, ...]:

@@ -42,6 +42,8 @@ class ForcedChoices:
 
 
 _active: ContextVar[ForcedChoices | None] = ContextVar("kabi_forced_choices", default=None)
+# The op fronts read the variable directly (the C hit path takes the ContextVar itself).
+scope_variable = _active
 active_scope = _active.get
 _interned: dict[frozenset[tuple[str, str]], ForcedChoices] = {}
 _intern_lock = threading.Lock()

@@ -1,0 +1,165 @@
+// The hit path of a two-input op front, in C: build the decision-cache key, look it up, call the cached
+// implementation. Everything else (misses, validation, `out=` checks) stays in Python (kabi/_dispatch.py), which
+// this function calls back. The key is the tuple the Python side builds too (kabi/_dispatch.py, _key):
+//   (a.dtype, b.dtype, a.device, b.device, active kabi.use scope, a.dim(), *a.shape, *a.stride(), *b.shape,
+//    *b.stride())
+// Doing this in C instead of bytecode keeps dispatch well under a microsecond on top of the implementation.
+#include <pybind11/pybind11.h>
+
+#include <string>
+
+#include "bindings.hpp"
+
+namespace py = pybind11;
+
+namespace kabi::python {
+namespace {
+
+// The state of one front, passed as the function's `self`: a struct sequence (a tuple underneath, so the slots are
+// read with PyTuple_GET_ITEM) whose type name shows in the function's repr.
+enum FrontSlot { kEntries = 0, kScopeVar, kMiss, kCallWithOut, kSlotCount };
+
+PyTypeObject* front_state_type() {
+  static PyStructSequence_Field fields[] = {
+      {"entries", "the op's decision cache: key -> implementation"},
+      {"scope_var", "the ContextVar of the active kabi.use scope"},
+      {"miss", "miss(inputs, out): validate, select, remember, run"},
+      {"call_with_out", "call_with_out(implementation, key, inputs, out)"},
+      {nullptr, nullptr},
+  };
+  static PyStructSequence_Desc description = {"kabi.ops.OpDispatch", "The state of an op's C hit path.", fields,
+                                              kSlotCount};
+  static PyTypeObject* type = PyStructSequence_NewType(&description);  // kept for the life of the process
+  return type;
+}
+
+struct InternedNames {
+  PyObject* shape = PyUnicode_InternFromString("shape");
+  PyObject* stride = PyUnicode_InternFromString("stride");
+  PyObject* dtype = PyUnicode_InternFromString("dtype");
+  PyObject* device = PyUnicode_InternFromString("device");
+  PyObject* out = PyUnicode_InternFromString("out");
+};
+
+const InternedNames& names() {
+  static const InternedNames interned;  // leaked on purpose: the strings live as long as the interpreter
+  return interned;
+}
+
+// The key of (a, b), or nullptr with no Python error set when an input lacks the attributes (not a tensor): the
+// miss path then reports the mistake properly. Shapes and strides are flattened into plain ints, which hash and
+// compare faster than torch.Size objects.
+PyObject* build_key(PyObject* a, PyObject* b, PyObject* scope_var) {
+  const InternedNames& name = names();
+  PyObject* parts[10] = {
+      PyObject_GetAttr(a, name.dtype),  PyObject_GetAttr(b, name.dtype),
+      PyObject_GetAttr(a, name.device), PyObject_GetAttr(b, name.device),
+      nullptr,
+      nullptr,
+      PyObject_GetAttr(a, name.shape),  PyObject_CallMethodNoArgs(a, name.stride),
+      PyObject_GetAttr(b, name.shape),  PyObject_CallMethodNoArgs(b, name.stride),
+  };
+  PyObject* key = nullptr;
+  bool complete = PyContextVar_Get(scope_var, Py_None, &parts[4]) == 0;
+  for (int i : {0, 1, 2, 3, 6, 7, 8, 9}) complete = complete && parts[i] != nullptr;
+  for (int i : {6, 7, 8, 9}) complete = complete && PyTuple_Check(parts[i]);
+  if (complete) {
+    const Py_ssize_t rank_a = PyTuple_GET_SIZE(parts[6]);
+    const Py_ssize_t rank_b = PyTuple_GET_SIZE(parts[8]);
+    complete = PyTuple_GET_SIZE(parts[7]) == rank_a && PyTuple_GET_SIZE(parts[9]) == rank_b;
+    parts[5] = complete ? PyLong_FromSsize_t(rank_a) : nullptr;
+    key = parts[5] != nullptr ? PyTuple_New(6 + 2 * rank_a + 2 * rank_b) : nullptr;
+    if (key != nullptr) {
+      Py_ssize_t position = 0;
+      for (int i = 0; i < 6; ++i) PyTuple_SET_ITEM(key, position++, Py_NewRef(parts[i]));
+      for (int i = 6; i < 10; ++i) {
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(parts[i]); ++j) {
+          PyTuple_SET_ITEM(key, position++, Py_NewRef(PyTuple_GET_ITEM(parts[i], j)));
+        }
+      }
+    }
+  }
+  for (PyObject* part : parts) Py_XDECREF(part);
+  if (key == nullptr) PyErr_Clear();
+  return key;
+}
+
+PyObject* call_miss(PyObject* state, PyObject* const* args, Py_ssize_t nargs, PyObject* out) {
+  PyObject* inputs = PyTuple_New(nargs);
+  if (inputs == nullptr) return nullptr;
+  for (Py_ssize_t i = 0; i < nargs; ++i) PyTuple_SET_ITEM(inputs, i, Py_NewRef(args[i]));
+  PyObject* result = PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(state, kMiss), inputs, out, nullptr);
+  Py_DECREF(inputs);
+  return result;
+}
+
+PyObject* binary_front(PyObject* state, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject* out = Py_None;
+  if (kwnames != nullptr) {
+    const Py_ssize_t keyword_count = PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t i = 0; i < keyword_count; ++i) {
+      PyObject* keyword = PyTuple_GET_ITEM(kwnames, i);
+      if (PyUnicode_Compare(keyword, names().out) != 0) {
+        PyErr_Format(PyExc_TypeError, "got an unexpected keyword argument '%U' (the only keyword is out)", keyword);
+        return nullptr;
+      }
+      out = args[nargs + i];
+    }
+  }
+  if (nargs != 2) return call_miss(state, args, nargs, out);
+  PyObject* key = build_key(args[0], args[1], PyTuple_GET_ITEM(state, kScopeVar));
+  if (key == nullptr) return call_miss(state, args, nargs, out);
+  PyObject* implementation = PyDict_GetItemWithError(PyTuple_GET_ITEM(state, kEntries), key);
+  if (implementation == nullptr) {
+    Py_DECREF(key);
+    if (PyErr_Occurred()) return nullptr;
+    return call_miss(state, args, nargs, out);
+  }
+  if (out == Py_None) {
+    Py_INCREF(implementation);  // the dict may drop it while it runs (another thread invalidating)
+    Py_DECREF(key);
+    PyObject* result = PyObject_Vectorcall(implementation, args, 2, nullptr);
+    Py_DECREF(implementation);
+    return result;
+  }
+  PyObject* inputs = PyTuple_Pack(2, args[0], args[1]);
+  PyObject* result =
+      inputs == nullptr ? nullptr
+                        : PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(state, kCallWithOut), implementation, key,
+                                                       inputs, out, nullptr);
+  Py_XDECREF(inputs);
+  Py_DECREF(key);
+  return result;
+}
+
+py::object make_binary_front(const std::string& name, const std::string& doc, const std::string& module,
+                             const py::dict& entries, const py::object& scope_var, const py::object& miss,
+                             const py::object& call_with_out) {
+  if (!PyContextVar_CheckExact(scope_var.ptr())) throw py::type_error("scope_var must be a contextvars.ContextVar");
+  // The method definition must outlive the function object; fronts are made once per op, so it is kept forever.
+  auto* definition = new PyMethodDef{};
+  definition->ml_name = (new std::string(name))->c_str();
+  definition->ml_meth = reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&binary_front));
+  definition->ml_flags = METH_FASTCALL | METH_KEYWORDS;
+  definition->ml_doc = (new std::string(doc))->c_str();
+  PyTypeObject* state_type = front_state_type();
+  if (state_type == nullptr) throw py::error_already_set();
+  auto state = py::reinterpret_steal<py::object>(PyStructSequence_New(state_type));
+  if (!state) throw py::error_already_set();
+  const py::handle slots[kSlotCount] = {entries, scope_var, miss, call_with_out};
+  for (int i = 0; i < kSlotCount; ++i) PyStructSequence_SetItem(state.ptr(), i, slots[i].inc_ref().ptr());
+  py::str module_name(module);
+  PyObject* function = PyCFunction_NewEx(definition, state.ptr(), module_name.ptr());
+  if (function == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(function);
+}
+
+}  // namespace
+
+void bind_front(py::module_& m) {
+  m.def("make_binary_front", &make_binary_front, py::arg("name"), py::arg("doc"), py::arg("module"),
+        py::arg("entries"), py::arg("scope_var"), py::arg("miss"), py::arg("call_with_out"),
+        "The public function of a two-input op: the decision-cache hit path in C, misses and out= in Python.");
+}
+
+}  // namespace kabi::python
