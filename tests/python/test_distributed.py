@@ -79,3 +79,68 @@ def test_two_gloo_ranks_agree_although_their_local_timings_disagree(tmp_path):
 def test_agreement_is_off_without_an_initialized_process_group():
     assert not dist.is_initialized()
     assert not agreement_active()
+
+
+def _sleepy_matmul(slow_rank, delay_s):
+    def kernel(a, b, out=None):
+        if dist.get_rank() == slow_rank:
+            time.sleep(delay_s)
+        return torch.matmul(a, b)
+
+    return kernel
+
+
+def _rank_through_kabi(rank, world_size, init_file, result_dir):
+    import datetime
+
+    import kabi
+    from kabi import _decision_cache, _stats
+
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size,
+                            timeout=datetime.timedelta(seconds=120))
+    try:
+        kabi.cache.set_directory(os.path.join(result_dir, f"cache-rank{rank}"))  # one cache per node
+        for built_in in [k.name for k in kabi.kernels("matmul") if k.device == "cpu"]:
+            kabi.unregister_kernel("matmul", built_in)
+        kabi.register_kernel("matmul", _sleepy_matmul(0, 0.004), name="slow-on-rank-0", dtypes=["float32"])
+        kabi.register_kernel("matmul", _sleepy_matmul(1, 0.001), name="slow-on-rank-1", dtypes=["float32"])
+        a, b = torch.randn(16, 8), torch.randn(8, 4)
+        with kabi.tuning("first-call", warmup=1, repeat=3, min_time_s=0.0):
+            torch.testing.assert_close(kabi.ops.matmul(a, b), a @ b)
+            tuned = kabi.explain(kabi.ops.matmul, a, b)
+            runs_after_tuning = _stats.stats().tuning_runs
+            # A node that lost its cache adopts the records of a rank that kept them, measuring nothing.
+            if rank == 0:
+                kabi.cache.clear()
+            _decision_cache.invalidate_all()
+            kabi.ops.matmul(a, b)
+            adopted = kabi.explain(kabi.ops.matmul, a, b)
+        result = {
+            "pick": tuned.pick,
+            "reason": tuned.pick_reason,
+            "times": {c.name: c.tuned_time_us for c in tuned.candidates if c.eligible},
+            "runs_after_tuning": runs_after_tuning,
+            "runs_at_end": _stats.stats().tuning_runs,
+            "adopted_pick": adopted.pick,
+            "adopted_times": {c.name: c.tuned_time_us for c in adopted.candidates if c.eligible},
+        }
+        with open(os.path.join(result_dir, f"kabi-rank{rank}.json"), "w") as out:
+            json.dump(result, out)
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_two_gloo_ranks_calling_kabi_ops_record_the_same_times_and_pick(tmp_path):
+    mp.spawn(_rank_through_kabi, args=(2, str(tmp_path / "init"), str(tmp_path)), nprocs=2, join=True)
+    ranks = [json.loads((tmp_path / f"kabi-rank{rank}.json").read_text()) for rank in range(2)]
+    assert ranks[0]["times"] == ranks[1]["times"], "both ranks record the MAX-reduced times"
+    times = ranks[0]["times"]
+    assert ranks[0]["pick"] == ranks[1]["pick"] == min(times, key=times.get)
+    assert ranks[0]["reason"] == ranks[1]["reason"] == "tuned"
+    # Each kernel is charged its delay on every rank, also where it never slept.
+    assert ranks[1]["times"]["slow-on-rank-0"] >= 4000 and ranks[0]["times"]["slow-on-rank-1"] >= 1000
+    assert [r["runs_after_tuning"] for r in ranks] == [1, 1]
+    assert [r["runs_at_end"] for r in ranks] == [1, 1], "adopting another rank's records measures nothing"
+    assert ranks[0]["adopted_times"] == ranks[1]["adopted_times"] == ranks[1]["times"]
+    assert ranks[0]["adopted_pick"] == ranks[1]["adopted_pick"] == ranks[0]["pick"]
