@@ -63,6 +63,16 @@ class PreparedLaunch:
     @property
     def kernel(self) -> str: ...
 
+def make_binary_front(
+    name: str,
+    doc: str,
+    module: str,
+    entries: dict[Any, Callable[..., Any]],
+    scope_var: Any,
+    miss: Callable[..., Any],
+    call_with_out: Callable[..., Any],
+) -> Callable[..., Any]: ...
+
 # Devices.
 def device_count(device_type: int) -> int: ...
 def device_info(device_type: int, device_index: int = 0) -> dict[str, Any]: ...
