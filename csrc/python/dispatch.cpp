@@ -143,18 +143,34 @@ class PreparedLaunch {
       raise_status(KABI_STATUS_INVALID_ARGUMENT, "prepared launch of " + kernel_name_ + " takes " +
                                                      std::to_string(tensor_count_) + " tensors (inputs, outputs)");
     }
+    // Per-call copies of the prepared DLTensors (their shapes and strides are shared, read-only): threads may run
+    // the same decision at once, with the GIL released while the kernel runs.
+    constexpr std::size_t kInline = 8;
+    DLTensor inline_tensors[kInline];
+    std::vector<DLTensor> heap_tensors;
+    DLTensor* call_tensors = inline_tensors;
+    if (tensor_count_ > kInline) {
+      heap_tensors.resize(tensor_count_);
+      call_tensors = heap_tensors.data();
+    }
     std::size_t position = 0;
-    for (DLTensor& tensor : tensors_->inputs()) tensor.data = data_pointer(tensors, position++);
-    for (DLTensor& tensor : tensors_->outputs()) tensor.data = data_pointer(tensors, position++);
+    for (const DLTensor& tensor : tensors_->inputs()) call_tensors[position++] = tensor;
+    for (const DLTensor& tensor : tensors_->outputs()) call_tensors[position++] = tensor;
+    for (position = 0; position < tensor_count_; ++position) {
+      call_tensors[position].data = data_pointer(tensors, position);
+    }
+    kabi_args args = tensors_->args();
+    args.inputs = call_tensors;
+    args.outputs = call_tensors + tensors_->inputs().size();
     if (kabi_registry_generation() != generation_) {
       raise_stale_decision(op_name_ + ": the kernel table changed since " + kernel_name_ + " was chosen");
     }
     kabi_status status;
     if (release_gil_) {
       py::gil_scoped_release release;
-      status = kabi_launch(kernel_, &tensors_->args());
+      status = kabi_launch(kernel_, &args);
     } else {
-      status = kabi_launch(kernel_, &tensors_->args());
+      status = kabi_launch(kernel_, &args);
     }
     check(status);
   }

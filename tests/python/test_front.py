@@ -211,3 +211,45 @@ def test_op_function_has_generated_docstring_and_signature():
     assert list(inspect.signature(kabi.ops.matmul).parameters) == ["a", "b", "out"]
     with pytest.raises(AttributeError, match="no op 'conv'"):
         kabi.ops.conv  # noqa: B018
+
+
+def test_threads_sharing_a_native_decision_get_their_own_results():
+    """Large problems release the GIL while the native kernel runs: each thread's call must keep its own tensors."""
+    import threading
+
+    generator = torch.Generator().manual_seed(5)
+    inputs = [(torch.randn(96, 80, generator=generator), torch.randn(80, 72, generator=generator)) for _ in range(6)]
+    failures: list[str] = []
+
+    def work(a, b):
+        for _ in range(5):
+            problem = check_output(kabi.ops.matmul(a, b), reference_output(torch.matmul, [a, b]), TOLERANCE["float32"])
+            if problem is not None:
+                failures.append(problem)
+
+    with kabi.use(matmul="cpu.openblas.gemm"):
+        kabi.ops.matmul(*inputs[0])
+        threads = [threading.Thread(target=work, args=pair) for pair in inputs]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+    assert failures == []
+
+
+def test_import_points_the_cpu_plugin_at_scipy_openblas(tmp_path):
+    """Without KABI_OPENBLAS_LIBRARY, `import kabi` sets it to scipy-openblas32's library before loading plugins."""
+    import os
+    import subprocess
+    import sys
+
+    environment = {k: v for k, v in os.environ.items() if k != "KABI_OPENBLAS_LIBRARY"}
+    environment.update(KABI_CACHE_DIR=str(tmp_path), KABI_TUNE="off")
+    code = (
+        "import os, kabi, scipy_openblas32\n"
+        "print(os.environ['KABI_OPENBLAS_LIBRARY'].startswith(scipy_openblas32.get_lib_dir()))\n"
+        "print(any(r.name == 'kabi-cpu' and r.loaded for r in kabi.plugins()))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "True"]
