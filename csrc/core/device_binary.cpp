@@ -80,8 +80,9 @@ LaunchParam copy_param(const kabi_launch_param& raw, size_t index) {
       if (raw.index < 0) throw invalid(label + ".index is " + std::to_string(raw.index) + "; expected >= 0");
       break;
     case KABI_PARAM_DIM:
-      if (raw.name == nullptr || raw.name[0] == '\0')
+      if (raw.name == nullptr || raw.name[0] == '\0') {
         throw invalid(label + ".name is empty; expected a dimension name");
+      }
       param.name = raw.name;
       break;
     case KABI_PARAM_CONSTANT:
@@ -102,15 +103,13 @@ void check_image(const kabi_device_binary& desc) {
   if (desc.image == nullptr || desc.image_size == 0) throw invalid("image is empty");
   const auto* bytes = static_cast<const unsigned char*>(desc.image);
   if (desc.format == KABI_BINARY_CUBIN) {
-    if (desc.image_size < 4 || std::memcmp(bytes,
-                                           "\x7f"
-                                           "ELF",
-                                           4) != 0) {
+    static constexpr unsigned char kElfMagic[4] = {0x7f, 'E', 'L', 'F'};
+    if (desc.image_size < sizeof kElfMagic || std::memcmp(bytes, kElfMagic, sizeof kElfMagic) != 0) {
       throw invalid("image is not a cubin (no ELF header); for PTX set format to KABI_BINARY_PTX");
     }
   } else if (desc.format == KABI_BINARY_PTX) {
-    if (std::memchr(bytes, '\0', desc.image_size) != nullptr &&
-        std::memchr(bytes, '\0', desc.image_size) != bytes + desc.image_size - 1) {
+    const void* first_nul = std::memchr(bytes, '\0', desc.image_size);
+    if (first_nul != nullptr && first_nul != bytes + desc.image_size - 1) {
       throw invalid("image is not PTX text (it holds a NUL byte before its end)");
     }
   } else {

@@ -38,9 +38,7 @@ std::string fnv1a64_hex(const std::string& bytes) {
 std::string fake_cubin() {
   std::random_device seed;
   std::mt19937 random(seed());
-  std::string bytes =
-      "\x7f"
-      "ELF";
+  std::string bytes = {'\x7f', 'E', 'L', 'F'};
   for (int i = 0; i < 256; ++i) bytes += static_cast<char>(random() & 0xFF);
   return bytes;
 }
