@@ -1,0 +1,196 @@
+"""How close auto-selection comes to the best single kernel, and what tuning costs, on a registry shape suite.
+
+For every (shape, dtype) of the suite, in a fresh temporary tuning cache:
+
+- the first ``kabi.ops.matmul`` call tunes the problem; its tuning time (``kabi.stats().tuning_seconds``) and
+  the whole first call's time are recorded;
+- then ``kabi.ops.matmul`` as auto-selected, and each eligible kernel forced with ``kabi.use``, are timed with
+  ``kabi.bench`` through the same front, interleaved round by round so machine load hits them alike; each figure is
+  the least of the rounds' medians (the least disturbed one on a busy machine); the order rotates each round.
+
+The figure of merit is **best_candidate_time / autoselected_time** per problem — higher is better; 1.0 means the
+auto-selected kernel is as fast as the best kernel forced by hand — and its geometric mean over the suite (goal:
+>= 0.95). Results go to a JSON file with the command, date, versions and machine.
+
+    python benchmarks/autoselect.py [--suite cpu] [--device cpu] [--rounds 5] [--repeat 7]
+                                    [--output benchmarks/results/cpu-autoselect.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import importlib.metadata
+import json
+import math
+import os
+import platform
+import shlex
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+import kabi
+from kabi._registry import op_spec
+from kabi._tuning_policy import current_settings
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _processor_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _versions() -> dict[str, str]:
+    versions = {"kabi": kabi.__version__, "torch": torch.__version__, "python": platform.python_version()}
+    for package in ("numpy", "scipy-openblas32"):
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return versions
+
+
+def _machine(device: torch.device) -> dict[str, Any]:
+    machine = {
+        "platform": platform.platform(),
+        "processor": _processor_name(),
+        "logical_cores": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "load_average_at_start": list(os.getloadavg()),
+    }
+    if device.type == "cuda":
+        machine["gpu"] = torch.cuda.get_device_name(device)
+    return machine
+
+
+def _least_median(fn: Callable[[], Any], device: torch.device, arguments: argparse.Namespace) -> float:
+    return kabi.bench(fn, warmup=2, repeat=arguments.repeat, min_time_s=arguments.min_time_s, device=device).median_us
+
+
+def measure_problem(shape: tuple[int, ...], dtype_name: str, device: torch.device,
+                    arguments: argparse.Namespace) -> dict[str, Any]:
+    m, n, k = shape
+    dtype = getattr(torch, dtype_name)
+    generator = torch.Generator().manual_seed(m * 1_000_003 + n * 1009 + k)
+    a = torch.randn(m, k, generator=generator).to(device=device, dtype=dtype)
+    b = torch.randn(k, n, generator=generator).to(device=device, dtype=dtype)
+    matmul = kabi.ops.matmul
+
+    before = kabi.stats()
+    start = time.perf_counter()
+    matmul(a, b)
+    _synchronize(device)
+    first_call_s = time.perf_counter() - start
+    tuning_s = kabi.stats().tuning_seconds - before.tuning_seconds
+    explanation = kabi.explain(matmul, a, b)
+    candidates = [candidate.name for candidate in explanation.candidates if candidate.eligible]
+
+    def forced(name: str) -> Callable[[], float]:
+        def run() -> float:
+            with kabi.use(matmul=name):
+                return _least_median(lambda: matmul(a, b), device, arguments)
+
+        return run
+
+    subjects: dict[str, Callable[[], float]] = {"auto": lambda: _least_median(lambda: matmul(a, b), device, arguments)}
+    subjects.update({name: forced(name) for name in candidates})
+    medians: dict[str, list[float]] = {name: [] for name in subjects}
+    order = list(subjects)
+    for round_index in range(arguments.rounds):
+        # Rotate who goes first: the first measurement after other work pays for threads still winding down.
+        for name in order[round_index % len(order):] + order[: round_index % len(order)]:
+            medians[name].append(subjects[name]())
+    times = {name: min(values) for name, values in medians.items()}
+    best = min(candidates, key=lambda name: times[name])
+    return {
+        "shape": list(shape),
+        "dtype": dtype_name,
+        "problem_key": explanation.problem_key,
+        "pick": explanation.pick,
+        "pick_reason": explanation.reason,
+        "autoselected_us": times["auto"],
+        "candidates_us": {name: times[name] for name in candidates},
+        "tuned_us": {c.name: c.tuned_time_us for c in explanation.candidates if c.eligible},
+        "best_candidate": best,
+        "best_candidate_us": times[best],
+        "ratio": times[best] / times["auto"],
+        "tuning_ms": tuning_s * 1e3,
+        "first_call_ms": first_call_s * 1e3,
+        "round_medians_us": medians,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--suite", default="cpu", help="a shape suite of registry/ops/matmul.toml (default cpu)")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per subject (default 5)")
+    parser.add_argument("--repeat", type=int, default=7, help="samples per kabi.bench measurement (default 7)")
+    parser.add_argument("--min-time-s", type=float, default=0.05, help="least duration of one measurement")
+    parser.add_argument("--output", type=Path, help="JSON results (default benchmarks/results/<device>-autoselect.json)")
+    arguments = parser.parse_args(argv)
+    device = torch.device(arguments.device)
+    suite = op_spec("matmul").suites[arguments.suite]
+    output = arguments.output or Path(__file__).parent / "results" / f"{device.type}-autoselect.json"
+    machine = _machine(device)
+
+    results = []
+    with tempfile.TemporaryDirectory(prefix="kabi-autoselect-") as cache_directory:
+        kabi.cache.set_directory(cache_directory)
+        try:
+            for dtype_name in suite.dtypes:
+                for shape in suite.shapes:
+                    result = measure_problem(tuple(shape), dtype_name, device, arguments)
+                    results.append(result)
+                    print(f"{'x'.join(map(str, shape)):>14} {dtype_name:<8} pick {result['pick']:<18} "
+                          f"auto {result['autoselected_us']:10.1f} us  best {result['best_candidate']:<18} "
+                          f"{result['best_candidate_us']:10.1f} us  ratio {result['ratio']:.3f}  "
+                          f"tuning {result['tuning_ms']:8.1f} ms", flush=True)
+        finally:
+            kabi.cache.set_directory(None)
+
+    geometric_mean = math.exp(statistics.fmean(math.log(result["ratio"]) for result in results))
+    machine["load_average_at_end"] = list(os.getloadavg())
+    report = {
+        "benchmark": "autoselect",
+        "metric": "best_candidate_time / autoselected_time per problem (higher is better; 1.0 = auto-selection "
+                  "as fast as the best single kernel forced by hand), geometric mean over the suite",
+        "goal": 0.95,
+        "geometric_mean_ratio": geometric_mean,
+        "tuning_ms_per_problem": {"median": statistics.median(r["tuning_ms"] for r in results),
+                                  "max": max(r["tuning_ms"] for r in results)},
+        "suite": arguments.suite,
+        "device": str(device),
+        "command": shlex.join([Path(sys.executable).name, *sys.argv]),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "versions": _versions(),
+        "machine": machine,
+        "settings": {"rounds": arguments.rounds, "repeat": arguments.repeat, "min_time_s": arguments.min_time_s,
+                     "tuning": dataclasses.asdict(current_settings())},
+        "problems": results,
+    }
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"geometric mean of best/auto: {geometric_mean:.3f} (goal >= 0.95); "
+          f"tuning per problem: median {report['tuning_ms_per_problem']['median']:.0f} ms, "
+          f"max {report['tuning_ms_per_problem']['max']:.0f} ms; wrote {output}")
+
+
+if __name__ == "__main__":
+    main()
