@@ -5,7 +5,7 @@ TFLOP/s of torch.matmul (cuBLAS) and of every Triton candidate kabi would consid
 configs, pruned by shape as the tuner prunes them), launched through kabi with the candidate forced -- both as a
 Python kernel (Triton's JIT launcher) and, for the families that compile to one entry, as a device binary the core
 launches. Times are kabi.bench medians with the L2 flushed between calls; decode shapes are also timed as
-CUDA-graph replays, which removes host time. A candidate that fails to compile, launch or match the reference is
+CUDA-graph replays, which removes host time, once a replay is seen to recompute the result. A candidate that fails to compile, launch or match the reference is
 recorded with the error instead of a time.
 
 Then the host cost per call on a tiny problem: a kabi-dispatched Triton kernel (Python and device binary), the
@@ -60,6 +60,24 @@ def _time(fn, graph: bool) -> float:
     return bench(fn, cuda_graph=graph, repeat=15, min_time_s=0.02).median_us
 
 
+def _graph_replay_error(fn, reference: torch.Tensor, dtype: str) -> str:
+    """"" if a CUDA graph captured from one call recomputes the result on replay, else why not (a launch on a
+    stream other than the capturing one is not recorded, and the graph times nothing)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn()
+    out.zero_()
+    graph.replay()
+    torch.cuda.synchronize()
+    problem = _check(out, reference, dtype)
+    return f"CUDA-graph replay does not recompute the output ({problem})" if problem else ""
+
+
 def _measure(label: str, fn, shape, dtype: str, reference: torch.Tensor, decode: bool) -> dict:
     m, n, k = shape
     row = {"candidate": label}
@@ -71,8 +89,10 @@ def _measure(label: str, fn, shape, dtype: str, reference: torch.Tensor, decode:
         row["time_us"] = _time(fn, graph=False)
         row["tflops"] = _tflops(m, n, k, row["time_us"])
         if decode:
-            row["graph_time_us"] = _time(fn, graph=True)
-            row["graph_tflops"] = _tflops(m, n, k, row["graph_time_us"])
+            row["graph_error"] = _graph_replay_error(fn, reference, dtype)
+            if not row["graph_error"]:
+                row["graph_time_us"] = _time(fn, graph=True)
+                row["graph_tflops"] = _tflops(m, n, k, row["graph_time_us"])
     except Exception as error:  # a failing candidate is a result, not the end of the run
         row["error"] = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"[:400]
     return row
@@ -146,15 +166,17 @@ def benchmark_shapes(suites: list[str], dtypes: list[str], binaries: bool) -> tu
 
 def _print_shape(result: dict) -> None:
     m, n, k = result["shape"]
-    timed = [row for row in result["candidates"] if "tflops" in row]
+    # Decode shapes are compared by their CUDA-graph replays, where host time does not count.
+    key = "graph_tflops" if result["suite"] == "llm-decode" else "tflops"
+    timed = [row for row in result["candidates"] if key in row]
     cublas = next((row for row in timed if row["candidate"].startswith("torch")), None)
-    best = max((row for row in timed if not row["candidate"].startswith("torch")), key=lambda row: row["tflops"],
+    best = max((row for row in timed if not row["candidate"].startswith("torch")), key=lambda row: row[key],
                default=None)
     failed = sum("error" in row for row in result["candidates"])
-    line = f"{result['suite']:<12} {m:>5}x{n:>5}x{k:>5} {result['dtype']:<9}"
-    line += f" cuBLAS {cublas['tflops']:7.1f} TF/s" if cublas else " cuBLAS failed"
+    line = f"{result['suite']:<12} {m:>5}x{n:>5}x{k:>5} {result['dtype']:<9} {key:<12}"
+    line += f" cuBLAS {cublas[key]:7.1f} TF/s" if cublas else " cuBLAS failed"
     if best:
-        line += f" | best Triton {best['tflops']:7.1f} TF/s ({best['candidate']})"
+        line += f" | best Triton {best[key]:7.1f} TF/s ({best['candidate']})"
     print(line + (f" | {failed} failed" if failed else ""), flush=True)
 
 
