@@ -39,6 +39,7 @@
 #include <unordered_map>
 
 #include "error.hpp"
+#include "file_io.hpp"
 
 namespace kabi::core {
 namespace {
@@ -70,13 +71,6 @@ uint32_t crc32(std::string_view bytes) {
   uint32_t crc = 0xFFFFFFFFu;
   for (unsigned char byte : bytes) crc = table[(crc ^ byte) & 0xFFu] ^ (crc >> 8);
   return crc ^ 0xFFFFFFFFu;
-}
-
-std::string system_error_text(int error_number) { return std::strerror(error_number); }
-
-Error io_error(const std::string& what, const std::string& path, int error_number) {
-  return Error(KABI_STATUS_IO_ERROR,
-               "tuning cache: cannot " + what + " " + path + ": " + system_error_text(error_number));
 }
 
 void append_escaped(std::string& out, std::string_view field) {
@@ -128,63 +122,42 @@ std::string format_record(const Record& record) {
   return line + checksum;
 }
 
-// Parses one line (without its newline). On failure returns false and says why in *reason.
-bool parse_record(std::string_view line, Record& record, std::string* reason) {
+// Parses one line (without its newline) into record; returns nullptr, or why the line is not a valid record.
+const char* parse_record(std::string_view line, Record& record) {
+  constexpr auto npos = std::string_view::npos;
   const size_t checksum_tab = line.rfind('\t');
-  if (checksum_tab == std::string_view::npos || line.size() - checksum_tab != 9) {
-    *reason = "no checksum field";
-    return false;
-  }
+  if (checksum_tab == npos || line.size() - checksum_tab != 9) return "no checksum field";
   uint32_t stored_checksum = 0;
-  const char* checksum_begin = line.data() + checksum_tab + 1;
-  const auto parsed = std::from_chars(checksum_begin, line.data() + line.size(), stored_checksum, 16);
-  if (parsed.ec != std::errc() || parsed.ptr != line.data() + line.size()) {
-    *reason = "checksum is not 8 hex digits";
-    return false;
-  }
+  const auto checksum = std::from_chars(line.data() + checksum_tab + 1, line.data() + line.size(), stored_checksum, 16);
+  if (checksum.ec != std::errc() || checksum.ptr != line.data() + line.size()) return "checksum is not 8 hex digits";
   const std::string_view body = line.substr(0, checksum_tab);
-  if (crc32(body) != stored_checksum) {
-    *reason = "checksum mismatch";
-    return false;
-  }
+  if (crc32(body) != stored_checksum) return "checksum mismatch";
   std::vector<std::string_view> fields;
-  size_t start = 0;
-  while (true) {
+  for (size_t start = 0;;) {
     const size_t tab = body.find('\t', start);
-    fields.push_back(body.substr(start, tab == std::string_view::npos ? std::string_view::npos : tab - start));
-    if (tab == std::string_view::npos) break;
+    fields.push_back(body.substr(start, tab == npos ? npos : tab - start));
+    if (tab == npos) break;
     start = tab + 1;
   }
-  if (fields.size() != kFieldCount - 1 || fields[0] != kRecordVersion) {
-    *reason =
-        "expected " + std::string(kRecordVersion) + " and " + std::to_string(kFieldCount) + " tab-separated fields";
-    return false;
+  if (fields.size() != kFieldCount - 1 || fields[0] != kRecordVersion) return "not v1 with 9 tab-separated fields";
+  std::string* const text_fields[] = {&record.device_signature,  &record.op,
+                                      &record.problem_key,       &record.entry.kernel_name,
+                                      &record.entry.fingerprint, &record.entry.note};
+  const size_t text_positions[] = {1, 2, 3, 4, 5, 7};
+  for (size_t i = 0; i < 6; ++i) {
+    if (!unescape(fields[text_positions[i]], *text_fields[i])) return "bad escape sequence";
   }
-  std::string* targets[] = {&record.device_signature, &record.op, &record.problem_key, &record.entry.kernel_name,
-                            &record.entry.fingerprint};
-  for (size_t i = 0; i < 5; ++i) {
-    if (!unescape(fields[i + 1], *targets[i])) {
-      *reason = "bad escape sequence";
-      return false;
-    }
-  }
-  if (!unescape(fields[7], record.entry.note)) {
-    *reason = "bad escape sequence";
-    return false;
-  }
-  const std::string_view time_field = fields[6];
-  const auto time = std::from_chars(time_field.data(), time_field.data() + time_field.size(), record.entry.time_us);
-  if (time.ec != std::errc() || time.ptr != time_field.data() + time_field.size() || std::isnan(record.entry.time_us) ||
-      record.entry.time_us < 0) {
-    *reason = "time_us is not a non-negative number";
-    return false;
+  const std::string_view time = fields[6];
+  const auto parsed_time = std::from_chars(time.data(), time.data() + time.size(), record.entry.time_us);
+  if (parsed_time.ec != std::errc() || parsed_time.ptr != time.data() + time.size() ||
+      std::isnan(record.entry.time_us) || record.entry.time_us < 0) {
+    return "time_us is not a non-negative number";
   }
   if (record.device_signature.empty() || record.op.empty() || record.problem_key.empty() ||
       record.entry.kernel_name.empty()) {
-    *reason = "empty key field";
-    return false;
+    return "empty key field";
   }
-  return true;
+  return nullptr;
 }
 
 struct ParsedLog {
@@ -195,7 +168,6 @@ struct ParsedLog {
 // Every line ends in '\n'; a final fragment without one is a torn write and counts as corrupt.
 ParsedLog parse_log(std::string_view text) {
   ParsedLog parsed;
-  std::string reason;
   size_t start = 0;
   while (start < text.size()) {
     const size_t newline = text.find('\n', start);
@@ -207,7 +179,7 @@ ParsedLog parse_log(std::string_view text) {
     start = newline + 1;
     if (line.empty()) continue;
     Record record;
-    if (parse_record(line, record, &reason)) {
+    if (parse_record(line, record) == nullptr) {
       parsed.records.push_back(std::move(record));
     } else {
       ++parsed.corrupt;
@@ -215,87 +187,6 @@ ParsedLog parse_log(std::string_view text) {
   }
   return parsed;
 }
-
-// The whole file, or "" when it does not exist.
-std::string read_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return {};
-    throw io_error("open", path, errno);
-  }
-  std::string text;
-  char buffer[1 << 16];
-  while (true) {
-    const ssize_t count = ::read(fd, buffer, sizeof(buffer));
-    if (count < 0 && errno == EINTR) continue;
-    if (count < 0) {
-      const int error_number = errno;
-      ::close(fd);
-      throw io_error("read", path, error_number);
-    }
-    if (count == 0) break;
-    text.append(buffer, static_cast<size_t>(count));
-  }
-  ::close(fd);
-  return text;
-}
-
-void write_all(int fd, std::string_view data, const std::string& path) {
-  while (!data.empty()) {
-    const ssize_t count = ::write(fd, data.data(), data.size());
-    if (count < 0 && errno == EINTR) continue;
-    if (count < 0) throw io_error("write", path, errno);
-    data.remove_prefix(static_cast<size_t>(count));
-  }
-}
-
-// Writes data to a temporary sibling of path, syncs it and renames it over path.
-void write_file_atomically(const std::string& path, std::string_view data) {
-  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw io_error("create", temporary, errno);
-  try {
-    write_all(fd, data, temporary);
-    if (::fsync(fd) != 0) throw io_error("sync", temporary, errno);
-  } catch (...) {
-    ::close(fd);
-    ::unlink(temporary.c_str());
-    throw;
-  }
-  ::close(fd);
-  if (::rename(temporary.c_str(), path.c_str()) != 0) {
-    const int error_number = errno;
-    ::unlink(temporary.c_str());
-    throw io_error("replace", path, error_number);
-  }
-}
-
-// flock() on the cache's lock file for the lifetime of the object. Without permission to create the lock file (a
-// read-only cache directory) a shared lock degrades to none: nobody can be writing there either.
-class FileLock {
- public:
-  FileLock(const std::string& path, int operation) {
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) {
-      if (operation == LOCK_SH && (errno == EACCES || errno == EROFS || errno == ENOENT)) return;
-      throw io_error("open lock file", path, errno);
-    }
-    while (::flock(fd_, operation) != 0) {
-      if (errno == EINTR) continue;
-      const int error_number = errno;
-      ::close(fd_);
-      throw io_error("lock", path, error_number);
-    }
-  }
-  ~FileLock() {
-    if (fd_ >= 0) ::close(fd_);  // closing the descriptor releases the lock
-  }
-  FileLock(const FileLock&) = delete;
-  FileLock& operator=(const FileLock&) = delete;
-
- private:
-  int fd_ = -1;
-};
 
 std::string environment(const char* name) {
   const char* value = std::getenv(name);
@@ -567,7 +458,6 @@ void TuningCache::import_from(const std::string& path) {
   }
   const std::string text = read_file(path);
   std::vector<Record> records;
-  std::string reason;
   size_t start = 0;
   for (int64_t line_number = 1; start < text.size(); ++line_number) {
     const size_t newline = text.find('\n', start);
@@ -575,10 +465,11 @@ void TuningCache::import_from(const std::string& path) {
     start = newline == std::string::npos ? text.size() : newline + 1;
     if (line.empty()) continue;
     Record record;
-    if (newline == std::string::npos) reason = "the last line has no newline (truncated file)";
-    if (newline == std::string::npos || !parse_record(line, record, &reason)) {
+    const char* problem =
+        newline == std::string::npos ? "the last line has no newline: a truncated file" : parse_record(line, record);
+    if (problem != nullptr) {
       throw Error(KABI_STATUS_INVALID_ARGUMENT, "tuning cache import: " + path + ":" + std::to_string(line_number) +
-                                                    ": not a tuning record (" + reason + "); nothing was imported");
+                                                    ": not a tuning record (" + problem + "); nothing was imported");
     }
     records.push_back(std::move(record));
   }
