@@ -1,0 +1,110 @@
+"""Gradients of kabi ops, computed through kabi's own dispatch and registered on the torch custom ops.
+
+Each rule is a ``setup_context`` (what the backward needs from the forward) and a ``backward`` given to
+``torch.library.register_autograd`` for ``torch.ops.kabi.<op>``. The backward calls ``torch.ops.kabi.<op>`` itself,
+so its products run the kernel kabi picks for them, and it stays differentiable (double backward) and traceable
+(torch.compile traces it with fake tensors).
+
+matmul, ``out = a @ b`` with broadcast batch dimensions::
+
+    grad_a = grad @ b^T   summed over the batch dimensions a was broadcast along, to a's shape
+    grad_b = a^T @ grad   likewise to b's shape
+
+When only one side is batched (a layer's weight against a batch of activations), the reduction over the batch is
+folded into one product with a longer inner dimension instead of a batched product and a sum.
+
+Eager ``kabi.ops.<op>`` calls with inputs that require grad go through the custom op (and so through autograd) via
+:func:`differentiable`, which wraps the implementation the op front caches for such inputs.
+
+Example::
+
+    >>> a = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    >>> b = torch.randn(3, 2, dtype=torch.float64, requires_grad=True)
+    >>> torch.autograd.gradcheck(torch.ops.kabi.matmul, (a, b))
+    True
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from ._errors import InvalidArgumentError, NotFoundError
+
+__all__ = ["differentiable", "register_gradient"]
+
+def _matmul_setup_context(ctx: Any, inputs: tuple[torch.Tensor, torch.Tensor], output: torch.Tensor) -> None:
+    a, b = inputs
+    needs_a, needs_b = ctx.needs_input_grad[:2]
+    # grad_a needs only b and grad_b only a: keep nothing the backward will not read.
+    ctx.save_for_backward(a if needs_b else None, b if needs_a else None)
+    ctx.a_shape, ctx.b_shape = a.shape, b.shape
+
+
+def _matmul_backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    a, b = ctx.saved_tensors
+    matmul = torch.ops.kabi.matmul.default
+    grad_a = grad_b = None
+    if ctx.needs_input_grad[0]:
+        if len(ctx.a_shape) == 2 and b.dim() > 2:
+            # sum over the batch of grad[i] @ b[i]^T == [grad[0] ... grad[n]] @ [b[0]^T; ...; b[n]^T]
+            rows = grad.movedim(-2, 0).reshape(grad.shape[-2], -1)
+            grad_a = matmul(rows, b.mT.reshape(-1, b.shape[-2]))
+        else:
+            grad_a = matmul(grad, b.mT).sum_to_size(ctx.a_shape)
+    if ctx.needs_input_grad[1]:
+        if len(ctx.b_shape) == 2 and a.dim() > 2:
+            grad_b = matmul(a.reshape(-1, a.shape[-1]).mT, grad.reshape(-1, grad.shape[-1]))
+        else:
+            grad_b = matmul(a.mT, grad).sum_to_size(ctx.b_shape)
+    return grad_a, grad_b
+
+
+# Per op: (setup_context, backward) for torch.library.register_autograd.
+GRADIENTS: dict[str, tuple[Callable[..., None], Callable[..., Any]]] = {
+    "matmul": (_matmul_setup_context, _matmul_backward),
+}
+
+
+def _no_gradient(op: str) -> tuple[Callable[..., None], Callable[..., Any]]:
+    def setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
+        pass
+
+    def backward(ctx: Any, *grads: torch.Tensor) -> Any:
+        raise NotFoundError(f"kabi op {op} has no gradient rule (kabi._autograd.GRADIENTS); it cannot be differentiated")
+
+    return setup_context, backward
+
+
+def register_gradient(op: str, overload: torch._ops.OpOverload, library: torch.library.Library) -> None:
+    """Register the gradient rule of ``op`` on its custom op; an op without a rule raises when differentiated."""
+    setup_context, backward = GRADIENTS.get(op) or _no_gradient(op)
+    torch.library.register_autograd(overload, backward, setup_context=setup_context, lib=library)
+
+
+def differentiable(op: str, implementation: Callable[..., Any]) -> Callable[..., Any]:
+    """``implementation`` made differentiable, for a decision whose inputs require grad: with grad mode on the call
+    goes through ``torch.ops.kabi.<op>`` so autograd records it (its forward runs ``implementation`` again, with
+    grad mode off, through the same cached decision); with grad mode off it is ``implementation`` itself.
+
+    Example::
+
+        implementation = differentiable("matmul", implementation)  # in the op front, for requires_grad inputs
+    """
+    from ._torch_ops import torch_op
+
+    overload = torch_op(op)
+    is_grad_enabled = torch.is_grad_enabled
+
+    def call(*inputs: torch.Tensor, out: torch.Tensor | None = None) -> Any:
+        if not is_grad_enabled():
+            return implementation(*inputs) if out is None else implementation(*inputs, out=out)
+        if out is not None:
+            raise InvalidArgumentError(
+                f"{op}: out= does not support automatic differentiation, and an input requires grad; "
+                f"call it without out= or under torch.no_grad()"
+            )
+        return overload(*inputs)
+
+    return call

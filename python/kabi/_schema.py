@@ -1,0 +1,175 @@
+"""An op's schema string (``"a: [..., M, K], b: [..., K, N] -> out: [..., M, N]"``) as data, and its shape rule.
+
+Each tensor names its dimensions: an identifier (``M``) must agree wherever it appears, an integer is a fixed size,
+and a leading ``...`` stands for batch dimensions that broadcast across inputs as in torch (right-aligned, a size 1
+stretches). The output shapes follow from the sizes the inputs bind.
+
+The rule runs on plain ints and on torch's symbolic sizes alike (comparisons of ``SymInt`` become guards), which is
+what a fake implementation under ``torch.compile`` needs: no data, no call into the core.
+
+Example::
+
+    >>> schema = parse_schema("a: [..., M, K], b: [..., K, N] -> out: [..., M, N]")
+    >>> schema.input_names
+    ('a', 'b')
+    >>> schema.output_shapes("matmul", [(2, 1, 4, 3), (5, 3, 6)])
+    [(2, 5, 4, 6)]
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ._errors import InvalidArgumentError
+
+__all__ = ["OpSchema", "TensorPattern", "parse_schema"]
+
+BATCH = "..."
+
+
+@dataclass(frozen=True)
+class TensorPattern:
+    """One tensor of a schema: its name, whether it has leading batch dimensions, and its named trailing dims."""
+
+    name: str
+    batched: bool
+    dims: tuple[str | int, ...]
+
+    @property
+    def dims_text(self) -> str:
+        """The dimensions as written in the schema: ``[..., M, K]``."""
+        return f"[{', '.join(([BATCH] if self.batched else []) + [str(d) for d in self.dims])}]"
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.dims_text}"
+
+
+@dataclass(frozen=True)
+class OpSchema:
+    """A parsed schema: input and output tensor patterns."""
+
+    inputs: tuple[TensorPattern, ...]
+    outputs: tuple[TensorPattern, ...]
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        return tuple(pattern.name for pattern in self.inputs)
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        return tuple(pattern.name for pattern in self.outputs)
+
+    def output_shapes(self, op: str, shapes: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
+        """The output shapes for inputs of these shapes; ``InvalidArgumentError`` naming the argument otherwise."""
+        if len(shapes) != len(self.inputs):
+            raise InvalidArgumentError(f"{op} takes {len(self.inputs)} inputs ({', '.join(self.input_names)}), got {len(shapes)}")
+        sizes: dict[str, tuple[Any, str, tuple]] = {}
+        leading: list[tuple[str, tuple, tuple]] = []
+        for pattern, shape in zip(self.inputs, shapes):
+            shape = tuple(shape)
+            named = len(pattern.dims)
+            if len(shape) < named or (not pattern.batched and len(shape) != named):
+                expected = f"rank at least {named}" if pattern.batched else f"rank {named}"
+                raise InvalidArgumentError(
+                    f"{op}: {pattern.name} has shape {list(shape)} (rank {len(shape)}); "
+                    f"expected {pattern.dims_text} ({expected})"
+                )
+            for position, (dim, size) in enumerate(zip(pattern.dims, shape[len(shape) - named:])):
+                index = position - named
+                if isinstance(dim, int):
+                    if size != dim:
+                        raise InvalidArgumentError(f"{op}: {pattern.name} has shape {list(shape)}; its dimension {index} must be {dim}")
+                elif dim not in sizes:
+                    sizes[dim] = (size, pattern.name, shape)
+                elif size != sizes[dim][0]:
+                    bound, owner, owner_shape = sizes[dim]
+                    raise InvalidArgumentError(
+                        f"{op}: {pattern.name} has shape {list(shape)} but {owner} has shape {list(owner_shape)}: "
+                        f"{pattern.name}'s dimension {dim} ({index}) must be {bound}"
+                    )
+            if pattern.batched:
+                leading.append((pattern.name, shape, shape[: len(shape) - named]))
+        batch = _broadcast(op, leading)
+        return [
+            (batch if pattern.batched else ()) + tuple(d if isinstance(d, int) else sizes[d][0] for d in pattern.dims)
+            for pattern in self.outputs
+        ]
+
+    def __str__(self) -> str:
+        return f"{', '.join(map(str, self.inputs))} -> {', '.join(map(str, self.outputs))}"
+
+
+def _broadcast(op: str, leading: list[tuple[str, tuple, tuple]]) -> tuple:
+    """Broadcast the batch dimensions of every batched input (torch's rule); on failure name two that disagree."""
+    width = max((len(batch) for _, _, batch in leading), default=0)
+    result = []
+    for position in range(-width, 0):
+        size, owner = 1, None
+        for name, shape, batch in leading:
+            if len(batch) < -position or batch[position] == 1:
+                continue
+            if owner is None:
+                size, owner = batch[position], (name, shape)
+            elif batch[position] != size:
+                raise InvalidArgumentError(
+                    f"{op}: the leading dimensions of {owner[0]} {list(owner[1])} and {name} {list(shape)} do not "
+                    f"broadcast: batch dimension {position} is {size} in {owner[0]} and {batch[position]} in {name}"
+                )
+        result.append(size)
+    return tuple(result)
+
+
+def _split_top_level(text: str) -> list[str]:
+    parts, depth, current = [], 0, []
+    for char in text:
+        depth += (char == "[") - (char == "]")
+        if char == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    parts.append("".join(current))
+    return [part.strip() for part in parts]
+
+
+def _parse_tensor(text: str, schema: str) -> TensorPattern:
+    name, colon, dims_text = text.partition(":")
+    name, dims_text = name.strip(), dims_text.strip()
+    if not colon or not name.isidentifier() or not (dims_text.startswith("[") and dims_text.endswith("]")):
+        raise InvalidArgumentError(f"schema {schema!r}: {text!r} is not of the form 'name: [dims]'")
+    dims = [dim.strip() for dim in dims_text[1:-1].split(",")] if dims_text[1:-1].strip() else []
+    batched = bool(dims) and dims[0] == BATCH
+    named: list[str | int] = []
+    for dim in dims[batched:]:
+        if dim.isdigit():
+            named.append(int(dim))
+        elif dim.isidentifier():
+            named.append(dim)
+        else:
+            raise InvalidArgumentError(
+                f"schema {schema!r}: {name} has dimension {dim!r}; expected a name, a size, or a leading '...'"
+            )
+    return TensorPattern(name, batched, tuple(named))
+
+
+@functools.lru_cache(maxsize=None)
+def parse_schema(schema: str) -> OpSchema:
+    """Parse ``"inputs -> outputs"``; ``InvalidArgumentError`` quoting the schema when it is malformed."""
+    inputs_text, arrow, outputs_text = schema.partition("->")
+    if not arrow:
+        raise InvalidArgumentError(f"schema {schema!r}: expected 'inputs -> outputs'")
+    inputs = tuple(_parse_tensor(part, schema) for part in _split_top_level(inputs_text))
+    outputs = tuple(_parse_tensor(part, schema) for part in _split_top_level(outputs_text))
+    names = [pattern.name for pattern in inputs + outputs]
+    if len(set(names)) != len(names):
+        raise InvalidArgumentError(f"schema {schema!r}: tensor names must be unique")
+    bound = {dim for pattern in inputs for dim in pattern.dims if isinstance(dim, str)}
+    for pattern in outputs:
+        unbound = [dim for dim in pattern.dims if isinstance(dim, str) and dim not in bound]
+        if unbound:
+            raise InvalidArgumentError(f"schema {schema!r}: output {pattern.name} uses {unbound[0]}, which no input names")
+        if pattern.batched and not any(p.batched for p in inputs):
+            raise InvalidArgumentError(f"schema {schema!r}: output {pattern.name} has '...' but no input does")
+    return OpSchema(inputs, outputs)

@@ -1,0 +1,94 @@
+"""matmul's gradient: float64 gradcheck on every broadcast form, through kabi's dispatch, eager kabi.ops.matmul
+differentiable when an input requires grad, and free of autograd when none does."""
+
+import pytest
+import torch
+
+import kabi
+import kabi._torch_ops  # noqa: F401  (defines torch.ops.kabi and its gradients)
+from _front_isolation import untuned  # noqa: F401  (fixture)
+from _kernel_spy import spy  # noqa: F401  (fixture)
+
+# (a, b) shapes: plain, batched, broadcast both ways, one side 2-D (the folded gradients), batch of one.
+SHAPES = [
+    ((4, 3), (3, 5)),
+    ((2, 4, 3), (2, 3, 5)),
+    ((2, 1, 4, 3), (6, 3, 5)),
+    ((1, 4, 3), (3, 3, 5)),
+    ((4, 3), (2, 3, 5)),
+    ((2, 3, 4, 3), (3, 5)),
+]
+
+
+def inputs(a_shape, b_shape, requires_grad=(True, True)):
+    a = torch.randn(a_shape, dtype=torch.float64, requires_grad=requires_grad[0])
+    b = torch.randn(b_shape, dtype=torch.float64, requires_grad=requires_grad[1])
+    return a, b
+
+
+@pytest.mark.parametrize(("a_shape", "b_shape"), SHAPES)
+@pytest.mark.parametrize("op", [kabi.ops.matmul, torch.ops.kabi.matmul], ids=["kabi.ops", "torch.ops.kabi"])
+def test_gradcheck(op, a_shape, b_shape, untuned):
+    assert torch.autograd.gradcheck(op, inputs(a_shape, b_shape))
+
+
+@pytest.mark.parametrize(("a_shape", "b_shape"), [SHAPES[2], SHAPES[4]])
+def test_gradgradcheck(a_shape, b_shape, untuned):
+    assert torch.autograd.gradgradcheck(kabi.ops.matmul, inputs(a_shape, b_shape))
+
+
+@pytest.mark.parametrize(("a_shape", "b_shape"), SHAPES)
+def test_gradients_equal_torch_matmul(a_shape, b_shape, untuned):
+    a, b = inputs(a_shape, b_shape)
+    grad = torch.randn(torch.broadcast_shapes(a_shape[:-2], b_shape[:-2]) + (a_shape[-2], b_shape[-1]), dtype=torch.float64)
+    grad_a, grad_b = torch.autograd.grad(kabi.ops.matmul(a, b), (a, b), grad)
+    expected_a, expected_b = torch.autograd.grad(torch.matmul(a, b), (a, b), grad)
+    torch.testing.assert_close(grad_a, expected_a)
+    torch.testing.assert_close(grad_b, expected_b)
+    assert grad_a.shape == a.shape and grad_b.shape == b.shape
+
+
+def test_backward_products_run_through_kabi_dispatch(spy):
+    a, b = inputs((2, 4, 3), (3, 5))
+    product = kabi.ops.matmul(a, b)
+    assert spy.calls == [((2, 4, 3), (3, 5))]
+    product.backward(torch.randn_like(product))
+    # grad_a = grad @ b^T (batched); grad_b = a^T @ grad with the batch folded into one product.
+    assert spy.calls[1:] == [((2, 4, 5), (5, 3)), ((3, 8), (8, 5))]
+
+
+def test_only_the_needed_gradient_is_computed(spy):
+    a, b = inputs((4, 3), (3, 5), requires_grad=(False, True))
+    kabi.ops.matmul(a, b).sum().backward()
+    assert a.grad is None
+    torch.testing.assert_close(b.grad, a.T @ torch.ones(4, 5, dtype=torch.float64))
+    assert len(spy.calls) == 2
+
+
+def test_no_autograd_without_grad_mode_or_inputs_requiring_it(untuned):
+    a, b = inputs((4, 3), (3, 5))
+    with torch.no_grad():
+        assert not kabi.ops.matmul(a, b).requires_grad
+    assert not kabi.ops.matmul(a.detach(), b.detach()).requires_grad
+    assert kabi.ops.matmul(a, b).grad_fn is not None
+
+
+def test_out_with_an_input_requiring_grad_is_refused(untuned):
+    a, b = inputs((4, 3), (3, 5))
+    with pytest.raises(kabi.InvalidArgumentError, match="out= does not support automatic differentiation"):
+        kabi.ops.matmul(a, b, out=torch.empty(4, 5, dtype=torch.float64))
+    with torch.no_grad():
+        out = torch.empty(4, 5, dtype=torch.float64)
+        assert kabi.ops.matmul(a, b, out=out) is out
+    torch.testing.assert_close(out, a.detach() @ b.detach())
+
+
+def test_compiled_backward_matches_eager(untuned):
+    def loss(a, b):
+        return torch.tanh(kabi.ops.matmul(a, b)).sum()
+
+    a, b = inputs((2, 4, 3), (3, 5))
+    expected = torch.autograd.grad(loss(a, b), (a, b))
+    compiled = torch.compile(loss, backend="aot_eager", fullgraph=True)
+    actual = torch.autograd.grad(compiled(a, b), (a, b))
+    torch.testing.assert_close(actual, expected)

@@ -1,0 +1,97 @@
+"""kabi inside CUDA graphs and torch.compile on a GPU: capture uses the remembered or heuristic decision and never
+tunes, replay equals eager; compiled graphs equal eager."""
+
+import pytest
+import torch
+
+import kabi
+import kabi._torch_ops  # noqa: F401  (defines torch.ops.kabi)
+from kabi import _core
+from kabi._decision_cache import invalidate_all
+from kabi._stats import stats
+from kabi._tuning_policy import tuning
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+
+@pytest.fixture
+def fresh_decisions(tmp_path):
+    """An empty tuning cache and no cached decisions, with first-call tuning on: any tuning would happen."""
+    _core.cache_set_directory(str(tmp_path / "tuning-cache"))
+    invalidate_all()
+    with tuning("first-call", warmup=1, repeat=3, min_time_s=0.0):
+        yield
+    _core.cache_set_directory(None)
+    invalidate_all()
+
+
+def random_pair(m, n, k, dtype=torch.bfloat16):
+    return torch.randn(m, k, device="cuda", dtype=dtype), torch.randn(k, n, device="cuda", dtype=dtype)
+
+
+def capture(function, *inputs):
+    """Warm ``function`` on a side stream as torch recommends, then capture it; returns (graph, static output)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        function(*inputs)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        output = function(*inputs)
+    return graph, output
+
+
+def test_capture_uses_the_remembered_decision_and_replay_equals_eager(fresh_decisions):
+    a, b = random_pair(64, 256, 128)
+    eager = kabi.ops.matmul(a, b)  # tunes now, outside the capture
+    tuned_runs = stats().tuning_runs
+    graph, output = capture(kabi.ops.matmul, a, b)
+    assert stats().tuning_runs == tuned_runs
+    new_a, new_b = random_pair(64, 256, 128)
+    a.copy_(new_a)
+    b.copy_(new_b)
+    graph.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(output, kabi.ops.matmul(new_a, new_b))
+    assert eager.shape == output.shape
+
+
+def test_a_problem_first_seen_inside_capture_is_not_tuned(fresh_decisions):
+    a, b = random_pair(48, 96, 80)
+    before = stats()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        output = kabi.ops.matmul(a, b)
+    after = stats()
+    assert after.tuning_runs == before.tuning_runs
+    assert after.tuning_skipped > before.tuning_skipped
+    graph.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(output, (a.float() @ b.float()).to(a.dtype), rtol=2e-2, atol=2e-2)
+
+
+def test_compile_on_cuda_matches_eager(fresh_decisions):
+    def block(x, w1, w2):
+        return kabi.ops.matmul(torch.relu(kabi.ops.matmul(x, w1)), w2)
+
+    x, w1 = random_pair(32, 128, 64, torch.float32)
+    w2 = torch.randn(128, 64, device="cuda")
+    expected = block(x, w1, w2)
+    explanation = torch._dynamo.explain(block)(x, w1, w2)
+    assert explanation.graph_break_count == 0
+    torch._dynamo.reset()
+    compiled = torch.compile(block, fullgraph=True)
+    torch.testing.assert_close(compiled(x, w1, w2), expected)
+
+
+def test_compile_with_cuda_graphs_replays_kabi(fresh_decisions):
+    def block(x, w):
+        return torch.relu(kabi.ops.matmul(x, w))
+
+    x, w = random_pair(16, 256, 128, torch.float32)
+    block(x, w)
+    compiled = torch.compile(block, mode="reduce-overhead", fullgraph=True)
+    for _ in range(3):
+        x = torch.randn_like(x)
+        torch.testing.assert_close(compiled(x, w), block(x, w))
