@@ -26,9 +26,13 @@ import platform
 import sys
 import tempfile
 import time
-import tomllib
 import traceback
 from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
 import torch
 import triton

@@ -1,8 +1,12 @@
 """The Triton kernels on a CUDA GPU: every candidate through kabi against the reference (bfloat16 included), and
 the same kernels compiled to device binaries, loaded into the core and launched by it with no Triton launcher."""
 
-import tomllib
 from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
 import pytest
 
