@@ -8,7 +8,8 @@ Example::
 
     family = FAMILIES["tiled"]
     config = family.configs[0]
-    if not family.unsupported_reason(config, a, b):
+    problem = MatmulProblem(m=512, n=512, k=512, element_size=2, arch=90)
+    if not family.unsupported_reason(config, problem):
         c = family.launch(config, a, b)
 """
 
