@@ -15,6 +15,7 @@ from kabi.backends.triton import (  # noqa: E402
     Manifest,
     ManifestError,
     ManifestParam,
+    compile_all,
     compile_to_binary,
     read_manifest,
 )
@@ -233,3 +234,15 @@ def test_core_refuses_a_corrupt_binary(binaries, tmp_path):
         load_binaries(tmp_path)
     with pytest.raises(ValueError, match="directory"):
         load_binaries(tmp_path / "absent")
+
+
+def test_compile_all_builds_every_single_entry_config(tmp_path):
+    import kabi
+
+    paths = compile_all(80, tmp_path, dtypes=["bfloat16"], families=["small_m", "persistent_tma"])
+    # sm_80 rules out the Hopper family; split-K configs need two launches.
+    expected = [config.tag for config in SMALL_M_CONFIGS if config.split_k == 1]
+    assert sorted(read_manifest(path).name.split(".")[3] for path in paths) == sorted(expected)
+    assert kabi.load_binaries(tmp_path) == len(paths)
+    with pytest.raises(TypeError, match="dtype must be one of"):
+        compile_all(80, tmp_path, dtypes=["float8"])

@@ -4,7 +4,7 @@ Importing this package does not import Triton; registering, launching and compil
 """
 
 from ._binaries import load_binaries
-from ._compile import compile_to_binary
+from ._compile import compile_all, compile_to_binary
 from ._configs import HOPPER_CONFIGS, SMALL_M_CONFIGS, TILED_CONFIGS, MatmulConfig
 from ._manifest import Manifest, ManifestError, ManifestParam, read_manifest
 from ._registration import kernel_name, register_triton_kernels
@@ -17,6 +17,7 @@ __all__ = [
     "ManifestError",
     "ManifestParam",
     "MatmulConfig",
+    "compile_all",
     "compile_to_binary",
     "kernel_name",
     "load_binaries",

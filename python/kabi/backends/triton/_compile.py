@@ -44,11 +44,20 @@ def _family(kernel_family):
     return FAMILIES[kernel_family]
 
 
-def _dtype(dtype: torch.dtype | str, family) -> torch.dtype:
+def _resolve_dtype(dtype: torch.dtype | str) -> torch.dtype:
     from ._families import DTYPE_NAMES
 
     dtypes_by_name = {name: torch_dtype for torch_dtype, name in DTYPE_NAMES.items()}
-    resolved = dtypes_by_name.get(dtype, dtype) if isinstance(dtype, str) else dtype
+    resolved = dtypes_by_name.get(dtype) if isinstance(dtype, str) else dtype
+    if resolved not in DTYPE_NAMES:
+        raise TypeError(f"dtype must be one of {', '.join(dtypes_by_name)} (or the torch dtype); got {dtype!r}")
+    return resolved
+
+
+def _dtype(dtype: torch.dtype | str, family) -> torch.dtype:
+    from ._families import DTYPE_NAMES
+
+    resolved = _resolve_dtype(dtype)
     if resolved not in family.dtypes:
         allowed = ", ".join(DTYPE_NAMES[allowed_dtype] for allowed_dtype in family.dtypes)
         raise TypeError(f"dtype: the {family.name} family compiles for {allowed}; got {dtype}")
@@ -140,3 +149,28 @@ def compile_to_binary(kernel_family, config: MatmulConfig, dtype: torch.dtype | 
         fingerprint=f"{kernels_fingerprint()}:{name}",
         extra_comments=(f"compiled by kabi with triton {triton.__version__}: {family.name} {config.tag}",))
     return write_manifest(manifest, out_dir)
+
+
+def compile_all(arch: int, out_dir: str | Path, *, dtypes=("float16", "bfloat16"), layouts=("row_major",),
+                families=None, multiprocessors: int = DEFAULT_MULTIPROCESSORS) -> list[Path]:
+    """Compile every config of every family (or of ``families``, names) that can be a binary for ``arch``: each
+    dtype and layout the family supports, split-K configs left out. Returns the manifests' paths; the directory
+    is then ready for ``kabi.load_binaries``.
+
+    Example::
+
+        compile_all(90, "binaries/", families=["persistent_tma"])   # 4 configs x 2 dtypes
+    """
+    from ._families import FAMILIES
+
+    resolved_dtypes = [_resolve_dtype(dtype) for dtype in dtypes]
+    paths = []
+    for family in (_family(name) for name in (FAMILIES if families is None else families)):
+        if (family.exact_archs and arch not in family.exact_archs) or arch < family.arch_min:
+            continue
+        options = {"multiprocessors": multiprocessors} if family.name == "persistent_tma" else {}
+        for config in (config for config in family.configs if config.split_k == 1):
+            for dtype in (dtype for dtype in resolved_dtypes if dtype in family.dtypes):
+                for layout in (layout for layout in layouts if layout in family.layout_variants):
+                    paths.append(compile_to_binary(family, config, dtype, arch, out_dir, layout=layout, **options))
+    return paths
