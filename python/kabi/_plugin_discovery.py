@@ -40,6 +40,7 @@ class PluginRecord:
 
     ``kind`` is ``"library"`` for a shared library loaded through the C ABI and ``"python"`` for an entry point
     that registered kernels from Python. ``entry_point`` names the entry point it came from, if any.
+    ``abi_version`` is the kabi ABI a library was built for, packed as (MAJOR << 16) | MINOR (0 for Python).
     """
 
     name: str
@@ -50,6 +51,7 @@ class PluginRecord:
     path: str = ""
     num_kernels: int = 0
     entry_point: str = ""
+    abi_version: int = 0
 
 
 class _Discovery:
@@ -102,6 +104,7 @@ def plugin_records() -> list[PluginRecord]:
                 path=raw["path"],
                 num_kernels=raw["num_kernels"],
                 entry_point=_state.library_entry_points.get(os.path.realpath(raw["path"]), ""),
+                abi_version=raw["abi_version"],
             )
         )
     return records + list(_state.python_records)
