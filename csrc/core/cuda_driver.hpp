@@ -91,6 +91,10 @@ const CudaDriver& cuda_driver();
 // Throws Error(KABI_STATUS_KERNEL_FAILED, "<what>: CUDA_ERROR_... (<the driver's description>)") unless result is
 // CUDA_SUCCESS.
 void check_cuda(cuda::CUresult result, const std::string& what);
+// The same with what = operation + subject, built only on failure (for the launch path, which must not allocate).
+inline void check_cuda(cuda::CUresult result, const char* operation, const std::string& subject) {
+  if (result != cuda::CUDA_SUCCESS) check_cuda(result, operation + subject);
+}
 
 // Probed once, thread-safely: every CUDA device with its name, compute capability, SM count, memory, driver
 // version and KABI_FEATURE_* bits (tensor cores, bf16 mma, fp8, tma, wgmma by compute capability).

@@ -57,6 +57,7 @@ class DeviceBinary {
 namespace {
 
 constexpr int32_t kDefaultSharedMemoryLimit = 48 * 1024;  // above this a kernel must opt in
+constexpr int32_t kMaxParams = 64;  // launches marshal into fixed arrays of this size: no allocation per launch
 
 Error invalid(const std::string& message) { return Error(KABI_STATUS_INVALID_ARGUMENT, message); }
 
@@ -143,9 +144,13 @@ int64_t stride_value(const DLTensor& tensor, int32_t dim) {
   return stride;
 }
 
-void store_integer(uint64_t& slot, int64_t value, int32_t size_bytes, const std::string& what) {
-  if (size_bytes == 4) {
+void store_integer(uint64_t& slot, int64_t value, const LaunchParam& param) {
+  if (param.size_bytes == 4) {
     if (value < INT32_MIN || value > INT32_MAX) {
+      const std::string what = param.kind == KABI_PARAM_DIM ? param.name
+                               : param.kind == KABI_PARAM_STRIDE
+                                   ? "stride " + std::to_string(param.dim) + " of tensor " + std::to_string(param.index)
+                                   : std::string("constant");
       throw invalid(what + " = " + std::to_string(value) + " does not fit the kernel's 4-byte parameter");
     }
     const int32_t narrow = static_cast<int32_t>(value);
@@ -195,7 +200,7 @@ bool stream_is_capturing(const CudaDriver& driver, cuda::CUstream stream) {
 class ContextScope {
  public:
   ContextScope(const CudaDriver& driver, int32_t device_index, const std::string& entry) : driver_(driver) {
-    check_cuda(driver.cuCtxGetCurrent(&previous_), "cuCtxGetCurrent for " + entry);
+    check_cuda(driver.cuCtxGetCurrent(&previous_), "cuCtxGetCurrent for ", entry);
     cuda::CUdevice current_device = -1;
     if (previous_ != nullptr && driver.cuCtxGetDevice(&current_device) == cuda::CUDA_SUCCESS &&
         current_device == device_index) {
@@ -203,7 +208,7 @@ class ContextScope {
     }
     cuda::CUdevice device = 0;
     cuda::CUcontext primary = nullptr;
-    check_cuda(driver.cuDeviceGet(&device, device_index), "cuDeviceGet(" + std::to_string(device_index) + ")");
+    check_cuda(driver.cuDeviceGet(&device, device_index), "cuDeviceGet for ", entry);
     // Retained once per device and never released: the primary context then outlives every module loaded into it.
     static std::mutex retain_mutex;
     static std::map<int32_t, cuda::CUcontext> retained;
@@ -216,7 +221,7 @@ class ContextScope {
       }
       primary = found->second;
     }
-    check_cuda(driver.cuCtxSetCurrent(primary), "cuCtxSetCurrent for " + entry);
+    check_cuda(driver.cuCtxSetCurrent(primary), "cuCtxSetCurrent for ", entry);
     switched_ = true;
   }
   ~ContextScope() {
@@ -304,7 +309,9 @@ std::shared_ptr<DeviceBinary> make_device_binary(const kabi_device_binary* desc_
   if (desc.entry == nullptr || desc.entry[0] == '\0') throw invalid("entry is empty; expected the kernel's name");
   binary->entry = desc.entry;
 
-  if (desc.num_params < 0) throw invalid("num_params is " + std::to_string(desc.num_params));
+  if (desc.num_params < 0 || desc.num_params > kMaxParams) {
+    throw invalid("num_params is " + std::to_string(desc.num_params) + "; expected 0 to " + std::to_string(kMaxParams));
+  }
   if (desc.num_params > 0) {
     if (desc.params == nullptr) throw invalid("params is NULL but num_params is " + std::to_string(desc.num_params));
     const size_t stride = desc.params[0].struct_size;
@@ -399,8 +406,8 @@ void launch_device_binary(DeviceBinary& binary, const kabi_problem& problem, con
     }
     return index < args.num_inputs ? args.inputs[index] : args.outputs[index - args.num_inputs];
   };
-  std::vector<uint64_t> slots(binary.params.size(), 0);
-  std::vector<void*> pointers(binary.params.size(), nullptr);
+  uint64_t slots[kMaxParams] = {};
+  void* pointers[kMaxParams] = {};
   for (size_t i = 0; i < binary.params.size(); ++i) {
     const LaunchParam& param = binary.params[i];
     void* pointer = nullptr;
@@ -410,12 +417,9 @@ void launch_device_binary(DeviceBinary& binary, const kabi_problem& problem, con
         pointer = static_cast<char*>(data.data) + data.byte_offset;
         break;
       }
-      case KABI_PARAM_DIM: store_integer(slots[i], dim_value(param.name, problem), param.size_bytes, param.name); break;
-      case KABI_PARAM_STRIDE:
-        store_integer(slots[i], stride_value(tensor(param.index, i), param.dim), param.size_bytes,
-                      "stride " + std::to_string(param.dim) + " of tensor " + std::to_string(param.index));
-        break;
-      case KABI_PARAM_CONSTANT: store_integer(slots[i], param.value, param.size_bytes, "constant"); break;
+      case KABI_PARAM_DIM: store_integer(slots[i], dim_value(param.name, problem), param); break;
+      case KABI_PARAM_STRIDE: store_integer(slots[i], stride_value(tensor(param.index, i), param.dim), param); break;
+      case KABI_PARAM_CONSTANT: store_integer(slots[i], param.value, param); break;
       case KABI_PARAM_SCRATCH:
         if (param.value > 0) {
           const size_t bytes = static_cast<size_t>(param.value) * static_cast<size_t>(blocks);
@@ -431,14 +435,12 @@ void launch_device_binary(DeviceBinary& binary, const kabi_problem& problem, con
     pointers[i] = &slots[i];
   }
 
-  const std::string what = "launching " + binary.entry;
   if (binary.cluster_size == 1) {
-    check_cuda(
-        driver.cuLaunchKernel(function, static_cast<unsigned>(grid[0]), static_cast<unsigned>(grid[1]),
-                              static_cast<unsigned>(grid[2]), static_cast<unsigned>(binary.block[0]),
-                              static_cast<unsigned>(binary.block[1]), static_cast<unsigned>(binary.block[2]),
-                              static_cast<unsigned>(binary.shared_memory_bytes), stream, pointers.data(), nullptr),
-        what);
+    check_cuda(driver.cuLaunchKernel(function, static_cast<unsigned>(grid[0]), static_cast<unsigned>(grid[1]),
+                                     static_cast<unsigned>(grid[2]), static_cast<unsigned>(binary.block[0]),
+                                     static_cast<unsigned>(binary.block[1]), static_cast<unsigned>(binary.block[2]),
+                                     static_cast<unsigned>(binary.shared_memory_bytes), stream, pointers, nullptr),
+               "launching ", binary.entry);
     return;
   }
   if (driver.cuLaunchKernelEx == nullptr) {
@@ -462,7 +464,7 @@ void launch_device_binary(DeviceBinary& binary, const kabi_problem& problem, con
   config.hStream = stream;
   config.attrs = &cluster;
   config.numAttrs = 1;
-  check_cuda(driver.cuLaunchKernelEx(&config, function, pointers.data(), nullptr), what);
+  check_cuda(driver.cuLaunchKernelEx(&config, function, pointers, nullptr), "launching ", binary.entry);
 }
 
 }  // namespace kabi::core
