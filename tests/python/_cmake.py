@@ -44,7 +44,7 @@ def build(source: Path, build_dir: Path, definitions: dict[str, str] | None = No
             pytest.fail(f"{' '.join(command)} failed:\n{result.stdout}\n{result.stderr}")
 
 
-def _dlpack_include_dir() -> str:
+def dlpack_include_dir() -> str:
     try:
         import tvm_ffi
     except ImportError:
@@ -56,7 +56,7 @@ def _dlpack_include_dir() -> str:
 
 def build_abi_test_plugins(root: Path) -> dict[str, str]:
     """Build the plugins of tests/abi against the source tree's headers in ``root``; name -> library path."""
-    include_dirs = f"{REPOSITORY / 'csrc' / 'include'};{_dlpack_include_dir()}"
+    include_dirs = f"{REPOSITORY / 'csrc' / 'include'};{dlpack_include_dir()}"
     (root / "CMakeLists.txt").write_text(
         _ABI_TEST_PROJECT.format(include_dirs=include_dirs, plugins_cmake=REPOSITORY / "tests" / "abi" / "plugins.cmake")
     )

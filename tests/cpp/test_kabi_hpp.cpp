@@ -1,0 +1,146 @@
+// The C++ wrapper kabi.hpp against a real libkabi and the built-in CPU plugin: value handles, TensorView copies,
+// select once / launch many, errors as kabi::Error with the C status. Prints "ok" and exits 0 when every check holds.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kabi/kabi.hpp"
+
+namespace {
+
+int failures = 0;
+
+void expect(bool condition, const std::string& what) {
+  if (!condition) {
+    std::fprintf(stderr, "FAILED: %s\n", what.c_str());
+    ++failures;
+  }
+}
+
+template <typename Body>
+void expect_error(kabi_status status, const std::string& needle, Body body, const std::string& what) {
+  try {
+    body();
+    expect(false, what + ": no kabi::Error thrown");
+  } catch (const kabi::Error& error) {
+    expect(error.status() == status, what + ": status " + kabi_status_name(error.status()));
+    expect(std::string(error.what()).find(needle) != std::string::npos,
+           what + ": message \"" + error.what() + "\" lacks \"" + needle + "\"");
+  }
+}
+
+std::vector<double> random_values(size_t count, std::mt19937& generator) {
+  std::normal_distribution<double> normal;
+  std::vector<double> values(count);
+  for (double& value : values) value = normal(generator);
+  return values;
+}
+
+// out[i][j] = sum_p a(i, p) * b(p, j), with a's elements at a[i * a_row + p * a_col].
+double max_error(const std::vector<double>& a, int64_t a_row, int64_t a_col, const std::vector<double>& b,
+                 const std::vector<double>& out, int64_t m, int64_t n, int64_t k) {
+  double worst = 0.0;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0.0;
+      for (int64_t p = 0; p < k; ++p) sum += a[i * a_row + p * a_col] * b[p * n + j];
+      worst = std::max(worst, std::fabs(sum - out[i * n + j]));
+    }
+  }
+  return worst;
+}
+
+void check_tensor_view() {
+  std::vector<float> storage(24);
+  kabi::TensorView view = kabi::TensorView::of(storage.data(), {2, 3, 4});
+  expect(view.strides() == std::vector<int64_t>({12, 4, 1}), "default strides are C-contiguous");
+  expect(view.numel() == 24 && view.dtype().bits == 32 && view.dtype().code == kDLFloat, "numel and dtype");
+  kabi::TensorView copy = view;
+  kabi::TensorView moved = std::move(view);
+  expect(copy.dl().shape == copy.shape().data() && copy.dl().strides == copy.strides().data(),
+         "a copy's DLTensor points at its own shape and strides");
+  expect(moved.dl().shape == moved.shape().data() && moved.dl().ndim == 3, "a moved view stays bound");
+  expect_error(KABI_STATUS_INVALID_ARGUMENT, "strides", [&] { kabi::TensorView::of(storage.data(), {4, 6}, {1}); },
+               "strides of the wrong rank");
+}
+
+void check_matmul(std::mt19937& generator) {
+  const kabi::Op matmul = kabi::Op::find("matmul");
+  expect(matmul.name() == "matmul", "Op::find");
+  const int64_t m = 5, n = 3, k = 7;
+  std::vector<double> a = random_values(m * k, generator), b = random_values(k * n, generator);
+  std::vector<double> out(m * n, NAN);
+  const kabi::Call call({kabi::TensorView::of(a.data(), {m, k}), kabi::TensorView::of(b.data(), {k, n})},
+                        {kabi::TensorView::of(out.data(), {m, n})});
+  const kabi::Selection selection = kabi::select(matmul, call, kabi::SelectOptions{"cpu", true, false});
+  expect(selection.kernel().name() == "cpu.openblas.gemm", "forced cpu picks the OpenBLAS kernel");
+  expect(selection.kernel().plugin() == "kabi-cpu", "the kernel names its plugin");
+  expect(selection.pick_reason() == KABI_PICK_FORCED, "pick reason forced");
+  bool picked_listed = false;
+  for (const kabi::Candidate& candidate : selection.candidates()) {
+    picked_listed = picked_listed || (candidate.picked && candidate.kernel.name() == "cpu.openblas.gemm");
+  }
+  expect(picked_listed, "the pick is among the candidates");
+  expect(selection.problem().dims[0] == m, "the selection carries the problem");
+  for (int repeat = 0; repeat < 3; ++repeat) selection.launch(call);
+  expect(max_error(a, k, 1, b, out, m, n, k) < 1e-12, "row-major result");
+
+  // a stored column-major: a K x M buffer viewed as M x K with strides {1, M}.
+  std::vector<double> a_columns = random_values(k * m, generator);
+  std::fill(out.begin(), out.end(), NAN);
+  const kabi::Call transposed({kabi::TensorView::of(a_columns.data(), {m, k}, {1, m}),
+                               kabi::TensorView::of(b.data(), {k, n})},
+                              {kabi::TensorView::of(out.data(), {m, n})});
+  matmul.call(transposed, kabi::SelectOptions{"cpu", true, false});
+  expect(max_error(a_columns, 1, m, b, out, m, n, k) < 1e-12, "column-major result through Op::call");
+
+  std::vector<double> wrong(m * (n + 1));
+  const kabi::Call bad_output({kabi::TensorView::of(a.data(), {m, k}), kabi::TensorView::of(b.data(), {k, n})},
+                              {kabi::TensorView::of(wrong.data(), {m, n + 1})});
+  expect_error(KABI_STATUS_INVALID_ARGUMENT, "out", [&] { selection.launch(bad_output); }, "output of the wrong shape");
+
+  std::vector<int32_t> integers(m * k);
+  const kabi::Call integer_call({kabi::TensorView::of(integers.data(), {m, k}),
+                                 kabi::TensorView::of(integers.data(), {k, m})});
+  try {
+    kabi::select(matmul, integer_call);
+    expect(false, "int32 matmul: no kabi::Error thrown");
+  } catch (const kabi::Error& error) {
+    expect(error.status() == KABI_STATUS_UNSUPPORTED_DTYPE, std::string("int32 matmul: ") + error.what());
+  }
+}
+
+}  // namespace
+
+int main() {
+  std::mt19937 generator(std::random_device{}());
+  try {
+    expect(kabi::abi_version() == KABI_ABI_VERSION, "run-time ABI version matches the header");
+    expect(!kabi::library_version().empty(), "library version");
+    expect(!kabi::devices(kDLCPU).empty(), "at least one CPU device");
+    expect(!kabi::device_signature(kDLCPU, 0).empty(), "CPU device signature");
+    expect_error(KABI_STATUS_NOT_FOUND, "no_such_op", [] { kabi::Op::find("no_such_op"); }, "unknown op");
+
+    kabi::load_builtin_plugins();
+    bool cpu_loaded = false;
+    for (const kabi::PluginRecord& plugin : kabi::plugins()) {
+      cpu_loaded = cpu_loaded || (plugin.name == "kabi-cpu" && plugin.loaded && plugin.num_kernels == 1);
+    }
+    expect(cpu_loaded, "kabi-cpu is loaded with one kernel");
+    expect_error(KABI_STATUS_NOT_FOUND, "/nonexistent/libnothing.so",
+                 [] { kabi::load_plugin("/nonexistent/libnothing.so"); }, "missing plugin file");
+
+    check_tensor_view();
+    check_matmul(generator);
+  } catch (const kabi::Error& error) {
+    std::fprintf(stderr, "FAILED: unexpected kabi::Error: %s\n", error.what());
+    return 1;
+  }
+  if (failures > 0) return 1;
+  std::printf("ok\n");
+  return 0;
+}
