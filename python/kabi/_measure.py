@@ -35,6 +35,8 @@ __all__ = ["CandidateMeasurement", "measure_candidates", "fastest"]
 
 # Notes travel into the tuning cache and into explain's 256-byte reason fields.
 _MAX_NOTE_CHARS = 200
+# Interleaved timing rounds per candidate; see measure_candidates.
+TIMING_ROUNDS = 3
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,15 @@ def _synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _gate(fn, inputs, expected, tolerance, expected_dtype, device) -> str | None:
+    try:
+        output = fn(*inputs)
+        _synchronize(device)
+        return check_output(output, expected, tolerance, expected_dtype)
+    except Exception as error:
+        return _describe_exception(error, "")
+
+
 def measure_candidates(
     candidates: Sequence[tuple[str, Callable[..., Any]]],
     make_inputs: Callable[[], list[Any]],
@@ -81,6 +92,11 @@ def measure_candidates(
 ) -> list[CandidateMeasurement]:
     """Gate and time each ``(name, fn)`` in ``candidates`` on ``fn(*make_inputs())``.
 
+    Candidates that pass the gate are timed in ``TIMING_ROUNDS`` interleaved rounds (the order rotating each
+    round), each round a :func:`kabi.bench` with ``settings.repeat`` samples and a share of
+    ``settings.min_time_s``; a candidate's time is its least round median. A burst of load from elsewhere then
+    slows one round of every candidate alike instead of all of one candidate's samples.
+
     ``make_inputs`` must return the same values on every call (the tuning inputs are rebuilt after a candidate
     corrupts them). ``reference`` is the op's reference, run in float64. Results keep the candidates' order.
     """
@@ -88,37 +104,43 @@ def measure_candidates(
     snapshots = [item.clone() if isinstance(item, torch.Tensor) else item for item in inputs]
     device = next((item.device for item in inputs if isinstance(item, torch.Tensor)), torch.device("cpu"))
     expected = reference_output(reference, inputs)
-    results = []
+    notes: dict[str, str] = {}
     for name, fn in candidates:
-        try:
-            output = fn(*inputs)
-            _synchronize(device)
-            note = check_output(output, expected, tolerance, expected_dtype)
-        except Exception as error:
-            note = _describe_exception(error, "")
+        note = _gate(fn, inputs, expected, tolerance, expected_dtype, device)
         if not _unchanged(inputs, snapshots):
             note = "wrote into its inputs" + (f"; {note}" if note else "")
             inputs = make_inputs()
         if note is not None:
-            results.append(CandidateMeasurement(name, math.inf, note))
-            continue
-        try:
-            timing = bench(
-                lambda: fn(*inputs),
-                warmup=settings.warmup,
-                repeat=settings.repeat,
-                min_time_s=settings.min_time_s,
-                device=device,
-            )
-        except Exception as error:
-            results.append(CandidateMeasurement(name, math.inf, _describe_exception(error, " while being timed")))
-            continue
-        if not _unchanged(inputs, snapshots):
-            results.append(CandidateMeasurement(name, math.inf, "wrote into its inputs while being timed"))
-            inputs = make_inputs()
-            continue
-        results.append(CandidateMeasurement(name, timing.median_us, "", timing))
-    return results
+            notes[name] = note
+    timed = [(name, fn) for name, fn in candidates if name not in notes]
+    best: dict[str, BenchResult] = {}
+    for round_index in range(TIMING_ROUNDS):
+        shift = round_index % max(len(timed), 1)
+        for name, fn in timed[shift:] + timed[:shift]:
+            if name in notes:
+                continue
+            try:
+                timing = bench(
+                    lambda: fn(*inputs),
+                    warmup=settings.warmup if round_index == 0 else 1,
+                    repeat=settings.repeat,
+                    min_time_s=settings.min_time_s / TIMING_ROUNDS,
+                    device=device,
+                )
+            except Exception as error:
+                notes[name] = _describe_exception(error, " while being timed")
+                continue
+            if not _unchanged(inputs, snapshots):
+                notes[name] = "wrote into its inputs while being timed"
+                inputs = make_inputs()
+                continue
+            if name not in best or timing.median_us < best[name].median_us:
+                best[name] = timing
+    return [
+        CandidateMeasurement(name, math.inf, notes[name]) if name in notes
+        else CandidateMeasurement(name, best[name].median_us, "", best[name])
+        for name, _ in candidates
+    ]
 
 
 def fastest(results: Sequence[CandidateMeasurement]) -> CandidateMeasurement | None:

@@ -8,8 +8,8 @@ Modes:
 - ``"off"``: never measure; use what the tuning cache remembers, else the heuristic.
 
 Why first-call by default: the cost is paid once per (device, op, problem key, kernel versions) across all
-processes and restarts, and it is bounded (each candidate gets ``warmup`` calls plus ``repeat`` samples lasting
-``min_time_s`` together), while the heuristic alone is often wrong about which kernel is fastest. Latency-critical
+processes and restarts, and it is bounded (each candidate gets ``warmup`` calls plus three interleaved rounds of
+``repeat`` samples lasting ``min_time_s`` together), while the heuristic alone is often wrong about which kernel is fastest. Latency-critical
 services can pre-fill the cache offline (``kabi tune``, ``kabi cache export/import``) and run with ``KABI_TUNE=off``.
 
 Whatever the mode, no tuning happens while a CUDA graph is being captured or while torch.compile traces: measuring
@@ -50,11 +50,12 @@ _ENVIRONMENT_VARIABLES = {
 
 @dataclass(frozen=True)
 class TuningSettings:
-    """The tuning mode and the measurement budget of each candidate (see :func:`kabi.bench`)."""
+    """The tuning mode and the measurement budget of each candidate: ``warmup`` calls, then three interleaved rounds
+    of ``repeat`` samples each, lasting at least ``min_time_s`` together (see :func:`kabi.bench`)."""
 
     mode: str = "first-call"
     warmup: int = 2
-    repeat: int = 11
+    repeat: int = 7
     min_time_s: float = 0.02
 
     def __post_init__(self) -> None:

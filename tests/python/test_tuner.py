@@ -188,6 +188,24 @@ def test_a_candidate_that_fails_only_while_timed_is_rejected():
     assert result.note == "raised ValueError while being timed: second call breaks"
 
 
+def test_candidates_are_timed_in_interleaved_rotating_rounds():
+    calls = []
+
+    def recording(name):
+        def kernel(a, b):
+            calls.append(name)
+            return torch.matmul(a, b)
+
+        return kernel
+
+    results = measure_candidates([("A", recording("A")), ("B", recording("B"))], _matmul_inputs, torch.matmul,
+                                 FLOAT32, QUICK)
+    runs = [name for index, name in enumerate(calls) if index == 0 or calls[index - 1] != name]
+    # The gate runs A then B; then round 1 times A then B, round 2 B then A, round 3 A then B.
+    assert runs == ["A", "B", "A", "B", "A", "B"]
+    assert all(result.passed and result.bench.count == QUICK.repeat for result in results)
+
+
 # --- the policy -------------------------------------------------------------------------------------------------
 
 
