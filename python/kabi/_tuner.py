@@ -36,14 +36,15 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from . import _core, _dispatch, _distributed, _stats
+from . import _cache_api, _core, _dispatch, _distributed, _stats
 from ._correctness import make_inputs_like
 from ._dispatch import OpFront, Selection, front_of
 from ._measure import CandidateMeasurement, fastest, measure_candidates
+from ._records import Problem
 from ._tensors import descriptor, torch_dtype
 from ._tuning_policy import TuningSettings, current_settings, tuning_blocked_reason
 
-__all__ = ["TuningReport", "last_report", "on_selection_miss", "tune"]
+__all__ = ["TuningReport", "gate_notes", "last_report", "on_selection_miss", "tune"]
 
 # Problems whose last tuning report explain can show; the oldest are dropped first.
 _REPORTS_KEPT = 512
@@ -85,6 +86,17 @@ def last_report(op: str, device: str, problem: str) -> TuningReport | None:
     """This process's last tuning report for a problem (``problem`` is the core's tuning key), or None."""
     with _reports_lock:
         return _reports.get((op, device, problem))
+
+
+def gate_notes(op: str, problem: Problem) -> dict[str, str]:
+    """Why candidates were rejected when ``problem`` was tuned, by kernel name (only rejected ones): from this
+    process's last tuning report, else from the notes the tuning cache keeps. For ``kabi.explain``."""
+    report = last_report(op, problem.device, problem.key)
+    if report is not None:
+        return {item.kernel: item.note for item in report.measurements if not item.passed}
+    signature = _core.device_signature(problem.device_type, problem.device_index)
+    return {record.kernel: record.note for record in _cache_api.show(op)
+            if record.device == signature and record.problem == problem.key and record.note}
 
 
 def _remember(report: TuningReport) -> TuningReport:

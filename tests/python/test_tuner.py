@@ -358,8 +358,12 @@ def test_wrong_raising_and_nan_kernels_are_never_picked_and_say_why(cache_dir, r
     assert notes["test.wrong"].startswith("wrong result: norm error")
     assert notes["test.raises"] == "raised RuntimeError: this kernel always fails"
     assert notes["test.nan"] == "NaN in output (1 elements)"
+    rejected = {k: v for k, v in notes.items() if v}
     report = _tuner.last_report("matmul", "cpu", explanation.problem_key)
-    assert {m.kernel: m.note for m in report.measurements if not m.passed} == {k: v for k, v in notes.items() if v}
+    assert {m.kernel: m.note for m in report.measurements if not m.passed} == rejected
+    assert _tuner.gate_notes("matmul", explanation.problem) == rejected
+    _tuner._reports.clear()  # a later process knows only what the tuning cache kept
+    assert _tuner.gate_notes("matmul", explanation.problem) == rejected
 
 
 def test_forced_and_off_selections_do_not_tune(cache_dir):
