@@ -114,6 +114,58 @@ void check_matmul(std::mt19937& generator) {
   }
 }
 
+// A naive float64 matmul for contiguous rank-2 tensors, registered from C++ to test KernelRegistration.
+kabi_status naive_matmul(void* /*user_data*/, const kabi_args* args) {
+  const DLTensor& a = args->inputs[0];
+  const DLTensor& b = args->inputs[1];
+  const DLTensor& out = args->outputs[0];
+  const int64_t m = a.shape[0], k = a.shape[1], n = b.shape[1];
+  const auto* x = static_cast<const double*>(a.data);
+  const auto* y = static_cast<const double*>(b.data);
+  auto* z = static_cast<double*>(out.data);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0.0;
+      for (int64_t p = 0; p < k; ++p) sum += x[i * k + p] * y[p * n + j];
+      z[i * n + j] = sum;
+    }
+  }
+  return KABI_STATUS_OK;
+}
+
+void check_kernel_registration(std::mt19937& generator) {
+  kabi_kernel_desc desc{};
+  desc.struct_size = sizeof(desc);
+  desc.op = "matmul";
+  desc.name = "test.naive_matmul";
+  desc.backend = "test";
+  desc.device_type = kDLCPU;
+  desc.priority = 1000;
+  desc.dtypes = KABI_DTYPE_FLOAT64;
+  desc.layouts = KABI_LAYOUT_CONTIGUOUS;
+  desc.batch_mode = KABI_BATCH_NONE;
+  desc.kind = KABI_KERNEL_FUNCTION;
+  desc.function = naive_matmul;
+  const int64_t m = 4, n = 6, k = 3;
+  std::vector<double> a = random_values(m * k, generator), b = random_values(k * n, generator);
+  std::vector<double> out(m * n, NAN);
+  const kabi::Call call({kabi::TensorView::of(a.data(), {m, k}), kabi::TensorView::of(b.data(), {k, n})},
+                        {kabi::TensorView::of(out.data(), {m, n})});
+  {
+    kabi::KernelRegistration registration(desc);
+    expect_error(KABI_STATUS_ALREADY_EXISTS, "test.naive_matmul", [&] { kabi::KernelRegistration again(desc); },
+                 "registering a name twice");
+    kabi::KernelRegistration moved = std::move(registration);
+    const kabi::Selection selection = kabi::select(kabi::Op::find("matmul"), call,
+                                                   kabi::SelectOptions{"test.naive_matmul", false, false});
+    expect(selection.kernel().name() == "test.naive_matmul", "the registered kernel can be forced");
+    selection.launch(call);
+    expect(max_error(a, k, 1, b, out, m, n, k) < 1e-12, "the registered kernel ran");
+  }
+  expect_error(KABI_STATUS_NOT_FOUND, "test.naive_matmul", [] { kabi::Kernel::find("matmul", "test.naive_matmul"); },
+               "the kernel is unregistered with its registration");
+}
+
 }  // namespace
 
 int main() {
@@ -136,6 +188,7 @@ int main() {
 
     check_tensor_view();
     check_matmul(generator);
+    check_kernel_registration(generator);
   } catch (const kabi::Error& error) {
     std::fprintf(stderr, "FAILED: unexpected kabi::Error: %s\n", error.what());
     return 1;

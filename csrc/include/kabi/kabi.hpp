@@ -2,7 +2,8 @@
  * kabi.hpp - a header-only C++17 wrapper over kabi.h.
  *
  * Errors become kabi::Error exceptions here, on the caller's side of the C boundary. Handles are small values
- * (libkabi owns the objects); TensorView describes caller memory as a DLTensor without owning it.
+ * (libkabi owns the objects; a KernelRegistration owns its registration); TensorView describes caller memory as a
+ * DLTensor without owning it.
  *
  *   kabi::load_builtin_plugins();
  *   kabi::Op matmul = kabi::Op::find("matmul");
@@ -213,6 +214,52 @@ class Kernel {
 
  private:
   kabi_kernel handle_;
+};
+
+/** A kernel this program registered (kabi_kernel_register), unregistered when the object is destroyed. Move-only.
+ *
+ *    kabi_kernel_desc desc{};  // struct_size, op, name, backend, device_type, dtypes, layouts, kind, function...
+ *    kabi::KernelRegistration registration(desc);
+ */
+class KernelRegistration {
+ public:
+  explicit KernelRegistration(const kabi_kernel_desc& desc) {
+    kabi_kernel handle = nullptr;
+    check(kabi_kernel_register(&desc, &handle));
+    kernel_ = Kernel(handle);
+    op_ = desc.op;
+    name_ = desc.name;
+  }
+  KernelRegistration(const KernelRegistration&) = delete;
+  KernelRegistration& operator=(const KernelRegistration&) = delete;
+  KernelRegistration(KernelRegistration&& other) noexcept
+      : kernel_(other.kernel_), op_(std::move(other.op_)), name_(std::move(other.name_)) {
+    other.name_.clear();
+  }
+  KernelRegistration& operator=(KernelRegistration&& other) noexcept {
+    if (this != &other) {
+      release();
+      kernel_ = other.kernel_;
+      op_ = std::move(other.op_);
+      name_ = std::move(other.name_);
+      other.name_.clear();
+    }
+    return *this;
+  }
+  ~KernelRegistration() { release(); }
+
+  const Kernel& kernel() const { return kernel_; }
+
+ private:
+  void release() noexcept {
+    // A destructor cannot throw: a kernel that is already gone (unregistered elsewhere) is fine.
+    if (!name_.empty()) kabi_kernel_unregister(op_.c_str(), name_.c_str());
+    name_.clear();
+  }
+
+  Kernel kernel_;
+  std::string op_;
+  std::string name_;
 };
 
 /** One candidate as a selection saw it. */
