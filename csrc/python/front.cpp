@@ -1,8 +1,8 @@
 // The hit path of a two-input op front, in C: build the decision-cache key, look it up, call the cached
 // implementation. Everything else (misses, validation, `out=` checks) stays in Python (kabi/_dispatch.py), which
 // this function calls back. The key is the tuple the Python side builds too (kabi/_dispatch.py, _key):
-//   (a.dtype, b.dtype, a.device, b.device, active kabi.use scope, a.dim(), *a.shape, *a.stride(), *b.shape,
-//    *b.stride())
+//   (a.dtype, b.dtype, a.device, b.device, a.requires_grad, b.requires_grad, active kabi.use scope, a.dim(),
+//    *a.shape, *a.stride(), *b.shape, *b.stride())
 // Doing this in C instead of bytecode keeps dispatch well under a microsecond on top of the implementation.
 #include <pybind11/pybind11.h>
 
@@ -38,6 +38,7 @@ struct InternedNames {
   PyObject* stride = PyUnicode_InternFromString("stride");
   PyObject* dtype = PyUnicode_InternFromString("dtype");
   PyObject* device = PyUnicode_InternFromString("device");
+  PyObject* requires_grad = PyUnicode_InternFromString("requires_grad");
   PyObject* out = PyUnicode_InternFromString("out");
 };
 
@@ -51,28 +52,34 @@ const InternedNames& names() {
 // compare faster than torch.Size objects.
 PyObject* build_key(PyObject* a, PyObject* b, PyObject* scope_var) {
   const InternedNames& name = names();
-  PyObject* parts[10] = {
-      PyObject_GetAttr(a, name.dtype),  PyObject_GetAttr(b, name.dtype),
-      PyObject_GetAttr(a, name.device), PyObject_GetAttr(b, name.device),
+  // dtype a, dtype b, device a, device b, requires_grad a, requires_grad b, scope, rank of a; then the tuples
+  // flattened: shape a, stride a, shape b, stride b.
+  constexpr int kScalars = 8;
+  constexpr int kScope = 6;
+  constexpr int kRank = 7;
+  PyObject* parts[kScalars + 4] = {
+      PyObject_GetAttr(a, name.dtype),         PyObject_GetAttr(b, name.dtype),
+      PyObject_GetAttr(a, name.device),        PyObject_GetAttr(b, name.device),
+      PyObject_GetAttr(a, name.requires_grad), PyObject_GetAttr(b, name.requires_grad),
       nullptr,
       nullptr,
-      PyObject_GetAttr(a, name.shape),  PyObject_CallMethodNoArgs(a, name.stride),
-      PyObject_GetAttr(b, name.shape),  PyObject_CallMethodNoArgs(b, name.stride),
+      PyObject_GetAttr(a, name.shape),         PyObject_CallMethodNoArgs(a, name.stride),
+      PyObject_GetAttr(b, name.shape),         PyObject_CallMethodNoArgs(b, name.stride),
   };
   PyObject* key = nullptr;
-  bool complete = PyContextVar_Get(scope_var, Py_None, &parts[4]) == 0;
-  for (int i : {0, 1, 2, 3, 6, 7, 8, 9}) complete = complete && parts[i] != nullptr;
-  for (int i : {6, 7, 8, 9}) complete = complete && PyTuple_Check(parts[i]);
+  bool complete = PyContextVar_Get(scope_var, Py_None, &parts[kScope]) == 0;
+  for (int i = 0; i < kScalars + 4; ++i) complete = complete && (i == kRank || parts[i] != nullptr);
+  for (int i = kScalars; i < kScalars + 4; ++i) complete = complete && PyTuple_Check(parts[i]);
   if (complete) {
-    const Py_ssize_t rank_a = PyTuple_GET_SIZE(parts[6]);
-    const Py_ssize_t rank_b = PyTuple_GET_SIZE(parts[8]);
-    complete = PyTuple_GET_SIZE(parts[7]) == rank_a && PyTuple_GET_SIZE(parts[9]) == rank_b;
-    parts[5] = complete ? PyLong_FromSsize_t(rank_a) : nullptr;
-    key = parts[5] != nullptr ? PyTuple_New(6 + 2 * rank_a + 2 * rank_b) : nullptr;
+    const Py_ssize_t rank_a = PyTuple_GET_SIZE(parts[kScalars]);
+    const Py_ssize_t rank_b = PyTuple_GET_SIZE(parts[kScalars + 2]);
+    complete = PyTuple_GET_SIZE(parts[kScalars + 1]) == rank_a && PyTuple_GET_SIZE(parts[kScalars + 3]) == rank_b;
+    parts[kRank] = complete ? PyLong_FromSsize_t(rank_a) : nullptr;
+    key = parts[kRank] != nullptr ? PyTuple_New(kScalars + 2 * rank_a + 2 * rank_b) : nullptr;
     if (key != nullptr) {
       Py_ssize_t position = 0;
-      for (int i = 0; i < 6; ++i) PyTuple_SET_ITEM(key, position++, Py_NewRef(parts[i]));
-      for (int i = 6; i < 10; ++i) {
+      for (int i = 0; i < kScalars; ++i) PyTuple_SET_ITEM(key, position++, Py_NewRef(parts[i]));
+      for (int i = kScalars; i < kScalars + 4; ++i) {
         for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(parts[i]); ++j) {
           PyTuple_SET_ITEM(key, position++, Py_NewRef(PyTuple_GET_ITEM(parts[i], j)));
         }

@@ -31,6 +31,8 @@ from typing import Any, Callable
 import torch
 
 from . import _core, _kernels, _scopes
+from ._arrays import call_with_arrays, has_foreign_array
+from ._autograd import differentiable
 from ._decision_cache import DecisionCache
 from ._errors import ArgumentTypeError, ConstraintViolatedError, InvalidArgumentError, NotFoundError, StaleDecisionError
 from ._plugin_discovery import discover_plugins
@@ -89,12 +91,15 @@ class Selection:
 
 def _key(inputs: tuple, scope: Any) -> tuple:
     """The decision-cache key: what selection depends on (dtypes, devices, the ``kabi.use`` scope, shapes,
-    strides). For two inputs it is flat, with plain ints that hash and compare faster than torch.Size objects;
+    strides) and whether an input requires grad (those decisions are wrapped for autograd). For two inputs it is flat, with plain ints that hash and compare faster than torch.Size objects;
     csrc/python/front.cpp builds the same tuple on the hit path."""
     if len(inputs) == 2:
         a, b = inputs
-        return (a.dtype, b.dtype, a.device, b.device, scope, a.dim(), *a.shape, *a.stride(), *b.shape, *b.stride())
-    return (*[(t.shape, t.stride(), t.dtype, t.device) for t in inputs], scope)
+        return (
+            a.dtype, b.dtype, a.device, b.device, a.requires_grad, b.requires_grad, scope, a.dim(),
+            *a.shape, *a.stride(), *b.shape, *b.stride(),
+        )
+    return (*[(t.shape, t.stride(), t.dtype, t.device, t.requires_grad) for t in inputs], scope)
 
 
 class OpFront:
@@ -207,9 +212,15 @@ class OpFront:
     # -- the miss path -------------------------------------------------------------------------------------------
 
     def miss(self, inputs: tuple, out: torch.Tensor | None) -> torch.Tensor:
-        """Validate, select, remember the decision, run it."""
+        """Validate, select, remember the decision, run it.
+
+        Other DLPack arrays (numpy, CuPy, ...) are shared with torch and the call comes back here with tensors
+        (kabi._arrays); a decision for inputs that require grad is wrapped so autograd records it (kabi._autograd).
+        """
         if _discovery_pending:
             _discover_plugins_once()
+        if has_foreign_array(inputs, out):
+            return call_with_arrays(self.function, self.name, self.input_names, inputs, out)
         generation = self.cache.begin_miss()
         selection = self.select(inputs, out)
         hook = _on_selection_miss
@@ -219,6 +230,8 @@ class OpFront:
                 selection = replacement
                 generation = self.cache.begin_miss()
         implementation = self.implementation(selection, inputs)
+        if any(getattr(tensor, "requires_grad", False) for tensor in inputs):
+            implementation = differentiable(self.name, implementation)
         key = _key(inputs, _scopes.active_scope())
         problem = selection.problem
         self.expected_outputs[key] = (problem.output_shape, torch_dtype(problem.dtype), torch_device(problem.device_type, problem.device_index))

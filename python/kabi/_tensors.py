@@ -3,9 +3,9 @@
 A descriptor is the tuple ``(data_ptr, shape, strides, dtype_code, dtype_bits, device_type, device_index)``; the
 binding builds a ``DLTensor`` from it in C++, so no DLPack capsule is made on the way to a native kernel.
 
-Inputs reach kabi as ``torch.Tensor``. ``check_array`` is the one place where another kind of array would be
-accepted (e.g. anything with ``__dlpack__``, converted with ``torch.from_dlpack``); today it names the argument and
-its type when it is not a tensor.
+Inputs reach the core as ``torch.Tensor``: other DLPack arrays are shared with torch before validation
+(``kabi._arrays``, called from the op front's miss path), and ``check_array`` names the argument and its type for
+anything else.
 
 Example::
 
