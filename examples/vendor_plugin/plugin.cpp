@@ -119,6 +119,13 @@ __attribute__((target("avx2,fma"))) void small_gemm(const Matrix& a, const Matri
   }
 }
 
+// The bytes a row-major matrix spans.
+bool overlaps(const float* out, int64_t out_count, const Matrix& input) {
+  const float* end = input.data + (input.rows - 1) * input.row_stride + input.cols;
+  return out < end && input.data < out + out_count;
+}
+
+// The output as a dense row-major float32 [M, N] matrix that shares no memory with the inputs, or false.
 bool output_matches(const kabi_args& args, const Matrix& a, const Matrix& b, float** out) {
   if (args.num_outputs != 1 || args.outputs == nullptr) return false;
   const DLTensor& tensor = args.outputs[0];
@@ -129,7 +136,8 @@ bool output_matches(const kabi_args& args, const Matrix& a, const Matrix& b, flo
   const bool dense = tensor.strides == nullptr || ((tensor.shape[1] == 1 || tensor.strides[1] == 1) &&
                                                    (tensor.shape[0] == 1 || tensor.strides[0] == tensor.shape[1]));
   *out = reinterpret_cast<float*>(static_cast<char*>(tensor.data) + tensor.byte_offset);
-  return dense;
+  const int64_t count = a.rows * b.cols;
+  return dense && !overlaps(*out, count, a) && !overlaps(*out, count, b);
 }
 
 kabi_status small_gemm_kernel(void* /*user_data*/, const kabi_args* args) {
@@ -142,7 +150,7 @@ kabi_status small_gemm_kernel(void* /*user_data*/, const kabi_args* args) {
     return KABI_STATUS_CONSTRAINT_VIOLATED;
   }
   if (!output_matches(*args, a, b, &out)) {
-    report_error("acme.avx2.small_gemm: out must be a dense row-major float32 [M, N] matrix");
+    report_error("acme.avx2.small_gemm: out must be a dense row-major float32 [M, N] matrix apart from the inputs");
     return KABI_STATUS_CONSTRAINT_VIOLATED;
   }
   small_gemm(a, b, out);

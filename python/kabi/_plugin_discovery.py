@@ -81,6 +81,8 @@ def discover_plugins() -> list[PluginRecord]:
                     _load_environment_path()
                     for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
                         _load_entry_point(entry_point)
+                except Exception as error:  # noqa: BLE001 - e.g. unreadable package metadata; kabi must keep working
+                    _logger.warning("kabi: plugin discovery stopped early: %s: %s", type(error).__name__, error)
                 finally:
                     _state.running = False
                     _state.done = True

@@ -49,9 +49,12 @@ void strides_of(const DLTensor& tensor, int64_t* out) {
   }
 }
 
+// Saturates instead of overflowing: only a described (never allocated) tensor can be that large.
 int64_t element_count(const int64_t* shape, int rank) {
   int64_t count = 1;
-  for (int d = 0; d < rank; ++d) count *= shape[d];
+  for (int d = 0; d < rank; ++d) {
+    if (__builtin_mul_overflow(count, shape[d], &count)) return INT64_MAX;
+  }
   return count;
 }
 
