@@ -258,7 +258,8 @@ class OpFront:
         selection = self.select(inputs, out, with_data=True)
         kernel = selection.kernel
         if kernel.kind == "external":
-            return _kernels.python_implementation(self.name, kernel.name)(*inputs, out=out)
+            implementation = _kernels.python_implementation(self.name, kernel.name)
+            return implementation(*inputs) if out is None else implementation(*inputs, out=out)
         problem = selection.problem
         result = out
         if result is None or not result.is_contiguous():
@@ -275,9 +276,25 @@ class OpFront:
     def implementation(self, selection: Selection, inputs: tuple) -> Callable[..., Any]:
         """A ready-to-call implementation of the selected kernel for this problem."""
         kernel = selection.kernel
-        if kernel.kind == "external":
-            return _kernels.python_implementation(self.name, kernel.name)
-        return self._native_launcher(kernel.name, selection.problem, inputs)
+        if kernel.kind != "external":
+            return self._native_launcher(kernel.name, selection.problem, inputs)
+        implementation = _kernels.python_implementation(self.name, kernel.name)
+        if kernel.alignment > 1:
+            implementation = self._aligned(implementation, kernel.alignment)
+        return implementation
+
+    def _aligned(self, implementation: Callable[..., Any], alignment: int) -> Callable[..., Any]:
+        """A Python kernel declaring an alignment, guarded the way the core guards native launches: a call whose
+        data pointers miss it is selected afresh (with the pointers) instead."""
+        fresh_call = self.fresh_call
+
+        def aligned(*inputs: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+            tensors = inputs if out is None else (*inputs, out)
+            if any(tensor.data_ptr() % alignment for tensor in tensors):
+                return fresh_call(inputs, out)
+            return implementation(*inputs) if out is None else implementation(*inputs, out=out)
+
+        return aligned
 
     def _native_launcher(self, kernel_name: str, problem: Problem, inputs: tuple) -> Callable[..., Any]:
         """A launcher bound to the problem: allocates the output and hands only data pointers to the core.

@@ -253,3 +253,31 @@ def test_import_points_the_cpu_plugin_at_scipy_openblas(tmp_path):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["True", "True"]
+
+
+def test_a_call_that_misses_a_kernels_alignment_is_selected_afresh():
+    """A decision made for aligned tensors is not used for a misaligned view: that call is selected again with
+    its pointers (the core rejects the kernel for it) and runs elsewhere."""
+    seen = []
+
+    def aligned_only(a, b, out=None):
+        seen.append((a.data_ptr() % 64, b.data_ptr() % 64))
+        return torch.matmul(a, b, out=out)
+
+    kabi.register_kernel("matmul", aligned_only, name="test.front.aligned", alignment=64, priority=100)
+    try:
+        storage = torch.randn(2 * 64 + 16)
+        aligned = torch.randn(8, 8)
+        while aligned.data_ptr() % 64:
+            aligned = torch.randn(8, 8)
+        b = aligned.clone()
+        while b.data_ptr() % 64:
+            b = aligned.clone()
+        kabi.ops.matmul(aligned, b)
+        assert seen == [(0, 0)]
+        offset = next(i for i in range(16) if (storage.data_ptr() + 4 * i) % 64)
+        misaligned = storage[offset : offset + 64].view(8, 8)
+        assert_matches_reference(kabi.ops.matmul(misaligned, b), misaligned, b)
+        assert seen == [(0, 0)]
+    finally:
+        kabi.unregister_kernel("matmul", "test.front.aligned")
