@@ -138,7 +138,17 @@ class PreparedLaunch {
     tensor_count_ = tensors_->inputs().size() + tensors_->outputs().size();
   }
 
-  void operator()(const py::args& tensors) {
+  void operator()(const py::args& tensors) { launch_on(tensors_->args().stream, tensors); }
+
+  // The same on another stream (a CUstream as an integer): CUDA callers pass torch's current stream per call.
+  void on_stream(std::uintptr_t stream, const py::args& tensors) {
+    launch_on(reinterpret_cast<void*>(stream), tensors);
+  }
+
+  const std::string& kernel_name() const { return kernel_name_; }
+
+ private:
+  void launch_on(void* stream, const py::args& tensors) {
     if (static_cast<std::size_t>(PyTuple_GET_SIZE(tensors.ptr())) != tensor_count_) {
       raise_status(KABI_STATUS_INVALID_ARGUMENT, "prepared launch of " + kernel_name_ + " takes " +
                                                      std::to_string(tensor_count_) + " tensors (inputs, outputs)");
@@ -160,6 +170,7 @@ class PreparedLaunch {
       call_tensors[position].data = data_pointer(tensors, position);
     }
     kabi_args args = tensors_->args();
+    args.stream = stream;
     args.inputs = call_tensors;
     args.outputs = call_tensors + tensors_->inputs().size();
     if (kabi_registry_generation() != generation_) {
@@ -175,9 +186,6 @@ class PreparedLaunch {
     check(status);
   }
 
-  const std::string& kernel_name() const { return kernel_name_; }
-
- private:
   static void* data_pointer(const py::args& tensors, std::size_t position) {
     static PyObject* method_name = PyUnicode_InternFromString("data_ptr");
     PyObject* tensor = PyTuple_GET_ITEM(tensors.ptr(), static_cast<Py_ssize_t>(position));
@@ -217,6 +225,8 @@ void bind_dispatch(py::module_& m) {
                     std::uintptr_t>(),
            py::arg("op"), py::arg("kernel"), py::arg("inputs"), py::arg("outputs"), py::arg("stream") = 0)
       .def("__call__", &PreparedLaunch::operator())
+      .def("on_stream", &PreparedLaunch::on_stream, py::arg("stream"),
+           "Launch on a CUstream (an integer) instead of the one given at preparation.")
       .def_property_readonly("kernel", &PreparedLaunch::kernel_name);
 }
 

@@ -54,6 +54,11 @@ def _discover_plugins_once() -> None:
     discover_plugins()
 
 
+def _current_cuda_stream(device_index: int) -> int:
+    """torch's current CUstream on a CUDA device, as an integer."""
+    return torch.cuda.current_stream(device_index).cuda_stream
+
+
 def front_of(op: Any) -> OpFront:
     """The dispatcher behind an op, given its name or its ``kabi.ops`` function."""
     try:
@@ -265,7 +270,8 @@ class OpFront:
         if result is None or not result.is_contiguous():
             device = torch_device(problem.device_type, problem.device_index)
             result = torch.empty(problem.output_shape, dtype=torch_dtype(problem.dtype), device=device)
-        _core.launch(self.name, kernel.name, [descriptor(t) for t in inputs], [descriptor(result)])
+        stream = _current_cuda_stream(result.device.index or 0) if result.device.type == "cuda" else 0
+        _core.launch(self.name, kernel.name, [descriptor(t) for t in inputs], [descriptor(result)], stream)
         if out is not None and result is not out:
             out.copy_(result)
             return out
@@ -313,11 +319,18 @@ class OpFront:
         empty = torch.empty
         miss = self.miss
         fresh_call = self.fresh_call
+        run = prepared
+        if device.type == "cuda":
+            # Kernels run on torch's current stream of the device (a side stream, a CUDA-graph capture stream).
+            current_stream, index, on_stream = _current_cuda_stream, device.index or 0, prepared.on_stream
+
+            def run(*tensors: torch.Tensor) -> None:
+                on_stream(current_stream(index), *tensors)
 
         def launch(*inputs: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
             result = empty(shape, dtype=dtype, device=device) if out is None or not out.is_contiguous() else out
             try:
-                prepared(*inputs, result)
+                run(*inputs, result)
             except ConstraintViolatedError:
                 return fresh_call(inputs, out)
             except StaleDecisionError:
