@@ -1,7 +1,8 @@
 """The op front: validation, selection and the per-op decision cache behind every ``kabi.ops.<op>``.
 
-A call builds a lean key from what selection depends on — each input's shape, strides, dtype and device, plus the
-active ``kabi.use`` scope — and looks it up in the op's decision cache. A hit calls the cached implementation
+A call builds a lean key from what selection depends on — each input's shape, strides, dtype, device and
+requires_grad, plus the active ``kabi.use`` scope — and looks it up in the op's decision cache (for two-input ops
+the hit path runs in C, csrc/python/front.cpp). A hit calls the cached implementation
 directly: the Python kernel itself, or a native launcher bound to the problem (it allocates the output and passes
 only data pointers to the core). Validation is skipped on a hit because the key implies it; ``out=`` is checked on
 every call that gives it.
