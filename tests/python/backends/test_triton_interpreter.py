@@ -83,3 +83,12 @@ def test_cases_cover_edges(interpreter_run):
     assert all(int(shape.split("x")[2]) % 16 for shape in shapes), "every case has K not a multiple of 16"
     assert any("aT" in case for case, _ in cases) and any("bT" in case for case, _ in cases)
     assert {dtype for _, dtype in cases} == {"float16", "float32"}
+
+
+def test_binary_build_of_the_hopper_kernel_survives_unaligned_pitches(interpreter_run, tolerances):
+    # A device binary cannot tell the core that TMA needs 16-byte row pitches; the kernel checks them itself.
+    records = interpreter_run["pitch_checked"]
+    assert {record["case"] for record in records} == {"40x72x48", "40x72x33", "35x72x40"}
+    for record in records:
+        assert record["norm"] <= tolerances["float16"]["norm"], record
+        assert record["extreme"] <= tolerances["float16"]["extreme"], record

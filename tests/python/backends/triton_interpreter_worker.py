@@ -48,6 +48,26 @@ def _cases():
                 yield shape, dtype, index % 2 == 1, index % 2 == 0 or shape[0] == 1
 
 
+def _pitch_checked_records(generator: torch.Generator) -> list:
+    """The Hopper kernel as compiled for a device binary (CHECK_PITCHES=True), on pitches TMA can and cannot take:
+    the second must take the pointer-load path and still be right."""
+    family = FAMILIES["persistent_tma"]
+    config = family.configs[-1]
+    records = []
+    for (m, n, k), a_transposed, b_transposed in (((40, 72, 48), False, True), ((40, 72, 33), False, False),
+                                                  ((35, 72, 40), True, True)):
+        a = _matrix(m, k, torch.float16, a_transposed, generator)
+        b = _matrix(k, n, torch.float16, b_transposed, generator)
+        c = torch.empty(m, n, dtype=torch.float16)
+        family.kernel[(4,)](a, b, c, m, n, k, a.stride(1 if a_transposed else 0), b.stride(1 if b_transposed else 0),
+                            c.stride(0), 4, BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
+                            GROUP_M=config.group_m, A_COLUMN_MAJOR=a_transposed, B_COLUMN_MAJOR=b_transposed,
+                            CHECK_PITCHES=True)
+        norm, extreme = _relative_errors(c, a.double() @ b.double())
+        records.append({"case": f"{m}x{n}x{k}", "dtype": "float16", "norm": norm, "extreme": extreme})
+    return records
+
+
 def main() -> None:
     registered = register_triton_kernels(device="cpu")
     generator = torch.Generator().manual_seed(1234)
@@ -78,7 +98,8 @@ def main() -> None:
                 except Exception as error:  # recorded, and failed by the test, with its message
                     record["error"] = f"{type(error).__name__}: {error}"
                 records.append(record)
-    json.dump({"registered": registered, "records": records}, sys.stdout)
+    json.dump({"registered": registered, "records": records, "pitch_checked": _pitch_checked_records(generator)},
+              sys.stdout)
 
 
 if __name__ == "__main__":

@@ -287,7 +287,7 @@ class PersistentTmaFamily(KernelFamily):
             self.kernel[(num_programs,)](
                 a, b, c, m, n, k, stride_a, stride_b, strides[4], num_programs,
                 BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, GROUP_M=config.group_m,
-                A_COLUMN_MAJOR=a_column_major, B_COLUMN_MAJOR=b_column_major,
+                A_COLUMN_MAJOR=a_column_major, B_COLUMN_MAJOR=b_column_major, CHECK_PITCHES=False,
                 num_warps=config.num_warps, num_stages=config.num_stages, enable_fp_fusion=True)
 
     def binary_spec(self, config, dtype, layout_variant, multiprocessors=132):
@@ -298,9 +298,10 @@ class PersistentTmaFamily(KernelFamily):
         signature = _operand_signature(dtype)
         signature.update(stride_a="i32", stride_b="i32", stride_c="i32", num_programs="i32",
                          BLOCK_M="constexpr", BLOCK_N="constexpr", BLOCK_K="constexpr", GROUP_M="constexpr",
-                         A_COLUMN_MAJOR="constexpr", B_COLUMN_MAJOR="constexpr")
+                         A_COLUMN_MAJOR="constexpr", B_COLUMN_MAJOR="constexpr", CHECK_PITCHES="constexpr")
         constexprs = dict(BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
-                          GROUP_M=config.group_m, A_COLUMN_MAJOR=column_major, B_COLUMN_MAJOR=column_major)
+                          GROUP_M=config.group_m, A_COLUMN_MAJOR=column_major, B_COLUMN_MAJOR=column_major,
+                          CHECK_PITCHES=True)
         leading_dim = -1 if column_major else -2
         params = _TENSOR_AND_DIM_PARAMS + (
             ManifestParam.stride(0, leading_dim), ManifestParam.stride(1, leading_dim), ManifestParam.stride(2, -2),

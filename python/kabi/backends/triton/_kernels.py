@@ -7,6 +7,7 @@ Three families, each a ``@triton.jit`` function that Python launches (``_familie
   so that neighbouring programs share tiles of b in L2. Pointer loads with masks on K; any strides. sm_80+.
 - ``matmul_persistent_tma_kernel``: Hopper. One program per SM loops over the tiles; a, b and c move through
   device-side tensor descriptors (TMA), which clip and zero-fill at the edges so no masks are needed. sm_90.
+  Compiled for a device binary, it also carries a pointer-load path for row pitches TMA cannot take.
 - ``matmul_small_m_kernel``: decode shapes (M <= 64). One program per (BLOCK_N columns, K slice, BLOCK_M rows):
   narrow N tiles and a split of K give enough programs to keep every SM streaming b. With SPLIT_K > 1 each slice
   writes float32 partial sums to a [SPLIT_K, M, N] buffer and ``split_k_reduce_kernel`` adds them in a second
@@ -67,12 +68,11 @@ def matmul_tiled_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
 
 
 @triton.jit
-def matmul_persistent_tma_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_a, stride_b, stride_c, num_programs,
-                                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                                 GROUP_M: tl.constexpr, A_COLUMN_MAJOR: tl.constexpr,
-                                 B_COLUMN_MAJOR: tl.constexpr):
-    # stride_a/stride_b/stride_c are the leading (non-unit) strides. A column-major operand is described as the
-    # row-major transpose it is stored as and transposed after the load, which the MMA reads for free.
+def _tma_tiles(a_ptr, b_ptr, c_ptr, M, N, K, stride_a, stride_b, stride_c, num_programs,
+               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+               A_COLUMN_MAJOR: tl.constexpr, B_COLUMN_MAJOR: tl.constexpr):
+    # A column-major operand is described as the row-major transpose it is stored as and transposed after the
+    # load, which the MMA reads for free.
     if A_COLUMN_MAJOR:
         a_desc = tl.make_tensor_descriptor(a_ptr, shape=[K, M], strides=[stride_a, 1], block_shape=[BLOCK_K, BLOCK_M])
     else:
@@ -102,6 +102,62 @@ def matmul_persistent_tma_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_a, stride_
                 b = b_desc.load([offset_k, offset_n])
             acc = tl.dot(a, b, acc)
         c_desc.store([offset_m, offset_n], acc.to(c_ptr.dtype.element_ty))
+
+
+@triton.jit
+def _pointer_tiles(a_ptr, b_ptr, c_ptr, M, N, K, stride_a, stride_b, stride_c, num_programs,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                   A_COLUMN_MAJOR: tl.constexpr, B_COLUMN_MAJOR: tl.constexpr):
+    # The same tiles as _tma_tiles through masked pointer loads, for row pitches TMA cannot take.
+    num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    ks = tl.arange(0, BLOCK_K)
+    for tile_id in range(tl.program_id(0), num_tiles, num_programs):
+        tile_m, tile_n = _grouped_tile(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        if A_COLUMN_MAJOR:
+            a_ptrs = a_ptr + (rows % M)[:, None] + ks[None, :] * stride_a
+            a_step = BLOCK_K * stride_a
+        else:
+            a_ptrs = a_ptr + (rows % M)[:, None] * stride_a + ks[None, :]
+            a_step = BLOCK_K
+        if B_COLUMN_MAJOR:
+            b_ptrs = b_ptr + ks[:, None] + (cols % N)[None, :] * stride_b
+            b_step = BLOCK_K
+        else:
+            b_ptrs = b_ptr + ks[:, None] * stride_b + (cols % N)[None, :]
+            b_step = BLOCK_K * stride_b
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k_block in range(0, tl.cdiv(K, BLOCK_K)):
+            k_left = K - k_block * BLOCK_K
+            a = tl.load(a_ptrs, mask=ks[None, :] < k_left, other=0.0)
+            b = tl.load(b_ptrs, mask=ks[:, None] < k_left, other=0.0)
+            acc = tl.dot(a, b, acc)
+            a_ptrs += a_step
+            b_ptrs += b_step
+        c_ptrs = c_ptr + rows[:, None] * stride_c + cols[None, :]
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rows[:, None] < M) & (cols[None, :] < N))
+
+
+@triton.jit
+def matmul_persistent_tma_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_a, stride_b, stride_c, num_programs,
+                                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                                 GROUP_M: tl.constexpr, A_COLUMN_MAJOR: tl.constexpr,
+                                 B_COLUMN_MAJOR: tl.constexpr, CHECK_PITCHES: tl.constexpr):
+    # stride_a/stride_b/stride_c are the leading (non-unit) strides. TMA needs them to be 16-byte multiples. The
+    # Python launcher guarantees that (CHECK_PITCHES=False); a device binary cannot declare it to the core, so it
+    # checks at run time and falls back to pointer loads (CHECK_PITCHES=True).
+    if CHECK_PITCHES:
+        pitch_multiple = 128 // a_ptr.dtype.element_ty.primitive_bitwidth
+        if (stride_a % pitch_multiple == 0) & (stride_b % pitch_multiple == 0) & (stride_c % pitch_multiple == 0):
+            _tma_tiles(a_ptr, b_ptr, c_ptr, M, N, K, stride_a, stride_b, stride_c, num_programs,
+                       BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, A_COLUMN_MAJOR, B_COLUMN_MAJOR)
+        else:
+            _pointer_tiles(a_ptr, b_ptr, c_ptr, M, N, K, stride_a, stride_b, stride_c, num_programs,
+                           BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, A_COLUMN_MAJOR, B_COLUMN_MAJOR)
+    else:
+        _tma_tiles(a_ptr, b_ptr, c_ptr, M, N, K, stride_a, stride_b, stride_c, num_programs,
+                   BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, A_COLUMN_MAJOR, B_COLUMN_MAJOR)
 
 
 @triton.jit
