@@ -14,6 +14,7 @@ import sys
 os.environ["TRITON_INTERPRET"] = "1"
 
 import torch  # noqa: E402
+import triton  # noqa: E402
 
 import kabi  # noqa: E402
 from kabi.backends.triton import kernel_name, register_triton_kernels  # noqa: E402
@@ -49,8 +50,8 @@ def _cases():
 
 
 def _pitch_checked_records(generator: torch.Generator) -> list:
-    """The Hopper kernel as compiled for a device binary (CHECK_PITCHES=True), on pitches TMA can and cannot take:
-    the second must take the pointer-load path and still be right."""
+    """The kernels as compiled for device binaries, which check their row pitches at run time, on pitches that
+    pass and fail the check: both paths must be right."""
     family = FAMILIES["persistent_tma"]
     config = family.configs[-1]
     records = []
@@ -64,7 +65,26 @@ def _pitch_checked_records(generator: torch.Generator) -> list:
                             GROUP_M=config.group_m, A_COLUMN_MAJOR=a_transposed, B_COLUMN_MAJOR=b_transposed,
                             CHECK_PITCHES=True)
         norm, extreme = _relative_errors(c, a.double() @ b.double())
-        records.append({"case": f"{m}x{n}x{k}", "dtype": "float16", "norm": norm, "extreme": extreme})
+        records.append({"case": f"persistent_tma {m}x{n}x{k}", "norm": norm, "extreme": extreme})
+    # The pointer kernels as compiled for row-major binaries (CHECK_ROW_PITCHES=True): aligned and not.
+    for m, n, k in ((40, 72, 48), (40, 70, 33)):
+        a = _matrix(m, k, torch.float16, False, generator)
+        b = _matrix(k, n, torch.float16, False, generator)
+        reference = a.double() @ b.double()
+        tiled = FAMILIES["tiled"].configs[-1]
+        c = torch.empty(m, n, dtype=torch.float16)
+        FAMILIES["tiled"].kernel[(triton.cdiv(m, tiled.block_m) * triton.cdiv(n, tiled.block_n),)](
+            a, b, c, m, n, k, *a.stride(), *b.stride(), *c.stride(), BLOCK_M=tiled.block_m, BLOCK_N=tiled.block_n,
+            BLOCK_K=tiled.block_k, GROUP_M=tiled.group_m, INPUT_PRECISION="ieee", CHECK_ROW_PITCHES=True)
+        norm, extreme = _relative_errors(c, reference)
+        records.append({"case": f"tiled {m}x{n}x{k}", "norm": norm, "extreme": extreme})
+        small = FAMILIES["small_m"].configs[0]
+        c = torch.empty(m, n, dtype=torch.float16)
+        FAMILIES["small_m"].kernel[(triton.cdiv(n, small.block_n), 1, triton.cdiv(m, small.block_m))](
+            a, b, c, m, n, k, *a.stride(), *b.stride(), *c.stride(), 0, BLOCK_M=small.block_m,
+            BLOCK_N=small.block_n, BLOCK_K=small.block_k, SPLIT_K=1, INPUT_PRECISION="ieee", CHECK_ROW_PITCHES=True)
+        norm, extreme = _relative_errors(c, reference)
+        records.append({"case": f"small_m {m}x{n}x{k}", "norm": norm, "extreme": extreme})
     return records
 
 

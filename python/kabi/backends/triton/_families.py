@@ -191,7 +191,7 @@ class TiledFamily(KernelFamily):
         grid = (triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n),)
         self.kernel[grid](a, b, c, m, n, k, *strides,
                           BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
-                          GROUP_M=config.group_m, INPUT_PRECISION=_INPUT_PRECISION,
+                          GROUP_M=config.group_m, INPUT_PRECISION=_INPUT_PRECISION, CHECK_ROW_PITCHES=False,
                           num_warps=config.num_warps, num_stages=config.num_stages, enable_fp_fusion=True)
 
     def binary_spec(self, config, dtype, layout_variant):
@@ -199,9 +199,10 @@ class TiledFamily(KernelFamily):
         stride_signature, constexprs, stride_params = _stride_params(layout_variant, _MATMUL_STRIDES)
         signature.update(stride_signature)
         signature.update(BLOCK_M="constexpr", BLOCK_N="constexpr", BLOCK_K="constexpr", GROUP_M="constexpr",
-                         INPUT_PRECISION="constexpr")
+                         INPUT_PRECISION="constexpr", CHECK_ROW_PITCHES="constexpr")
         constexprs.update(BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
-                          GROUP_M=config.group_m, INPUT_PRECISION=_INPUT_PRECISION)
+                          GROUP_M=config.group_m, INPUT_PRECISION=_INPUT_PRECISION,
+                          CHECK_ROW_PITCHES=layout_variant == "row_major")
         grid = (f"cdiv(M, {config.block_m}) * cdiv(N, {config.block_n})", "1", "1")
         return BinarySpec(signature, constexprs, _pointer_attrs(signature),
                           _TENSOR_AND_DIM_PARAMS + tuple(stride_params), grid, LAYOUT_VARIANTS[layout_variant])
@@ -222,7 +223,7 @@ class SmallMFamily(KernelFamily):
             out_strides = (n, 1, m * n)
         self.kernel[grid](a, b, out, m, n, k, *strides[:4], *out_strides,
                           BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
-                          SPLIT_K=config.split_k, INPUT_PRECISION=_INPUT_PRECISION,
+                          SPLIT_K=config.split_k, INPUT_PRECISION=_INPUT_PRECISION, CHECK_ROW_PITCHES=False,
                           num_warps=config.num_warps, num_stages=config.num_stages, enable_fp_fusion=True)
         if config.split_k > 1:
             _kernels.split_k_reduce_kernel[(triton.cdiv(m * n, self._REDUCE_BLOCK),)](
@@ -242,9 +243,9 @@ class SmallMFamily(KernelFamily):
         signature["stride_split"] = "i32"
         stride_params.append(ManifestParam.constant(0))
         signature.update(BLOCK_M="constexpr", BLOCK_N="constexpr", BLOCK_K="constexpr", SPLIT_K="constexpr",
-                         INPUT_PRECISION="constexpr")
+                         INPUT_PRECISION="constexpr", CHECK_ROW_PITCHES="constexpr")
         constexprs.update(BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, SPLIT_K=1,
-                          INPUT_PRECISION=_INPUT_PRECISION)
+                          INPUT_PRECISION=_INPUT_PRECISION, CHECK_ROW_PITCHES=layout_variant == "row_major")
         grid = (f"cdiv(N, {config.block_n})", "1", f"cdiv(M, {config.block_m})")
         return BinarySpec(signature, constexprs, _pointer_attrs(signature),
                           _TENSOR_AND_DIM_PARAMS + tuple(stride_params), grid, LAYOUT_VARIANTS[layout_variant])

@@ -18,7 +18,8 @@ Example (interpreter on CPU, or a GPU)::
 
     grid = (triton.cdiv(M, 64) * triton.cdiv(N, 64),)
     matmul_tiled_kernel[grid](a, b, c, M, N, K, *a.stride(), *b.stride(), *c.stride(),
-                              BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_M=8)
+                              BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_M=8, INPUT_PRECISION="ieee",
+                              CHECK_ROW_PITCHES=False)
 """
 
 import triton
@@ -41,10 +42,9 @@ def _grouped_tile(tile_id, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, G
 
 
 @triton.jit
-def matmul_tiled_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
-                        stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                        GROUP_M: tl.constexpr, INPUT_PRECISION: tl.constexpr):
+def _tiled_tile(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                INPUT_PRECISION: tl.constexpr):
     tile_m, tile_n = _grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -65,6 +65,32 @@ def matmul_tiled_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
         b_ptrs += BLOCK_K * stride_bk
     c_ptrs = c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rows[:, None] < M) & (cols[None, :] < N))
+
+
+@triton.jit
+def matmul_tiled_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
+                        stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                        GROUP_M: tl.constexpr, INPUT_PRECISION: tl.constexpr, CHECK_ROW_PITCHES: tl.constexpr):
+    # Loads vectorize (and pipeline through cp.async) only when Triton knows that rows start 16 bytes apart and
+    # that N and K keep the edge masks constant over 16-byte runs. The JIT learns it from the values it
+    # specializes on; a device binary cannot (CHECK_ROW_PITCHES=True, row-major operands): it checks at run time
+    # and, when they hold, rewrites each value as (value // multiple) * multiple, equal but with a divisibility
+    # Triton can see.
+    if CHECK_ROW_PITCHES:
+        multiple = 128 // a_ptr.dtype.element_ty.primitive_bitwidth
+        if ((stride_am % multiple == 0) & (stride_bk % multiple == 0) & (stride_cm % multiple == 0)
+                & (N % multiple == 0) & (K % multiple == 0)):
+            _tiled_tile(a_ptr, b_ptr, c_ptr, M, (N // multiple) * multiple, (K // multiple) * multiple,
+                        (stride_am // multiple) * multiple, stride_ak, (stride_bk // multiple) * multiple, stride_bn,
+                        (stride_cm // multiple) * multiple, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M,
+                        INPUT_PRECISION)
+        else:
+            _tiled_tile(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm,
+                        stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, INPUT_PRECISION)
+    else:
+        _tiled_tile(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                    BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, INPUT_PRECISION)
 
 
 @triton.jit
@@ -161,10 +187,9 @@ def matmul_persistent_tma_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_a, stride_
 
 
 @triton.jit
-def matmul_small_m_kernel(a_ptr, b_ptr, out_ptr, M, N, K,
-                          stride_am, stride_ak, stride_bk, stride_bn, stride_om, stride_on, stride_split,
-                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                          SPLIT_K: tl.constexpr, INPUT_PRECISION: tl.constexpr):
+def _small_m_tile(a_ptr, b_ptr, out_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_om, stride_on,
+                  stride_split, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                  SPLIT_K: tl.constexpr, INPUT_PRECISION: tl.constexpr):
     # out is c itself when SPLIT_K == 1, else the float32 partial-sum buffer with one [M, N] slice per split
     # (stride_split apart); the store converts to whichever it is.
     tile_n = tl.program_id(0)
@@ -193,6 +218,28 @@ def matmul_small_m_kernel(a_ptr, b_ptr, out_ptr, M, N, K,
         b_ptrs += BLOCK_K * stride_bk
     out_ptrs = out_ptr + split * stride_split + rows[:, None] * stride_om + cols[None, :] * stride_on
     tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=(rows[:, None] < M) & (cols[None, :] < N))
+
+
+@triton.jit
+def matmul_small_m_kernel(a_ptr, b_ptr, out_ptr, M, N, K,
+                          stride_am, stride_ak, stride_bk, stride_bn, stride_om, stride_on, stride_split,
+                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                          SPLIT_K: tl.constexpr, INPUT_PRECISION: tl.constexpr, CHECK_ROW_PITCHES: tl.constexpr):
+    # CHECK_ROW_PITCHES: as in matmul_tiled_kernel.
+    if CHECK_ROW_PITCHES:
+        multiple = 128 // a_ptr.dtype.element_ty.primitive_bitwidth
+        if ((stride_am % multiple == 0) & (stride_bk % multiple == 0) & (stride_om % multiple == 0)
+                & (N % multiple == 0) & (K % multiple == 0)):
+            _small_m_tile(a_ptr, b_ptr, out_ptr, M, (N // multiple) * multiple, (K // multiple) * multiple,
+                          (stride_am // multiple) * multiple, stride_ak, (stride_bk // multiple) * multiple,
+                          stride_bn, (stride_om // multiple) * multiple, stride_on, stride_split, BLOCK_M, BLOCK_N,
+                          BLOCK_K, SPLIT_K, INPUT_PRECISION)
+        else:
+            _small_m_tile(a_ptr, b_ptr, out_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_om,
+                          stride_on, stride_split, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, INPUT_PRECISION)
+    else:
+        _small_m_tile(a_ptr, b_ptr, out_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_om,
+                      stride_on, stride_split, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, INPUT_PRECISION)
 
 
 @triton.jit
