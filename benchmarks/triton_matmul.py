@@ -5,7 +5,8 @@ TFLOP/s of torch.matmul (cuBLAS) and of every Triton candidate kabi would consid
 configs, pruned by shape as the tuner prunes them), launched through kabi with the candidate forced -- both as a
 Python kernel (Triton's JIT launcher) and, for the families that compile to one entry, as a device binary the core
 launches. Times are kabi.bench medians with the L2 flushed between calls; decode shapes are also timed as
-CUDA-graph replays, which removes host time, once a replay is seen to recompute the result. A candidate that fails to compile, launch or match the reference is
+CUDA-graph replays, which removes host time, once a replay is seen to recompute the result. A candidate that fails
+to compile, launch or match the reference is
 recorded with the error instead of a time.
 
 Then the host cost per call on a tiny problem: a kabi-dispatched Triton kernel (Python and device binary), the
@@ -243,8 +244,8 @@ def benchmark_launch_cost() -> dict:
     python_name = kernel_name("tiled", config.tag)
     grid = (triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n),)
     constants = dict(BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, GROUP_M=config.group_m,
-                     INPUT_PRECISION="ieee", CHECK_ROW_PITCHES=False, num_warps=config.num_warps, num_stages=config.num_stages,
-                     enable_fp_fusion=True)
+                     INPUT_PRECISION="ieee", CHECK_ROW_PITCHES=False, num_warps=config.num_warps,
+                     num_stages=config.num_stages, enable_fp_fusion=True)
     autotuned = triton.autotune(
         [triton.Config({"BLOCK_M": config.block_m, "BLOCK_N": config.block_n, "BLOCK_K": config.block_k,
                         "GROUP_M": config.group_m}, num_warps=config.num_warps, num_stages=config.num_stages)],

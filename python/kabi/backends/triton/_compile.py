@@ -98,8 +98,8 @@ def check_against_ptx(params: list[ManifestParam], ptx_types: list[str], name: s
 def compile_to_binary(kernel_family, config: MatmulConfig, dtype: torch.dtype | str,
                       arch: int, out_dir: str | Path, *, layout: str = "row_major",
                       multiprocessors: int = DEFAULT_MULTIPROCESSORS) -> Path:
-    """Compile one (family, config) -- ``kernel_family`` is a name from FAMILIES or a KernelFamily -- for ``dtype`` and ``arch`` into ``out_dir``/NAME.cubin and
-    NAME.kabi-manifest; returns the manifest's path.
+    """Compile one (family, config) for ``dtype`` and ``arch`` into ``out_dir``/NAME.cubin and
+    NAME.kabi-manifest; returns the manifest's path. ``kernel_family`` is a name from FAMILIES or a KernelFamily.
 
     ``layout`` is the input layout the binary is specialized for: "row_major" (a and b row-major, unit strides
     folded in), "column_major" (both transposed views) or "strided" (any strides, slower loads; tiled and small_m
