@@ -6,8 +6,7 @@ configs, pruned by shape as the tuner prunes them), launched through kabi with t
 Python kernel (Triton's JIT launcher) and, for the families that compile to one entry, as a device binary the core
 launches. Times are kabi.bench medians with the L2 flushed between calls; decode shapes are also timed as
 CUDA-graph replays, which removes host time, once a replay is seen to recompute the result. A candidate that fails
-to compile, launch or match the reference is
-recorded with the error instead of a time.
+to compile, launch or match the reference is recorded with the error instead of a time.
 
 Then the host cost per call on a tiny problem: a kabi-dispatched Triton kernel (Python and device binary), the
 same cubin through a raw cuLaunchKernel, Triton's @jit launch and an @autotune launch.
@@ -118,11 +117,12 @@ def _eligible(shape, dtype: str, arch: int):
 
 
 def _compile_binaries(shapes, dtypes, arch: int, multiprocessors: int, directory: Path) -> dict:
-    """Device binaries of the eligible candidates that compile to one entry; {(family, tag, dtype): name}."""
+    """Row-major device binaries of the eligible candidates that compile to one entry (no split-K);
+    {(family, tag, dtype): name}."""
     names, errors = {}, {}
     for dtype in dtypes:
         wanted = {(family.name, config) for shape in shapes for family, config in _eligible(shape, dtype, arch)
-                  if family.name != "tiled" and config.split_k == 1}
+                  if config.split_k == 1}
         for family_name, config in sorted(wanted, key=lambda item: (item[0], item[1].tag)):
             options = {"multiprocessors": multiprocessors} if family_name == "persistent_tma" else {}
             try:
