@@ -23,6 +23,10 @@ int64_t stride_of(const DLTensor& tensor, int32_t d) {
 
 bool is_contiguous(const DLTensor& tensor) {
   if (tensor.strides == nullptr) return true;
+  // An empty tensor addresses no memory, so any strides describe it (torch gives [5, 0] the strides [1, 1]).
+  for (int32_t d = 0; d < tensor.ndim; ++d) {
+    if (tensor.shape[d] == 0) return true;
+  }
   int64_t expected = 1;
   for (int32_t d = tensor.ndim - 1; d >= 0; --d) {
     if (tensor.shape[d] != 1 && tensor.strides[d] != expected) return false;
