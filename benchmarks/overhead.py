@@ -71,6 +71,48 @@ def main(argv: list[str] | None = None) -> None:
             f"  kabi dispatch overhead ({statistic.__name__}): {kabi_us - chosen_us:+.3f} us "
             f"({kabi_us / chosen_us:.2f}x the chosen implementation)"
         )
+    integration(args)
+
+
+# -- torch integration: the custom op, arrays and autograd routing (kabi._torch_ops, _arrays, _autograd) ----------
+
+
+def integration(args: argparse.Namespace) -> None:
+    """Host time per call of the torch-integration paths on the same problem, on the CPU and on a GPU if present:
+    ``torch.ops.kabi.matmul`` (``.default`` is what a compiled graph calls at run time) beside a plain
+    ``torch.library.custom_op`` wrapping torch.matmul, and eager kabi with the checks its routing adds."""
+    import kabi._torch_ops  # noqa: F401  (defines torch.ops.kabi)
+
+    @torch.library.custom_op("kabi_overhead::plain_matmul", mutates_args=())
+    def plain_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.matmul(a, b)
+
+    dtype = getattr(torch, args.dtype)
+    custom_op = torch.ops.kabi.matmul
+    compiled_call = torch.ops.kabi.matmul.default
+    for device in ["cpu"] + (["cuda"] if torch.cuda.is_available() else []):
+        a = torch.randn(args.size, args.size, dtype=dtype, device=device)
+        b = torch.randn(args.size, args.size, dtype=dtype, device=device)
+        subjects = {
+            "kabi.ops.matmul": lambda: kabi.ops.matmul(a, b),
+            "torch.ops.kabi.matmul": lambda: custom_op(a, b),
+            "torch.ops.kabi.matmul.default": lambda: compiled_call(a, b),
+            "plain torch.library custom op": lambda: plain_matmul(a, b),
+            "torch.matmul": lambda: torch.matmul(a, b),
+        }
+        synchronize = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+        samples: dict[str, list[float]] = {name: [] for name in subjects}
+        for fn in subjects.values():
+            batch_us(fn, args.calls)
+        for _ in range(args.batches):
+            for name, fn in subjects.items():
+                samples[name].append(batch_us(fn, args.calls))
+                synchronize()
+        print(f"torch integration, matmul {args.size}x{args.size}x{args.size} {args.dtype} on {device}")
+        print(f"  {'us per call':<40} {'median':>8} {'min':>8}")
+        for name, values in samples.items():
+            print(f"  {name:<40} {statistics.median(values):8.3f} {min(values):8.3f}")
+
 
 if __name__ == "__main__":
     main()

@@ -37,7 +37,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from . import ops
+from . import _autograd, ops
 from ._dispatch import front_of
 from ._errors import InvalidArgumentError, NotFoundError, UnsupportedDtypeError
 from ._schema import OpSchema, parse_schema
@@ -63,8 +63,6 @@ def torch_op(name: str) -> torch._ops.OpOverload:
 def define_ops(fronts: Sequence[Any]) -> None:
     """Define ``torch.ops.kabi.<op>`` for each op front (:class:`kabi._dispatch.OpFront`) not defined yet, with its
     gradient, and make ``kabi.ops.<op>`` traceable by dynamo."""
-    from . import _autograd
-
     for front in fronts:
         if front.name in _defined:
             continue
@@ -72,11 +70,12 @@ def define_ops(fronts: Sequence[Any]) -> None:
         arguments = ", ".join(f"Tensor {name}" for name in schema.input_names)
         results = "Tensor" if len(schema.outputs) == 1 else f"({', '.join('Tensor' for _ in schema.outputs)})"
         _library.define(f"{front.name}({arguments}) -> {results}", tags=(torch.Tag.pt2_compliant_tag,))
-        _library.impl(front.name, _real_implementation(front.function, len(schema.outputs)), "CompositeExplicitAutograd")
+        implementation = _real_implementation(front.function, len(schema.outputs))
+        _library.impl(front.name, implementation, "CompositeExplicitAutograd")
         torch.library.register_fake(f"{LIBRARY_NAME}::{front.name}", _fake_implementation(front.name, schema, front.spec.dtypes), lib=_library)
         overload = getattr(getattr(torch.ops, LIBRARY_NAME), front.name).default
         _defined[front.name] = overload
-        _autograd.register_gradient(front.name, overload, _library)
+        _autograd.register_gradient(front.name, overload, implementation, _library)
         _traceable[front.name] = (front.function, _traced_call(front.name, overload))
     _after_import("torch._dynamo", _register_dynamo_polyfills)
 
