@@ -80,12 +80,19 @@ def main(argv: list[str] | None = None) -> None:
 def integration(args: argparse.Namespace) -> None:
     """Host time per call of the torch-integration paths on the same problem, on the CPU and on a GPU if present:
     ``torch.ops.kabi.matmul`` (``.default`` is what a compiled graph calls at run time) beside a plain
-    ``torch.library.custom_op`` wrapping torch.matmul, and eager kabi with the checks its routing adds."""
+    ``torch.library.custom_op`` wrapping torch.matmul; eager kabi with an input that requires grad (through autograd,
+    and under no_grad, where the decision is wrapped but autograd is skipped); numpy arrays in and out."""
+    import numpy
+
     import kabi._torch_ops  # noqa: F401  (defines torch.ops.kabi)
 
     @torch.library.custom_op("kabi_overhead::plain_matmul", mutates_args=())
     def plain_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return torch.matmul(a, b)
+
+    @torch.no_grad()
+    def under_no_grad(matmul: Callable[..., Any], a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return matmul(a, b)
 
     dtype = getattr(torch, args.dtype)
     custom_op = torch.ops.kabi.matmul
@@ -93,13 +100,22 @@ def integration(args: argparse.Namespace) -> None:
     for device in ["cpu"] + (["cuda"] if torch.cuda.is_available() else []):
         a = torch.randn(args.size, args.size, dtype=dtype, device=device)
         b = torch.randn(args.size, args.size, dtype=dtype, device=device)
+        weight = b.clone().requires_grad_()
         subjects = {
             "kabi.ops.matmul": lambda: kabi.ops.matmul(a, b),
             "torch.ops.kabi.matmul": lambda: custom_op(a, b),
             "torch.ops.kabi.matmul.default": lambda: compiled_call(a, b),
             "plain torch.library custom op": lambda: plain_matmul(a, b),
             "torch.matmul": lambda: torch.matmul(a, b),
+            "kabi.ops.matmul, b requires grad": lambda: kabi.ops.matmul(a, weight),
+            "torch.matmul, b requires grad": lambda: torch.matmul(a, weight),
+            "under no_grad: kabi.ops.matmul, b req. grad": lambda: under_no_grad(kabi.ops.matmul, a, weight),
+            "under no_grad: torch.matmul, b req. grad": lambda: under_no_grad(torch.matmul, a, weight),
         }
+        if device == "cpu":
+            a_array, b_array = a.numpy(), b.numpy()
+            subjects["kabi.ops.matmul on numpy arrays"] = lambda: kabi.ops.matmul(a_array, b_array)
+            subjects["numpy.matmul"] = lambda: numpy.matmul(a_array, b_array)
         synchronize = torch.cuda.synchronize if device == "cuda" else (lambda: None)
         samples: dict[str, list[float]] = {name: [] for name in subjects}
         for fn in subjects.values():
@@ -109,9 +125,9 @@ def integration(args: argparse.Namespace) -> None:
                 samples[name].append(batch_us(fn, args.calls))
                 synchronize()
         print(f"torch integration, matmul {args.size}x{args.size}x{args.size} {args.dtype} on {device}")
-        print(f"  {'us per call':<40} {'median':>8} {'min':>8}")
+        print(f"  {'us per call':<44} {'median':>8} {'min':>8}")
         for name, values in samples.items():
-            print(f"  {name:<40} {statistics.median(values):8.3f} {min(values):8.3f}")
+            print(f"  {name:<44} {statistics.median(values):8.3f} {min(values):8.3f}")
 
 
 if __name__ == "__main__":

@@ -154,3 +154,19 @@ print("ok")
     completed = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300)
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.strip() == "ok"
+
+
+def test_dispatch_modes_and_tracing_see_the_custom_op(spy):
+    # The custom op's Autograd kernel calls kabi's front directly only for plain tensors outside any dispatch mode;
+    # a mode (here make_fx's proxy tracing) must still see torch.ops.kabi.matmul and never run a kernel.
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    a, b = torch.randn(4, 3), torch.randn(3, 5)
+    for mode in ("real", "fake", "symbolic"):
+        graph = make_fx(lambda x, y: torch.ops.kabi.matmul(x, y), tracing_mode=mode)(a, b)
+        targets = [node.target for node in graph.graph.nodes if node.op == "call_function"]
+        assert targets == [torch.ops.kabi.matmul.default], mode
+    assert spy.calls == [((4, 3), (3, 5))]  # only make_fx's real mode runs the op, on the real inputs
+    traced = make_fx(lambda x, y: torch.ops.kabi.matmul(x, y), tracing_mode="fake")(a, b)
+    torch.testing.assert_close(traced(a, b), a @ b)
+    assert len(spy.calls) == 2
