@@ -185,7 +185,7 @@ def test_vendor_package_is_found_through_its_entry_point(installation: Installat
     if not installation.fresh:
         pytest.skip("installing the vendor package would change this environment; needs a fresh installation")
     wheels = installation.root / "vendor-wheels"
-    # Built by scikit-build-core, which finds kabi's CMake package through kabi's `cmake.root` entry point.
+    # Built by scikit-build-core; its CMakeLists asks the installation's `python -m kabi.config` for kabi's package.
     _run([sys.executable, "-m", "pip", "--python", installation.python, "wheel", "-q", "--no-build-isolation",
           "--no-deps", EXAMPLES / "vendor_plugin" / "python", "-w", wheels], installation.environment)
     (wheel,) = wheels.glob("acme_kabi-*.whl")
