@@ -27,14 +27,6 @@ Op& op_from_handle(kabi_op handle, const char* function) {
   return *static_cast<Op*>(handle);
 }
 
-// For functions that return a count rather than a status: a failure reads as 0, with the message kept.
-template <class Body>
-int32_t count_boundary(Body&& body) noexcept {
-  int32_t count = 0;
-  c_boundary([&] { count = body(); });
-  return count;
-}
-
 }  // namespace
 
 extern "C" {
@@ -92,7 +84,7 @@ KABI_EXPORT kabi_status kabi_op_find(const char* name, kabi_op* out_op) {
 }
 
 KABI_EXPORT int32_t kabi_op_count(void) {
-  return count_boundary([] { return Registry::instance().op_count(); });
+  return value_boundary<int32_t>(0, [] { return Registry::instance().op_count(); });
 }
 
 KABI_EXPORT kabi_status kabi_op_at(int32_t index, kabi_op* out_op) {
@@ -147,7 +139,7 @@ KABI_EXPORT kabi_status kabi_kernel_find(const char* op, const char* name, kabi_
 }
 
 KABI_EXPORT int32_t kabi_kernel_count(const char* op) {
-  return count_boundary([&] { return Registry::instance().kernel_count(op); });
+  return value_boundary<int32_t>(0, [&] { return Registry::instance().kernel_count(op); });
 }
 
 KABI_EXPORT kabi_status kabi_kernel_at(const char* op, int32_t index, kabi_kernel* out_kernel) {
@@ -184,6 +176,8 @@ KABI_EXPORT kabi_status kabi_kernel_info_get(kabi_kernel handle, kabi_kernel_inf
   });
 }
 
-KABI_EXPORT uint64_t kabi_registry_generation(void) { return Registry::instance().generation(); }
+KABI_EXPORT uint64_t kabi_registry_generation(void) {
+  return value_boundary<uint64_t>(0, [] { return Registry::instance().generation(); });
+}
 
 }  // extern "C"

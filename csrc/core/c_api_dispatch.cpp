@@ -208,7 +208,7 @@ KABI_EXPORT kabi_status kabi_plugin_load_builtin(void) {
   return c_boundary([] { load_builtin_plugins(); });
 }
 
-KABI_EXPORT int32_t kabi_plugin_count(void) { return plugin_count(); }
+KABI_EXPORT int32_t kabi_plugin_count(void) { return value_boundary<int32_t>(0, [] { return plugin_count(); }); }
 
 KABI_EXPORT kabi_status kabi_plugin_at(int32_t index, kabi_plugin_record* out_record) {
   return c_boundary([&] {

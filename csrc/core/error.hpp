@@ -58,4 +58,12 @@ kabi_status c_boundary(Body&& body) noexcept {
   }
 }
 
+// For C functions that return a value rather than a status: a failure returns `fallback`, with the message kept.
+template <class Value, class Body>
+Value value_boundary(Value fallback, Body&& body) noexcept {
+  Value value = fallback;
+  c_boundary([&] { value = std::forward<Body>(body)(); });
+  return value;
+}
+
 }  // namespace kabi::core
