@@ -46,7 +46,9 @@ def to_tensor(value: Any, argument: str, op: str) -> torch.Tensor:
         return torch.from_dlpack(value)
     except (BufferError, RuntimeError, TypeError, ValueError) as error:
         kind = f"{type(value).__module__}.{type(value).__qualname__}"
-        raise ArgumentTypeError(f"{op}: {argument} ({kind}) cannot be shared with torch through DLPack: {error}") from error
+        raise ArgumentTypeError(
+            f"{op}: {argument} ({kind}) cannot be shared with torch through DLPack: {error}"
+        ) from error
 
 
 def _importer(array_type: type, like: Any) -> Callable[[Any], Any]:
@@ -74,7 +76,9 @@ def array_result(result: Any, like: Any) -> Any:
     return importer(result)
 
 
-def call_with_arrays(function: Callable[..., Any], op: str, names: Sequence[str], inputs: Sequence[Any], out: Any) -> Any:
+def call_with_arrays(
+    function: Callable[..., Any], op: str, names: Sequence[str], inputs: Sequence[Any], out: Any
+) -> Any:
     """Call the op ``function`` on tensors sharing the memory of the DLPack arrays among ``inputs`` and ``out``;
     return ``out`` when given, else the result as the first foreign input's kind of array."""
     tensors = tuple(

@@ -74,7 +74,9 @@ def _no_gradient(op: str) -> tuple[Callable[..., None], Callable[..., Any]]:
         pass
 
     def backward(ctx: Any, *grads: torch.Tensor) -> Any:
-        raise NotFoundError(f"kabi op {op} has no gradient rule (kabi._autograd.GRADIENTS); it cannot be differentiated")
+        raise NotFoundError(
+            f"kabi op {op} has no gradient rule (kabi._autograd.GRADIENTS); it cannot be differentiated"
+        )
 
     return setup_context, backward
 

@@ -4,8 +4,9 @@ Each tensor names its dimensions: an identifier (``M``) must agree wherever it a
 and a leading ``...`` stands for batch dimensions that broadcast across inputs as in torch (right-aligned, a size 1
 stretches). The output shapes follow from the sizes the inputs bind.
 
-The rule runs on plain ints and on torch's symbolic sizes alike (comparisons of ``SymInt`` become guards), which is
-what a fake implementation under ``torch.compile`` needs: no data, no call into the core.
+The rule runs on plain ints and on torch's symbolic sizes alike (comparisons of ``SymInt`` become guards; sizes
+known only at run time are assumed not to be 1, as torch's own broadcasting does, and to agree, which torch then
+checks), which is what a fake implementation under ``torch.compile`` needs: no data, no call into the core.
 
 Example::
 
@@ -21,6 +22,9 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from typing import Any, Sequence
+
+import torch
+from torch.fx.experimental.symbolic_shapes import guard_or_false, guard_or_true
 
 from ._errors import InvalidArgumentError
 
@@ -64,7 +68,9 @@ class OpSchema:
     def output_shapes(self, op: str, shapes: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
         """The output shapes for inputs of these shapes; ``InvalidArgumentError`` naming the argument otherwise."""
         if len(shapes) != len(self.inputs):
-            raise InvalidArgumentError(f"{op} takes {len(self.inputs)} inputs ({', '.join(self.input_names)}), got {len(shapes)}")
+            raise InvalidArgumentError(
+                f"{op} takes {len(self.inputs)} inputs ({', '.join(self.input_names)}), got {len(shapes)}"
+            )
         sizes: dict[str, tuple[Any, str, tuple]] = {}
         leading: list[tuple[str, tuple, tuple]] = []
         for pattern, shape in zip(self.inputs, shapes):
@@ -79,11 +85,13 @@ class OpSchema:
             for position, (dim, size) in enumerate(zip(pattern.dims, shape[len(shape) - named:])):
                 index = position - named
                 if isinstance(dim, int):
-                    if size != dim:
-                        raise InvalidArgumentError(f"{op}: {pattern.name} has shape {list(shape)}; its dimension {index} must be {dim}")
+                    if _differ(size, dim):
+                        raise InvalidArgumentError(
+                            f"{op}: {pattern.name} has shape {list(shape)}; its dimension {index} must be {dim}"
+                        )
                 elif dim not in sizes:
                     sizes[dim] = (size, pattern.name, shape)
-                elif size != sizes[dim][0]:
+                elif _differ(size, sizes[dim][0]):
                     bound, owner, owner_shape = sizes[dim]
                     raise InvalidArgumentError(
                         f"{op}: {pattern.name} has shape {list(shape)} but {owner} has shape {list(owner_shape)}: "
@@ -101,6 +109,17 @@ class OpSchema:
         return f"{', '.join(map(str, self.inputs))} -> {', '.join(map(str, self.outputs))}"
 
 
+def _differ(size: Any, expected: Any) -> bool:
+    """Whether two sizes differ. A size known only at run time (an unbacked symbol, e.g. after ``nonzero``) is taken
+    to be equal, and torch checks it when the graph runs."""
+    same = size == expected
+    if guard_or_true(same):
+        if not isinstance(same, bool):
+            torch._check(same)
+        return False
+    return True
+
+
 def _broadcast(op: str, leading: list[tuple[str, tuple, tuple]]) -> tuple:
     """Broadcast the batch dimensions of every batched input (torch's rule); on failure name two that disagree."""
     width = max((len(batch) for _, _, batch in leading), default=0)
@@ -108,11 +127,11 @@ def _broadcast(op: str, leading: list[tuple[str, tuple, tuple]]) -> tuple:
     for position in range(-width, 0):
         size, owner = 1, None
         for name, shape, batch in leading:
-            if len(batch) < -position or batch[position] == 1:
+            if len(batch) < -position or guard_or_false(batch[position] == 1):
                 continue
             if owner is None:
                 size, owner = batch[position], (name, shape)
-            elif batch[position] != size:
+            elif _differ(batch[position], size):
                 raise InvalidArgumentError(
                     f"{op}: the leading dimensions of {owner[0]} {list(owner[1])} and {name} {list(shape)} do not "
                     f"broadcast: batch dimension {position} is {size} in {owner[0]} and {batch[position]} in {name}"
@@ -169,7 +188,9 @@ def parse_schema(schema: str) -> OpSchema:
     for pattern in outputs:
         unbound = [dim for dim in pattern.dims if isinstance(dim, str) and dim not in bound]
         if unbound:
-            raise InvalidArgumentError(f"schema {schema!r}: output {pattern.name} uses {unbound[0]}, which no input names")
+            raise InvalidArgumentError(
+                f"schema {schema!r}: output {pattern.name} uses {unbound[0]}, which no input names"
+            )
         if pattern.batched and not any(p.batched for p in inputs):
             raise InvalidArgumentError(f"schema {schema!r}: output {pattern.name} has '...' but no input does")
     return OpSchema(inputs, outputs)

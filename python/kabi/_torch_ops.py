@@ -72,7 +72,8 @@ def define_ops(fronts: Sequence[Any]) -> None:
         _library.define(f"{front.name}({arguments}) -> {results}", tags=(torch.Tag.pt2_compliant_tag,))
         implementation = _real_implementation(front.function, len(schema.outputs))
         _library.impl(front.name, implementation, "CompositeExplicitAutograd")
-        torch.library.register_fake(f"{LIBRARY_NAME}::{front.name}", _fake_implementation(front.name, schema, front.spec.dtypes), lib=_library)
+        fake = _fake_implementation(front.name, schema, front.spec.dtypes)
+        torch.library.register_fake(f"{LIBRARY_NAME}::{front.name}", fake, lib=_library)
         overload = getattr(getattr(torch.ops, LIBRARY_NAME), front.name).default
         _defined[front.name] = overload
         _autograd.register_gradient(front.name, overload, implementation, _library)
@@ -113,7 +114,8 @@ def _fake_implementation(op: str, schema: OpSchema, dtypes: Sequence[str]) -> Ca
                 )
             if tensor.device != first.device:
                 raise InvalidArgumentError(
-                    f"{op}: all tensors must be on one device; got {schema.input_names[0]} on {first.device}, {name} on {tensor.device}"
+                    f"{op}: all tensors must be on one device; got {schema.input_names[0]} on {first.device}, "
+                    f"{name} on {tensor.device}"
                 )
         if dtype_name(first.dtype) not in dtypes:
             raise UnsupportedDtypeError(f"{op}: dtype {dtype_name(first.dtype)} is not one of {', '.join(dtypes)}")
@@ -181,7 +183,9 @@ def _run_import_callback(callback: Callable[[], None]) -> None:
     try:
         callback()
     except Exception as error:
-        warnings.warn(f"kabi could not make its ops traceable by torch.compile: {type(error).__name__}: {error}", stacklevel=2)
+        warnings.warn(
+            f"kabi could not make its ops traceable by torch.compile: {type(error).__name__}: {error}", stacklevel=2
+        )
 
 
 def _after_import(name: str, callback: Callable[[], None]) -> None:

@@ -99,7 +99,8 @@ def test_objects_without_dlpack_keep_the_fronts_error(untuned):
 
 def test_array_that_cannot_be_shared_names_the_argument():
     big_endian = np.arange(6, dtype=">f8").reshape(2, 3)
-    with pytest.raises(kabi.ArgumentTypeError, match=r"matmul: b \(numpy.ndarray\) cannot be shared with torch through DLPack"):
+    message = r"matmul: b \(numpy.ndarray\) cannot be shared with torch through DLPack"
+    with pytest.raises(kabi.ArgumentTypeError, match=message):
         to_tensor(big_endian, "b", "matmul")
 
 
@@ -108,7 +109,8 @@ def test_cupy_in_cupy_out(untuned):
     cupy = pytest.importorskip("cupy")
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    a, b = cupy.random.standard_normal((64, 32), dtype=cupy.float32), cupy.random.standard_normal((32, 16), dtype=cupy.float32)
+    a = cupy.random.standard_normal((64, 32), dtype=cupy.float32)
+    b = cupy.random.standard_normal((32, 16), dtype=cupy.float32)
     result = kabi.ops.matmul(a, b)
     assert isinstance(result, cupy.ndarray)
     cupy.testing.assert_allclose(result, a @ b, rtol=1e-4)
@@ -116,7 +118,8 @@ def test_cupy_in_cupy_out(untuned):
 
 def test_jax_in_jax_out(untuned):
     jax_numpy = pytest.importorskip("jax.numpy")
-    a, b = jax_numpy.asarray(rng.standard_normal((4, 3)).astype(np.float32)), jax_numpy.asarray(rng.standard_normal((3, 5)).astype(np.float32))
+    a = jax_numpy.asarray(rng.standard_normal((4, 3)).astype(np.float32))
+    b = jax_numpy.asarray(rng.standard_normal((3, 5)).astype(np.float32))
     result = kabi.ops.matmul(a, b)
     assert type(result) is type(a)
     np.testing.assert_allclose(np.asarray(result), np.asarray(a) @ np.asarray(b), rtol=1e-5)

@@ -40,7 +40,8 @@ def test_gradgradcheck(a_shape, b_shape, untuned):
 @pytest.mark.parametrize(("a_shape", "b_shape"), SHAPES)
 def test_gradients_equal_torch_matmul(a_shape, b_shape, untuned):
     a, b = inputs(a_shape, b_shape)
-    grad = torch.randn(torch.broadcast_shapes(a_shape[:-2], b_shape[:-2]) + (a_shape[-2], b_shape[-1]), dtype=torch.float64)
+    batch = torch.broadcast_shapes(a_shape[:-2], b_shape[:-2])
+    grad = torch.randn(batch + (a_shape[-2], b_shape[-1]), dtype=torch.float64)
     grad_a, grad_b = torch.autograd.grad(kabi.ops.matmul(a, b), (a, b), grad)
     expected_a, expected_b = torch.autograd.grad(torch.matmul(a, b), (a, b), grad)
     torch.testing.assert_close(grad_a, expected_a)

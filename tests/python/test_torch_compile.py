@@ -170,3 +170,13 @@ def test_dispatch_modes_and_tracing_see_the_custom_op(spy):
     traced = make_fx(lambda x, y: torch.ops.kabi.matmul(x, y), tracing_mode="fake")(a, b)
     torch.testing.assert_close(traced(a, b), a @ b)
     assert len(spy.calls) == 2
+
+
+def test_data_dependent_row_count_compiles_without_a_break(untuned):
+    def positive_rows_product(x, w):
+        return kabi.ops.matmul(x[x[:, 0] > 0], w)
+
+    x, w = torch.randn(16, 6), torch.randn(6, 4)
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+        compiled = torch.compile(positive_rows_product, backend="aot_eager", fullgraph=True)
+        torch.testing.assert_close(compiled(x, w), positive_rows_product(x, w))

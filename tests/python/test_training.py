@@ -24,9 +24,9 @@ class MLP(torch.nn.Module):
         return self.matmul(torch.relu(self.matmul(x, self.w1) + self.b1), self.w2) + self.b2
 
 
-def train(model, inputs, labels, step=None):
+def train(model, step, inputs, labels):
+    """SGD on ``model``'s parameters, the loss computed by ``step`` (the model, or a compiled function of it)."""
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-    step = step or model
     losses = []
     for _ in range(STEPS):
         optimizer.zero_grad()
@@ -49,8 +49,8 @@ def test_mlp_on_kabi_trains_like_the_mlp_on_torch(compiled, untuned):
         return lambda x: module(x).reshape(-1, 5)
 
     step = torch.compile(flat(model), backend="aot_eager", fullgraph=True) if compiled else flat(model)
-    losses = train(model, inputs, labels, step)
-    expected = train(reference, inputs, labels, flat(reference))
+    losses = train(model, step, inputs, labels)
+    expected = train(reference, flat(reference), inputs, labels)
     assert losses[-1] < losses[0]
     torch.testing.assert_close(losses, expected, rtol=1e-5, atol=1e-6)
     for name, parameter in model.named_parameters():

@@ -1,0 +1,65 @@
+"""The schema shape rule behind the custom ops' fake implementations: parsing, named and fixed dimensions, batch
+broadcasting, symbolic sizes, and the errors for malformed schemas."""
+
+import pytest
+import torch
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+import kabi
+from kabi._registry import op_specs
+from kabi._schema import parse_schema
+
+MATMUL = "a: [..., M, K], b: [..., K, N] -> out: [..., M, N]"
+
+
+def test_every_registry_schema_parses_with_the_registry_input_names():
+    for spec in op_specs().values():
+        assert parse_schema(spec.schema).input_names == spec.input_names
+
+
+@pytest.mark.parametrize(
+    ("shapes", "expected"),
+    [
+        ([(4, 3), (3, 5)], (4, 5)),
+        ([(2, 1, 4, 3), (6, 3, 5)], (2, 6, 4, 5)),
+        ([(4, 3), (7, 3, 5)], (7, 4, 5)),
+        ([(1, 4, 3), (3, 5)], (1, 4, 5)),
+        ([(0, 4, 3), (1, 3, 5)], (0, 4, 5)),
+    ],
+)
+def test_output_shape_follows_torch_matmul(shapes, expected):
+    assert parse_schema(MATMUL).output_shapes("matmul", shapes) == [expected]
+    assert torch.matmul(*(torch.empty(shape) for shape in shapes)).shape == expected
+
+
+def test_fixed_sizes_and_unbatched_tensors():
+    schema = parse_schema("x: [N, 3], w: [3, H] -> y: [N, H], norm: [N]")
+    assert schema.output_shapes("project", [(5, 3), (3, 8)]) == [(5, 8), (5,)]
+    with pytest.raises(kabi.InvalidArgumentError, match=r"project: x has shape \[5, 4\]; its dimension -1 must be 3"):
+        schema.output_shapes("project", [(5, 4), (3, 8)])
+    with pytest.raises(kabi.InvalidArgumentError, match=r"x has shape \[2, 5, 3\] \(rank 3\); expected \[N, 3\] \(rank 2\)"):
+        schema.output_shapes("project", [(2, 5, 3), (3, 8)])
+
+
+def test_symbolic_sizes_propagate():
+    shape_env = ShapeEnv()
+    batch = shape_env.create_unbacked_symint()
+    rows = shape_env.create_unbacked_symint()
+    (shape,) = parse_schema(MATMUL).output_shapes("matmul", [(batch, rows, 3), (3, 5)])
+    assert shape[0] is batch and shape[1] is rows and shape[2] == 5
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        ("a: [M, K]", "expected 'inputs -> outputs'"),
+        ("a: [M, K] -> out: [M, Q]", "output out uses Q, which no input names"),
+        ("a: [M, K] -> out: [..., M]", "output out has '...' but no input does"),
+        ("a: [M, K+1] -> out: [M]", "a has dimension 'K\\+1'"),
+        ("a [M] -> out: [M]", "is not of the form 'name: \\[dims\\]'"),
+        ("a: [M], a: [M] -> out: [M]", "tensor names must be unique"),
+    ],
+)
+def test_malformed_schemas_are_reported(schema, message):
+    with pytest.raises(kabi.InvalidArgumentError, match=message):
+        parse_schema(schema)
