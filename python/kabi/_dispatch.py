@@ -46,6 +46,7 @@ __all__ = ["OpFront", "Selection", "_on_selection_miss", "front_of"]
 _on_selection_miss: Callable[..., Selection | None] | None = None
 _fronts: dict[str, OpFront] = {}
 _discovery_pending = True
+_cuda_backends_pending = True
 
 
 def _discover_plugins_once() -> None:
@@ -53,6 +54,16 @@ def _discover_plugins_once() -> None:
     global _discovery_pending
     _discovery_pending = False
     discover_plugins()
+
+
+def _register_cuda_backends_once() -> None:
+    """The Triton kernels register on the first dispatch to a CUDA device: importing Triton costs seconds, which
+    a process that never touches a GPU should not pay."""
+    global _cuda_backends_pending
+    _cuda_backends_pending = False
+    from .backends.triton import register_triton_kernels
+
+    register_triton_kernels("cuda")
 
 
 def _current_cuda_stream(device_index: int) -> int:
@@ -225,6 +236,8 @@ class OpFront:
         """
         if _discovery_pending:
             _discover_plugins_once()
+        if _cuda_backends_pending and any(getattr(value, "is_cuda", False) for value in inputs):
+            _register_cuda_backends_once()
         if has_foreign_array(inputs, out):
             return call_with_arrays(self.function, self.name, self.input_names, inputs, out)
         generation = self.cache.begin_miss()
