@@ -147,7 +147,7 @@ def _traced_call(op: str, overload: torch._ops.OpOverload) -> Callable[..., Any]
 def _register_dynamo_polyfills() -> None:
     from torch._dynamo.trace_rules import is_polyfilled_callable
 
-    for op, (function, traced) in _traceable.items():
+    for function, traced in _traceable.values():
         if not is_polyfilled_callable(function):
             # The front's C function has no inspectable parameter names to compare with ``traced(*inputs, out)``.
             torch.compiler.substitute_in_graph(function, skip_signature_check=True)(traced)
