@@ -15,6 +15,7 @@ from . import _startup  # noqa: F401  (loads plugins and registers the torch-nat
 from . import ops
 from . import _cache_api as cache
 from . import _tuner  # noqa: F401  (turns tuning on: installs the op fronts' decision-miss hook)
+from . import _torch_ops  # noqa: F401  (torch.ops.kabi.<op>; kabi.ops traceable by torch.compile)
 from ._bench import BenchResult, bench
 from ._devices import DeviceInfo, device_info, devices
 from ._errors import (
