@@ -31,19 +31,33 @@ Op& op_from_handle(kabi_op handle, const char* function) {
 
 extern "C" {
 
-KABI_EXPORT const char* kabi_last_error(void) { return last_error(); }
+KABI_EXPORT const char* kabi_last_error(void) {
+  return last_error();
+}
 
-KABI_EXPORT const char* kabi_status_name(kabi_status status) { return status_name(status); }
+KABI_EXPORT const char* kabi_status_name(kabi_status status) {
+  return status_name(status);
+}
 
-KABI_EXPORT uint32_t kabi_abi_version(void) { return KABI_ABI_VERSION; }
+KABI_EXPORT uint32_t kabi_abi_version(void) {
+  return KABI_ABI_VERSION;
+}
 
-KABI_EXPORT const char* kabi_library_version(void) { return KABI_LIBRARY_VERSION; }
+KABI_EXPORT const char* kabi_library_version(void) {
+  return KABI_LIBRARY_VERSION;
+}
 
-KABI_EXPORT const char* kabi_feature_name(uint64_t feature_bit) { return feature_name(feature_bit); }
+KABI_EXPORT const char* kabi_feature_name(uint64_t feature_bit) {
+  return feature_name(feature_bit);
+}
 
-KABI_EXPORT uint32_t kabi_dtype_bit(DLDataType dtype) { return dtype_bit(dtype); }
+KABI_EXPORT uint32_t kabi_dtype_bit(DLDataType dtype) {
+  return dtype_bit(dtype);
+}
 
-KABI_EXPORT const char* kabi_dtype_name(uint32_t bit) { return dtype_name(bit); }
+KABI_EXPORT const char* kabi_dtype_name(uint32_t bit) {
+  return dtype_name(bit);
+}
 
 KABI_EXPORT kabi_status kabi_device_count(int32_t device_type, int32_t* out_count) {
   return c_boundary([&] {
@@ -54,7 +68,8 @@ KABI_EXPORT kabi_status kabi_device_count(int32_t device_type, int32_t* out_coun
 
 KABI_EXPORT kabi_status kabi_device_info_get(int32_t device_type, int32_t device_index, kabi_device_info* out_info) {
   return c_boundary([&] {
-    check_output_struct(out_info, "kabi_device_info_get: out_info", KABI_STRUCT_SIZE_THROUGH(kabi_device_info, device_type));
+    check_output_struct(out_info, "kabi_device_info_get: out_info",
+                        KABI_STRUCT_SIZE_THROUGH(kabi_device_info, device_type));
     write_output_struct(out_info, get_device(device_type, device_index));
   });
 }

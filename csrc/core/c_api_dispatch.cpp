@@ -126,14 +126,14 @@ KABI_EXPORT kabi_status kabi_tuning_store(kabi_op handle, const kabi_args* args,
             read_input_struct(element, what.c_str(), KABI_STRUCT_SIZE_THROUGH(kabi_tuning_record, time_us));
         const KernelPtr kernel = Registry::instance().acquire(record.kernel);
         if (kernel->op != &op) {
-          throw Error(KABI_STATUS_INVALID_ARGUMENT, what + ": kernel " + kernel->name + " implements " +
-                                                        kernel->op->name + ", not " + op.name);
+          throw Error(KABI_STATUS_INVALID_ARGUMENT,
+                      what + ": kernel " + kernel->name + " implements " + kernel->op->name + ", not " + op.name);
         }
         if (std::isnan(record.time_us) || record.time_us < 0) {
           throw Error(KABI_STATUS_INVALID_ARGUMENT, what + ": time_us must be >= 0 or INFINITY");
         }
-        entries.push_back(TuningEntry{kernel->name, kernel->fingerprint, record.time_us,
-                                      record.note != nullptr ? record.note : ""});
+        entries.push_back(
+            TuningEntry{kernel->name, kernel->fingerprint, record.time_us, record.note != nullptr ? record.note : ""});
       }
     }
     TuningCache::instance().store(device_signature(problem.device_type, problem.device_index), op.name, problem.key,
@@ -150,7 +150,8 @@ KABI_EXPORT kabi_status kabi_cache_set_directory(const char* directory) {
 }
 
 KABI_EXPORT kabi_status kabi_cache_directory(char* buffer, size_t buffer_size) {
-  return c_boundary([&] { copy_to_buffer(TuningCache::instance().directory(), buffer, buffer_size, "kabi_cache_directory"); });
+  return c_boundary(
+      [&] { copy_to_buffer(TuningCache::instance().directory(), buffer, buffer_size, "kabi_cache_directory"); });
 }
 
 KABI_EXPORT kabi_status kabi_cache_reload(void) {
@@ -185,7 +186,8 @@ KABI_EXPORT kabi_status kabi_cache_import(const char* path) {
 KABI_EXPORT kabi_status kabi_cache_stats(int64_t* out_records, int64_t* out_corrupt_records) {
   return c_boundary([&] {
     if (out_records == nullptr || out_corrupt_records == nullptr) {
-      throw Error(KABI_STATUS_INVALID_ARGUMENT, "kabi_cache_stats: out_records and out_corrupt_records must not be NULL");
+      throw Error(KABI_STATUS_INVALID_ARGUMENT,
+                  "kabi_cache_stats: out_records and out_corrupt_records must not be NULL");
     }
     TuningCache& cache = TuningCache::instance();
     *out_records = cache.record_count();
@@ -208,7 +210,9 @@ KABI_EXPORT kabi_status kabi_plugin_load_builtin(void) {
   return c_boundary([] { load_builtin_plugins(); });
 }
 
-KABI_EXPORT int32_t kabi_plugin_count(void) { return value_boundary<int32_t>(0, [] { return plugin_count(); }); }
+KABI_EXPORT int32_t kabi_plugin_count(void) {
+  return value_boundary<int32_t>(0, [] { return plugin_count(); });
+}
 
 KABI_EXPORT kabi_status kabi_plugin_at(int32_t index, kabi_plugin_record* out_record) {
   return c_boundary([&] {

@@ -45,7 +45,9 @@ CpuidRegisters cpuid(unsigned leaf, unsigned subleaf = 0) {
   return r;
 }
 
-bool bit(unsigned value, int index) { return (value >> index) & 1u; }
+bool bit(unsigned value, int index) {
+  return (value >> index) & 1u;
+}
 
 uint64_t read_xcr0() {
   uint32_t low = 0, high = 0;
@@ -153,7 +155,8 @@ kabi_device_info probe_cpu() {
   info.compute_units = cores > 0 ? static_cast<int32_t>(cores) : 1;
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page_size = sysconf(_SC_PAGESIZE);
-  if (pages > 0 && page_size > 0) info.total_memory_bytes = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
+  if (pages > 0 && page_size > 0)
+    info.total_memory_bytes = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
 #if KABI_CPU_X86
   probe_x86(info);
 #elif KABI_CPU_AARCH64

@@ -46,9 +46,9 @@ struct DecisionKey {
 
   bool operator==(const DecisionKey& other) const {
     return dims == other.dims && batch_shape == other.batch_shape && layouts == other.layouts &&
-           device_type == other.device_type && device_index == other.device_index &&
-           batch_rank == other.batch_rank && batch_mode == other.batch_mode && dtype == other.dtype &&
-           alignment == other.alignment && use_tuning_cache == other.use_tuning_cache && force == other.force;
+           device_type == other.device_type && device_index == other.device_index && batch_rank == other.batch_rank &&
+           batch_mode == other.batch_mode && dtype == other.dtype && alignment == other.alignment &&
+           use_tuning_cache == other.use_tuning_cache && force == other.force;
   }
 };
 

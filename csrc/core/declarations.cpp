@@ -32,7 +32,7 @@ std::unique_ptr<Op> make_op(const kabi_op_desc* caller) {
   }
   op->schema = parse_schema(op->name, op->schema_text);
   op->tuning_key_text = desc.tuning_key != nullptr && *desc.tuning_key != '\0' ? std::string(desc.tuning_key)
-                                                                                : default_tuning_key(op->schema);
+                                                                               : default_tuning_key(op->schema);
   op->tuning_key = parse_tuning_key(op->name, op->tuning_key_text, op->schema);
   for (const std::string& name : op->schema.dim_names) op->dim_name_pointers.push_back(name.c_str());
   return op;
@@ -92,10 +92,8 @@ KernelPtr make_kernel(const kabi_kernel_desc* caller, Op& op) {
         throw Error(error.status(), what + ": " + error.what());
       }
       break;
-    case KABI_KERNEL_EXTERNAL:
-      break;
-    default:
-      invalid("kind " + std::to_string(static_cast<int>(desc.kind)) + " is not a kabi_kernel_kind");
+    case KABI_KERNEL_EXTERNAL: break;
+    default: invalid("kind " + std::to_string(static_cast<int>(desc.kind)) + " is not a kabi_kernel_kind");
   }
   kernel->supports = desc.supports;
   kernel->user_data = desc.user_data;

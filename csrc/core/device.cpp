@@ -46,8 +46,9 @@ const kabi_device_info* find_device(int32_t device_type, int32_t device_index) {
 
 const kabi_device_info& get_device(int32_t device_type, int32_t device_index) {
   if (const kabi_device_info* info = find_device(device_type, device_index)) return *info;
-  std::string message = "no device " + device_type_name(device_type) + ":" + std::to_string(device_index) + " (kabi sees " +
-                        std::to_string(device_count(device_type)) + " " + device_type_name(device_type) + " devices";
+  std::string message = "no device " + device_type_name(device_type) + ":" + std::to_string(device_index) +
+                        " (kabi sees " + std::to_string(device_count(device_type)) + " " +
+                        device_type_name(device_type) + " devices";
   if (device_type == kDLCUDA && !cuda_available()) message += "; " + cuda_unavailable_reason();
   throw Error(KABI_STATUS_NOT_FOUND, message + ")");
 }

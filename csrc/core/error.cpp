@@ -8,7 +8,9 @@ thread_local std::string thread_last_error;
 
 }  // namespace
 
-const char* last_error() noexcept { return thread_last_error.c_str(); }
+const char* last_error() noexcept {
+  return thread_last_error.c_str();
+}
 
 void set_last_error(const char* message) noexcept {
   try {
@@ -18,7 +20,9 @@ void set_last_error(const char* message) noexcept {
   }
 }
 
-void set_last_error(const std::string& message) noexcept { set_last_error(message.c_str()); }
+void set_last_error(const std::string& message) noexcept {
+  set_last_error(message.c_str());
+}
 
 const char* status_name(kabi_status status) noexcept {
   switch (status) {

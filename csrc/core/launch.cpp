@@ -31,11 +31,12 @@ void check_data(const Kernel& kernel, const DLTensor& tensor, const std::string&
 
 void check_constraints(const Kernel& kernel, const kabi_args& args, const kabi_problem& problem) {
   if (problem.device_type != kernel.device_type) {
-    violated(kernel, "runs on " + device_type_name(kernel.device_type) + ", not on " +
-                         device_type_name(problem.device_type));
+    violated(kernel,
+             "runs on " + device_type_name(kernel.device_type) + ", not on " + device_type_name(problem.device_type));
   }
   if ((kernel.dtypes & problem.dtype) == 0) {
-    violated(kernel, std::string("dtype ") + dtype_name(problem.dtype) + " not in " + describe_dtype_set(kernel.dtypes));
+    violated(kernel,
+             std::string("dtype ") + dtype_name(problem.dtype) + " not in " + describe_dtype_set(kernel.dtypes));
   }
   const auto& inputs = kernel.op->schema.inputs;
   for (size_t i = 0; i < inputs.size() && i < 8; ++i) {
@@ -92,9 +93,7 @@ void launch_kernel(const Kernel& kernel, const kabi_args& args, const kabi_probl
       }
       return;
     }
-    case KABI_KERNEL_DEVICE_BINARY:
-      launch_device_binary(*kernel.binary, problem, args);
-      return;
+    case KABI_KERNEL_DEVICE_BINARY: launch_device_binary(*kernel.binary, problem, args); return;
     case KABI_KERNEL_EXTERNAL:
       throw Error(KABI_STATUS_UNAVAILABLE, "kernel " + kernel.op->name + "/" + kernel.name +
                                                " runs outside the core (registered as external, e.g. a Python "

@@ -31,15 +31,24 @@ struct FeatureEntry {
 };
 
 constexpr FeatureEntry kFeatures[] = {
-    {KABI_FEATURE_SSE4_2, "sse4.2"},       {KABI_FEATURE_AVX, "avx"},
-    {KABI_FEATURE_AVX2, "avx2"},           {KABI_FEATURE_FMA, "fma"},
-    {KABI_FEATURE_AVX512F, "avx512f"},     {KABI_FEATURE_AVX512BW, "avx512bw"},
-    {KABI_FEATURE_AVX512_VNNI, "avx512_vnni"}, {KABI_FEATURE_AVX512_BF16, "avx512_bf16"},
-    {KABI_FEATURE_AVX512_FP16, "avx512_fp16"}, {KABI_FEATURE_AMX_TILE, "amx_tile"},
-    {KABI_FEATURE_AMX_BF16, "amx_bf16"},   {KABI_FEATURE_AMX_INT8, "amx_int8"},
-    {KABI_FEATURE_NEON, "neon"},           {KABI_FEATURE_SVE, "sve"},
-    {KABI_FEATURE_TENSOR_CORES, "tensor_cores"}, {KABI_FEATURE_BF16_MMA, "bf16_mma"},
-    {KABI_FEATURE_FP8_MMA, "fp8_mma"},     {KABI_FEATURE_TMA, "tma"},
+    {KABI_FEATURE_SSE4_2, "sse4.2"},
+    {KABI_FEATURE_AVX, "avx"},
+    {KABI_FEATURE_AVX2, "avx2"},
+    {KABI_FEATURE_FMA, "fma"},
+    {KABI_FEATURE_AVX512F, "avx512f"},
+    {KABI_FEATURE_AVX512BW, "avx512bw"},
+    {KABI_FEATURE_AVX512_VNNI, "avx512_vnni"},
+    {KABI_FEATURE_AVX512_BF16, "avx512_bf16"},
+    {KABI_FEATURE_AVX512_FP16, "avx512_fp16"},
+    {KABI_FEATURE_AMX_TILE, "amx_tile"},
+    {KABI_FEATURE_AMX_BF16, "amx_bf16"},
+    {KABI_FEATURE_AMX_INT8, "amx_int8"},
+    {KABI_FEATURE_NEON, "neon"},
+    {KABI_FEATURE_SVE, "sve"},
+    {KABI_FEATURE_TENSOR_CORES, "tensor_cores"},
+    {KABI_FEATURE_BF16_MMA, "bf16_mma"},
+    {KABI_FEATURE_FP8_MMA, "fp8_mma"},
+    {KABI_FEATURE_TMA, "tma"},
     {KABI_FEATURE_WGMMA, "wgmma"},
 };
 

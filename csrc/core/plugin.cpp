@@ -58,8 +58,9 @@ void initialize(PluginLoad& load, void* library) {
   dlerror();
   auto abi_version = reinterpret_cast<kabi_plugin_abi_version_fn>(dlsym(library, KABI_PLUGIN_ABI_VERSION_SYMBOL));
   if (abi_version == nullptr) {
-    throw Error(KABI_STATUS_NOT_FOUND, plugin + " does not export " KABI_PLUGIN_ABI_VERSION_SYMBOL
-                                                " (define it with KABI_DEFINE_PLUGIN_ABI_VERSION()); not a kabi plugin");
+    throw Error(KABI_STATUS_NOT_FOUND, plugin +
+                                           " does not export " KABI_PLUGIN_ABI_VERSION_SYMBOL
+                                           " (define it with KABI_DEFINE_PLUGIN_ABI_VERSION()); not a kabi plugin");
   }
   load.abi_version = abi_version();
   if (KABI_ABI_VERSION_MAJOR_OF(load.abi_version) != KABI_ABI_VERSION_MAJOR) {
@@ -93,16 +94,20 @@ void initialize(PluginLoad& load, void* library) {
   }
   for (const auto& other : loads()) {
     if (other->state == KABI_PLUGIN_LOADED && other->name == load.name) {
-      throw Error(KABI_STATUS_ALREADY_EXISTS, plugin + ": a plugin named \"" + load.name + "\" is already loaded from " +
-                                                  other->path);
+      throw Error(KABI_STATUS_ALREADY_EXISTS,
+                  plugin + ": a plugin named \"" + load.name + "\" is already loaded from " + other->path);
     }
   }
   registry.commit(staging, load.name);
   load.num_kernels = static_cast<int32_t>(staging.kernels.size());
 }
 
-void set_error_from_plugin(const char* message) { set_last_error(message); }
-const char* last_error_for_plugin() { return last_error(); }
+void set_error_from_plugin(const char* message) {
+  set_last_error(message);
+}
+const char* last_error_for_plugin() {
+  return last_error();
+}
 
 bool is_directory(const std::string& path) {
   struct stat info;
@@ -202,8 +207,8 @@ int32_t plugin_count() {
 kabi_plugin_record plugin_record(int32_t index) {
   std::lock_guard<std::recursive_mutex> lock(loads_mutex);
   if (index < 0 || static_cast<size_t>(index) >= loads().size()) {
-    throw Error(KABI_STATUS_NOT_FOUND, "plugin index " + std::to_string(index) + " is outside [0, " +
-                                           std::to_string(loads().size()) + ")");
+    throw Error(KABI_STATUS_NOT_FOUND,
+                "plugin index " + std::to_string(index) + " is outside [0, " + std::to_string(loads().size()) + ")");
   }
   const PluginLoad& load = *loads()[static_cast<size_t>(index)];
   kabi_plugin_record record{};

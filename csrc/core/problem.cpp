@@ -35,7 +35,9 @@ bool is_contiguous(const DLTensor& tensor) {
   return true;
 }
 
-std::string shape_of(const DLTensor& tensor) { return format_shape(tensor.shape, tensor.ndim); }
+std::string shape_of(const DLTensor& tensor) {
+  return format_shape(tensor.shape, tensor.ndim);
+}
 
 // "[..., M, K]" for a schema tensor.
 std::string schema_shape(const Op& op, const SchemaTensor& tensor) {
@@ -88,22 +90,21 @@ class Binder {
     const bool outputs_given = args_.num_outputs != 0;
     if ((outputs_required || outputs_given) && args_.num_outputs != expected_outputs) {
       fail(KABI_STATUS_INVALID_ARGUMENT, "expected " + std::to_string(expected_outputs) + " outputs (" +
-                                             names(op_.schema.outputs) + "), got " +
-                                             std::to_string(args_.num_outputs));
+                                             names(op_.schema.outputs) + "), got " + std::to_string(args_.num_outputs));
     }
     if (outputs_given && args_.outputs == nullptr) fail(KABI_STATUS_INVALID_ARGUMENT, "args->outputs is NULL");
   }
 
   void check_tensor(const DLTensor& tensor, const std::string& name) const {
     if (tensor.ndim < 0 || tensor.ndim > kMaxRank) {
-      fail(KABI_STATUS_INVALID_ARGUMENT, name + " has rank " + std::to_string(tensor.ndim) + "; kabi takes 0 to " +
-                                             std::to_string(kMaxRank));
+      fail(KABI_STATUS_INVALID_ARGUMENT,
+           name + " has rank " + std::to_string(tensor.ndim) + "; kabi takes 0 to " + std::to_string(kMaxRank));
     }
     if (tensor.ndim > 0 && tensor.shape == nullptr) fail(KABI_STATUS_INVALID_ARGUMENT, name + ".shape is NULL");
     for (int32_t d = 0; d < tensor.ndim; ++d) {
       if (tensor.shape[d] < 0) {
-        fail(KABI_STATUS_INVALID_ARGUMENT, name + " has shape " + shape_of(tensor) + " with a negative size in dimension " +
-                                               std::to_string(d));
+        fail(KABI_STATUS_INVALID_ARGUMENT,
+             name + " has shape " + shape_of(tensor) + " with a negative size in dimension " + std::to_string(d));
       }
     }
   }
@@ -112,8 +113,8 @@ class Binder {
     const DLTensor& first = args_.inputs[0];
     problem_.dtype = dtype_bit(first.dtype);
     if (problem_.dtype == 0) {
-      fail(KABI_STATUS_UNSUPPORTED_DTYPE, input_name(0) + " has " + describe_dtype(first.dtype) +
-                                              ", which kabi does not support");
+      fail(KABI_STATUS_UNSUPPORTED_DTYPE,
+           input_name(0) + " has " + describe_dtype(first.dtype) + ", which kabi does not support");
     }
     for (int32_t i = 1; i < args_.num_inputs; ++i) {
       const DLTensor& tensor = args_.inputs[i];
@@ -127,8 +128,8 @@ class Binder {
       }
     }
     if ((op_.dtypes & problem_.dtype) == 0) {
-      fail(KABI_STATUS_UNSUPPORTED_DTYPE, "dtype " + describe_dtype(first.dtype) + " is not supported (supported: " +
-                                              describe_dtype_set(op_.dtypes) + ")");
+      fail(KABI_STATUS_UNSUPPORTED_DTYPE, "dtype " + describe_dtype(first.dtype) +
+                                              " is not supported (supported: " + describe_dtype_set(op_.dtypes) + ")");
     }
     for (int32_t i = 0; i < args_.num_outputs; ++i) {
       const DLTensor& tensor = args_.outputs[i];
@@ -156,10 +157,10 @@ class Binder {
       const auto needed = static_cast<int32_t>(schema.dims.size());
       const bool rank_ok = schema.has_batch ? tensor.ndim >= needed : tensor.ndim == needed;
       if (!rank_ok) {
-        fail(KABI_STATUS_INVALID_ARGUMENT,
-             schema.name + " has shape " + shape_of(tensor) + " (rank " + std::to_string(tensor.ndim) + "); expected " +
-                 schema_shape(op_, schema) + " (rank " + (schema.has_batch ? "at least " : "") +
-                 std::to_string(needed) + ")");
+        fail(KABI_STATUS_INVALID_ARGUMENT, schema.name + " has shape " + shape_of(tensor) + " (rank " +
+                                               std::to_string(tensor.ndim) + "); expected " +
+                                               schema_shape(op_, schema) + " (rank " +
+                                               (schema.has_batch ? "at least " : "") + std::to_string(needed) + ")");
       }
       for (int32_t j = 0; j < needed; ++j) {
         const int32_t dim = schema.dims[static_cast<size_t>(j)];
@@ -170,10 +171,10 @@ class Binder {
         } else if (problem_.dims[dim] != value) {
           const DLTensor& other = args_.inputs[bound_by_[static_cast<size_t>(dim)]];
           fail(KABI_STATUS_INVALID_ARGUMENT,
-               schema.name + " has shape " + shape_of(tensor) + " but " + input_name(bound_by_[static_cast<size_t>(dim)]) +
-                   " has shape " + shape_of(other) + ": " + schema.name + "'s dimension " +
-                   op_.schema.dim_names[static_cast<size_t>(dim)] + " (" + std::to_string(j - needed) + ") must be " +
-                   std::to_string(problem_.dims[dim]));
+               schema.name + " has shape " + shape_of(tensor) + " but " +
+                   input_name(bound_by_[static_cast<size_t>(dim)]) + " has shape " + shape_of(other) + ": " +
+                   schema.name + "'s dimension " + op_.schema.dim_names[static_cast<size_t>(dim)] + " (" +
+                   std::to_string(j - needed) + ") must be " + std::to_string(problem_.dims[dim]));
         }
       }
     }
@@ -182,8 +183,8 @@ class Binder {
   // Broadcasts the inputs' leading dims right-aligned, as torch does, into problem_.batch_shape. Uses fixed arrays:
   // this runs on every launch.
   void broadcast_batch() {
-    std::array<int64_t, kMaxBatchRank> batch{};      // right-aligned: batch[kMaxBatchRank - k] is dim -k
-    std::array<int32_t, kMaxBatchRank> sized_by{};   // which input gave each batch dim its size
+    std::array<int64_t, kMaxBatchRank> batch{};     // right-aligned: batch[kMaxBatchRank - k] is dim -k
+    std::array<int32_t, kMaxBatchRank> sized_by{};  // which input gave each batch dim its size
     int32_t batch_rank = 0;
     for (int32_t i = 0; i < args_.num_inputs; ++i) {
       const SchemaTensor& schema = op_.schema.inputs[static_cast<size_t>(i)];
@@ -321,21 +322,15 @@ void format_problem_key(const Op& op, int32_t num_inputs, kabi_problem& problem)
   for (const TuningKeyItem& item : op.tuning_key) {
     if (!key.empty()) key += '|';
     switch (item.kind) {
-      case TuningKeyItem::Kind::kDtype:
-        key += dtype_name(problem.dtype);
-        break;
+      case TuningKeyItem::Kind::kDtype: key += dtype_name(problem.dtype); break;
       case TuningKeyItem::Kind::kLayout:
         for (int32_t i = 0; i < num_inputs && i < 8; ++i) {
           key += (i ? "," : "");
           key += layout_name(problem.input_layouts[i]);
         }
         break;
-      case TuningKeyItem::Kind::kBatch:
-        key += std::to_string(bucket_dimension(item, problem.batch_size));
-        break;
-      case TuningKeyItem::Kind::kDim:
-        key += std::to_string(bucket_dimension(item, problem.dims[item.dim]));
-        break;
+      case TuningKeyItem::Kind::kBatch: key += std::to_string(bucket_dimension(item, problem.batch_size)); break;
+      case TuningKeyItem::Kind::kDim: key += std::to_string(bucket_dimension(item, problem.dims[item.dim])); break;
     }
   }
   if (key.size() >= sizeof problem.key) {

@@ -12,7 +12,9 @@ namespace {
 // The staging area of the plugin init running on this thread, if any.
 thread_local Staging* thread_staging = nullptr;
 
-std::string kernel_label(const Kernel& kernel) { return kernel.op->name + "/" + kernel.name; }
+std::string kernel_label(const Kernel& kernel) {
+  return kernel.op->name + "/" + kernel.name;
+}
 
 }  // namespace
 
@@ -95,8 +97,8 @@ int32_t Registry::op_count() const {
 Op* Registry::op_at(int32_t index) const {
   std::shared_lock lock(mutex_);
   if (index < 0 || static_cast<size_t>(index) >= ops_.size()) {
-    throw Error(KABI_STATUS_NOT_FOUND, "op index " + std::to_string(index) + " is outside [0, " +
-                                           std::to_string(ops_.size()) + ")");
+    throw Error(KABI_STATUS_NOT_FOUND,
+                "op index " + std::to_string(index) + " is outside [0, " + std::to_string(ops_.size()) + ")");
   }
   return ops_[static_cast<size_t>(index)].get();
 }
@@ -179,8 +181,9 @@ KernelPtr Registry::acquire(kabi_kernel handle) const {
   std::shared_lock lock(mutex_);
   auto found = live_.find(static_cast<const Kernel*>(handle));
   if (found == live_.end()) {
-    throw Error(KABI_STATUS_NOT_FOUND, "kernel handle does not name a registered kernel (unregistered, or not from "
-                                       "this process)");
+    throw Error(KABI_STATUS_NOT_FOUND,
+                "kernel handle does not name a registered kernel (unregistered, or not from "
+                "this process)");
   }
   return found->second;
 }
@@ -201,8 +204,8 @@ KernelPtr Registry::kernel_at(const char* op_name, int32_t index) const {
     list = &op->kernels;
   }
   if (index < 0 || static_cast<size_t>(index) >= list->size()) {
-    throw Error(KABI_STATUS_NOT_FOUND, "kernel index " + std::to_string(index) + " is outside [0, " +
-                                           std::to_string(list->size()) + ")");
+    throw Error(KABI_STATUS_NOT_FOUND,
+                "kernel index " + std::to_string(index) + " is outside [0, " + std::to_string(list->size()) + ")");
   }
   return (*list)[static_cast<size_t>(index)];
 }
@@ -214,9 +217,13 @@ std::vector<KernelPtr> Registry::candidates(const Op& op, int32_t device_type) c
   return found->second;
 }
 
-void Registry::begin_staging(Staging* staging) { thread_staging = staging; }
+void Registry::begin_staging(Staging* staging) {
+  thread_staging = staging;
+}
 
-void Registry::end_staging() { thread_staging = nullptr; }
+void Registry::end_staging() {
+  thread_staging = nullptr;
+}
 
 void Registry::commit(Staging& staging, const std::string& plugin_name) {
   std::unique_lock lock(mutex_);

@@ -129,8 +129,7 @@ Schema parse_schema(const std::string& op_name, const std::string& text) {
   return schema;
 }
 
-std::vector<TuningKeyItem> parse_tuning_key(const std::string& op_name, const std::string& text,
-                                            const Schema& schema) {
+std::vector<TuningKeyItem> parse_tuning_key(const std::string& op_name, const std::string& text, const Schema& schema) {
   auto fail = [&](const std::string& what) {
     throw Error(KABI_STATUS_INVALID_ARGUMENT, "op " + op_name + ": tuning key \"" + text + "\": " + what);
   };
@@ -164,7 +163,8 @@ std::vector<TuningKeyItem> parse_tuning_key(const std::string& op_name, const st
       } else if (bucket.rfind("pow2<=", 0) == 0) {
         item.pow2 = true;
         const std::string cap = bucket.substr(6);
-        if (cap.empty() || !std::all_of(cap.begin(), cap.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+        if (cap.empty() ||
+            !std::all_of(cap.begin(), cap.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
           fail("bucket \"" + bucket + "\" needs an integer cap, as in pow2<=4096");
         }
         item.pow2_cap = std::stoll(cap);

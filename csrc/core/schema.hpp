@@ -32,9 +32,9 @@ Schema parse_schema(const std::string& op_name, const std::string& text);
 struct TuningKeyItem {
   enum class Kind { kDtype, kLayout, kBatch, kDim };
   Kind kind = Kind::kDim;
-  int32_t dim = -1;         // index into Schema::dim_names for kDim
-  bool pow2 = false;        // round up to the next power of two
-  int64_t pow2_cap = 0;     // with pow2: values above this stay exact (0: no cap)
+  int32_t dim = -1;      // index into Schema::dim_names for kDim
+  bool pow2 = false;     // round up to the next power of two
+  int64_t pow2_cap = 0;  // with pow2: values above this stay exact (0: no cap)
 };
 
 // Throws Error(KABI_STATUS_INVALID_ARGUMENT) on an unknown item or a malformed bucket.

@@ -59,12 +59,13 @@ std::string rejection(const Kernel& kernel, const kabi_device_info* device, cons
   if (constrains_arch(kernel)) {
     if (device == nullptr) return "the device is unknown to kabi, so its arch cannot match " + describe_archs(kernel);
     const int32_t arch = device->arch;
-    const bool in_set = !kernel.archs.empty() &&
-                        std::find(kernel.archs.begin(), kernel.archs.end(), arch) != kernel.archs.end();
+    const bool in_set =
+        !kernel.archs.empty() && std::find(kernel.archs.begin(), kernel.archs.end(), arch) != kernel.archs.end();
     const bool in_range = kernel.archs.empty() && (kernel.arch_min <= 0 || arch >= kernel.arch_min) &&
                           (kernel.arch_max <= 0 || arch <= kernel.arch_max);
     if (!in_set && !in_range) {
-      return "arch " + std::to_string(arch) + (kernel.archs.empty() ? " outside " : " not in ") + describe_archs(kernel);
+      return "arch " + std::to_string(arch) + (kernel.archs.empty() ? " outside " : " not in ") +
+             describe_archs(kernel);
     }
   }
   const uint64_t device_features = device != nullptr ? device->features : 0;
@@ -146,8 +147,8 @@ Choice choose(const std::vector<CandidateVerdict*>& eligible, bool tuning_consul
   if (tuning_consulted && stale.empty() && fastest != nullptr) {
     choice.pick = fastest;
     choice.tuned = true;
-    choice.reason = "tuned: fastest of " + std::to_string(measured) + " measured (" +
-                    format_time(fastest->tuned_time_us) + ")";
+    choice.reason =
+        "tuned: fastest of " + std::to_string(measured) + " measured (" + format_time(fastest->tuned_time_us) + ")";
     return choice;
   }
   choice.pick = heuristic_pick(eligible);
@@ -181,8 +182,10 @@ SelectOptions resolve_select_options(const Op& op, const kabi_select_options* ca
   options.use_tuning_cache = 1;
   if (caller != nullptr) {
     options = read_input_struct(caller, "select options", KABI_STRUCT_SIZE_THROUGH(kabi_select_options, force));
-    if (caller->struct_size < KABI_STRUCT_SIZE_THROUGH(kabi_select_options, use_environment)) options.use_environment = 1;
-    if (caller->struct_size < KABI_STRUCT_SIZE_THROUGH(kabi_select_options, use_tuning_cache)) options.use_tuning_cache = 1;
+    if (caller->struct_size < KABI_STRUCT_SIZE_THROUGH(kabi_select_options, use_environment))
+      options.use_environment = 1;
+    if (caller->struct_size < KABI_STRUCT_SIZE_THROUGH(kabi_select_options, use_tuning_cache))
+      options.use_tuning_cache = 1;
   }
   SelectOptions resolved;
   resolved.use_tuning_cache = options.use_tuning_cache != 0;
@@ -199,8 +202,9 @@ SelectOptions resolve_select_options(const Op& op, const kabi_select_options* ca
     if (entry.find_first_not_of(' ') == std::string::npos) continue;
     const size_t equals = entry.find('=');
     if (equals == std::string::npos) {
-      throw Error(KABI_STATUS_INVALID_ARGUMENT, "KABI_FORCE entry \"" + entry + "\" is not op=backend-or-kernel (KABI_FORCE=\"" +
-                                                    environment + "\")");
+      throw Error(
+          KABI_STATUS_INVALID_ARGUMENT,
+          "KABI_FORCE entry \"" + entry + "\" is not op=backend-or-kernel (KABI_FORCE=\"" + environment + "\")");
     }
     auto trim = [](std::string text) {
       text.erase(0, text.find_first_not_of(' '));

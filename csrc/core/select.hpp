@@ -15,8 +15,8 @@
 namespace kabi::core {
 
 struct SelectOptions {
-  std::string force;          // a backend or kernel name; empty: none
-  std::string force_source;   // "options" or "KABI_FORCE", for reasons
+  std::string force;         // a backend or kernel name; empty: none
+  std::string force_source;  // "options" or "KABI_FORCE", for reasons
   bool use_tuning_cache = true;
 };
 

@@ -23,9 +23,9 @@ template <class Struct>
 Struct read_input_struct(const Struct* caller, const char* what, size_t minimum_size) {
   if (caller == nullptr) throw Error(KABI_STATUS_INVALID_ARGUMENT, std::string(what) + " is NULL");
   if (caller->struct_size < minimum_size) {
-    throw Error(KABI_STATUS_INVALID_ARGUMENT, std::string(what) + "->struct_size is " +
-                                                  std::to_string(caller->struct_size) + "; at least " +
-                                                  std::to_string(minimum_size) + " bytes are needed (set it to sizeof)");
+    throw Error(KABI_STATUS_INVALID_ARGUMENT,
+                std::string(what) + "->struct_size is " + std::to_string(caller->struct_size) + "; at least " +
+                    std::to_string(minimum_size) + " bytes are needed (set it to sizeof)");
   }
   Struct copy;
   std::memset(&copy, 0, sizeof copy);
@@ -38,9 +38,9 @@ template <class Struct>
 void check_output_struct(const Struct* caller, const char* what, size_t minimum_size) {
   if (caller == nullptr) throw Error(KABI_STATUS_INVALID_ARGUMENT, std::string(what) + " is NULL");
   if (caller->struct_size < minimum_size) {
-    throw Error(KABI_STATUS_INVALID_ARGUMENT, std::string(what) + "->struct_size is " +
-                                                  std::to_string(caller->struct_size) + "; at least " +
-                                                  std::to_string(minimum_size) + " bytes are needed (set it to sizeof)");
+    throw Error(KABI_STATUS_INVALID_ARGUMENT,
+                std::string(what) + "->struct_size is " + std::to_string(caller->struct_size) + "; at least " +
+                    std::to_string(minimum_size) + " bytes are needed (set it to sizeof)");
   }
 }
 
@@ -50,8 +50,8 @@ void write_output_struct(Struct* caller, const Struct& value) {
   const size_t caller_size = caller->struct_size;
   const size_t size = std::min(caller_size, sizeof(Struct));
   if (size > sizeof(size_t)) {
-    std::memcpy(reinterpret_cast<char*>(caller) + sizeof(size_t), reinterpret_cast<const char*>(&value) + sizeof(size_t),
-                size - sizeof(size_t));
+    std::memcpy(reinterpret_cast<char*>(caller) + sizeof(size_t),
+                reinterpret_cast<const char*>(&value) + sizeof(size_t), size - sizeof(size_t));
   }
   caller->struct_size = caller_size;
 }

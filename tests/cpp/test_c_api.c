@@ -10,23 +10,23 @@
 
 static int failures = 0;
 
-#define CHECK(condition)                                                                \
-  do {                                                                                  \
-    if (!(condition)) {                                                                 \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #condition);     \
-      ++failures;                                                                       \
-    }                                                                                   \
+#define CHECK(condition)                                                            \
+  do {                                                                              \
+    if (!(condition)) {                                                             \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #condition); \
+      ++failures;                                                                   \
+    }                                                                               \
   } while (0)
 
 /* The call returns `expected` and the thread's message contains `fragment`. */
-#define CHECK_STATUS(call, expected, fragment)                                                          \
-  do {                                                                                                  \
-    kabi_status status_ = (call);                                                                       \
-    if (status_ != (expected) || strstr(kabi_last_error(), (fragment)) == NULL) {                       \
-      fprintf(stderr, "%s:%d: %s returned %s (\"%s\"); expected %s with \"%s\"\n", __FILE__, __LINE__, \
-              #call, kabi_status_name(status_), kabi_last_error(), kabi_status_name(expected), fragment); \
-      ++failures;                                                                                       \
-    }                                                                                                   \
+#define CHECK_STATUS(call, expected, fragment)                                                                \
+  do {                                                                                                        \
+    kabi_status status_ = (call);                                                                             \
+    if (status_ != (expected) || strstr(kabi_last_error(), (fragment)) == NULL) {                             \
+      fprintf(stderr, "%s:%d: %s returned %s (\"%s\"); expected %s with \"%s\"\n", __FILE__, __LINE__, #call, \
+              kabi_status_name(status_), kabi_last_error(), kabi_status_name(expected), fragment);            \
+      ++failures;                                                                                             \
+    }                                                                                                         \
   } while (0)
 
 #define M 37
@@ -246,7 +246,9 @@ static void test_error_paths(void) {
   CHECK_STATUS(kabi_launch(NULL, &args), KABI_STATUS_INVALID_ARGUMENT, "kernel handle is NULL");
 }
 
-static float* align_to_64(float* storage) { return (float*)(((uintptr_t)storage + 63) & ~(uintptr_t)63); }
+static float* align_to_64(float* storage) {
+  return (float*)(((uintptr_t)storage + 63) & ~(uintptr_t)63);
+}
 
 static void test_forced_and_constraints(void) {
   /* 16 spare floats make room to align each buffer to 64 bytes. */
@@ -284,8 +286,7 @@ static void test_forced_and_constraints(void) {
   options.use_tuning_cache = 0;
   CHECK_STATUS(kabi_select(matmul, &args, &options, &selection), KABI_STATUS_NO_ELIGIBLE_KERNEL,
                "forced \"strict\" (options) has no eligible kernel");
-  CHECK_STATUS(kabi_select(matmul, &args, &options, &selection), KABI_STATUS_NO_ELIGIBLE_KERNEL,
-               "b is col_strided");
+  CHECK_STATUS(kabi_select(matmul, &args, &options, &selection), KABI_STATUS_NO_ELIGIBLE_KERNEL, "b is col_strided");
   options.force = "nothing.like.this";
   CHECK_STATUS(kabi_select(matmul, &args, &options, &selection), KABI_STATUS_NO_ELIGIBLE_KERNEL,
                "names no backend or kernel");

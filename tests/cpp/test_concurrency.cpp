@@ -32,8 +32,8 @@ void test_concurrent_registration_and_selection() {
   }
   // Inputs are made here: the test's random generator is not thread-safe.
   std::deque<Problem> problems;  // never relocates: args point into each Problem
-  for (int t = 0; t < 4; ++t) problems.emplace_back(std::vector<int64_t>{9, 7}, std::vector<int64_t>{7, 5},
-                                                    std::vector<int64_t>{9, 5});
+  for (int t = 0; t < 4; ++t)
+    problems.emplace_back(std::vector<int64_t>{9, 7}, std::vector<int64_t>{7, 5}, std::vector<int64_t>{9, 5});
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([op, &registering, &errors, &problem = problems[static_cast<size_t>(t)]] {
       while (registering.load()) {

@@ -86,7 +86,9 @@ kabi_status test_failing_kernel(void* user_data, const kabi_args* args) {
   return KABI_STATUS_INTERNAL;
 }
 
-void test_count_free(void* user_data) { ++((test_counters*)user_data)->frees; }
+void test_count_free(void* user_data) {
+  ++((test_counters*)user_data)->frees;
+}
 
 void test_reference_matmul(const double* a, const double* b, double* out, int64_t m, int64_t n, int64_t k) {
   int64_t i, j, p;

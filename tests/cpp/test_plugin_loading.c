@@ -11,22 +11,22 @@
 
 static int failures = 0;
 
-#define CHECK(condition)                                                             \
-  do {                                                                               \
-    if (!(condition)) {                                                              \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #condition);  \
-      ++failures;                                                                    \
-    }                                                                                \
+#define CHECK(condition)                                                            \
+  do {                                                                              \
+    if (!(condition)) {                                                             \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #condition); \
+      ++failures;                                                                   \
+    }                                                                               \
   } while (0)
 
-#define CHECK_STATUS(call, expected, fragment)                                                          \
-  do {                                                                                                  \
-    kabi_status status_ = (call);                                                                       \
-    if (status_ != (expected) || strstr(kabi_last_error(), (fragment)) == NULL) {                       \
-      fprintf(stderr, "%s:%d: %s returned %s (\"%s\"); expected %s with \"%s\"\n", __FILE__, __LINE__, \
-              #call, kabi_status_name(status_), kabi_last_error(), kabi_status_name(expected), fragment); \
-      ++failures;                                                                                       \
-    }                                                                                                   \
+#define CHECK_STATUS(call, expected, fragment)                                                                \
+  do {                                                                                                        \
+    kabi_status status_ = (call);                                                                             \
+    if (status_ != (expected) || strstr(kabi_last_error(), (fragment)) == NULL) {                             \
+      fprintf(stderr, "%s:%d: %s returned %s (\"%s\"); expected %s with \"%s\"\n", __FILE__, __LINE__, #call, \
+              kabi_status_name(status_), kabi_last_error(), kabi_status_name(expected), fragment);            \
+      ++failures;                                                                                             \
+    }                                                                                                         \
   } while (0)
 
 /* The record of the load of path (which ends with `file`), or a zeroed record if there is none. */

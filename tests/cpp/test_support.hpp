@@ -16,23 +16,22 @@ namespace kabi_test {
 
 inline int failures = 0;
 
-
-#define CHECK(condition)                                                                   \
-  do {                                                                                     \
-    if (!(condition)) {                                                                    \
-      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #condition);  \
-      ++failures;                                                                          \
-    }                                                                                      \
+#define CHECK(condition)                                                                 \
+  do {                                                                                   \
+    if (!(condition)) {                                                                  \
+      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #condition); \
+      ++failures;                                                                        \
+    }                                                                                    \
   } while (0)
 
-#define CHECK_STATUS(call, expected, fragment)                                                             \
-  do {                                                                                                     \
-    const kabi_status status_ = (call);                                                                    \
-    if (status_ != (expected) || std::strstr(kabi_last_error(), (fragment)) == nullptr) {                  \
-      std::fprintf(stderr, "%s:%d: %s returned %s (\"%s\"); expected %s with \"%s\"\n", __FILE__, __LINE__, \
-                   #call, kabi_status_name(status_), kabi_last_error(), kabi_status_name(expected), fragment); \
-      ++failures;                                                                                          \
-    }                                                                                                      \
+#define CHECK_STATUS(call, expected, fragment)                                                                     \
+  do {                                                                                                             \
+    const kabi_status status_ = (call);                                                                            \
+    if (status_ != (expected) || std::strstr(kabi_last_error(), (fragment)) == nullptr) {                          \
+      std::fprintf(stderr, "%s:%d: %s returned %s (\"%s\"); expected %s with \"%s\"\n", __FILE__, __LINE__, #call, \
+                   kabi_status_name(status_), kabi_last_error(), kabi_status_name(expected), fragment);            \
+      ++failures;                                                                                                  \
+    }                                                                                                              \
   } while (0)
 
 inline kabi_op matmul_op() {
@@ -116,7 +115,8 @@ struct Problem {
     const int64_t m = out_shape[rank - 2], n = out_shape[rank - 1], k = a_shape[a_shape.size() - 1];
     const size_t batch = count(out_shape) / static_cast<size_t>(m * n);
     double worst = 0.0;
-    std::vector<double> a64(static_cast<size_t>(m * k)), b64(static_cast<size_t>(k * n)), expected(static_cast<size_t>(m * n));
+    std::vector<double> a64(static_cast<size_t>(m * k)), b64(static_cast<size_t>(k * n)),
+        expected(static_cast<size_t>(m * n));
     for (size_t index = 0; index < batch; ++index) {
       const size_t a_batch = broadcast_index(a_shape, index), b_batch = broadcast_index(b_shape, index);
       for (size_t i = 0; i < a64.size(); ++i) a64[i] = a[a_batch * a64.size() + i];
@@ -145,8 +145,8 @@ struct Problem {
   }
 };
 
-inline kabi_selection select(kabi_op op, const kabi_args& args, const kabi_select_options* options, kabi_status expected,
-                      kabi_candidate* candidates = nullptr, int32_t capacity = 0) {
+inline kabi_selection select(kabi_op op, const kabi_args& args, const kabi_select_options* options,
+                             kabi_status expected, kabi_candidate* candidates = nullptr, int32_t capacity = 0) {
   kabi_selection selection{};
   selection.struct_size = sizeof selection;
   selection.candidates = candidates;
