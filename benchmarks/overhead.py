@@ -84,8 +84,6 @@ def integration(args: argparse.Namespace) -> None:
     and under no_grad, where the decision is wrapped but autograd is skipped); numpy arrays in and out."""
     import numpy
 
-    import kabi._torch_ops  # noqa: F401  (defines torch.ops.kabi)
-
     @torch.library.custom_op("kabi_overhead::plain_matmul", mutates_args=())
     def plain_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return torch.matmul(a, b)

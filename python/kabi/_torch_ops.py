@@ -15,8 +15,8 @@ arguments and results come from the op's schema) with
 nothing for it. Importing ``torch._dynamo`` takes seconds, so kabi never imports it: the polyfills are registered
 the moment the program imports it (usually through the first ``torch.compile``), or at once if it already has.
 
-Importing this module defines the ops of every ``kabi.ops`` function (``define_ops`` defines those of ops added
-later).
+``import kabi`` imports this module, which defines the ops of every ``kabi.ops`` function (``define_ops`` defines
+those of ops added later).
 
 Example::
 

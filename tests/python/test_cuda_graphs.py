@@ -5,7 +5,6 @@ import pytest
 import torch
 
 import kabi
-import kabi._torch_ops  # noqa: F401  (defines torch.ops.kabi)
 from kabi import _core
 from kabi._decision_cache import invalidate_all
 from kabi._stats import stats

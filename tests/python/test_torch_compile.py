@@ -9,7 +9,6 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import kabi
-import kabi._torch_ops  # noqa: F401  (defines torch.ops.kabi)
 from _front_isolation import untuned  # noqa: F401  (fixture)
 from _kernel_spy import spy  # noqa: F401  (fixture)
 from kabi._torch_ops import torch_op
@@ -144,7 +143,7 @@ def test_kabi_import_leaves_dynamo_unloaded_and_compile_still_traces_kabi_ops():
     # still see kabi.ops.matmul as traceable.
     program = """
 import sys
-import torch, kabi, kabi._torch_ops
+import torch, kabi
 assert "torch._dynamo" not in sys.modules, "kabi imported torch._dynamo"
 f = torch.compile(lambda a, b: kabi.ops.matmul(a, b) * 2, backend="eager", fullgraph=True)
 a, b = torch.randn(4, 3), torch.randn(3, 2)

@@ -5,7 +5,6 @@ import pytest
 import torch
 
 import kabi
-import kabi._torch_ops  # noqa: F401  (defines torch.ops.kabi and its gradients)
 from _front_isolation import untuned  # noqa: F401  (fixture)
 
 STEPS = 8
