@@ -61,10 +61,6 @@ class OpSchema:
     def input_names(self) -> tuple[str, ...]:
         return tuple(pattern.name for pattern in self.inputs)
 
-    @property
-    def output_names(self) -> tuple[str, ...]:
-        return tuple(pattern.name for pattern in self.outputs)
-
     def output_shapes(self, op: str, shapes: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
         """The output shapes for inputs of these shapes; ``InvalidArgumentError`` naming the argument otherwise."""
         if len(shapes) != len(self.inputs):
