@@ -6,14 +6,21 @@ of back-to-back calls (timeit-style), the three subjects interleaved batch by ba
 alike; the median of the batches is reported, and the minimum too (the least disturbed figure on a busy machine).
 Goal: kabi within +1 us of the chosen implementation.
 
-    python benchmarks/overhead.py [--size 8] [--dtype float32] [--batches 400] [--calls 200]
+    python benchmarks/overhead.py [--size 8] [--dtype float32] [--batches 400] [--calls 200] [--output FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import functools
+import json
+import os
+import platform
 import statistics
+import sys
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 import torch
@@ -30,63 +37,105 @@ def batch_us(fn: Callable[[], Any], calls: int) -> float:
     return (time.perf_counter_ns() - start) / calls / 1e3
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", type=int, default=8)
-    parser.add_argument("--dtype", default="float32")
-    parser.add_argument("--batches", type=int, default=400)
-    parser.add_argument("--calls", type=int, default=200)
-    args = parser.parse_args(argv)
-
-    dtype = getattr(torch, args.dtype)
-    a = torch.randn(args.size, args.size, dtype=dtype)
-    b = torch.randn(args.size, args.size, dtype=dtype)
-    matmul = kabi.ops.matmul
-    matmul(a, b)
-    matmul(a, b)
-    front = front_of(matmul)
-    (chosen,) = front.cache.entries.values()
-    pick = kabi.explain(matmul, a, b).pick
-
-    subjects = {
-        "kabi.ops.matmul": lambda: matmul(a, b),
-        f"chosen ({pick}) directly": lambda: chosen(a, b),
-        "torch.matmul": lambda: torch.matmul(a, b),
-    }
+def interleaved_samples(subjects: dict[str, Callable[[], Any]], args: argparse.Namespace,
+                        synchronize: Callable[[], Any]) -> dict[str, dict[str, float]]:
+    """Median and minimum microseconds per call of each subject, batches of the subjects interleaved."""
     samples: dict[str, list[float]] = {name: [] for name in subjects}
     for fn in subjects.values():
         batch_us(fn, args.calls)
     for _ in range(args.batches):
         for name, fn in subjects.items():
             samples[name].append(batch_us(fn, args.calls))
+            synchronize()
+    return {name: {"median_us": statistics.median(values), "min_us": min(values)} for name, values in samples.items()}
 
-    print(f"matmul {args.size}x{args.size}x{args.size} {args.dtype} on cpu, torch {torch.__version__}")
-    print(f"  {'us per call':<40} {'median':>8} {'min':>8}")
-    for name, values in samples.items():
-        print(f"  {name:<40} {statistics.median(values):8.3f} {min(values):8.3f}")
-    kabi_samples, chosen_samples = samples["kabi.ops.matmul"], samples[f"chosen ({pick}) directly"]
-    for statistic in (statistics.median, min):
-        kabi_us, chosen_us = statistic(kabi_samples), statistic(chosen_samples)
-        print(
-            f"  kabi dispatch overhead ({statistic.__name__}): {kabi_us - chosen_us:+.3f} us "
-            f"({kabi_us / chosen_us:.2f}x the chosen implementation)"
-        )
-    integration(args)
+
+def print_table(title: str, figures: dict[str, dict[str, float]]) -> None:
+    print(title)
+    print(f"  {'us per call':<48} {'median':>8} {'min':>8}")
+    for name, figure in figures.items():
+        print(f"  {name:<48} {figure['median_us']:8.3f} {figure['min_us']:8.3f}")
+
+
+def dispatch_overhead(args: argparse.Namespace, device: str) -> dict[str, Any]:
+    """kabi.ops.matmul against the implementation it chose, called directly, and torch.matmul."""
+    dtype = getattr(torch, args.dtype)
+    a = torch.randn(args.size, args.size, dtype=dtype, device=device)
+    b = torch.randn(args.size, args.size, dtype=dtype, device=device)
+    matmul = kabi.ops.matmul
+    matmul(a, b)
+    matmul(a, b)
+    front = front_of(matmul)
+    key = next(key for key, implementation in front.cache.entries.items() if str(device) in map(str, key))
+    chosen = front.cache.entries[key]
+    pick = kabi.explain(matmul, a, b).pick
+    subjects = {
+        "kabi.ops.matmul": lambda: matmul(a, b),
+        f"chosen ({pick}) directly": lambda: chosen(a, b),
+        "torch.matmul": lambda: torch.matmul(a, b),
+    }
+    synchronize = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    figures = interleaved_samples(subjects, args, synchronize)
+    print_table(f"matmul {args.size}x{args.size}x{args.size} {args.dtype} on {device}, torch {torch.__version__}",
+                figures)
+    kabi_figure, chosen_figure = figures["kabi.ops.matmul"], figures[f"chosen ({pick}) directly"]
+    overhead = {}
+    for statistic in ("median_us", "min_us"):
+        kabi_us, chosen_us = kabi_figure[statistic], chosen_figure[statistic]
+        overhead[statistic] = kabi_us - chosen_us
+        print(f"  kabi dispatch overhead ({statistic}): {kabi_us - chosen_us:+.3f} us "
+              f"({kabi_us / chosen_us:.2f}x the chosen implementation)")
+    return {"pick": pick, "figures": figures, "overhead_us": overhead}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=8)
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--batches", type=int, default=400)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--output", type=Path, help="also write the figures as JSON, with command, date and versions")
+    args = parser.parse_args(argv)
+
+    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    report: dict[str, Any] = {
+        "command": " ".join([sys.executable, *sys.argv]),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "versions": {"python": platform.python_version(), "torch": torch.__version__, "kabi": kabi.__version__},
+        "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+                    "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None},
+        "problem": {"size": args.size, "dtype": args.dtype},
+        "dispatch": {device: dispatch_overhead(args, device) for device in devices},
+        "integration": {device: integration(args, device) for device in devices},
+    }
+    if args.output is not None:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(report, indent=2) + "\n")
+        print(f"wrote {args.output}")
 
 
 # -- torch integration: the custom op, arrays and autograd routing (kabi._torch_ops, _arrays, _autograd) ----------
 
 
-def integration(args: argparse.Namespace) -> None:
+@functools.cache
+def plain_custom_op() -> Callable[..., Any]:
+    """A plain torch.library custom op wrapping torch.matmul: the usual cost of a custom op, for comparison."""
+
+    @torch.library.custom_op("kabi_overhead::plain_matmul", mutates_args=())
+    def plain_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.matmul(a, b)
+
+    return plain_matmul
+
+
+def integration(args: argparse.Namespace, device: str) -> dict[str, dict[str, float]]:
     """Host time per call of the torch-integration paths on the same problem, on the CPU and on a GPU if present:
     ``torch.ops.kabi.matmul`` (``.default`` is what a compiled graph calls at run time) beside a plain
     ``torch.library.custom_op`` wrapping torch.matmul; eager kabi with an input that requires grad (through autograd,
     and under no_grad, where the decision is wrapped but autograd is skipped); numpy arrays in and out."""
     import numpy
 
-    @torch.library.custom_op("kabi_overhead::plain_matmul", mutates_args=())
-    def plain_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return torch.matmul(a, b)
+    plain_matmul = plain_custom_op()
 
     @torch.no_grad()
     def under_no_grad(matmul: Callable[..., Any], a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -95,37 +144,28 @@ def integration(args: argparse.Namespace) -> None:
     dtype = getattr(torch, args.dtype)
     custom_op = torch.ops.kabi.matmul
     compiled_call = torch.ops.kabi.matmul.default
-    for device in ["cpu"] + (["cuda"] if torch.cuda.is_available() else []):
-        a = torch.randn(args.size, args.size, dtype=dtype, device=device)
-        b = torch.randn(args.size, args.size, dtype=dtype, device=device)
-        weight = b.clone().requires_grad_()
-        subjects = {
-            "kabi.ops.matmul": lambda: kabi.ops.matmul(a, b),
-            "torch.ops.kabi.matmul": lambda: custom_op(a, b),
-            "torch.ops.kabi.matmul.default": lambda: compiled_call(a, b),
-            "plain torch.library custom op": lambda: plain_matmul(a, b),
-            "torch.matmul": lambda: torch.matmul(a, b),
-            "kabi.ops.matmul, b requires grad": lambda: kabi.ops.matmul(a, weight),
-            "torch.matmul, b requires grad": lambda: torch.matmul(a, weight),
-            "under no_grad: kabi.ops.matmul, b req. grad": lambda: under_no_grad(kabi.ops.matmul, a, weight),
-            "under no_grad: torch.matmul, b req. grad": lambda: under_no_grad(torch.matmul, a, weight),
-        }
-        if device == "cpu":
-            a_array, b_array = a.numpy(), b.numpy()
-            subjects["kabi.ops.matmul on numpy arrays"] = lambda: kabi.ops.matmul(a_array, b_array)
-            subjects["numpy.matmul"] = lambda: numpy.matmul(a_array, b_array)
-        synchronize = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-        samples: dict[str, list[float]] = {name: [] for name in subjects}
-        for fn in subjects.values():
-            batch_us(fn, args.calls)
-        for _ in range(args.batches):
-            for name, fn in subjects.items():
-                samples[name].append(batch_us(fn, args.calls))
-                synchronize()
-        print(f"torch integration, matmul {args.size}x{args.size}x{args.size} {args.dtype} on {device}")
-        print(f"  {'us per call':<44} {'median':>8} {'min':>8}")
-        for name, values in samples.items():
-            print(f"  {name:<44} {statistics.median(values):8.3f} {min(values):8.3f}")
+    a = torch.randn(args.size, args.size, dtype=dtype, device=device)
+    b = torch.randn(args.size, args.size, dtype=dtype, device=device)
+    weight = b.clone().requires_grad_()
+    subjects = {
+        "kabi.ops.matmul": lambda: kabi.ops.matmul(a, b),
+        "torch.ops.kabi.matmul": lambda: custom_op(a, b),
+        "torch.ops.kabi.matmul.default": lambda: compiled_call(a, b),
+        "plain torch.library custom op": lambda: plain_matmul(a, b),
+        "torch.matmul": lambda: torch.matmul(a, b),
+        "kabi.ops.matmul, b requires grad": lambda: kabi.ops.matmul(a, weight),
+        "torch.matmul, b requires grad": lambda: torch.matmul(a, weight),
+        "under no_grad: kabi.ops.matmul, b req. grad": lambda: under_no_grad(kabi.ops.matmul, a, weight),
+        "under no_grad: torch.matmul, b req. grad": lambda: under_no_grad(torch.matmul, a, weight),
+    }
+    if device == "cpu":
+        a_array, b_array = a.numpy(), b.numpy()
+        subjects["kabi.ops.matmul on numpy arrays"] = lambda: kabi.ops.matmul(a_array, b_array)
+        subjects["numpy.matmul"] = lambda: numpy.matmul(a_array, b_array)
+    synchronize = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    figures = interleaved_samples(subjects, args, synchronize)
+    print_table(f"torch integration, matmul {args.size}x{args.size}x{args.size} {args.dtype} on {device}", figures)
+    return figures
 
 
 if __name__ == "__main__":
