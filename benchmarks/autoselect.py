@@ -138,6 +138,7 @@ def measure_problem(shape: tuple[int, ...], dtype_name: str, device: torch.devic
         "candidates_us": {name: times[name] for name in candidates},
         "tuned_us": {c.name: c.tuned_time_us for c in explanation.candidates if c.eligible},
         "best_candidate": best,
+        "pick_is_best_candidate": explanation.pick == best,
         "best_candidate_us": times[best],
         "ratio": times[best] / times["auto"],
         "ratio_of_fastest_samples": fastest_samples[best_by_samples] / fastest_samples["auto"],
@@ -197,6 +198,7 @@ def main(argv: list[str] | None = None) -> None:
         "goal": 0.95,
         "geometric_mean_ratio": geometric_mean,
         "geometric_mean_ratio_of_fastest_samples": geometric_mean_of_fastest,
+        "problems_where_the_pick_is_the_best_candidate": f"{sum(r['pick_is_best_candidate'] for r in results)} of {len(results)}",
         "tuning_ms_per_problem": {"median": statistics.median(r["tuning_ms"] for r in results),
                                   "max": max(r["tuning_ms"] for r in results)},
         "suite": arguments.suite,
@@ -213,7 +215,8 @@ def main(argv: list[str] | None = None) -> None:
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(report, indent=2) + "\n")
     print(f"geometric mean of best/auto: {geometric_mean:.3f} (goal >= 0.95; of the fastest samples: "
-          f"{geometric_mean_of_fastest:.3f}); "
+          f"{geometric_mean_of_fastest:.3f}); the pick was the best candidate in "
+          f"{report['problems_where_the_pick_is_the_best_candidate']} problems; "
           f"tuning per problem: median {report['tuning_ms_per_problem']['median']:.0f} ms, "
           f"max {report['tuning_ms_per_problem']['max']:.0f} ms; wrote {output}")
 
