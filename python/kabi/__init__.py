@@ -18,6 +18,7 @@ from . import _tuner  # noqa: F401  (turns tuning on: installs the op fronts' de
 from . import _torch_ops  # noqa: F401  (torch.ops.kabi.<op>; kabi.ops traceable by torch.compile)
 from ._bench import BenchResult, bench
 from ._devices import DeviceInfo, device_info, devices
+from ._distributed import set_agreement_group
 from ._errors import (
     AbiMismatchError,
     AlreadyExistsError,
@@ -80,6 +81,7 @@ __all__ = [
     "ops",
     "plugins",
     "register_kernel",
+    "set_agreement_group",
     "stats",
     "tune",
     "tuning",

@@ -83,7 +83,10 @@ def bench(
         device: where ``fn`` runs. ``None`` takes the device of the first tensor ``fn`` returns during warm-up,
             else the CPU.
         flush_l2: CUDA: flush the L2 cache before each sample (not timed). Ignored on the CPU and within a
-            back-to-back or graph sample, where the calls after the first find warm caches by design.
+            back-to-back or graph sample, where the calls after the first find warm caches by design. The flush
+            also keeps the device busy while the host launches the next call; without it, per-call events time
+            the launch latency too whenever the device runs dry (use back_to_back to count host overhead on
+            purpose, cuda_graph to exclude it).
         cuda_graph: CUDA: capture the calls of one sample into a graph and time its replays.
         back_to_back: CUDA: time several consecutive calls with one event pair, so host overhead counts.
         min_time_s: the samples together last at least this long: the CPU, back-to-back and graph modes put more

@@ -17,7 +17,7 @@ eligible kernels and remembered times, and
 This needs the ranks to meet their first call of each problem in the same order, as SPMD programs (data and tensor
 parallel) do. If the exchanged problems differ (pipeline stages with different shapes), kabi warns once and stops
 exchanging in this process; each rank then keeps its own cache and heuristic. Such jobs should pass the group of
-ranks that share shapes (:func:`set_agreement_group`) or pre-tune offline (``kabi tune``, ``kabi cache import``).
+ranks that share shapes (``kabi.set_agreement_group(group)``) or pre-tune offline (``kabi tune``, ``kabi cache import``).
 
 Example::
 

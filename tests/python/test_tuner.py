@@ -1,4 +1,5 @@
-"""The tuner's pure parts: tuning inputs, the correctness gate, measuring candidates, and the tuning policy."""
+"""The tuner: tuning inputs, the correctness gate, measuring candidates, the policy, and tuning end to end through
+kabi.ops.matmul (picks, rejections, fingerprints, warm caches in new processes, concurrent and corrupt caches)."""
 
 import json
 import math
