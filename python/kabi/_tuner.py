@@ -39,6 +39,7 @@ import torch
 from . import _cache_api, _core, _dispatch, _distributed, _stats
 from ._correctness import make_inputs_like
 from ._dispatch import OpFront, Selection, front_of
+from ._errors import NoEligibleKernelError
 from ._measure import CandidateMeasurement, fastest, measure_candidates
 from ._records import Problem
 from ._tensors import descriptor, torch_dtype
@@ -178,8 +179,8 @@ def tune(op: Any, *inputs: torch.Tensor, settings: TuningSettings | None = None)
     with _tuning_lock:
         selection = front.select(inputs, allow_none=True)
         kernels = [candidate.name for candidate in selection.candidates if candidate.eligible]
-        if selection.problem is None:
-            raise ValueError(f"tune: {front.name} cannot describe this problem: {selection.error}")
+        if selection.kernel is None or not kernels:
+            raise NoEligibleKernelError(f"tune: nothing to measure: {selection.error}")
         return _measure_and_record(front, inputs, selection, kernels,
                                    settings if settings is not None else current_settings())
 
