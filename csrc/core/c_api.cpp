@@ -35,6 +35,10 @@ KABI_EXPORT const char* kabi_last_error(void) {
   return last_error();
 }
 
+KABI_EXPORT void kabi_set_last_error(const char* message) {
+  set_last_error(message);
+}
+
 KABI_EXPORT const char* kabi_status_name(kabi_status status) {
   return status_name(status);
 }

@@ -339,6 +339,8 @@ static void test_failing_kernel_and_unregister(void) {
   outputs[0] = test_tensor(out, test_float32(), 2, shape, NULL);
   args = make_args(inputs, outputs, 1);
   CHECK_STATUS(kabi_launch(failing, &args), KABI_STATUS_KERNEL_FAILED, "kernel matmul/c.failing failed");
+  /* The kernel's own message, set with kabi_set_last_error, reaches the caller. */
+  CHECK(strstr(kabi_last_error(), "the accumulator overflowed") != NULL);
   memset(&options, 0, sizeof options);
   options.struct_size = sizeof options;
   options.force = "c.failing";

@@ -83,6 +83,7 @@ kabi_status test_naive_matmul(void* user_data, const kabi_args* args) {
 kabi_status test_failing_kernel(void* user_data, const kabi_args* args) {
   (void)user_data;
   (void)args;
+  kabi_set_last_error("the accumulator overflowed");
   return KABI_STATUS_INTERNAL;
 }
 

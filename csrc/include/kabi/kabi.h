@@ -84,6 +84,10 @@ typedef enum kabi_status {
  *  thread. Never NULL. */
 KABI_EXPORT const char* kabi_last_error(void);
 
+/** Set the calling thread's error message. A native kernel registered directly (not through a plugin's host
+ *  table) calls this before returning a failure status, so the caller's kabi_last_error() says why. */
+KABI_EXPORT void kabi_set_last_error(const char* message);
+
 /** A static name for a status ("KABI_STATUS_NOT_FOUND"); never NULL. */
 KABI_EXPORT const char* kabi_status_name(kabi_status status);
 
@@ -293,13 +297,13 @@ typedef struct kabi_problem {
   /** Output shape: output 0's rank and sizes. */
   int32_t output_rank;
   int64_t output_shape[16];
-  /** The tuning key, as the op's tuning_key formats it, e.g. "float32|CC|1|256|256|256". */
+  /** The tuning key, as the op's tuning_key formats it, e.g. "float32|contiguous,contiguous|1|256|256|256". */
   char key[256];
 } kabi_problem;
 
 /** Validate a call against its op (dtypes agree and are allowed, shapes match the schema, devices agree, outputs
  *  have the derived shape and dtype) and fill *out_problem. The error message names the argument and what was
- *  expected, e.g. "matmul: b has shape [3, 5]; expected [K=4, N] to match a [2, 4]". */
+ *  expected, e.g. "matmul: b has shape [3, 5] but a has shape [2, 4]: b's dimension K (-2) must be 4". */
 KABI_EXPORT kabi_status kabi_problem_describe(kabi_op op, const kabi_args* args, kabi_problem* out_problem);
 
 /* ------------------------------------------------------------------------------------------------------------ */
@@ -426,7 +430,9 @@ typedef struct kabi_kernel_desc {
   kabi_supports_fn supports;
   /** Passed to function and supports. */
   void* user_data;
-  /** Optional; called with user_data when the kernel is unregistered or libkabi unloads. */
+  /** Optional; called with user_data when the kernel is unregistered. Not called at process exit (the table is
+   *  never torn down, since the code behind user_data may already be gone then), nor when registration fails:
+   *  user_data then stays the caller's. */
   void (*user_data_free)(void* user_data);
   /** Identifies the kernel's code and configuration; tuning entries recorded under another fingerprint are
    *  ignored. NULL: derived from name and backend (binaries: also a hash of the image). */
