@@ -137,3 +137,8 @@ STATUS_EXCEPTIONS: dict[str, type[KabiError]] = {
         InternalError,
     )
 }
+
+# Tracebacks name the public spelling (kabi.InvalidArgumentError), not this private module.
+for _public in (KabiError, *STATUS_EXCEPTIONS.values(), ArgumentTypeError):
+    _public.__module__ = "kabi"
+del _public

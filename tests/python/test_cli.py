@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+import kabi
+from kabi import _core
+from kabi._decision_cache import invalidate_all
 from kabi.cli import main
 from _front_isolation import untuned  # noqa: F401  (fixture)
 
@@ -96,3 +99,17 @@ def test_console_script(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert "pick:" in result.stdout
+
+
+def test_run_reports_the_decision_its_first_call_made(capsys, monkeypatch, tmp_path):
+    # With tuning on (the default policy), the first call of a new problem tunes: `kabi run` must show that pick,
+    # not the heuristic one that was current before the call.
+    from kabi import _tuner
+
+    monkeypatch.setattr(kabi._dispatch, "_on_selection_miss", _tuner.on_selection_miss)
+    _core.cache_set_directory(str(tmp_path / "fresh-cache"))
+    invalidate_all()
+    with kabi.tuning("first-call", repeat=3, min_time_s=0.0):
+        status, output = run_cli(capsys, "run", "matmul", "--shape", "40x24x56", "--dtype", "float32", "--repeat", "3")
+    assert status == 0
+    assert "(tuned)" in output and "tuned: fastest of" in output
