@@ -6,7 +6,7 @@ groups (``kabi tune``, ``kabi cache``) are new modules there: this file does not
 
 Example::
 
-    $ kabi run matmul --shape 512x512x512 --dtype float32 --device cpu
+    $ kabi run matmul --shape 512x512x512            # on the GPU if there is one, else the CPU
 """
 
 from __future__ import annotations

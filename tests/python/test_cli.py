@@ -113,3 +113,12 @@ def test_run_reports_the_decision_its_first_call_made(capsys, monkeypatch, tmp_p
         status, output = run_cli(capsys, "run", "matmul", "--shape", "40x24x56", "--dtype", "float32", "--repeat", "3")
     assert status == 0
     assert "(tuned)" in output and "tuned: fastest of" in output
+
+
+def test_run_defaults_to_the_device_present_and_its_dtype(capsys):
+    import torch
+
+    status, output = run_cli(capsys, "run", "matmul", "--shape", "24x16x8", "--repeat", "2")
+    assert status == 0
+    expected = "bfloat16 on cuda" if torch.cuda.is_available() else "float32 on cpu"
+    assert f"24x16x8 {expected}" in output

@@ -27,19 +27,31 @@ def parse_shape(text: str) -> tuple[int, ...]:
     return sizes
 
 
+def parse_device(text: str) -> str:
+    """A device for the problem; "auto" is the GPU when torch sees one, else the CPU."""
+    if text == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return text
+
+
 def add_problem_arguments(parser: argparse.ArgumentParser) -> None:
     """op, --shape, --dtype, --device, --transpose-a/--transpose-b."""
     parser.add_argument("op", help="the op, e.g. matmul")
     parser.add_argument("--shape", type=parse_shape, required=True, help="MxNxK, or BxMxNxK for a batch of B")
-    parser.add_argument("--dtype", default="float32", help="float16, bfloat16, float32 or float64 (default float32)")
-    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
+    parser.add_argument("--dtype", default="auto",
+                        help="float16, bfloat16, float32 or float64 (default: bfloat16 on a GPU, float32 on the CPU)")
+    parser.add_argument("--device", default="auto", type=parse_device,
+                        help="cpu, cuda or cuda:N (default: the GPU if there is one, else the CPU)")
     parser.add_argument("--transpose-a", action="store_true", help="pass a as a column-major (transposed) view")
     parser.add_argument("--transpose-b", action="store_true", help="pass b as a column-major (transposed) view")
     parser.add_argument("--force", help="a backend or kernel name to force (as kabi.use)")
 
 
 def make_inputs(arguments: argparse.Namespace, seed: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Fresh random matmul inputs for the parsed shape, dtype, device and layouts."""
+    """Fresh random matmul inputs for the parsed shape, dtype, device and layouts. Resolves ``--dtype auto`` in
+    ``arguments`` (bfloat16 on a GPU, float32 on the CPU), so later reads of ``arguments.dtype`` see the real one."""
+    if arguments.dtype == "auto":
+        arguments.dtype = "float32" if torch.device(arguments.device).type == "cpu" else "bfloat16"
     *batch, m, n, k = arguments.shape
     dtype = torch_dtype(arguments.dtype)
     device = torch.device(arguments.device)
