@@ -205,22 +205,24 @@ def _calls_per_sample(repeat: int, min_time_s: float, estimate_ms: float) -> int
 
 def _bench_cuda_events(fn, repeat, min_time_s, estimate_ms, flush_l2, device) -> BenchResult:
     samples = max(repeat, math.ceil(min_time_s * 1e3 / estimate_ms))
-    flush = _flush_buffer(device) if flush_l2 else None
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(samples)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(samples)]
-    for start, end in zip(starts, ends):
-        if flush is not None:
-            flush.zero_()
-        start.record()
-        fn()
-        end.record()
-    torch.cuda.synchronize()
-    per_call_us = [start.elapsed_time(end) * 1e3 for start, end in zip(starts, ends)]
+    per_call_us = [ms * 1e3 for ms in _event_timed_samples(fn, samples, flush_l2, device)]
     return _summarize(per_call_us, "cuda-events", 1)
 
 
 def _bench_cuda_back_to_back(fn, repeat, min_time_s, estimate_ms, flush_l2, device) -> BenchResult:
     calls = _calls_per_sample(repeat, min_time_s, estimate_ms)
+
+    def back_to_back() -> None:
+        for _ in range(calls):
+            fn()
+
+    per_call_us = [ms * 1e3 / calls for ms in _event_timed_samples(back_to_back, repeat, flush_l2, device)]
+    return _summarize(per_call_us, "cuda-back-to-back", calls)
+
+
+def _event_timed_samples(run, repeat, flush_l2, device) -> list[float]:
+    """Milliseconds of ``repeat`` runs, each between two CUDA events, with the L2 flush (when asked) before each
+    sample and outside the timed region."""
     flush = _flush_buffer(device) if flush_l2 else None
     pairs = []
     for _ in range(repeat):
@@ -228,13 +230,11 @@ def _bench_cuda_back_to_back(fn, repeat, min_time_s, estimate_ms, flush_l2, devi
             flush.zero_()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        for _ in range(calls):
-            fn()
+        run()
         end.record()
         pairs.append((start, end))
     torch.cuda.synchronize()
-    per_call_us = [start.elapsed_time(end) * 1e3 / calls for start, end in pairs]
-    return _summarize(per_call_us, "cuda-back-to-back", calls)
+    return [start.elapsed_time(end) for start, end in pairs]
 
 
 def _bench_cuda_graph(fn, repeat, min_time_s, estimate_ms, flush_l2, device) -> BenchResult:
@@ -250,16 +250,5 @@ def _bench_cuda_graph(fn, repeat, min_time_s, estimate_ms, flush_l2, device) -> 
         for _ in range(calls):
             fn()
     graph.replay()
-    flush = _flush_buffer(device) if flush_l2 else None
-    pairs = []
-    for _ in range(repeat):
-        if flush is not None:
-            flush.zero_()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        pairs.append((start, end))
-    torch.cuda.synchronize()
-    per_call_us = [start.elapsed_time(end) * 1e3 / calls for start, end in pairs]
+    per_call_us = [ms * 1e3 / calls for ms in _event_timed_samples(graph.replay, repeat, flush_l2, device)]
     return _summarize(per_call_us, "cuda-graph", calls)

@@ -6,28 +6,8 @@
 #include <string.h>
 
 #include "kabi/kabi.h"
+#include "test_check.h"
 #include "test_kernels.h"
-
-static int failures = 0;
-
-#define CHECK(condition)                                                            \
-  do {                                                                              \
-    if (!(condition)) {                                                             \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #condition); \
-      ++failures;                                                                   \
-    }                                                                               \
-  } while (0)
-
-/* The call returns `expected` and the thread's message contains `fragment`. */
-#define CHECK_STATUS(call, expected, fragment)                                                                \
-  do {                                                                                                        \
-    kabi_status status_ = (call);                                                                             \
-    if (status_ != (expected) || strstr(kabi_last_error(), (fragment)) == NULL) {                             \
-      fprintf(stderr, "%s:%d: %s returned %s (\"%s\"); expected %s with \"%s\"\n", __FILE__, __LINE__, #call, \
-              kabi_status_name(status_), kabi_last_error(), kabi_status_name(expected), fragment);            \
-      ++failures;                                                                                             \
-    }                                                                                                         \
-  } while (0)
 
 #define M 37
 #define K 19
