@@ -1,20 +1,22 @@
 """``kabi.explain``: why a call would run the kernel it runs.
 
 The record lists every candidate for the problem's device type — eligible or the reason it is not, its tuned time
-where the tuning cache has one — the pick and the reason for it. It prints as plain text (``str``) and as a rich
+where the tuning cache has one, and for a candidate that failed the correctness gate when the problem was tuned, why
+(wrong result, NaN, raised) — the pick and the reason for it. It prints as plain text (``str``) and as a rich
 table (``rich.print(record)``).
 
 Example::
 
     >>> print(kabi.explain(kabi.ops.matmul, torch.randn(64, 32), torch.randn(32, 16)))
-    matmul on cpu, problem float32|CC|1|64|16|32
-    pick: cpu.openblas.gemm (heuristic: ...)
+    matmul on cpu, problem float32|contiguous,contiguous|1|64|16|32
+    pick: cpu.openblas.gemm (tuned: fastest of 2 measured (6.9 us))
     ...
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 from typing import Any
 
 from ._dispatch import Selection, front_of
@@ -37,9 +39,11 @@ class Explanation:
     reason: str
     forced: str | None
     error: str
+    gate_failures: dict[str, str] = field(default_factory=dict)
+    """Why each candidate that failed the correctness gate when the problem was tuned failed, by kernel name."""
 
     @classmethod
-    def from_selection(cls, selection: Selection) -> Explanation:
+    def from_selection(cls, selection: Selection, gate_failures: dict[str, str] | None = None) -> Explanation:
         problem = selection.problem
         return cls(
             op=selection.op,
@@ -52,17 +56,23 @@ class Explanation:
             reason=selection.reason,
             forced=selection.forced,
             error=selection.error,
+            gate_failures=dict(gate_failures or {}),
         )
 
     def _rows(self) -> list[tuple[str, ...]]:
         rows = []
         for candidate in self.candidates:
             kernel = candidate.kernel
-            time = f"{candidate.tuned_time_us:.2f} us" if candidate.tuned_time_us is not None else "-"
+            tuned = candidate.tuned_time_us
+            time = "-" if tuned is None else ("failed" if math.isinf(tuned) else f"{tuned:.2f} us")
             verdict = "picked" if candidate.picked else ("eligible" if candidate.eligible else "rejected")
+            reason = candidate.reason
+            if verdict == "eligible" and tuned is not None and math.isinf(tuned):
+                verdict = "failed gate"
+                reason = self.gate_failures.get(kernel.name, "failed the correctness gate when tuned")
             if verdict == "eligible" and self.forced and self.forced not in (kernel.name, kernel.backend):
                 verdict = "not forced"
-            rows.append((kernel.name, kernel.backend, kernel.kind, kernel.archs_text, str(kernel.priority), verdict, time, candidate.reason))
+            rows.append((kernel.name, kernel.backend, kernel.kind, kernel.archs_text, str(kernel.priority), verdict, time, reason))
         return rows
 
     _HEADERS = ("kernel", "backend", "kind", "archs", "priority", "verdict", "tuned", "reason")
@@ -93,7 +103,7 @@ class Explanation:
         table = Table(title=self._title(), title_justify="left", show_lines=False)
         for header in self._HEADERS:
             table.add_column(header, overflow="fold")
-        styles = {"picked": "bold green", "eligible": "", "not forced": "dim", "rejected": "dim"}
+        styles = {"picked": "bold green", "eligible": "", "not forced": "dim", "rejected": "dim", "failed gate": "red"}
         for row in self._rows():
             table.add_row(*row, style=styles[row[5]])
         summary = Text(self._summary(), style="bold" if self.pick else "bold red")
@@ -111,4 +121,10 @@ def explain(op: Any, *inputs: Any, out: Any = None) -> Explanation:
         >>> kabi.explain(kabi.ops.matmul, a, b).pick
         'cpu.openblas.gemm'
     """
-    return Explanation.from_selection(front_of(op).select(inputs, out, allow_none=True))
+    selection = front_of(op).select(inputs, out, allow_none=True)
+    failed = any(c.tuned_time_us is not None and math.isinf(c.tuned_time_us) for c in selection.candidates)
+    if not failed or selection.problem is None:
+        return Explanation.from_selection(selection)
+    from ._tuner import gate_notes
+
+    return Explanation.from_selection(selection, gate_notes(selection.op, selection.problem))

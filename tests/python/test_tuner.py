@@ -363,8 +363,15 @@ def test_wrong_raising_and_nan_kernels_are_never_picked_and_say_why(cache_dir, r
     report = _tuner.last_report("matmul", "cpu", explanation.problem_key)
     assert {m.kernel: m.note for m in report.measurements if not m.passed} == rejected
     assert _tuner.gate_notes("matmul", explanation.problem) == rejected
+    assert explanation.gate_failures == rejected
+    rows = {row[0]: row for row in explanation._rows()}
+    for name, note in rejected.items():
+        assert rows[name][5] == "failed gate" and rows[name][7] == note
+        (line,) = [line for line in str(explanation).splitlines() if line.split()[:1] == [name]]
+        assert "failed gate" in line and line.endswith(note)
     _tuner._reports.clear()  # a later process knows only what the tuning cache kept
     assert _tuner.gate_notes("matmul", explanation.problem) == rejected
+    assert kabi.explain(kabi.ops.matmul, a, b).gate_failures == rejected
 
 
 def test_forced_and_off_selections_do_not_tune(cache_dir):
