@@ -15,6 +15,7 @@ Example::
 
 from __future__ import annotations
 
+import abc
 import functools
 from dataclasses import dataclass
 
@@ -105,7 +106,7 @@ def _pointer_attrs(signature: dict) -> dict:
             for position, kind in enumerate(signature.values()) if kind.startswith("*")}
 
 
-class KernelFamily:
+class KernelFamily(abc.ABC):
     """One Triton kernel and everything kabi needs to register, launch and compile it."""
 
     name: str
@@ -145,13 +146,14 @@ class KernelFamily:
         self._launch(config, a, b, c, m, n, k, strides)
         return c
 
+    @abc.abstractmethod
     def _launch(self, config: MatmulConfig, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, m: int, n: int,
                 k: int, strides: tuple) -> None:
         """Launch on validated operands: sizes and the six strides of a, b and c (row, column each)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def binary_spec(self, config: MatmulConfig, dtype: torch.dtype, layout_variant: str) -> BinarySpec:
-        raise NotImplementedError
+        """What compiling this family's kernel for (config, dtype, layout variant) needs: signature, grid, params."""
 
 
 def _operand_signature(dtype: torch.dtype) -> dict:
