@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import torch
-from torch.fx.experimental.symbolic_shapes import guard_or_false, guard_or_true
 
 from ._errors import InvalidArgumentError
 
@@ -105,11 +104,31 @@ class OpSchema:
         return f"{', '.join(map(str, self.inputs))} -> {', '.join(map(str, self.outputs))}"
 
 
+def _guard_or_true(condition: Any) -> bool:
+    """``condition`` as a bool; for a symbolic one, torch's guard (True when it cannot be decided). Symbolic sizes
+    exist only while torch traces, so the symbolic-shapes module (a third of a second to import, with sympy) is
+    imported only then, not with kabi."""
+    if isinstance(condition, bool):
+        return condition
+    from torch.fx.experimental.symbolic_shapes import guard_or_true
+
+    return guard_or_true(condition)
+
+
+def _guard_or_false(condition: Any) -> bool:
+    """``condition`` as a bool; for a symbolic one, torch's guard (False when it cannot be decided)."""
+    if isinstance(condition, bool):
+        return condition
+    from torch.fx.experimental.symbolic_shapes import guard_or_false
+
+    return guard_or_false(condition)
+
+
 def _differ(size: Any, expected: Any) -> bool:
     """Whether two sizes differ. A size known only at run time (an unbacked symbol, e.g. after ``nonzero``) is taken
     to be equal, and torch checks it when the graph runs."""
     same = size == expected
-    if guard_or_true(same):
+    if _guard_or_true(same):
         if not isinstance(same, bool):
             torch._check(same)
         return False
@@ -123,7 +142,7 @@ def _broadcast(op: str, leading: list[tuple[str, tuple, tuple]]) -> tuple:
     for position in range(-width, 0):
         size, owner = 1, None
         for name, shape, batch in leading:
-            if len(batch) < -position or guard_or_false(batch[position] == 1):
+            if len(batch) < -position or _guard_or_false(batch[position] == 1):
                 continue
             if owner is None:
                 size, owner = batch[position], (name, shape)

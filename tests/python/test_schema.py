@@ -63,3 +63,14 @@ def test_symbolic_sizes_propagate():
 def test_malformed_schemas_are_reported(schema, message):
     with pytest.raises(kabi.InvalidArgumentError, match=message):
         parse_schema(schema)
+
+
+def test_importing_kabi_leaves_torch_symbolic_shapes_unloaded() -> None:
+    # The fake kernels' symbolic-size guards come from a module that pulls in sympy (~0.3 s): kabi imports it only
+    # when torch is tracing, never with `import kabi`.
+    import subprocess
+    import sys
+
+    script = "import sys, torch, kabi; print('torch.fx.experimental.symbolic_shapes' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"
