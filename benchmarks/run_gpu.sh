@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine does it all: install what its image lacks, build kabi, run the GPU tests and the
 # benchmarks, leave results under benchmarks/results/ (and $OUT when set), print a short table.
-# Usage (device tool): bash benchmarks/run_gpu.sh      with carry [".whl"]
+# Usage: bash benchmarks/fetch_gpu_wheels.sh here, then (device tool) bash benchmarks/run_gpu.sh with carry [".whl"]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/kabi-gpu-out}
