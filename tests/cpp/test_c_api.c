@@ -16,22 +16,6 @@
 static kabi_op matmul;
 static test_counters naive_counters;
 
-static kabi_kernel_desc naive_desc(const char* name) {
-  kabi_kernel_desc desc;
-  memset(&desc, 0, sizeof desc);
-  desc.struct_size = sizeof desc;
-  desc.op = "matmul";
-  desc.name = name;
-  desc.backend = "c-test";
-  desc.device_type = kDLCPU;
-  desc.dtypes = KABI_DTYPE_FLOAT32 | KABI_DTYPE_FLOAT64;
-  desc.layouts = KABI_LAYOUT_ANY;
-  desc.batch_mode = KABI_BATCH_ANY;
-  desc.kind = KABI_KERNEL_FUNCTION;
-  desc.function = test_naive_matmul;
-  return desc;
-}
-
 static kabi_args make_args(DLTensor* inputs, DLTensor* outputs, int32_t num_outputs) {
   kabi_args args;
   memset(&args, 0, sizeof args);
@@ -94,7 +78,7 @@ static void test_register_select_launch(void) {
   int64_t a_shape[2] = {M, K}, b_shape[2] = {K, N}, out_shape[2] = {M, N};
   DLTensor inputs[2], outputs[1];
   kabi_args args;
-  kabi_kernel_desc desc = naive_desc("c.naive");
+  kabi_kernel_desc desc = test_naive_desc("c.naive", "c-test");
   kabi_kernel kernel = NULL;
   kabi_selection selection;
   kabi_candidate candidates[4];
@@ -145,7 +129,7 @@ static void test_error_paths(void) {
   DLTensor inputs[2], outputs[1];
   kabi_args args;
   kabi_selection selection;
-  kabi_kernel_desc desc = naive_desc("c.other");
+  kabi_kernel_desc desc = test_naive_desc("c.other", "c-test");
   kabi_problem problem;
   memset(a, 0, sizeof a);
   inputs[0] = test_tensor(a, test_float32(), 2, a_shape, NULL);
@@ -242,7 +226,7 @@ static void test_forced_and_constraints(void) {
   kabi_args args;
   kabi_selection selection;
   kabi_select_options options;
-  kabi_kernel_desc desc = naive_desc("c.aligned");
+  kabi_kernel_desc desc = test_naive_desc("c.aligned", "c-test");
   kabi_kernel aligned = NULL;
   int i;
   for (i = 0; i < M * K; ++i) a[i] = (float)test_random_uniform();
@@ -309,7 +293,7 @@ static void test_failing_kernel_and_unregister(void) {
   int64_t shape[2] = {2, 2};
   DLTensor inputs[2], outputs[1];
   kabi_args args;
-  kabi_kernel_desc desc = naive_desc("c.failing");
+  kabi_kernel_desc desc = test_naive_desc("c.failing", "c-test");
   kabi_kernel failing = NULL;
   kabi_select_options options;
   desc.function = test_failing_kernel;

@@ -2,6 +2,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 /* The element offset of out's batch index `linear` within a tensor whose leading dims broadcast against the
@@ -78,6 +79,22 @@ kabi_status test_naive_matmul(void* user_data, const kabi_args* args) {
     }
   }
   return KABI_STATUS_OK;
+}
+
+kabi_kernel_desc test_naive_desc(const char* name, const char* backend) {
+  kabi_kernel_desc desc;
+  memset(&desc, 0, sizeof desc);
+  desc.struct_size = sizeof desc;
+  desc.op = "matmul";
+  desc.name = name;
+  desc.backend = backend;
+  desc.device_type = kDLCPU;
+  desc.dtypes = KABI_DTYPE_FLOAT32 | KABI_DTYPE_FLOAT64;
+  desc.layouts = KABI_LAYOUT_ANY;
+  desc.batch_mode = KABI_BATCH_ANY;
+  desc.kind = KABI_KERNEL_FUNCTION;
+  desc.function = test_naive_matmul;
+  return desc;
 }
 
 kabi_status test_failing_kernel(void* user_data, const kabi_args* args) {

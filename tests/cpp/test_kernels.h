@@ -22,6 +22,10 @@ typedef struct test_counters {
  * dtypes. */
 kabi_status test_naive_matmul(void* user_data, const kabi_args* args);
 
+/* A CPU matmul declaration of test_naive_matmul (float32/float64, any layout, any batch) under name and backend;
+ * tests adjust fields before registering it. */
+kabi_kernel_desc test_naive_desc(const char* name, const char* backend);
+
 /* A kernel that always fails with KABI_STATUS_INTERNAL. */
 kabi_status test_failing_kernel(void* user_data, const kabi_args* args);
 

@@ -41,18 +41,7 @@ inline kabi_op matmul_op() {
 }
 
 inline kabi_kernel_desc naive_desc(const char* name) {
-  kabi_kernel_desc desc{};
-  desc.struct_size = sizeof desc;
-  desc.op = "matmul";
-  desc.name = name;
-  desc.backend = "cpp-test";
-  desc.device_type = kDLCPU;
-  desc.dtypes = KABI_DTYPE_FLOAT32 | KABI_DTYPE_FLOAT64;
-  desc.layouts = KABI_LAYOUT_ANY;
-  desc.batch_mode = KABI_BATCH_ANY;
-  desc.kind = KABI_KERNEL_FUNCTION;
-  desc.function = test_naive_matmul;
-  return desc;
+  return test_naive_desc(name, "cpp-test");
 }
 
 inline kabi_kernel register_kernel(kabi_kernel_desc desc) {
