@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One call on the GPU machine does it all: install what its image lacks, build kabi, run the GPU tests and the
 # benchmarks, leave results under benchmarks/results/ (and $OUT when set), print a short table.
-# Usage: bash benchmarks/fetch_gpu_wheels.sh here, then (device tool) bash benchmarks/run_gpu.sh with carry [".whl"]
+# Usage: bash benchmarks/fetch_gpu_wheels.sh here, then (device tool) bash benchmarks/run_gpu.sh [STEP ...] with
+# carry [".whl"]. Steps: tests repro overhead autoselect triton cpp (default: all, in that order). Each step has its
+# own time limit so that one hanging step still leaves the others' results and the table.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/kabi-gpu-out}
@@ -27,11 +29,23 @@ run_step() {
   local t0=$(date +%s)
   if "$@"; then status+=("$name|ok|$(( $(date +%s) - t0 ))s"); else status+=("$name|FAILED|$(( $(date +%s) - t0 ))s"); fi
 }
-run_step "gpu tests" python3 -m pytest -q -m gpu tests -x --junitxml="$out/gpu-tests.xml"
-# The first CUDA dispatch with tuning on (a failure seen here once, inside the tuner's second selection).
-run_step "first tuned CUDA dispatch" python3 scripts/gpu_tuning_repro.py
-run_step "overhead" python3 benchmarks/overhead.py --output benchmarks/results/overhead-nvidia-h200.json
-run_step "triton matmul" python3 benchmarks/triton_matmul.py --out benchmarks/results
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(tests repro overhead autoselect triton cpp)
+for step in "${steps[@]}"; do
+  case $step in
+    tests) run_step "gpu tests" timeout 300 python3 -m pytest -q -m gpu tests --junitxml="$out/gpu-tests.xml" ;;
+    # The first CUDA dispatch with tuning on (a failure seen here once, inside the tuner's second selection).
+    repro) run_step "first tuned CUDA dispatch" timeout 120 python3 scripts/gpu_tuning_repro.py ;;
+    overhead) run_step "overhead" timeout 120 python3 benchmarks/overhead.py \
+                --output benchmarks/results/overhead-nvidia-h200.json ;;
+    autoselect) run_step "autoselect llm-decode" timeout 240 python3 benchmarks/autoselect.py --suite llm-decode \
+                  --device cuda --rounds 3 --settle-s 0.02 \
+                  --output benchmarks/results/nvidia-h200-autoselect-llm-decode.json ;;
+    triton) run_step "triton matmul" timeout 240 python3 benchmarks/triton_matmul.py --out benchmarks/results ;;
+    cpp) run_step "cpp app on cuda" timeout 180 bash examples/cpp_app/run_gpu_example.sh "$out/cpp_app" ;;
+    *) echo "unknown step $step"; status+=("$step|UNKNOWN|0s") ;;
+  esac
+done
 cp benchmarks/results/*.json "$out"/ 2>/dev/null || true
 
 printf '\n%-36s %-8s %s\n' step result time
