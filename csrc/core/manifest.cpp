@@ -6,13 +6,11 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <map>
-#include <sstream>
 
 #include "device_binary.hpp"
 #include "error.hpp"
+#include "file_io.hpp"
 #include "names.hpp"
 #include "registry.hpp"
 
@@ -42,13 +40,22 @@ std::string trim(const std::string& text) {
   return text.substr(begin, text.find_last_not_of(" \t") - begin + 1);
 }
 
-std::vector<std::string> split(const std::string& text, char separator) {
-  std::vector<std::string> items;
-  std::string item;
-  std::istringstream stream(text);
-  while (std::getline(stream, item, separator)) items.push_back(trim(item));
-  if (!text.empty() && text.back() == separator) items.emplace_back();
+std::vector<std::string> split_trimmed(const std::string& text, char separator) {
+  std::vector<std::string> items = split(text, separator);
+  for (std::string& item : items) item = trim(item);
   return items;
+}
+
+// The whitespace-separated words of text.
+std::vector<std::string> words(const std::string& text) {
+  std::vector<std::string> found;
+  size_t begin = text.find_first_not_of(" \t");
+  while (begin != std::string::npos) {
+    const size_t end = text.find_first_of(" \t", begin);
+    found.push_back(text.substr(begin, end == std::string::npos ? std::string::npos : end - begin));
+    begin = end == std::string::npos ? end : text.find_first_not_of(" \t", end);
+  }
+  return found;
 }
 
 bool is_known_key(const std::string& key) {
@@ -63,11 +70,15 @@ class Manifest {
   explicit Manifest(std::filesystem::path path) : path_(std::move(path)) {}
 
   void read() {
-    std::ifstream stream(path_, std::ios::binary);
-    if (!stream) throw Error(KABI_STATUS_IO_ERROR, path_.string() + ": cannot be read");
-    std::string text;
+    std::error_code error;
+    if (!std::filesystem::is_regular_file(path_, error)) {
+      throw Error(KABI_STATUS_IO_ERROR, path_.string() + ": cannot be read");
+    }
+    const std::string contents = read_file(path_.string());
+    std::vector<std::string> text_lines = split(contents, '\n');
+    if (!contents.empty() && contents.back() == '\n') text_lines.pop_back();
     int number = 0;
-    while (std::getline(stream, text)) {
+    for (std::string& text : text_lines) {
       ++number;
       if (!text.empty() && text.back() == '\r') text.pop_back();
       if (number == 1) {
@@ -168,7 +179,7 @@ struct Declaration {
 
 uint32_t parse_bits(const Manifest& manifest, const Line& line, uint32_t (*bit_of)(const std::string&) noexcept) {
   uint32_t bits = 0;
-  for (const std::string& name : split(line.value, ',')) {
+  for (const std::string& name : split_trimmed(line.value, ',')) {
     const uint32_t bit = bit_of(name);
     if (bit == 0) manifest.fail(line.number, line.key, "unknown name \"" + name + "\"");
     bits |= bit;
@@ -183,11 +194,12 @@ void read_image(const Manifest& manifest, Declaration& declaration) {
     manifest.fail(image.number, image.key, "\"" + image.value + "\" is not a file name in the manifest's directory");
   }
   const std::filesystem::path path = manifest.path().parent_path() / image.value;
-  std::ifstream stream(path, std::ios::binary);
-  if (!stream) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) {
     manifest.fail(image.number, image.key, "image file " + path.string() + " is missing", KABI_STATUS_IO_ERROR);
   }
-  declaration.image.assign(std::istreambuf_iterator<char>(stream), std::istreambuf_iterator<char>());
+  const std::string bytes = read_file(path.string());
+  declaration.image.assign(bytes.begin(), bytes.end());
   const Line& hash = manifest.required("image_fnv1a64");
   const bool well_formed =
       hash.value.size() == 16 && hash.value.find_first_not_of("0123456789abcdef") == std::string::npos;
@@ -203,9 +215,8 @@ void read_image(const Manifest& manifest, Declaration& declaration) {
 }
 
 void read_param(const Manifest& manifest, const Line& line, const Op& op, Declaration& declaration) {
-  std::istringstream stream(line.value);
-  std::string kind_name;
-  stream >> kind_name;
+  const std::vector<std::string> items = words(line.value);
+  const std::string kind_name = items.empty() ? std::string() : items.front();
   static const std::map<std::string, std::pair<int32_t, std::vector<std::string>>> kinds = {
       {"tensor", {KABI_PARAM_TENSOR_DATA, {"index"}}},
       {"dim", {KABI_PARAM_DIM, {"name", "size"}}},
@@ -218,8 +229,8 @@ void read_param(const Manifest& manifest, const Line& line, const Op& op, Declar
                   "kind \"" + kind_name + "\"; expected tensor, dim, stride, constant or scratch");
   }
   std::map<std::string, std::string> fields;
-  std::string item;
-  while (stream >> item) {
+  for (size_t position = 1; position < items.size(); ++position) {
+    const std::string& item = items[position];
     const size_t equals = item.find('=');
     const std::string field = item.substr(0, equals);
     const auto& allowed = kind->second.second;
@@ -260,7 +271,7 @@ void read_param(const Manifest& manifest, const Line& line, const Op& op, Declar
 
 void read_grid(const Manifest& manifest, const Op& op, Declaration& declaration) {
   const Line& grid = manifest.required("grid");
-  const std::vector<std::string> axes = split(grid.value, ';');
+  const std::vector<std::string> axes = split_trimmed(grid.value, ';');
   if (axes.size() != 3) manifest.fail(grid.number, grid.key, "expected three expressions separated by ';'");
   for (size_t axis = 0; axis < 3; ++axis) {
     std::vector<std::string> names;
@@ -280,7 +291,7 @@ void read_grid(const Manifest& manifest, const Op& op, Declaration& declaration)
     declaration.binary.grid[axis] = declaration.keep(axes[axis]);
   }
   const Line& block = manifest.required("block");
-  const std::vector<std::string> sizes = split(block.value, ',');
+  const std::vector<std::string> sizes = split_trimmed(block.value, ',');
   if (sizes.size() != 3) manifest.fail(block.number, block.key, "expected three integers separated by ','");
   for (size_t axis = 0; axis < 3; ++axis) {
     declaration.binary.block[axis] = static_cast<int32_t>(manifest.parse_integer(block, sizes[axis], "block", 1, 1024));
@@ -293,7 +304,7 @@ void read_archs(const Manifest& manifest, Declaration& declaration, int32_t imag
   kabi_kernel_desc& kernel = declaration.kernel;
   const int32_t cubin_max = image_arch / 10 * 10 + 9;
   if (const Line* archs = manifest.find("archs"); archs != nullptr && !archs->value.empty()) {
-    for (const std::string& item : split(archs->value, ',')) {
+    for (const std::string& item : split_trimmed(archs->value, ',')) {
       const auto arch = static_cast<int32_t>(manifest.parse_integer(*archs, item, "archs", 1, 1000));
       if (arch < image_arch || (cubin && arch > cubin_max)) {
         manifest.fail(archs->number, "archs",
@@ -343,7 +354,7 @@ KernelPtr read_kernel(const std::filesystem::path& path) {
   if (const Line* priority = manifest.find("priority"))
     kernel.priority = static_cast<int32_t>(manifest.integer(*priority, INT32_MIN, INT32_MAX));
   if (const Line* features = manifest.find("features")) {
-    for (const std::string& name : features->value.empty() ? std::vector<std::string>{} : split(features->value, ',')) {
+    for (const std::string& name : features->value.empty() ? std::vector<std::string>{} : split_trimmed(features->value, ',')) {
       const uint64_t bit = feature_bit_from_name(name);
       if (bit == 0) manifest.fail(features->number, "features", "unknown feature \"" + name + "\"");
       kernel.required_features |= bit;

@@ -1,6 +1,6 @@
 #include "names.hpp"
 
-#include <sstream>
+#include <charconv>
 
 namespace kabi::core {
 namespace {
@@ -172,12 +172,16 @@ std::string describe_device(DLDevice device) {
   return device_type_name(device.device_type) + ":" + std::to_string(device.device_id);
 }
 
+// libkabi formats and parses without iostreams: a process can hold another libstdc++'s locale facets (a crash in
+// std::ostream's double output inside a torch + Triton process on the H200 was traced to them), and a caller's
+// global locale must not change kabi's messages.
 std::string format_shape(const int64_t* shape, int32_t rank) {
-  std::ostringstream out;
-  out << '[';
-  for (int32_t i = 0; i < rank; ++i) out << (i ? ", " : "") << shape[i];
-  out << ']';
-  return out.str();
+  std::string text = "[";
+  for (int32_t i = 0; i < rank; ++i) {
+    if (i) text += ", ";
+    text += std::to_string(shape[i]);
+  }
+  return text + "]";
 }
 
 std::string format_shape(const std::vector<int64_t>& shape) {
@@ -191,6 +195,25 @@ std::string join(const std::vector<std::string>& items, const char* separator) {
     joined += items[i];
   }
   return joined;
+}
+
+std::vector<std::string> split(const std::string& text, char separator) {
+  std::vector<std::string> pieces;
+  if (text.empty()) return pieces;
+  size_t begin = 0;
+  while (true) {
+    const size_t end = text.find(separator, begin);
+    pieces.push_back(text.substr(begin, end == std::string::npos ? std::string::npos : end - begin));
+    if (end == std::string::npos) return pieces;
+    begin = end + 1;
+  }
+}
+
+std::string format_fixed(double value, int digits_after_point) {
+  char buffer[64];
+  const auto result = std::to_chars(buffer, buffer + sizeof buffer, value, std::chars_format::fixed, digits_after_point);
+  if (result.ec != std::errc()) return std::to_string(value);
+  return std::string(buffer, result.ptr);
 }
 
 }  // namespace kabi::core

@@ -50,4 +50,10 @@ std::string format_shape(const std::vector<int64_t>& shape);
 
 std::string join(const std::vector<std::string>& items, const char* separator);
 
+// The pieces of text between separators, empty pieces included ("a,,b" -> "a", "", "b"; "" -> nothing).
+std::vector<std::string> split(const std::string& text, char separator);
+
+// "12.346" for (12.3456, 3): fixed notation, independent of any locale.
+std::string format_fixed(double value, int digits_after_point);
+
 }  // namespace kabi::core

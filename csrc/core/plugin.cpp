@@ -10,11 +10,11 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
-#include <sstream>
 #include <vector>
 
 #include "error.hpp"
 #include "registry.hpp"
+#include "names.hpp"
 
 namespace kabi::core {
 namespace {
@@ -165,9 +165,7 @@ void load_plugin(const std::string& requested_path) {
 void load_plugins_from_environment() {
   const char* variable = std::getenv("KABI_PLUGIN_PATH");
   if (variable == nullptr) return;
-  std::stringstream entries(variable);
-  std::string entry;
-  while (std::getline(entries, entry, ':')) {
+  for (const std::string& entry : split(variable, ':')) {
     if (entry.empty()) continue;
     if (!is_directory(entry)) {
       load_quietly(entry);

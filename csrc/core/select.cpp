@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
-#include <sstream>
 #include <tuple>
 
 #include "device.hpp"
@@ -18,10 +17,7 @@ namespace {
 constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max();
 
 std::string format_time(double microseconds) {
-  std::ostringstream out;
-  out.precision(microseconds < 10 ? 3 : 1);
-  out << std::fixed << microseconds << " us";
-  return out.str();
+  return format_fixed(microseconds, microseconds < 10 ? 3 : 1) + " us";
 }
 
 std::string describe_archs(const Kernel& kernel) {
@@ -196,9 +192,7 @@ SelectOptions resolve_select_options(const Op& op, const kabi_select_options* ca
   }
   const char* environment = options.use_environment ? std::getenv("KABI_FORCE") : nullptr;
   if (environment == nullptr) return resolved;
-  std::stringstream entries(environment);
-  std::string entry;
-  while (std::getline(entries, entry, ',')) {
+  for (const std::string& entry : split(environment, ',')) {
     if (entry.find_first_not_of(' ') == std::string::npos) continue;
     const size_t equals = entry.find('=');
     if (equals == std::string::npos) {
