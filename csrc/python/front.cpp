@@ -3,12 +3,16 @@
 // this function calls back. The key is the tuple the Python side builds too (kabi/_dispatch.py, _key):
 //   (a.dtype, b.dtype, a.device, b.device, a.requires_grad, b.requires_grad, active kabi.use scope, a.dim(),
 //    *a.shape, *a.stride(), *b.shape, *b.stride())
-// Doing this in C instead of bytecode keeps dispatch well under a microsecond on top of the implementation.
+// Before building that tuple, a call with two tensors of the front's exact tensor types and no `out` looks in the
+// decision memo (decision_memo.hpp), keyed by the same facts read in C; a tuple-key hit fills the memo.
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <string>
+#include <vector>
 
 #include "bindings.hpp"
+#include "decision_memo.hpp"
 
 namespace py = pybind11;
 
@@ -17,7 +21,23 @@ namespace {
 
 // The state of one front, passed as the function's `self`: a struct sequence (a tuple underneath, so the slots are
 // read with PyTuple_GET_ITEM) whose type name shows in the function's repr.
-enum FrontSlot { kEntries = 0, kScopeVar, kMiss, kCallWithOut, kSlotCount };
+enum FrontSlot { kEntries = 0, kScopeVar, kMiss, kCallWithOut, kMemo, kMemoAccess, kSlotCount };
+
+// What the memo path needs, reached from the state's kMemoAccess capsule without any Python lookup.
+struct MemoAccess {
+  DecisionMemo* memo = nullptr;
+  std::vector<std::pair<PyTypeObject*, const DLPackExchangeAPI*>> tensor_types;
+
+  const DLPackExchangeAPI* api_for(PyObject* value) const {
+    PyTypeObject* type = Py_TYPE(value);
+    for (const auto& [known, api] : tensor_types) {
+      if (known == type) return api;
+    }
+    return nullptr;
+  }
+};
+
+constexpr const char* kMemoAccessName = "kabi.ops.MemoAccess";
 
 PyTypeObject* front_state_type() {
   static PyStructSequence_Field fields[] = {
@@ -25,6 +45,8 @@ PyTypeObject* front_state_type() {
       {"scope_var", "the ContextVar of the active kabi.use scope"},
       {"miss", "miss(inputs, out): validate, select, remember, run"},
       {"call_with_out", "call_with_out(implementation, key, inputs, out)"},
+      {"memo", "the decision memo (kabi._core.DecisionMemo) in front of entries"},
+      {"memo_access", "the memo and the tensor types it keys, for C"},
       {nullptr, nullptr},
   };
   static PyStructSequence_Desc description = {"kabi.ops.OpDispatch", "The state of an op's C hit path.", fields,
@@ -91,6 +113,43 @@ PyObject* build_key(PyObject* a, PyObject* b, PyObject* scope_var) {
   return key;
 }
 
+// requires_grad as a C bool; -1 (no Python error set) when it cannot be read.
+int requires_grad_of(PyObject* tensor) {
+  PyObject* value = PyObject_GetAttr(tensor, names().requires_grad);
+  if (value == nullptr) {
+    PyErr_Clear();
+    return -1;
+  }
+  const int truth = value == Py_True ? 1 : value == Py_False ? 0 : -1;
+  Py_DECREF(value);
+  return truth;
+}
+
+// The memo key of (a, b) under scope; false (no Python error set) when these inputs are not memo material.
+bool build_memo_key(const MemoAccess& access, PyObject* a, PyObject* b, PyObject* scope, MemoKey& key) {
+  const DLPackExchangeAPI* api_a = access.api_for(a);
+  const DLPackExchangeAPI* api_b = api_a != nullptr ? access.api_for(b) : nullptr;
+  if (api_b == nullptr) return false;
+  DLTensor tensor_a{};
+  DLTensor tensor_b{};
+  if (api_a->dltensor_from_py_object_no_sync(a, &tensor_a) != 0 ||
+      api_b->dltensor_from_py_object_no_sync(b, &tensor_b) != 0) {
+    PyErr_Clear();  // e.g. a tensor DLPack cannot describe: the tuple key handles it
+    return false;
+  }
+  const int a_requires_grad = requires_grad_of(a);
+  const int b_requires_grad = a_requires_grad >= 0 ? requires_grad_of(b) : -1;
+  if (b_requires_grad < 0) return false;
+  return key.assign(tensor_a, a_requires_grad == 1, tensor_b, b_requires_grad == 1, scope);
+}
+
+PyObject* call_implementation(PyObject* implementation, PyObject* const* args) {
+  Py_INCREF(implementation);  // the table may drop it while it runs (another thread invalidating)
+  PyObject* result = PyObject_Vectorcall(implementation, args, 2, nullptr);
+  Py_DECREF(implementation);
+  return result;
+}
+
 PyObject* call_miss(PyObject* state, PyObject* const* args, Py_ssize_t nargs, PyObject* out) {
   PyObject* inputs = PyTuple_New(nargs);
   if (inputs == nullptr) return nullptr;
@@ -114,6 +173,21 @@ PyObject* binary_front(PyObject* state, PyObject* const* args, Py_ssize_t nargs,
     }
   }
   if (nargs != 2) return call_miss(state, args, nargs, out);
+  MemoKey memo_key;
+  bool memo_keyed = false;
+  const auto* access =
+      static_cast<const MemoAccess*>(PyCapsule_GetPointer(PyTuple_GET_ITEM(state, kMemoAccess), kMemoAccessName));
+  if (access == nullptr) return nullptr;
+  const uint64_t memo_epoch = access->memo->epoch();
+  if (out == Py_None) {
+    PyObject* scope = nullptr;
+    if (PyContextVar_Get(PyTuple_GET_ITEM(state, kScopeVar), Py_None, &scope) != 0) return nullptr;
+    memo_keyed = build_memo_key(*access, args[0], args[1], scope, memo_key);
+    Py_DECREF(scope);  // the memo holds its own reference to a scope it keys
+    if (memo_keyed) {
+      if (PyObject* implementation = access->memo->find(memo_key)) return call_implementation(implementation, args);
+    }
+  }
   PyObject* key = build_key(args[0], args[1], PyTuple_GET_ITEM(state, kScopeVar));
   if (key == nullptr) return call_miss(state, args, nargs, out);
   PyObject* implementation = PyDict_GetItemWithError(PyTuple_GET_ITEM(state, kEntries), key);
@@ -123,8 +197,9 @@ PyObject* binary_front(PyObject* state, PyObject* const* args, Py_ssize_t nargs,
     return call_miss(state, args, nargs, out);
   }
   if (out == Py_None) {
-    Py_INCREF(implementation);  // the dict may drop it while it runs (another thread invalidating)
+    Py_INCREF(implementation);
     Py_DECREF(key);
+    if (memo_keyed) access->memo->insert(memo_key, implementation, memo_epoch);
     PyObject* result = PyObject_Vectorcall(implementation, args, 2, nullptr);
     Py_DECREF(implementation);
     return result;
@@ -141,8 +216,22 @@ PyObject* binary_front(PyObject* state, PyObject* const* args, Py_ssize_t nargs,
 
 py::object make_binary_front(const std::string& name, const std::string& doc, const std::string& module,
                              const py::dict& entries, const py::object& scope_var, const py::object& miss,
-                             const py::object& call_with_out) {
+                             const py::object& call_with_out, const py::object& memo,
+                             const std::vector<py::type>& tensor_types) {
   if (!PyContextVar_CheckExact(scope_var.ptr())) throw py::type_error("scope_var must be a contextvars.ContextVar");
+  auto access = std::make_unique<MemoAccess>();
+  access->memo = memo.cast<DecisionMemo*>();
+  for (const py::type& type : tensor_types) {
+    auto* type_object = reinterpret_cast<PyTypeObject*>(type.ptr());
+    // A type without the exchange API (an older torch) simply never reaches the memo.
+    if (const DLPackExchangeAPI* api = exchange_api_of(type_object)) access->tensor_types.emplace_back(type_object, api);
+  }
+  auto access_capsule = py::reinterpret_steal<py::object>(
+      PyCapsule_New(access.get(), kMemoAccessName, [](PyObject* capsule) {
+        delete static_cast<MemoAccess*>(PyCapsule_GetPointer(capsule, kMemoAccessName));
+      }));
+  if (!access_capsule) throw py::error_already_set();
+  access.release();
   // The method definition must outlive the function object; fronts are made once per op, so it is kept forever.
   auto* definition = new PyMethodDef{};
   definition->ml_name = (new std::string(name))->c_str();
@@ -153,7 +242,7 @@ py::object make_binary_front(const std::string& name, const std::string& doc, co
   if (state_type == nullptr) throw py::error_already_set();
   auto state = py::reinterpret_steal<py::object>(PyStructSequence_New(state_type));
   if (!state) throw py::error_already_set();
-  const py::handle slots[kSlotCount] = {entries, scope_var, miss, call_with_out};
+  const py::handle slots[kSlotCount] = {entries, scope_var, miss, call_with_out, memo, access_capsule};
   for (int i = 0; i < kSlotCount; ++i) PyStructSequence_SetItem(state.ptr(), i, slots[i].inc_ref().ptr());
   py::str module_name(module);
   PyObject* function = PyCFunction_NewEx(definition, state.ptr(), module_name.ptr());
@@ -164,9 +253,16 @@ py::object make_binary_front(const std::string& name, const std::string& doc, co
 }  // namespace
 
 void bind_front(py::module_& m) {
+  py::class_<DecisionMemo>(m, "DecisionMemo",
+                           "The C table in front of an op's decision cache (see csrc/python/decision_memo.hpp).")
+      .def(py::init<>())
+      .def("clear", &DecisionMemo::clear, "Forget every entry (after the decision cache's dict is cleared).")
+      .def("__len__", &DecisionMemo::size);
   m.def("make_binary_front", &make_binary_front, py::arg("name"), py::arg("doc"), py::arg("module"),
-        py::arg("entries"), py::arg("scope_var"), py::arg("miss"), py::arg("call_with_out"),
-        "The public function of a two-input op: the decision-cache hit path in C, misses and out= in Python.");
+        py::arg("entries"), py::arg("scope_var"), py::arg("miss"), py::arg("call_with_out"), py::arg("memo"),
+        py::arg("tensor_types"),
+        "The public function of a two-input op: the decision-cache hit path in C, misses and out= in Python. "
+        "Calls with two tensors of exactly one of tensor_types (and no out) consult memo first.");
 }
 
 }  // namespace kabi::python

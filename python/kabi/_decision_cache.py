@@ -6,6 +6,9 @@ calls ``invalidate_all()``. Changes made behind Python's back (a C++ caller regi
 caught on the next miss through ``kabi_registry_generation``: a miss that sees a new generation clears the cache
 before storing.
 
+In front of each dict sits a ``memo`` (``kabi._core.DecisionMemo``): the C hit path's table keyed by raw tensor
+metadata, filled only from dict hits. It is cleared right after its dict, so it never outlives a decision.
+
 Storing is guarded so that a decision selected against an older kernel table is never stored after an
 invalidation: ``store`` compares the generation seen before selection with the current one, under the same lock
 ``invalidate_all`` takes.
@@ -34,11 +37,12 @@ _caches: weakref.WeakSet[DecisionCache] = weakref.WeakSet()
 class DecisionCache:
     """Decisions of one op: ``entries`` maps a dispatch key to an implementation. Reads need no lock."""
 
-    __slots__ = ("op", "entries", "generation", "__weakref__")
+    __slots__ = ("op", "entries", "memo", "generation", "__weakref__")
 
     def __init__(self, op: str) -> None:
         self.op = op
         self.entries: dict[Any, Callable[..., Any]] = {}
+        self.memo = _core.DecisionMemo()
         self.generation = _core.registry_generation()
         with _lock:
             _caches.add(self)
@@ -48,7 +52,7 @@ class DecisionCache:
         generation = _core.registry_generation()
         if generation != self.generation:
             with _lock:
-                self.entries.clear()
+                self._forget()
                 self.generation = generation
         return generation
 
@@ -60,8 +64,14 @@ class DecisionCache:
 
     def clear(self) -> None:
         with _lock:
-            self.entries.clear()
+            self._forget()
             self.generation = _core.registry_generation()
+
+    def _forget(self) -> None:
+        # The dict first: a hit path running in between may still copy a dict entry into the memo, and the memo's
+        # clear after it removes that copy too.
+        self.entries.clear()
+        self.memo.clear()
 
 
 def invalidate_all() -> None:
@@ -69,5 +79,5 @@ def invalidate_all() -> None:
     with _lock:
         generation = _core.registry_generation()
         for cache in list(_caches):
-            cache.entries.clear()
+            cache._forget()
             cache.generation = generation

@@ -2,7 +2,8 @@
 
 A call builds a lean key from what selection depends on — each input's shape, strides, dtype, device and
 requires_grad, plus the active ``kabi.use`` scope — and looks it up in the op's decision cache (for two-input ops
-the hit path runs in C, csrc/python/front.cpp). A hit calls the cached implementation
+the hit path runs in C, csrc/python/front.cpp, and plain tensors are first looked up in the cache's C memo by the
+same facts read through DLPack's C exchange API, without building the key tuple). A hit calls the cached implementation
 directly: the Python kernel itself, or a native launcher bound to the problem (it allocates the output and passes
 only data pointers to the core). Validation is skipped on a hit because the key implies it; ``out=`` is checked on
 every call that gives it.
@@ -150,6 +151,8 @@ class OpFront:
                 _scopes.scope_variable,
                 miss,
                 call_with_out,
+                self.cache.memo,
+                [torch.Tensor, torch.nn.Parameter],
             )
 
         def op(*inputs: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:

@@ -1,0 +1,78 @@
+// The decision memo: the first table a two-input op front consults, keyed by raw tensor metadata read in C.
+//
+// The op's decision cache (a Python dict, kabi/_decision_cache.py) is keyed by a tuple of Python objects; building,
+// hashing and comparing that tuple costs most of a microsecond per call. The memo keys the same decisions by what
+// the tuple is made of, read without creating Python objects: each input's DLPack dtype, device, shape and strides
+// (through the tensor type's DLPack C exchange API, `__dlpack_c_exchange_api__`), its requires_grad, and the
+// identity of the active kabi.use scope. A memo entry is only ever copied from a dict hit, so the memo is a subset
+// of the dict; whoever clears the dict clears the memo after it (DecisionCache does).
+//
+// Only exact tensor types named by the front take this path: a subclass may override shape, strides or device in
+// Python, and those still go through the tuple key.
+#pragma once
+
+#include <Python.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <unordered_map>
+
+#include "dlpack/dlpack.h"
+
+namespace kabi::python {
+
+// The raw facts that decide a two-input op's dispatch, packed as 64-bit words.
+class MemoKey {
+ public:
+  static constexpr int kMaxRank = 8;
+  static constexpr int kHeaderWords = 5;
+  static constexpr int kMaxWords = kHeaderWords + 4 * kMaxRank;
+
+  // False when an input cannot be keyed here (rank above kMaxRank, no strides, an unusual dtype): use the tuple.
+  bool assign(const DLTensor& a, bool a_requires_grad, const DLTensor& b, bool b_requires_grad, PyObject* scope);
+
+  bool operator==(const MemoKey& other) const;
+  std::size_t hash() const { return hash_; }
+  PyObject* scope() const { return reinterpret_cast<PyObject*>(static_cast<uintptr_t>(words_[0])); }
+
+ private:
+  std::array<int64_t, kMaxWords> words_{};
+  int32_t length_ = 0;
+  std::size_t hash_ = 0;
+};
+
+struct MemoKeyHash {
+  std::size_t operator()(const MemoKey& key) const { return key.hash(); }
+};
+
+class DecisionMemo {
+ public:
+  DecisionMemo() = default;
+  DecisionMemo(const DecisionMemo&) = delete;
+  DecisionMemo& operator=(const DecisionMemo&) = delete;
+  ~DecisionMemo();
+
+  // A borrowed reference to the implementation remembered for key, or nullptr.
+  PyObject* find(const MemoKey& key) const;
+  // Remembers implementation for key unless the memo was cleared since `epoch` was read (an invalidation raced the
+  // dict lookup that found it). Holds references to the implementation and to the key's scope.
+  void insert(const MemoKey& key, PyObject* implementation, uint64_t epoch);
+  // Forgets everything; references are released after the table is empty, since releasing one may run Python code.
+  void clear();
+
+  uint64_t epoch() const { return epoch_; }
+  std::size_t size() const { return entries_.size(); }
+
+ private:
+  // A bound on memory for processes that see endlessly many shapes: past it the memo starts over (the dict keeps
+  // every decision, so a forgotten entry costs one tuple-keyed lookup).
+  static constexpr std::size_t kMaxEntries = 4096;
+  std::unordered_map<MemoKey, PyObject*, MemoKeyHash> entries_;
+  uint64_t epoch_ = 0;
+};
+
+// The exchange API of an exact tensor type, or nullptr when the type does not offer a usable one.
+const DLPackExchangeAPI* exchange_api_of(PyTypeObject* type);
+
+}  // namespace kabi::python
