@@ -8,10 +8,13 @@ borrows this one's packages (torch, numpy, ...) but not its kabi. Otherwise the 
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import importlib.util
 import json
 import os
+import re
+import shutil
 import site
 import subprocess
 import sys
@@ -132,6 +135,69 @@ def test_cpp_app_loads_the_vendor_plugin(installation: Installation, app: Path, 
                    installation.environment, expect_success=False)
     assert refused.returncode == 1 and "exceeds 64" in refused.stderr
 
+
+
+# The app's documented status for "skipped: no CUDA driver or device" (examples/cpp_app/README.md).
+_SKIPPED = 77
+
+
+def _cuda_driver_loads() -> bool:
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
+
+
+def test_cpp_app_on_cuda_without_a_driver_says_so_in_one_line(installation: Installation, app: Path) -> None:
+    if _cuda_driver_loads():
+        pytest.skip("this machine has a CUDA driver")
+    result = _run([app, "--device", "cuda"], installation.environment, expect_success=False)
+    assert result.returncode == _SKIPPED, result.stdout + result.stderr
+    assert result.stdout.startswith("no CUDA driver: libcuda.so.1") and result.stdout.count("\n") == 1, result.stdout
+    assert result.stderr == ""
+
+
+def test_cpp_app_on_cuda_without_a_device_says_so_in_one_line(installation: Installation, app: Path,
+                                                              tmp_path: Path) -> None:
+    """A driver whose cuInit answers CUDA_ERROR_NO_DEVICE (100), as a real one does on a machine without GPUs."""
+    compiler = shutil.which("cc")
+    if compiler is None:
+        pytest.skip("no C compiler to build a stand-in libcuda.so.1")
+    # The stand-in exports every entry point the app resolves (read from its source), so that only cuInit decides.
+    entry_points = re.findall(r'\{"(cu\w+)"', (EXAMPLES / "cpp_app" / "cuda_device.cpp").read_text())
+    assert "cuInit" in entry_points
+    source = tmp_path / "stand_in_cuda.c"
+    source.write_text("int cuInit(unsigned flags) { (void)flags; return 100; }\n" + "".join(
+        f"int {name}(void) {{ return 999; }}\n" for name in entry_points if name != "cuInit"))
+    _run([compiler, "-shared", "-fPIC", "-o", tmp_path / "libcuda.so.1", source])
+    environment = {**installation.environment, "LD_LIBRARY_PATH": str(tmp_path)}
+    result = _run([app, "--device", "cuda"], environment, expect_success=False)
+    assert result.returncode == _SKIPPED, result.stdout + result.stderr
+    assert result.stdout == "no CUDA device\n"
+
+
+_COMPILE_TRITON_BINARIES = r"""
+import json, os
+from kabi.backends.triton import compile_all
+paths = compile_all(90, os.environ["BINARIES"], dtypes=["bfloat16"], families=["small_m"])
+print(json.dumps({"manifests": len(paths)}))
+"""
+
+
+def test_cpp_app_loads_triton_binaries_without_a_gpu(installation: Installation, app: Path, tmp_path: Path) -> None:
+    """compile_all's directory is what --binaries takes; reading manifests needs no GPU (the images go to the driver
+    at the first launch), and the CUDA kernels are no candidates for a CPU problem."""
+    if importlib.util.find_spec("triton") is None:
+        pytest.skip("compiling Triton kernels needs triton")
+    binaries = tmp_path / "binaries"
+    compiled = _python(installation, _COMPILE_TRITON_BINARIES, BINARIES=str(binaries))
+    assert compiled["manifests"] == 3  # small_m's three single-launch configs
+    output = _run([app, "--shape", "16x24x40", "--iterations", "5", "--binaries", binaries],
+                  installation.environment).stdout
+    assert f"binaries {binaries}: 3 kernel(s) registered" in output
+    assert "pick: cpu.openblas.gemm" in output and "candidate triton." not in output
+    assert "): ok" in output
 
 _VENDOR_FROM_PYTHON = r"""
 import json, torch, kabi
