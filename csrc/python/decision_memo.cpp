@@ -38,24 +38,19 @@ std::size_t mix(std::size_t hash, int64_t word) {
 
 }  // namespace
 
-bool MemoKey::assign(const DLTensor& a, bool a_requires_grad, const DLTensor& b, bool b_requires_grad,
-                     PyObject* scope) {
-  if (a.ndim < 0 || a.ndim > kMaxRank || b.ndim < 0 || b.ndim > kMaxRank) return false;
-  if ((a.ndim > 0 && (a.shape == nullptr || a.strides == nullptr)) ||
-      (b.ndim > 0 && (b.shape == nullptr || b.strides == nullptr))) {
-    return false;
-  }
-  if (!is_plain_dtype(a.dtype) || !is_plain_dtype(b.dtype)) return false;
+bool MemoKey::assign(const DLTensor* tensors, const bool* requires_grad, int count, PyObject* scope) {
+  if (count < 1 || count > kMaxTensors) return false;
   int32_t position = 0;
   words_[position++] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(scope));
-  words_[position++] = pack_dtype(a.dtype) << 24 | pack_dtype(b.dtype);
-  words_[position++] = pack_device(a.device);
-  words_[position++] = pack_device(b.device);
-  words_[position++] = static_cast<int64_t>(a.ndim) | static_cast<int64_t>(b.ndim) << 8 |
-                       static_cast<int64_t>(a_requires_grad) << 16 | static_cast<int64_t>(b_requires_grad) << 17;
-  for (const DLTensor* tensor : {&a, &b}) {
-    for (int32_t i = 0; i < tensor->ndim; ++i) words_[position++] = tensor->shape[i];
-    for (int32_t i = 0; i < tensor->ndim; ++i) words_[position++] = tensor->strides[i];
+  for (int t = 0; t < count; ++t) {
+    const DLTensor& tensor = tensors[t];
+    if (tensor.ndim < 0 || tensor.ndim > kMaxRank || !is_plain_dtype(tensor.dtype)) return false;
+    if (tensor.ndim > 0 && (tensor.shape == nullptr || tensor.strides == nullptr)) return false;
+    words_[position++] = pack_dtype(tensor.dtype) | static_cast<int64_t>(tensor.ndim) << 32 |
+                         static_cast<int64_t>(requires_grad[t]) << 40;
+    words_[position++] = pack_device(tensor.device);
+    for (int32_t i = 0; i < tensor.ndim; ++i) words_[position++] = tensor.shape[i];
+    for (int32_t i = 0; i < tensor.ndim; ++i) words_[position++] = tensor.strides[i];
   }
   length_ = position;
   std::size_t hash = static_cast<std::size_t>(length_);
@@ -121,6 +116,17 @@ const DLPackExchangeAPI* exchange_api_of(PyTypeObject* type) {
   if (version.major != DLPACK_MAJOR_VERSION || version.minor < 2 || api->dltensor_from_py_object_no_sync == nullptr) {
     return nullptr;
   }
+  return api;
+}
+
+const DLPackExchangeAPI* cached_exchange_api_of(PyTypeObject* type) {
+  static std::vector<std::pair<PyTypeObject*, const DLPackExchangeAPI*>> known;
+  for (const auto& [known_type, api] : known) {
+    if (known_type == type) return api;
+  }
+  const DLPackExchangeAPI* api = exchange_api_of(type);
+  Py_INCREF(type);  // the pointer is a key for the life of the process
+  known.emplace_back(type, api);
   return api;
 }
 

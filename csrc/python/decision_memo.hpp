@@ -5,7 +5,8 @@
 // the tuple is made of, read without creating Python objects: each input's DLPack dtype, device, shape and strides
 // (through the tensor type's DLPack C exchange API, `__dlpack_c_exchange_api__`), its requires_grad, and the
 // identity of the active kabi.use scope. A memo entry is only ever copied from a dict hit, so the memo is a subset
-// of the dict; whoever clears the dict clears the memo after it (DecisionCache does).
+// of the dict; whoever clears the dict clears the memo after it (DecisionCache does). A call with `out` keys out's
+// facts too, and is remembered only after the Python path has accepted that `out` for the decision.
 //
 // Only exact tensor types named by the front take this path: a subclass may override shape, strides or device in
 // Python, and those still go through the tuple key.
@@ -22,15 +23,16 @@
 
 namespace kabi::python {
 
-// The raw facts that decide a two-input op's dispatch, packed as 64-bit words.
+// The raw facts that decide a two-input op's dispatch, packed as 64-bit words: the scope, then for each tensor (the
+// inputs, and `out` when given) its dtype, device, requires_grad, rank, shape and strides.
 class MemoKey {
  public:
+  static constexpr int kMaxTensors = 3;
   static constexpr int kMaxRank = 8;
-  static constexpr int kHeaderWords = 5;
-  static constexpr int kMaxWords = kHeaderWords + 4 * kMaxRank;
+  static constexpr int kMaxWords = 1 + kMaxTensors * (3 + 2 * kMaxRank);
 
-  // False when an input cannot be keyed here (rank above kMaxRank, no strides, an unusual dtype): use the tuple.
-  bool assign(const DLTensor& a, bool a_requires_grad, const DLTensor& b, bool b_requires_grad, PyObject* scope);
+  // False when a tensor cannot be keyed here (rank above kMaxRank, no strides, an unusual dtype): use the tuple.
+  bool assign(const DLTensor* tensors, const bool* requires_grad, int count, PyObject* scope);
 
   bool operator==(const MemoKey& other) const;
   std::size_t hash() const { return hash_; }
@@ -72,7 +74,9 @@ class DecisionMemo {
   uint64_t epoch_ = 0;
 };
 
-// The exchange API of an exact tensor type, or nullptr when the type does not offer a usable one.
+// The exchange API of a tensor type, or nullptr when the type does not offer a usable one.
 const DLPackExchangeAPI* exchange_api_of(PyTypeObject* type);
+// The same, remembered per type (types live as long as the process); call with the GIL held.
+const DLPackExchangeAPI* cached_exchange_api_of(PyTypeObject* type);
 
 }  // namespace kabi::python

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "decision_memo.hpp"
 #include "errors.hpp"
 #include "tensors.hpp"
 
@@ -145,6 +146,23 @@ class PreparedLaunch {
     launch_on(reinterpret_cast<void*>(stream), tensors);
   }
 
+  // The same on the current stream of the first tensor's framework for the prepared device (torch's current stream:
+  // a side stream, a CUDA-graph capture stream), asked through the tensor type's DLPack exchange API.
+  void on_current_stream(const py::args& tensors) {
+    const DLPackExchangeAPI* api =
+        PyTuple_GET_SIZE(tensors.ptr()) > 0 ? cached_exchange_api_of(Py_TYPE(PyTuple_GET_ITEM(tensors.ptr(), 0)))
+                                            : nullptr;
+    if (api == nullptr || api->current_work_stream == nullptr) {
+      raise_status(KABI_STATUS_INVALID_ARGUMENT, "prepared launch of " + kernel_name_ +
+                                                     ": the first tensor's type has no DLPack exchange API to ask "
+                                                     "for its current stream; pass the stream with on_stream");
+    }
+    const DLDevice device = tensors_->args().num_inputs > 0 ? tensors_->inputs().front().device : DLDevice{};
+    void* stream = nullptr;
+    if (api->current_work_stream(device.device_type, device.device_id, &stream) != 0) throw py::error_already_set();
+    launch_on(stream, tensors);
+  }
+
   const std::string& kernel_name() const { return kernel_name_; }
 
  private:
@@ -189,6 +207,13 @@ class PreparedLaunch {
   static void* data_pointer(const py::args& tensors, std::size_t position) {
     static PyObject* method_name = PyUnicode_InternFromString("data_ptr");
     PyObject* tensor = PyTuple_GET_ITEM(tensors.ptr(), static_cast<Py_ssize_t>(position));
+    if (const DLPackExchangeAPI* api = cached_exchange_api_of(Py_TYPE(tensor))) {
+      DLTensor view{};
+      if (api->dltensor_from_py_object_no_sync(tensor, &view) == 0) {
+        return static_cast<char*>(view.data) + view.byte_offset;
+      }
+      PyErr_Clear();  // e.g. a dtype DLPack cannot describe: ask the tensor itself
+    }
     PyObject* address = PyObject_CallMethodNoArgs(tensor, method_name);
     if (address == nullptr) throw py::error_already_set();
     void* pointer = PyLong_AsVoidPtr(address);
@@ -227,6 +252,8 @@ void bind_dispatch(py::module_& m) {
       .def("__call__", &PreparedLaunch::operator())
       .def("on_stream", &PreparedLaunch::on_stream, py::arg("stream"),
            "Launch on a CUstream (an integer) instead of the one given at preparation.")
+      .def("on_current_stream", &PreparedLaunch::on_current_stream,
+           "Launch on the current stream of the tensors' framework (through its DLPack exchange API).")
       .def_property_readonly("kernel", &PreparedLaunch::kernel_name);
 }
 

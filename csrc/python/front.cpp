@@ -125,27 +125,28 @@ int requires_grad_of(PyObject* tensor) {
   return truth;
 }
 
-// The memo key of (a, b) under scope; false (no Python error set) when these inputs are not memo material.
-bool build_memo_key(const MemoAccess& access, PyObject* a, PyObject* b, PyObject* scope, MemoKey& key) {
-  const DLPackExchangeAPI* api_a = access.api_for(a);
-  const DLPackExchangeAPI* api_b = api_a != nullptr ? access.api_for(b) : nullptr;
-  if (api_b == nullptr) return false;
-  DLTensor tensor_a{};
-  DLTensor tensor_b{};
-  if (api_a->dltensor_from_py_object_no_sync(a, &tensor_a) != 0 ||
-      api_b->dltensor_from_py_object_no_sync(b, &tensor_b) != 0) {
-    PyErr_Clear();  // e.g. a tensor DLPack cannot describe: the tuple key handles it
-    return false;
+// The memo key of (a, b[, out]) under scope; false (no Python error set) when the call is not memo material.
+bool build_memo_key(const MemoAccess& access, PyObject* const* tensors, int count, PyObject* scope, MemoKey& key) {
+  DLTensor views[MemoKey::kMaxTensors] = {};
+  bool requires_grad[MemoKey::kMaxTensors] = {};
+  for (int i = 0; i < count; ++i) {
+    const DLPackExchangeAPI* api = access.api_for(tensors[i]);
+    if (api == nullptr) return false;
+    if (api->dltensor_from_py_object_no_sync(tensors[i], &views[i]) != 0) {
+      PyErr_Clear();  // e.g. a tensor DLPack cannot describe: the tuple key handles it
+      return false;
+    }
+    const int truth = requires_grad_of(tensors[i]);
+    if (truth < 0) return false;
+    requires_grad[i] = truth == 1;
   }
-  const int a_requires_grad = requires_grad_of(a);
-  const int b_requires_grad = a_requires_grad >= 0 ? requires_grad_of(b) : -1;
-  if (b_requires_grad < 0) return false;
-  return key.assign(tensor_a, a_requires_grad == 1, tensor_b, b_requires_grad == 1, scope);
+  return key.assign(views, requires_grad, count, scope);
 }
 
-PyObject* call_implementation(PyObject* implementation, PyObject* const* args) {
+// implementation(a, b) or implementation(a, b, out=out): args and kwnames as the front received them.
+PyObject* call_implementation(PyObject* implementation, PyObject* const* args, PyObject* kwnames) {
   Py_INCREF(implementation);  // the table may drop it while it runs (another thread invalidating)
-  PyObject* result = PyObject_Vectorcall(implementation, args, 2, nullptr);
+  PyObject* result = PyObject_Vectorcall(implementation, args, 2, kwnames);
   Py_DECREF(implementation);
   return result;
 }
@@ -173,19 +174,19 @@ PyObject* binary_front(PyObject* state, PyObject* const* args, Py_ssize_t nargs,
     }
   }
   if (nargs != 2) return call_miss(state, args, nargs, out);
-  MemoKey memo_key;
-  bool memo_keyed = false;
   const auto* access =
       static_cast<const MemoAccess*>(PyCapsule_GetPointer(PyTuple_GET_ITEM(state, kMemoAccess), kMemoAccessName));
   if (access == nullptr) return nullptr;
   const uint64_t memo_epoch = access->memo->epoch();
-  if (out == Py_None) {
-    PyObject* scope = nullptr;
-    if (PyContextVar_Get(PyTuple_GET_ITEM(state, kScopeVar), Py_None, &scope) != 0) return nullptr;
-    memo_keyed = build_memo_key(*access, args[0], args[1], scope, memo_key);
-    Py_DECREF(scope);  // the memo holds its own reference to a scope it keys
-    if (memo_keyed) {
-      if (PyObject* implementation = access->memo->find(memo_key)) return call_implementation(implementation, args);
+  MemoKey memo_key;
+  PyObject* scope = nullptr;
+  if (PyContextVar_Get(PyTuple_GET_ITEM(state, kScopeVar), Py_None, &scope) != 0) return nullptr;
+  // With out, the front received exactly (a, b, out) and kwnames ("out",): the memo passes them on as they are.
+  const bool memo_keyed = build_memo_key(*access, args, out == Py_None ? 2 : 3, scope, memo_key);
+  Py_DECREF(scope);  // the memo holds its own reference to a scope it keys
+  if (memo_keyed) {
+    if (PyObject* implementation = access->memo->find(memo_key)) {
+      return call_implementation(implementation, args, out == Py_None ? nullptr : kwnames);
     }
   }
   PyObject* key = build_key(args[0], args[1], PyTuple_GET_ITEM(state, kScopeVar));
@@ -196,20 +197,21 @@ PyObject* binary_front(PyObject* state, PyObject* const* args, Py_ssize_t nargs,
     if (PyErr_Occurred()) return nullptr;
     return call_miss(state, args, nargs, out);
   }
+  Py_INCREF(implementation);
+  PyObject* result = nullptr;
   if (out == Py_None) {
-    Py_INCREF(implementation);
-    Py_DECREF(key);
     if (memo_keyed) access->memo->insert(memo_key, implementation, memo_epoch);
-    PyObject* result = PyObject_Vectorcall(implementation, args, 2, nullptr);
-    Py_DECREF(implementation);
-    return result;
+    result = PyObject_Vectorcall(implementation, args, 2, nullptr);
+  } else {
+    PyObject* inputs = PyTuple_Pack(2, args[0], args[1]);
+    result = inputs == nullptr ? nullptr
+                               : PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(state, kCallWithOut), implementation,
+                                                              key, inputs, out, nullptr);
+    Py_XDECREF(inputs);
+    // call_with_out has checked out against the decision's result: calls with the same facts may skip that check.
+    if (result != nullptr && memo_keyed) access->memo->insert(memo_key, implementation, memo_epoch);
   }
-  PyObject* inputs = PyTuple_Pack(2, args[0], args[1]);
-  PyObject* result =
-      inputs == nullptr ? nullptr
-                        : PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(state, kCallWithOut), implementation, key,
-                                                       inputs, out, nullptr);
-  Py_XDECREF(inputs);
+  Py_DECREF(implementation);
   Py_DECREF(key);
   return result;
 }

@@ -48,6 +48,8 @@ _on_selection_miss: Callable[..., Selection | None] | None = None
 _fronts: dict[str, OpFront] = {}
 _discovery_pending = True
 _cuda_backends_pending = True
+# torch >= 2.10 offers DLPack's C exchange API: the C hit path reads tensor metadata and current streams through it.
+_has_exchange_api = hasattr(torch.Tensor, "__dlpack_c_exchange_api__")
 
 
 def _discover_plugins_once() -> None:
@@ -337,8 +339,11 @@ class OpFront:
         miss = self.miss
         fresh_call = self.fresh_call
         run = prepared
-        if device.type == "cuda":
-            # Kernels run on torch's current stream of the device (a side stream, a CUDA-graph capture stream).
+        if device.type == "cuda" and _has_exchange_api:
+            # Kernels run on torch's current stream of the device (a side stream, a CUDA-graph capture stream),
+            # which the core asks torch for through DLPack's exchange API.
+            run = prepared.on_current_stream
+        elif device.type == "cuda":
             current_stream, index, on_stream = _current_cuda_stream, device.index or 0, prepared.on_stream
 
             def run(*tensors: torch.Tensor) -> None:

@@ -143,15 +143,32 @@ def test_tensor_subclasses_take_the_tuple_key(memo, recorder):
 
 
 @has_exchange_api
-def test_out_and_non_tensor_inputs_take_the_tuple_key(memo):
+def test_a_call_with_out_is_remembered_once_out_was_accepted(memo, recorder):
     a, b = torch.randn(3, 5), torch.randn(5, 2)
     out = torch.empty(3, 2)
+    kabi.ops.matmul(a, b)  # a miss stores the decision; then a wrong out on the dict-hit path:
+    with pytest.raises(kabi.InvalidArgumentError, match="out has shape"):
+        kabi.ops.matmul(a, b, out=torch.empty(2, 3))
+    assert len(memo) == 0  # a refused out is never remembered (and a miss is remembered in the dict only)
     for _ in range(3):
+        out.fill_(float("nan"))
         assert kabi.ops.matmul(a, b, out=out) is out
         assert matches(out, a, b)
-    assert len(memo) == 0
+    assert len(memo) == 1
+    wrong_dtype = torch.empty(3, 2, dtype=torch.float64)
+    with pytest.raises(kabi.InvalidArgumentError, match="dtype"):
+        kabi.ops.matmul(a, b, out=wrong_dtype)  # other out facts: not a memo hit, checked again
+    kabi.ops.matmul(a, b)
+    assert len(memo) == 2  # without out: its own entry
+    assert len(recorder.calls) == 1 + 3 + 1
+
+
+@has_exchange_api
+def test_non_tensor_inputs_take_the_tuple_key(memo):
+    a = torch.randn(3, 5)
     with pytest.raises(kabi.ArgumentTypeError, match="b"):
         kabi.ops.matmul(a, [[1.0, 2.0]] * 5)
+    assert len(memo) == 0
 
 
 @has_exchange_api
