@@ -94,3 +94,42 @@ def test_compile_with_cuda_graphs_replays_kabi(fresh_decisions):
     for _ in range(3):
         x = torch.randn_like(x)
         torch.testing.assert_close(compiled(x, w), block(x, w))
+
+
+@pytest.fixture(scope="module")
+def tiled_binary(tmp_path_factory):
+    """A Triton tiled kernel compiled to a device binary and loaded into the core: its launches go through libkabi."""
+    from kabi.backends.triton import compile_to_binary, load_binaries
+    from kabi.backends.triton._families import FAMILIES, device_facts
+
+    arch, _ = device_facts(torch.device("cuda"))
+    directory = tmp_path_factory.mktemp("binaries")
+    manifest = compile_to_binary("tiled", FAMILIES["tiled"].configs[-1], "bfloat16", arch, directory)
+    load_binaries(directory)
+    return manifest.name.removesuffix(".kabi-manifest")
+
+
+def test_device_binary_launches_on_the_current_stream_and_inside_capture(fresh_decisions, tiled_binary):
+    """The core launches native kernels on torch's current stream (asked through DLPack's exchange API): on a busy
+    side stream the launch waits for the write queued before it there, and a capture records the launch (a launch on
+    any other stream would fail the capture)."""
+    a, b = random_pair(64, 256, 128)
+    with kabi.use(matmul=tiled_binary):
+        assert kabi.explain(kabi.ops.matmul, a, b).pick == tiled_binary
+        kabi.ops.matmul(a, b)
+        new_a, _ = random_pair(64, 256, 128)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(20_000_000)
+            a.copy_(new_a)  # runs on the side stream only after the sleep
+            on_side = kabi.ops.matmul(a, b)
+        side.synchronize()
+        torch.testing.assert_close(on_side, (new_a.float() @ b.float()).to(a.dtype), rtol=2e-2, atol=2e-2)
+        graph, output = capture(kabi.ops.matmul, a, b)
+        new_a, new_b = random_pair(64, 256, 128)
+        a.copy_(new_a)
+        b.copy_(new_b)
+        graph.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(output, (new_a.float() @ new_b.float()).to(a.dtype), rtol=2e-2, atol=2e-2)
