@@ -46,6 +46,12 @@ def recorder():
     kabi.unregister_kernel("matmul", "test.memo.recorder")
 
 
+def remember(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """A first call stores the decision in the dict (a miss); the second copies it into the memo (a dict hit)."""
+    kabi.ops.matmul(a, b)
+    return kabi.ops.matmul(a, b)
+
+
 def matches(result: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> bool:
     return torch.allclose(result, torch.matmul(a, b), rtol=1e-5, atol=1e-5)
 
@@ -65,8 +71,7 @@ def test_second_call_is_served_by_the_memo(memo):
 @has_exchange_api
 def test_invalidation_empties_the_memo_and_a_new_kernel_wins(memo):
     a, b = torch.randn(5, 7), torch.randn(7, 2)
-    kabi.ops.matmul(a, b)
-    kabi.ops.matmul(a, b)
+    remember(a, b)
     assert len(memo) == 1
     recorder = Recorder()
     kabi.register_kernel("matmul", recorder, name="test.memo.late", device="cpu", priority=1000)
@@ -78,8 +83,7 @@ def test_invalidation_empties_the_memo_and_a_new_kernel_wins(memo):
     finally:
         kabi.unregister_kernel("matmul", "test.memo.late")
     assert len(memo) == 0
-    kabi.ops.matmul(a, b)
-    kabi.ops.matmul(a, b)
+    remember(a, b)
     assert len(recorder.calls) == 2  # unregistered: never reached again, not even from the memo
 
 
@@ -106,8 +110,7 @@ def test_strides_shapes_dtypes_and_grad_are_each_their_own_entry(memo, recorder)
 @has_exchange_api
 def test_a_kabi_use_scope_is_part_of_the_key(memo, recorder):
     a, b = torch.randn(4, 4), torch.randn(4, 4)
-    kabi.ops.matmul(a, b)
-    kabi.ops.matmul(a, b)
+    remember(a, b)
     assert len(recorder.calls) == 2
     with kabi.use(matmul="torch"):
         kabi.ops.matmul(a, b)
@@ -121,8 +124,7 @@ def test_a_kabi_use_scope_is_part_of_the_key(memo, recorder):
 @has_exchange_api
 def test_metadata_changed_in_place_is_read_afresh(memo, recorder):
     a, b = torch.randn(6, 6), torch.randn(6, 6)
-    kabi.ops.matmul(a, b)
-    kabi.ops.matmul(a, b)
+    remember(a, b)
     a.t_()  # same object, other strides
     assert matches(kabi.ops.matmul(a, b), a, b)
     a.resize_(6, 3)
@@ -188,8 +190,7 @@ def test_the_memo_is_bounded_and_starts_over(memo):
 @has_exchange_api
 def test_invalidate_all_clears_every_memo(memo):
     a, b = torch.randn(2, 3), torch.randn(3, 4)
-    kabi.ops.matmul(a, b)
-    kabi.ops.matmul(a, b)
+    remember(a, b)
     assert len(memo) == 1
     invalidate_all()
     assert len(memo) == 0
