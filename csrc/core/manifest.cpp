@@ -11,6 +11,7 @@
 #include "device_binary.hpp"
 #include "error.hpp"
 #include "file_io.hpp"
+#include "manifest.hpp"
 #include "names.hpp"
 #include "registry.hpp"
 
@@ -403,6 +404,8 @@ KernelPtr read_kernel(const std::filesystem::path& path) {
   }
 }
 
+}  // namespace
+
 int32_t load_binaries(const std::string& directory) {
   std::error_code error;
   if (!std::filesystem::is_directory(directory, error)) {
@@ -440,7 +443,6 @@ int32_t load_binaries(const std::string& directory) {
   return static_cast<int32_t>(staging.kernels.size());
 }
 
-}  // namespace
 }  // namespace kabi::core
 
 extern "C" KABI_EXPORT kabi_status kabi_binaries_load(const char* directory, int32_t* out_registered) {

@@ -13,13 +13,16 @@
 #include <vector>
 
 #include "error.hpp"
-#include "registry.hpp"
+#include "manifest.hpp"
 #include "names.hpp"
+#include "registry.hpp"
 
 namespace kabi::core {
 namespace {
 
 struct PluginLoad {
+  // A directory of device-binary manifests (KABI_BINARY_PATH) rather than a plugin library.
+  bool binaries = false;
   std::string path;
   std::string name;
   std::string version;
@@ -93,7 +96,7 @@ void initialize(PluginLoad& load, void* library) {
                                                (message.empty() ? std::string() : ": " + message));
   }
   for (const auto& other : loads()) {
-    if (other->state == KABI_PLUGIN_LOADED && other->name == load.name) {
+    if (!other->binaries && other->state == KABI_PLUGIN_LOADED && other->name == load.name) {
       throw Error(KABI_STATUS_ALREADY_EXISTS,
                   plugin + ": a plugin named \"" + load.name + "\" is already loaded from " + other->path);
     }
@@ -126,6 +129,64 @@ void load_quietly(const std::string& path) {
   }
 }
 
+// Registers one directory of manifests and records the outcome beside the plugin loads, so a corrupt manifest, a
+// missing image or an ABI mismatch is reported the way a refused plugin is and the other directories still load.
+void load_binaries_quietly(const std::string& requested_directory) {
+  const std::string directory = canonical(requested_directory);
+  std::lock_guard<std::recursive_mutex> lock(loads_mutex);
+  for (const auto& load : loads()) {
+    if (load->binaries && load->path == directory) return;
+  }
+  auto load = std::make_unique<PluginLoad>();
+  load->binaries = true;
+  load->path = directory;
+  load->name = file_name(directory).empty() ? directory : file_name(directory);
+  PluginLoad& record = *load;
+  loads().push_back(std::move(load));
+  try {
+    if (!is_directory(directory)) {
+      throw Error(KABI_STATUS_IO_ERROR, "KABI_BINARY_PATH: " + directory + " is not a directory");
+    }
+    record.num_kernels = load_binaries(directory);
+    record.state = KABI_PLUGIN_LOADED;
+  } catch (const Error& error) {
+    record.status = error.status();
+    record.message = error.what();
+  } catch (const std::exception& error) {
+    record.status = KABI_STATUS_IO_ERROR;
+    record.message = "binaries " + directory + ": " + error.what();
+  }
+}
+
+void load_plugin_path_from_environment() {
+  const char* variable = std::getenv("KABI_PLUGIN_PATH");
+  if (variable == nullptr) return;
+  for (const std::string& entry : split(variable, ':')) {
+    if (entry.empty()) continue;
+    if (!is_directory(entry)) {
+      load_quietly(entry);
+      continue;
+    }
+    std::vector<std::string> libraries;
+    if (DIR* directory = opendir(entry.c_str())) {
+      while (const dirent* item = readdir(directory)) {
+        if (is_shared_library(item->d_name)) libraries.push_back(entry + "/" + item->d_name);
+      }
+      closedir(directory);
+    }
+    std::sort(libraries.begin(), libraries.end());
+    for (const std::string& library : libraries) load_quietly(library);
+  }
+}
+
+void load_binary_path_from_environment() {
+  const char* variable = std::getenv("KABI_BINARY_PATH");
+  if (variable == nullptr) return;
+  for (const std::string& entry : split(variable, ':')) {
+    if (!entry.empty()) load_binaries_quietly(entry);
+  }
+}
+
 }  // namespace
 
 void load_plugin(const std::string& requested_path) {
@@ -133,7 +194,7 @@ void load_plugin(const std::string& requested_path) {
   const std::string path = canonical(requested_path);
   std::lock_guard<std::recursive_mutex> lock(loads_mutex);
   for (const auto& load : loads()) {
-    if (load->path != path) continue;
+    if (load->binaries || load->path != path) continue;
     if (load->state == KABI_PLUGIN_LOADED) return;
     throw Error(load->status, load->message);
   }
@@ -163,24 +224,8 @@ void load_plugin(const std::string& requested_path) {
 }
 
 void load_plugins_from_environment() {
-  const char* variable = std::getenv("KABI_PLUGIN_PATH");
-  if (variable == nullptr) return;
-  for (const std::string& entry : split(variable, ':')) {
-    if (entry.empty()) continue;
-    if (!is_directory(entry)) {
-      load_quietly(entry);
-      continue;
-    }
-    std::vector<std::string> libraries;
-    if (DIR* directory = opendir(entry.c_str())) {
-      while (const dirent* item = readdir(directory)) {
-        if (is_shared_library(item->d_name)) libraries.push_back(entry + "/" + item->d_name);
-      }
-      closedir(directory);
-    }
-    std::sort(libraries.begin(), libraries.end());
-    for (const std::string& library : libraries) load_quietly(library);
-  }
+  load_plugin_path_from_environment();
+  load_binary_path_from_environment();
 }
 
 void load_builtin_plugins() {

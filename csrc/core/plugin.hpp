@@ -1,5 +1,6 @@
 // Loading plugin shared libraries: ABI version check, init with the host function table, staged registration
-// (kept only if init succeeds), and a record of every load, loaded or refused.
+// (kept only if init succeeds), and a record of every load, loaded or refused. Directories of device binaries named
+// by KABI_BINARY_PATH are recorded in the same list.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +15,9 @@ namespace kabi::core {
 // first outcome.
 void load_plugin(const std::string& path);
 
-// Every entry of KABI_PLUGIN_PATH; refusals are recorded, not thrown.
+// Every entry of KABI_PLUGIN_PATH, then every directory of KABI_BINARY_PATH (device-binary manifests, after the
+// plugins whose ops they may name). Each is recorded, loaded or refused with why; refusals are not thrown, and an
+// entry already recorded is not loaded again.
 void load_plugins_from_environment();
 
 // The plugins shipped next to libkabi (libkabi_cpu.so always; libkabi_cuda.so where built). Idempotent.

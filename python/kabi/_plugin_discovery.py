@@ -1,7 +1,10 @@
-"""Plugins found at run time: Python entry points in the group ``kabi.plugins`` and the ``KABI_PLUGIN_PATH`` list.
+"""Plugins found at run time: Python entry points in the group ``kabi.plugins``, the ``KABI_PLUGIN_PATH`` list,
+and the directories of device binaries (``NAME.kabi-manifest`` files) that ``KABI_BINARY_PATH`` lists.
 
 Discovery is lazy (``import kabi`` stays fast): the op front calls :func:`discover_plugins` on the first dispatch,
 and ``kabi info`` calls it before listing plugins. It runs once per process; later calls only return the records.
+Both path lists are loaded by libkabi (``kabi_plugin_load_from_environment``, which C and C++ callers call
+themselves), plugins first; each binaries directory is recorded like a plugin, with ``kind="binaries"``.
 
 An entry point names a callable. If it takes one argument it is called with the ``kabi`` module and registers
 kernels from Python (returning None); if it takes none it returns the path of a plugin shared library, which is
@@ -38,8 +41,10 @@ _logger = logging.getLogger("kabi")
 class PluginRecord:
     """One plugin, loaded or refused.
 
-    ``kind`` is ``"library"`` for a shared library loaded through the C ABI and ``"python"`` for an entry point
-    that registered kernels from Python. ``entry_point`` names the entry point it came from, if any.
+    ``kind`` is ``"library"`` for a shared library loaded through the C ABI, ``"python"`` for an entry point
+    that registered kernels from Python, and ``"binaries"`` for a directory of ``KABI_BINARY_PATH`` (``path`` is
+    the directory, ``num_kernels`` the device binaries its manifests registered, ``message`` why it was refused:
+    a directory loads all or nothing). ``entry_point`` names the entry point it came from, if any.
     ``abi_version`` is the kabi ABI a library was built for, packed as (MAJOR << 16) | MINOR (0 for Python).
     """
 
@@ -65,6 +70,8 @@ class _Discovery:
         self.python_records: list[PluginRecord] = []
         # realpath of a library -> the entry point that named it
         self.library_entry_points: dict[str, str] = {}
+        # realpaths of the KABI_BINARY_PATH directories, as discovery read them
+        self.binary_directories: set[str] = set()
 
 
 _state = _Discovery()
@@ -96,16 +103,17 @@ def plugin_records() -> list[PluginRecord]:
 
     records = []
     for raw in _core.plugin_records():
+        path = os.path.realpath(raw["path"])
         records.append(
             PluginRecord(
                 name=raw["name"],
-                kind="library",
+                kind="binaries" if path in _state.binary_directories else "library",
                 loaded=raw["loaded"],
                 message=raw["message"],
                 version=raw["version"],
                 path=raw["path"],
                 num_kernels=raw["num_kernels"],
-                entry_point=_state.library_entry_points.get(os.path.realpath(raw["path"]), ""),
+                entry_point=_state.library_entry_points.get(path, ""),
                 abi_version=raw["abi_version"],
             )
         )
@@ -115,13 +123,18 @@ def plugin_records() -> list[PluginRecord]:
 def _load_environment_path() -> None:
     from kabi import _core
 
-    if not os.environ.get("KABI_PLUGIN_PATH"):
+    binary_path = os.environ.get("KABI_BINARY_PATH", "")
+    if not os.environ.get("KABI_PLUGIN_PATH") and not binary_path:
         return
+    _state.binary_directories = {os.path.realpath(entry) for entry in binary_path.split(":") if entry}
     try:
         # libkabi records each refusal itself; this only fails for a broken environment value.
         _core.plugin_load_from_environment()
     except Exception as error:  # noqa: BLE001 - a bad KABI_PLUGIN_PATH must not break kabi
-        _logger.warning("kabi: KABI_PLUGIN_PATH could not be loaded: %s", error)
+        _logger.warning("kabi: KABI_PLUGIN_PATH / KABI_BINARY_PATH could not be loaded: %s", error)
+    for record in plugin_records():
+        if record.kind == "binaries" and not record.loaded:
+            _logger.warning("kabi: KABI_BINARY_PATH directory %s refused: %s", record.path, record.message)
 
 
 def _entry_point_label(entry_point: importlib.metadata.EntryPoint) -> str:

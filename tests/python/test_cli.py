@@ -122,3 +122,52 @@ def test_run_defaults_to_the_device_present_and_its_dtype(capsys):
     assert status == 0
     expected = "bfloat16 on cuda" if torch.cuda.is_available() else "float32 on cpu"
     assert f"24x16x8 {expected}" in output
+
+
+def test_binaries_compile_then_list(capsys, tmp_path):
+    pytest.importorskip("triton")
+    out = tmp_path / "binaries"
+    status, output = run_cli(capsys, "binaries", "compile", "--arch", "80", "--out", str(out), "--dtypes", "bfloat16",
+                             "--families", "small_m")
+    assert status == 0, output
+    manifests = sorted(out.glob("*.kabi-manifest"))
+    assert manifests, output
+    names = [path.name.removesuffix(".kabi-manifest") for path in manifests]
+    for name in names:
+        assert f"{name} │ bfloat16 │ {name}.cubin" in output
+    assert f"KABI_BINARY_PATH={out.resolve()}" in output
+
+    status, output = run_cli(capsys, "binaries", "list", str(out))
+    assert status == 0, output
+    for name in names:
+        assert f"{name} │ sm_80 │ bfloat16 │ matmul_" in output
+
+
+def test_binaries_list_reports_an_invalid_manifest(capsys, tmp_path):
+    (tmp_path / "broken.kabi-manifest").write_text("not a manifest\n")
+    status, output = run_cli(capsys, "binaries", "list", str(tmp_path))
+    assert status == 1
+    assert "broken.kabi-manifest: first line must be" in output
+    status, output = run_cli(capsys, "binaries", "list", str(tmp_path / "absent"))
+    assert status == 2 and "is not a directory" in output
+
+
+@pytest.mark.parametrize(
+    "arguments, expected",
+    [(["--arch", "70"], "argument --arch: must be 80 or 90, got '70'"),
+     (["--arch", "90", "--multiprocessors", "0"], "argument --multiprocessors: must be a positive integer")],
+)
+def test_binaries_compile_usage_errors(capsys, tmp_path, arguments, expected):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["binaries", "compile", "--out", str(tmp_path), *arguments])
+    assert exit_info.value.code == 2
+    assert expected in capsys.readouterr().err
+
+
+def test_binaries_compile_names_an_unknown_dtype(capsys, tmp_path):
+    pytest.importorskip("triton")
+    status, output = run_cli(capsys, "binaries", "compile", "--arch", "90", "--out", str(tmp_path),
+                             "--dtypes", "float8")
+    assert status == 2
+    assert "--dtypes: unknown dtype float8; expected some of float16, bfloat16, float32" in output
+    assert not list(tmp_path.iterdir())

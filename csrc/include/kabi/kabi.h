@@ -665,7 +665,10 @@ typedef struct kabi_plugin_record {
 KABI_EXPORT kabi_status kabi_plugin_load(const char* path);
 
 /** Load every plugin named in KABI_PLUGIN_PATH (entries separated by ':'; a directory loads each shared library
- *  in it). Returns OK even if some were refused (see kabi_plugin_at). */
+ *  in it), then every directory of device binaries named in KABI_BINARY_PATH (':'-separated; each as
+ *  kabi_binaries_load). Each binaries directory is recorded like a plugin: path is the directory, num_kernels the
+ *  kernels it registered, or state REFUSED with the message of its first bad manifest; later directories still
+ *  load. Entries already recorded are not loaded again. Returns OK even if some were refused (see kabi_plugin_at). */
 KABI_EXPORT kabi_status kabi_plugin_load_from_environment(void);
 
 /** Register the built-in plugins that ship inside libkabi's directory (the CPU plugin, and the CUDA plugin where

@@ -418,7 +418,8 @@ inline void load_plugin(const std::string& path) { check(kabi_plugin_load(path.c
 /** Load the plugins that ship beside libkabi (the CPU plugin, and the CUDA plugin where built). */
 inline void load_builtin_plugins() { check(kabi_plugin_load_builtin()); }
 
-/** Load the plugins KABI_PLUGIN_PATH names; refusals are recorded (see plugins()), not thrown. */
+/** Load the plugins KABI_PLUGIN_PATH names, then the device-binary directories KABI_BINARY_PATH names; refusals
+ *  are recorded (see plugins()), not thrown. */
 inline void load_plugins_from_environment() { check(kabi_plugin_load_from_environment()); }
 
 inline std::vector<PluginRecord> plugins() {

@@ -1,4 +1,5 @@
-"""``kabi info``: versions, devices (archs, features, signatures), plugins loaded or refused and why."""
+"""``kabi info``: versions, devices (archs, features, signatures), plugins loaded or refused and why, and the
+device-binary directories of ``KABI_BINARY_PATH`` with the kernels each registered or why it was refused."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ from rich.table import Table
 from .. import _core
 from .._devices import devices
 from .._kernels import kernels
+from .._plugin_discovery import PluginRecord
 from .._plugins import plugins
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("info", help="versions, devices and plugins")
+    parser = subparsers.add_parser("info", help="versions, devices, plugins and device-binary directories")
     parser.set_defaults(handler=run)
 
 
@@ -55,14 +57,14 @@ def _devices_table() -> Table:
     return table
 
 
-def _plugins_table() -> Table:
+def _plugins_table(records: list[PluginRecord]) -> Table:
     table = Table(title="plugins", title_justify="left")
     for header in ("plugin", "kind", "version", "state", "kernels", "registered", "from", "why refused"):
         table.add_column(header, overflow="fold")
     registered: dict[str, list[str]] = {}
     for kernel in kernels():
         registered.setdefault(kernel.plugin, []).append(f"{kernel.op}/{kernel.name}")
-    for record in plugins():
+    for record in records:
         table.add_row(
             record.name,
             record.kind,
@@ -76,10 +78,30 @@ def _plugins_table() -> Table:
     return table
 
 
+def _binaries_table(records: list[PluginRecord]) -> Table:
+    table = Table(title="binaries (KABI_BINARY_PATH)", title_justify="left")
+    for header in ("directory", "state", "kernels", "why refused"):
+        table.add_column(header, overflow="fold")
+    for record in records:
+        table.add_row(
+            record.path,
+            "[green]loaded[/]" if record.loaded else "[red]refused[/]",
+            f"{record.num_kernels} kernels" if record.loaded else "-",
+            record.message,
+        )
+    return table
+
+
 def run(arguments: argparse.Namespace, console) -> int:
     console.print(_versions_table())
     console.print(_devices_table())
     if _core.device_count(2) == 0:
         console.print("cuda: no devices (no CUDA driver, or no GPU)")
-    console.print(_plugins_table())
+    records = plugins()
+    console.print(_plugins_table([record for record in records if record.kind != "binaries"]))
+    binaries = [record for record in records if record.kind == "binaries"]
+    if binaries:
+        console.print(_binaries_table(binaries))
+    else:
+        console.print("binaries: none (KABI_BINARY_PATH names no directory of device binaries)")
     return 0

@@ -1,5 +1,7 @@
 // Device-binary manifests through the public C ABI: a valid manifest with a fake cubin registers a kernel with the
 // declared facts (no GPU needed), and every kind of damage is refused with a message naming file, line and field.
+// Directories named by KABI_BINARY_PATH load with the plugins of the environment, each recorded like a plugin.
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -271,6 +273,59 @@ void test_directory_loads_all_or_nothing() {
   KABI_CHECK_EQ(kabi_kernel_find("matmul", good.kernel_name.c_str(), &kernel), KABI_STATUS_NOT_FOUND);
 }
 
+// The record of the environment load whose path is directory's, or a record with a null path.
+kabi_plugin_record record_of(const fs::path& directory) {
+  const std::string wanted = fs::weakly_canonical(directory).string();
+  for (int32_t index = 0; index < kabi_plugin_count(); ++index) {
+    kabi_plugin_record record;
+    std::memset(&record, 0, sizeof record);
+    record.struct_size = sizeof record;
+    if (kabi_plugin_at(index, &record) == KABI_STATUS_OK && record.path != nullptr && wanted == record.path) {
+      return record;
+    }
+  }
+  kabi_plugin_record missing;
+  std::memset(&missing, 0, sizeof missing);
+  return missing;
+}
+
+void test_environment_directories_load_with_the_plugins() {
+  // A corrupt directory first: it is recorded with its error and does not stop the good one after it.
+  const Bundle corrupt = write_bundle([](Fields& fields) { remove_field(fields, "entry"); });
+  const Bundle good = write_bundle([](Fields&) {});
+  const fs::path missing = g_root / "no-such-binaries";
+  const std::string path = corrupt.directory.string() + ":" + good.directory.string() + "::" + missing.string();
+  KABI_CHECK_EQ(::setenv("KABI_BINARY_PATH", path.c_str(), 1), 0);
+  KABI_CHECK_EQ(kabi_plugin_load_from_environment(), KABI_STATUS_OK);
+
+  kabi_kernel kernel = nullptr;
+  KABI_CHECK_EQ(kabi_kernel_find("matmul", good.kernel_name.c_str(), &kernel), KABI_STATUS_OK);
+  KABI_CHECK_EQ(kabi_kernel_find("matmul", corrupt.kernel_name.c_str(), &kernel), KABI_STATUS_NOT_FOUND);
+
+  const kabi_plugin_record loaded = record_of(good.directory);
+  KABI_CHECK(loaded.path != nullptr);
+  KABI_CHECK_EQ(static_cast<int>(loaded.state), static_cast<int>(KABI_PLUGIN_LOADED));
+  KABI_CHECK_EQ(loaded.num_kernels, 1);
+  KABI_CHECK_EQ(std::string(loaded.message), std::string(""));
+
+  const kabi_plugin_record refused = record_of(corrupt.directory);
+  KABI_CHECK(refused.path != nullptr);
+  KABI_CHECK_EQ(static_cast<int>(refused.state), static_cast<int>(KABI_PLUGIN_REFUSED));
+  KABI_CHECK_EQ(refused.num_kernels, 0);
+  KABI_CHECK(std::string(refused.message).find("missing required key entry") != std::string::npos);
+
+  const kabi_plugin_record absent = record_of(missing);
+  KABI_CHECK(absent.path != nullptr);
+  KABI_CHECK_EQ(static_cast<int>(absent.state), static_cast<int>(KABI_PLUGIN_REFUSED));
+  KABI_CHECK(std::string(absent.message).find("is not a directory") != std::string::npos);
+
+  // Loading the environment again reads no directory twice.
+  const int32_t records = kabi_plugin_count();
+  KABI_CHECK_EQ(kabi_plugin_load_from_environment(), KABI_STATUS_OK);
+  KABI_CHECK_EQ(kabi_plugin_count(), records);
+  KABI_CHECK_EQ(::unsetenv("KABI_BINARY_PATH"), 0);
+}
+
 }  // namespace
 
 int main() {
@@ -284,6 +339,7 @@ int main() {
   test_defaults_for_optional_keys();
   test_refusals();
   test_directory_loads_all_or_nothing();
+  test_environment_directories_load_with_the_plugins();
   fs::remove_all(g_root);
   return kabi_test::finish("test_manifest");
 }
