@@ -66,12 +66,19 @@ class DecisionMemo {
   uint64_t epoch() const { return epoch_; }
   std::size_t size() const { return entries_.size(); }
 
+  // The kabi_registry_generation the op's decisions were made under (DecisionCache keeps it current). A hit path that
+  // sees another generation treats the call as a miss, so a kernel registered behind Python's back (by C++ code in
+  // the same process) reaches every decision.
+  uint64_t generation() const { return generation_; }
+  void set_generation(uint64_t generation) { generation_ = generation; }
+
  private:
   // A bound on memory for processes that see endlessly many shapes: past it the memo starts over (the dict keeps
   // every decision, so a forgotten entry costs one tuple-keyed lookup).
   static constexpr std::size_t kMaxEntries = 4096;
   std::unordered_map<MemoKey, PyObject*, MemoKeyHash> entries_;
   uint64_t epoch_ = 0;
+  uint64_t generation_ = 0;
 };
 
 // The exchange API of a tensor type, or nullptr when the type does not offer a usable one.

@@ -177,6 +177,8 @@ PyObject* binary_front(PyObject* state, PyObject* const* args, Py_ssize_t nargs,
   const auto* access =
       static_cast<const MemoAccess*>(PyCapsule_GetPointer(PyTuple_GET_ITEM(state, kMemoAccess), kMemoAccessName));
   if (access == nullptr) return nullptr;
+  // The kernel table or tuning cache changed since these decisions were made: the miss path drops them.
+  if (kabi_registry_generation() != access->memo->generation()) return call_miss(state, args, nargs, out);
   const uint64_t memo_epoch = access->memo->epoch();
   MemoKey memo_key;
   PyObject* scope = nullptr;
@@ -259,6 +261,8 @@ void bind_front(py::module_& m) {
                            "The C table in front of an op's decision cache (see csrc/python/decision_memo.hpp).")
       .def(py::init<>())
       .def("clear", &DecisionMemo::clear, "Forget every entry (after the decision cache's dict is cleared).")
+      .def_property("generation", &DecisionMemo::generation, &DecisionMemo::set_generation,
+                    "The registry generation of the op's decisions; hits under another generation become misses.")
       .def("__len__", &DecisionMemo::size);
   m.def("make_binary_front", &make_binary_front, py::arg("name"), py::arg("doc"), py::arg("module"),
         py::arg("entries"), py::arg("scope_var"), py::arg("miss"), py::arg("call_with_out"), py::arg("memo"),

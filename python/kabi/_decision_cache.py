@@ -3,8 +3,8 @@
 Each op front keeps a dict from its dispatch key to a ready-to-call implementation. Anything that can change a
 selection — registering or unregistering a kernel, loading a plugin or device binaries, changing the tuning cache —
 calls ``invalidate_all()``. Changes made behind Python's back (a C++ caller registering into the same libkabi) are
-caught on the next miss through ``kabi_registry_generation``: a miss that sees a new generation clears the cache
-before storing.
+caught on the next call through ``kabi_registry_generation``: the C hit path of two-input ops treats a call under a
+new generation as a miss, and a miss that sees a new generation clears the cache before storing.
 
 In front of each dict sits a ``memo`` (``kabi._core.DecisionMemo``): the C hit path's table keyed by raw tensor
 metadata, filled only from dict hits. It is cleared right after its dict, so it never outlives a decision.
@@ -43,7 +43,7 @@ class DecisionCache:
         self.op = op
         self.entries: dict[Any, Callable[..., Any]] = {}
         self.memo = _core.DecisionMemo()
-        self.generation = _core.registry_generation()
+        self._set_generation(_core.registry_generation())
         with _lock:
             _caches.add(self)
 
@@ -53,7 +53,7 @@ class DecisionCache:
         if generation != self.generation:
             with _lock:
                 self._forget()
-                self.generation = generation
+                self._set_generation(generation)
         return generation
 
     def store(self, key: Any, implementation: Callable[..., Any], generation: int) -> None:
@@ -65,13 +65,19 @@ class DecisionCache:
     def clear(self) -> None:
         with _lock:
             self._forget()
-            self.generation = _core.registry_generation()
+            self._set_generation(_core.registry_generation())
 
     def _forget(self) -> None:
         # The dict first: a hit path running in between may still copy a dict entry into the memo, and the memo's
         # clear after it removes that copy too.
         self.entries.clear()
         self.memo.clear()
+
+    def _set_generation(self, generation: int) -> None:
+        # The C hit path compares the memo's copy with the registry's on every call: a hit made under an older
+        # generation becomes a miss, which drops the old decisions (begin_miss).
+        self.generation = generation
+        self.memo.generation = generation
 
 
 def invalidate_all() -> None:
@@ -80,4 +86,4 @@ def invalidate_all() -> None:
         generation = _core.registry_generation()
         for cache in list(_caches):
             cache._forget()
-            cache.generation = generation
+            cache._set_generation(generation)

@@ -194,3 +194,20 @@ def test_invalidate_all_clears_every_memo(memo):
     assert len(memo) == 1
     invalidate_all()
     assert len(memo) == 0
+
+
+def test_a_kernel_registered_behind_pythons_back_reaches_remembered_problems(memo, monkeypatch):
+    """A registration that skips Python's invalidation (as a C++ caller's into the same libkabi does) still bumps
+    the core's registry generation, and the hit path turns the next call into a miss that selects again."""
+    a, b = torch.randn(4, 6), torch.randn(6, 5)
+    remember(a, b)
+    recorder = Recorder()
+    monkeypatch.setattr(kabi._kernels, "invalidate_all", lambda: None)
+    kabi.register_kernel("matmul", recorder, name="test.memo.behind", device="cpu", priority=1000)
+    try:
+        assert matches(kabi.ops.matmul(a, b), a, b)
+        assert len(recorder.calls) == 1
+    finally:
+        kabi.unregister_kernel("matmul", "test.memo.behind")
+    assert matches(kabi.ops.matmul(a, b), a, b)
+    assert len(recorder.calls) == 1
