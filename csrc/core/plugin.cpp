@@ -263,6 +263,7 @@ kabi_plugin_record plugin_record(int32_t index) {
   record.state = load.state;
   record.message = load.message.c_str();
   record.num_kernels = load.num_kernels;
+  record.kind = load.binaries ? KABI_PLUGIN_KIND_BINARIES : KABI_PLUGIN_KIND_LIBRARY;
   return record;
 }
 

@@ -103,6 +103,14 @@ Op* Registry::op_at(int32_t index) const {
   return ops_[static_cast<size_t>(index)].get();
 }
 
+void Registry::insert_kernel_locked(const KernelPtr& kernel) {
+  kernel->serial = next_serial_++;
+  kernel->op->kernels.push_back(kernel);
+  kernel->op->kernels_by_device[kernel->device_type].push_back(kernel);
+  kernels_.push_back(kernel);
+  live_[kernel.get()] = kernel;
+}
+
 void Registry::check_kernel_name_free_locked(const Kernel& kernel) const {
   for (const KernelPtr& existing : kernel.op->kernels) {
     if (existing->name == kernel.name) {
@@ -130,11 +138,7 @@ Kernel* Registry::register_kernel(KernelPtr kernel) {
     }
     std::unique_lock lock(mutex_);
     check_kernel_name_free_locked(*kernel);
-    kernel->serial = next_serial_++;
-    kernel->op->kernels.push_back(kernel);
-    kernel->op->kernels_by_device[kernel->device_type].push_back(kernel);
-    kernels_.push_back(kernel);
-    live_[kernel.get()] = kernel;
+    insert_kernel_locked(kernel);
     bump_generation();
     return kernel.get();
   } catch (...) {
@@ -240,11 +244,7 @@ void Registry::commit(Staging& staging, const std::string& plugin_name) {
   staging.ops.clear();
   for (const KernelPtr& kernel : staging.kernels) {
     kernel->plugin = plugin_name;
-    kernel->serial = next_serial_++;
-    kernel->op->kernels.push_back(kernel);
-    kernel->op->kernels_by_device[kernel->device_type].push_back(kernel);
-    kernels_.push_back(kernel);
-    live_[kernel.get()] = kernel;
+    insert_kernel_locked(kernel);
   }
   bump_generation();
 }

@@ -121,6 +121,8 @@ class Registry {
   Op* find_op_locked(const std::string& name) const;
   Op* find_op_including_staged(const std::string& name) const;
   void check_kernel_name_free_locked(const Kernel& kernel) const;
+  // Adds a checked kernel to every index of the table (serial, op lists, live set); the caller holds the lock.
+  void insert_kernel_locked(const KernelPtr& kernel);
 
   mutable std::shared_mutex mutex_;
   std::vector<std::unique_ptr<Op>> ops_;

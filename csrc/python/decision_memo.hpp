@@ -81,9 +81,4 @@ class DecisionMemo {
   uint64_t generation_ = 0;
 };
 
-// The exchange API of a tensor type, or nullptr when the type does not offer a usable one.
-const DLPackExchangeAPI* exchange_api_of(PyTypeObject* type);
-// The same, remembered per type (types live as long as the process); call with the GIL held.
-const DLPackExchangeAPI* cached_exchange_api_of(PyTypeObject* type);
-
 }  // namespace kabi::python

@@ -13,6 +13,7 @@
 
 #include "bindings.hpp"
 #include "decision_memo.hpp"
+#include "dlpack_exchange.hpp"
 
 namespace py = pybind11;
 

@@ -60,6 +60,7 @@ py::list plugin_records() {
     entry["loaded"] = record.state == KABI_PLUGIN_LOADED;
     entry["message"] = record.message != nullptr ? record.message : "";
     entry["num_kernels"] = record.num_kernels;
+    entry["kind"] = record.kind == KABI_PLUGIN_KIND_BINARIES ? "binaries" : "library";
     records.append(entry);
   }
   return records;

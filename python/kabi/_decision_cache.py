@@ -35,48 +35,44 @@ _caches: weakref.WeakSet[DecisionCache] = weakref.WeakSet()
 
 
 class DecisionCache:
-    """Decisions of one op: ``entries`` maps a dispatch key to an implementation. Reads need no lock."""
+    """Decisions of one op: ``entries`` maps a dispatch key to an implementation. Reads need no lock.
 
-    __slots__ = ("op", "entries", "memo", "generation", "__weakref__")
+    The generation the decisions were made under is kept in the memo (``memo.generation``), where the C hit path
+    compares it with the registry's on every call."""
+
+    __slots__ = ("op", "entries", "memo", "__weakref__")
 
     def __init__(self, op: str) -> None:
         self.op = op
         self.entries: dict[Any, Callable[..., Any]] = {}
         self.memo = _core.DecisionMemo()
-        self._set_generation(_core.registry_generation())
+        self.memo.generation = _core.registry_generation()
         with _lock:
             _caches.add(self)
 
     def begin_miss(self) -> int:
         """Call before selecting on a miss: drops stale entries and returns the generation to store against."""
         generation = _core.registry_generation()
-        if generation != self.generation:
+        if generation != self.memo.generation:
             with _lock:
-                self._forget()
-                self._set_generation(generation)
+                self._reset(generation)
         return generation
 
     def store(self, key: Any, implementation: Callable[..., Any], generation: int) -> None:
         """Remember a decision made at ``generation``, unless the kernel table has changed since."""
         with _lock:
-            if _core.registry_generation() == generation == self.generation:
+            if _core.registry_generation() == generation == self.memo.generation:
                 self.entries[key] = implementation
 
     def clear(self) -> None:
         with _lock:
-            self._forget()
-            self._set_generation(_core.registry_generation())
+            self._reset(_core.registry_generation())
 
-    def _forget(self) -> None:
+    def _reset(self, generation: int) -> None:
         # The dict first: a hit path running in between may still copy a dict entry into the memo, and the memo's
         # clear after it removes that copy too.
         self.entries.clear()
         self.memo.clear()
-
-    def _set_generation(self, generation: int) -> None:
-        # The C hit path compares the memo's copy with the registry's on every call: a hit made under an older
-        # generation becomes a miss, which drops the old decisions (begin_miss).
-        self.generation = generation
         self.memo.generation = generation
 
 
@@ -85,5 +81,4 @@ def invalidate_all() -> None:
     with _lock:
         generation = _core.registry_generation()
         for cache in list(_caches):
-            cache._forget()
-            cache._set_generation(generation)
+            cache._reset(generation)

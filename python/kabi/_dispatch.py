@@ -49,7 +49,7 @@ _fronts: dict[str, OpFront] = {}
 _discovery_pending = True
 _cuda_backends_pending = True
 # torch >= 2.10 offers DLPack's C exchange API: the C hit path reads tensor metadata and current streams through it.
-_has_exchange_api = hasattr(torch.Tensor, "__dlpack_c_exchange_api__")
+_has_exchange_api = _core.dlpack_exchange_available(torch.Tensor)
 
 
 def _discover_plugins_once() -> None:

@@ -70,8 +70,6 @@ class _Discovery:
         self.python_records: list[PluginRecord] = []
         # realpath of a library -> the entry point that named it
         self.library_entry_points: dict[str, str] = {}
-        # realpaths of the KABI_BINARY_PATH directories, as discovery read them
-        self.binary_directories: set[str] = set()
 
 
 _state = _Discovery()
@@ -107,7 +105,7 @@ def plugin_records() -> list[PluginRecord]:
         records.append(
             PluginRecord(
                 name=raw["name"],
-                kind="binaries" if path in _state.binary_directories else "library",
+                kind=raw["kind"],
                 loaded=raw["loaded"],
                 message=raw["message"],
                 version=raw["version"],
@@ -123,10 +121,8 @@ def plugin_records() -> list[PluginRecord]:
 def _load_environment_path() -> None:
     from kabi import _core
 
-    binary_path = os.environ.get("KABI_BINARY_PATH", "")
-    if not os.environ.get("KABI_PLUGIN_PATH") and not binary_path:
+    if not os.environ.get("KABI_PLUGIN_PATH") and not os.environ.get("KABI_BINARY_PATH"):
         return
-    _state.binary_directories = {os.path.realpath(entry) for entry in binary_path.split(":") if entry}
     try:
         # libkabi records each refusal itself; this only fails for a broken environment value.
         _core.plugin_load_from_environment()

@@ -10,6 +10,10 @@
 #include "test_check.h"
 #include "test_kernels.h"
 
+/* The header's version as text, for the refusal messages that quote it. */
+#define KABI_TEST_STRING_OF(token) #token
+#define KABI_TEST_STRING(macro) KABI_TEST_STRING_OF(macro)
+
 /* The record of the load of path (which ends with `file`), or a zeroed record if there is none. */
 static kabi_plugin_record record_of(const char* file) {
   kabi_plugin_record record;
@@ -90,7 +94,8 @@ int main(int argc, char** argv) {
   CHECK(kabi_plugin_count() == count);
 
   CHECK_STATUS(kabi_plugin_load(next_major), KABI_STATUS_ABI_MISMATCH,
-               "was built for kabi ABI 2.0; this kabi is 1.0 (major versions must match)");
+               "was built for kabi ABI 2.0; this kabi is " KABI_TEST_STRING(KABI_ABI_VERSION_MAJOR) "." KABI_TEST_STRING(
+                   KABI_ABI_VERSION_MINOR) " (major versions must match)");
   CHECK(strstr(kabi_last_error(), base_name(next_major)) != NULL);
   CHECK(!op_exists("abi_test_next_major_double"));
   record = record_of(base_name(next_major));

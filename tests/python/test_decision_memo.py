@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import kabi
+from kabi import _core
 from kabi._decision_cache import invalidate_all
 from kabi._dispatch import front_of
 from _front_isolation import untuned  # noqa: F401  (fixture)
@@ -15,7 +16,7 @@ from _front_isolation import untuned  # noqa: F401  (fixture)
 pytestmark = pytest.mark.usefixtures("untuned")
 
 has_exchange_api = pytest.mark.skipif(
-    not hasattr(torch.Tensor, "__dlpack_c_exchange_api__"),
+    not _core.dlpack_exchange_available(torch.Tensor),
     reason="this torch has no DLPack C exchange API: the memo is never used, only the tuple-keyed cache",
 )
 

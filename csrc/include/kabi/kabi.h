@@ -25,7 +25,7 @@
 #include <dlpack/dlpack.h>
 
 #define KABI_ABI_VERSION_MAJOR 1
-#define KABI_ABI_VERSION_MINOR 0
+#define KABI_ABI_VERSION_MINOR 1
 /** The version this header describes, as (MAJOR << 16) | MINOR. */
 #define KABI_ABI_VERSION ((uint32_t)((KABI_ABI_VERSION_MAJOR << 16) | KABI_ABI_VERSION_MINOR))
 /** The MAJOR part of a packed version. */
@@ -644,6 +644,14 @@ typedef enum kabi_plugin_state {
   KABI_PLUGIN_REFUSED = 2
 } kabi_plugin_state;
 
+/** What a load record describes. */
+typedef enum kabi_plugin_kind {
+  /** A plugin shared library (kabi_plugin_load, KABI_PLUGIN_PATH, the built-in plugins). */
+  KABI_PLUGIN_KIND_LIBRARY = 1,
+  /** A directory of device binaries named in KABI_BINARY_PATH (path is the directory). */
+  KABI_PLUGIN_KIND_BINARIES = 2
+} kabi_plugin_kind;
+
 /** One plugin load, successful or not. Output struct; strings live until libkabi unloads. */
 typedef struct kabi_plugin_record {
   size_t struct_size;
@@ -657,6 +665,8 @@ typedef struct kabi_plugin_record {
   const char* message;
   /** Kernels it registered. */
   int32_t num_kernels;
+  /** ABI 1.1: a library or a KABI_BINARY_PATH directory. */
+  kabi_plugin_kind kind;
 } kabi_plugin_record;
 
 /** Load a plugin shared library: dlopen, check kabi_plugin_abi_version, run kabi_plugin_init. A refusal returns
@@ -666,7 +676,7 @@ KABI_EXPORT kabi_status kabi_plugin_load(const char* path);
 
 /** Load every plugin named in KABI_PLUGIN_PATH (entries separated by ':'; a directory loads each shared library
  *  in it), then every directory of device binaries named in KABI_BINARY_PATH (':'-separated; each as
- *  kabi_binaries_load). Each binaries directory is recorded like a plugin: path is the directory, num_kernels the
+ *  kabi_binaries_load). Each binaries directory is recorded like a plugin (kind KABI_PLUGIN_KIND_BINARIES): path is the directory, num_kernels the
  *  kernels it registered, or state REFUSED with the message of its first bad manifest; later directories still
  *  load. Entries already recorded are not loaded again. Returns OK even if some were refused (see kabi_plugin_at). */
 KABI_EXPORT kabi_status kabi_plugin_load_from_environment(void);

@@ -410,6 +410,8 @@ struct PluginRecord {
   /** Why it was refused; "" when loaded. */
   std::string message;
   int32_t num_kernels = 0;
+  /** A KABI_BINARY_PATH directory of device binaries rather than a plugin library. */
+  bool binaries = false;
 };
 
 /** Load a plugin library; throws kabi::Error naming the plugin and the reason when it is refused. */
@@ -431,7 +433,8 @@ inline std::vector<PluginRecord> plugins() {
     check(kabi_plugin_at(index, &record));
     result.push_back(PluginRecord{record.path != nullptr ? record.path : "", record.name != nullptr ? record.name : "", record.version != nullptr ? record.version : "",
                                   record.abi_version, record.state == KABI_PLUGIN_LOADED,
-                                  record.message != nullptr ? record.message : "", record.num_kernels});
+                                  record.message != nullptr ? record.message : "", record.num_kernels,
+                                  record.kind == KABI_PLUGIN_KIND_BINARIES});
   }
   return result;
 }

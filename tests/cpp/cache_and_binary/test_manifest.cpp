@@ -307,12 +307,14 @@ void test_environment_directories_load_with_the_plugins() {
   KABI_CHECK_EQ(static_cast<int>(loaded.state), static_cast<int>(KABI_PLUGIN_LOADED));
   KABI_CHECK_EQ(loaded.num_kernels, 1);
   KABI_CHECK_EQ(std::string(loaded.message), std::string(""));
+  KABI_CHECK_EQ(static_cast<int>(loaded.kind), static_cast<int>(KABI_PLUGIN_KIND_BINARIES));
 
   const kabi_plugin_record refused = record_of(corrupt.directory);
   KABI_CHECK(refused.path != nullptr);
   KABI_CHECK_EQ(static_cast<int>(refused.state), static_cast<int>(KABI_PLUGIN_REFUSED));
   KABI_CHECK_EQ(refused.num_kernels, 0);
   KABI_CHECK(std::string(refused.message).find("missing required key entry") != std::string::npos);
+  KABI_CHECK_EQ(static_cast<int>(refused.kind), static_cast<int>(KABI_PLUGIN_KIND_BINARIES));
 
   const kabi_plugin_record absent = record_of(missing);
   KABI_CHECK(absent.path != nullptr);
