@@ -132,13 +132,38 @@ KABI_EXPORT kabi_status kabi_tuning_store(kabi_op handle, const kabi_args* args,
         if (std::isnan(record.time_us) || record.time_us < 0) {
           throw Error(KABI_STATUS_INVALID_ARGUMENT, what + ": time_us must be >= 0 or INFINITY");
         }
-        entries.push_back(
-            TuningEntry{kernel->name, kernel->fingerprint, record.time_us, record.note != nullptr ? record.note : ""});
+        TuningEntry entry{kernel->name, kernel->fingerprint, record.time_us, record.note != nullptr ? record.note : ""};
+        // Fields past struct_size read as zero: an ABI 1.1 caller stores persistent, untimed-spread records.
+        entry.flags = record.flags;
+        entry.spread = record.spread;
+        entry.recorded_at = record.recorded_at;
+        entries.push_back(std::move(entry));
       }
     }
     TuningCache::instance().store(device_signature(problem.device_type, problem.device_index), op.name, problem.key,
                                   entries);
     Registry::instance().bump_generation();
+  });
+}
+
+KABI_EXPORT kabi_status kabi_cache_list(const char* op, kabi_cache_visit_fn visit, void* user_data) {
+  return c_boundary([&] {
+    if (visit == nullptr) throw Error(KABI_STATUS_INVALID_ARGUMENT, "kabi_cache_list: visit is NULL");
+    for (const TuningListing& item : TuningCache::instance().list(op != nullptr ? op : "")) {
+      kabi_cache_entry entry{};
+      entry.struct_size = sizeof(entry);
+      entry.device_signature = item.device_signature.c_str();
+      entry.op = item.op.c_str();
+      entry.problem_key = item.problem_key.c_str();
+      entry.kernel_name = item.entry.kernel_name.c_str();
+      entry.fingerprint = item.entry.fingerprint.c_str();
+      entry.time_us = item.entry.time_us;
+      entry.note = item.entry.note.c_str();
+      entry.flags = item.entry.flags;
+      entry.spread = item.entry.spread;
+      entry.recorded_at = item.entry.recorded_at;
+      if (visit(user_data, &entry) != 0) break;
+    }
   });
 }
 

@@ -1,14 +1,17 @@
 // The persistent tuning cache.
 //
-// On disk: one append-only text file, DIR/tuning-v1.log, one record per line:
-//   v1 \t <device signature> \t <op> \t <problem key> \t <kernel name> \t <fingerprint> \t <time_us> \t <note> \t
-//   <crc32>
-// Fields escape backslash, tab, newline and carriage return as \\ \t \n \r; time_us is the shortest decimal that
-// round-trips ("inf" for a failed candidate); crc32 is 8 lower-case hex digits of the CRC-32 (zlib's polynomial)
-// of every byte before the tab that precedes it. Records for the same (device, op, problem, kernel) supersede
-// earlier ones: the last line wins.
+// On disk: one append-only text file, DIR/tuning-v2.log, one record per line:
+//   v2 \t <device signature> \t <op> \t <problem key> \t <kernel name> \t <fingerprint> \t <time_us> \t <note> \t
+//   <flags> \t <spread> \t <recorded_at> \t <crc32>
+// Fields escape backslash, tab, newline and carriage return as \\ \t \n \r; time_us and spread are the shortest
+// decimals that round-trip ("inf" for a failed candidate); flags are kabi_tuning_flag bits in decimal; recorded_at
+// is seconds since the Unix epoch; crc32 is 8 lower-case hex digits of the CRC-32 (zlib's polynomial) of every byte
+// before the tab that precedes it. Records for the same (device, op, problem, kernel) supersede earlier ones: the
+// last line wins. Lines of the older v1 format (no flags, spread or time) are still read, from an export or from
+// DIR/tuning-v1.log, which is read before the v2 log and never written, so a kabi of the v1 format sharing the
+// directory keeps its cache.
 //
-// Concurrency: a writer takes flock(LOCK_EX) on the sibling file DIR/tuning-v1.lock, opens the log with O_APPEND
+// Concurrency: a writer takes flock(LOCK_EX) on the sibling file DIR/tuning-v2.lock, opens the log with O_APPEND
 // and writes all of its lines with one write() (looping only on a short write, still under the lock), then
 // fdatasync()s. Readers take LOCK_SH. flock locks open file descriptions, so threads of one process exclude each
 // other too; an in-process mutex additionally guards the memory index.
@@ -17,6 +20,9 @@
 // are skipped and counted at load, reported once on stderr, and the file is compacted: the valid records are
 // written to a temporary file, fsync()ed and renamed over the log, all under LOCK_EX. A writer that finds the log
 // not ending in a newline starts its write with one, so a torn line never swallows the next record.
+//
+// Memory-only records (KABI_TUNING_RECORD_MEMORY_ONLY) live in the index of this process alone; a reload keeps
+// them, and the file never sees them.
 #include "tuning_cache.hpp"
 
 #include <fcntl.h>
@@ -32,6 +38,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <mutex>
 #include <string_view>
@@ -44,10 +51,15 @@
 namespace kabi::core {
 namespace {
 
-constexpr char kLogName[] = "tuning-v1.log";
-constexpr char kLockName[] = "tuning-v1.lock";
-constexpr char kRecordVersion[] = "v1";
-constexpr size_t kFieldCount = 9;
+constexpr char kLogName[] = "tuning-v2.log";
+constexpr char kLockName[] = "tuning-v2.lock";
+constexpr char kLegacyLogName[] = "tuning-v1.log";
+constexpr char kLegacyLockName[] = "tuning-v1.lock";
+constexpr char kRecordVersion[] = "v2";
+constexpr char kLegacyRecordVersion[] = "v1";
+// Fields of a line, its checksum included.
+constexpr size_t kFieldCount = 12;
+constexpr size_t kLegacyFieldCount = 9;
 
 struct Record {
   std::string device_signature;
@@ -104,6 +116,12 @@ bool unescape(std::string_view field, std::string& out) {
   return true;
 }
 
+void append_number(std::string& line, double value) {
+  char number[64];
+  const auto result = std::to_chars(number, number + sizeof(number), value);
+  line.append(number, result.ptr);
+}
+
 std::string format_record(const Record& record) {
   std::string line = kRecordVersion;
   for (const std::string* field : {&record.device_signature, &record.op, &record.problem_key, &record.entry.kernel_name,
@@ -111,18 +129,29 @@ std::string format_record(const Record& record) {
     line += '\t';
     append_escaped(line, *field);
   }
-  char number[64];
-  const auto result = std::to_chars(number, number + sizeof(number), record.entry.time_us);
   line += '\t';
-  line.append(number, result.ptr);
+  append_number(line, record.entry.time_us);
   line += '\t';
   append_escaped(line, record.entry.note);
+  line += '\t';
+  line += std::to_string(record.entry.flags);
+  line += '\t';
+  append_number(line, record.entry.spread);
+  line += '\t';
+  line += std::to_string(record.entry.recorded_at);
   char checksum[16];
   std::snprintf(checksum, sizeof(checksum), "\t%08x\n", crc32(line));
   return line + checksum;
 }
 
-// Parses one line (without its newline) into record; returns nullptr, or why the line is not a valid record.
+template <typename Number>
+bool parse_whole(std::string_view text, Number& value) {
+  const auto parsed = std::from_chars(text.data(), text.data() + text.size(), value);
+  return parsed.ec == std::errc() && parsed.ptr == text.data() + text.size();
+}
+
+// Parses one line (without its newline), v2 or v1, into record; returns nullptr, or why the line is not a valid
+// record.
 const char* parse_record(std::string_view line, Record& record) {
   constexpr auto npos = std::string_view::npos;
   const size_t checksum_tab = line.rfind('\t');
@@ -139,7 +168,9 @@ const char* parse_record(std::string_view line, Record& record) {
     if (tab == npos) break;
     start = tab + 1;
   }
-  if (fields.size() != kFieldCount - 1 || fields[0] != kRecordVersion) return "not v1 with 9 tab-separated fields";
+  const bool current = fields.size() == kFieldCount - 1 && fields[0] == kRecordVersion;
+  const bool legacy = fields.size() == kLegacyFieldCount - 1 && fields[0] == kLegacyRecordVersion;
+  if (!current && !legacy) return "neither v2 with 12 nor v1 with 9 tab-separated fields";
   std::string* const text_fields[] = {&record.device_signature,  &record.op,
                                       &record.problem_key,       &record.entry.kernel_name,
                                       &record.entry.fingerprint, &record.entry.note};
@@ -147,11 +178,18 @@ const char* parse_record(std::string_view line, Record& record) {
   for (size_t i = 0; i < 6; ++i) {
     if (!unescape(fields[text_positions[i]], *text_fields[i])) return "bad escape sequence";
   }
-  const std::string_view time = fields[6];
-  const auto parsed_time = std::from_chars(time.data(), time.data() + time.size(), record.entry.time_us);
-  if (parsed_time.ec != std::errc() || parsed_time.ptr != time.data() + time.size() ||
-      std::isnan(record.entry.time_us) || record.entry.time_us < 0) {
+  if (!parse_whole(fields[6], record.entry.time_us) || std::isnan(record.entry.time_us) || record.entry.time_us < 0) {
     return "time_us is not a non-negative number";
+  }
+  if (current) {
+    if (!parse_whole(fields[8], record.entry.flags)) return "flags is not an unsigned integer";
+    if (!parse_whole(fields[9], record.entry.spread) || !std::isfinite(record.entry.spread) ||
+        record.entry.spread < 0) {
+      return "spread is not a non-negative number";
+    }
+    if (!parse_whole(fields[10], record.entry.recorded_at)) return "recorded_at is not an integer";
+    // A memory-only record never reaches a file; one that claims to is not ours.
+    if (record.entry.memory_only()) return "a memory-only record in a file";
   }
   if (record.device_signature.empty() || record.op.empty() || record.problem_key.empty() ||
       record.entry.kernel_name.empty()) {
@@ -209,7 +247,14 @@ std::string index_key(const std::string& device_signature, const std::string& op
   return key;
 }
 
+int64_t now_seconds() {
+  return static_cast<int64_t>(std::time(nullptr));
+}
+
 }  // namespace
+
+bool TuningEntry::gate_only() const { return (flags & KABI_TUNING_RECORD_GATE_ONLY) != 0; }
+bool TuningEntry::memory_only() const { return (flags & KABI_TUNING_RECORD_MEMORY_ONLY) != 0; }
 
 struct TuningCache::State {
   std::mutex mutex;
@@ -222,6 +267,8 @@ struct TuningCache::State {
 
   std::string log_path() const { return directory + "/" + kLogName; }
   std::string lock_path() const { return directory + "/" + kLockName; }
+  std::string legacy_log_path() const { return directory + "/" + kLegacyLogName; }
+  std::string legacy_lock_path() const { return directory + "/" + kLegacyLockName; }
 
   void require_directory() const {
     if (directory.empty()) {
@@ -252,33 +299,55 @@ struct TuningCache::State {
     ++record_count;
   }
 
+  std::vector<Record> memory_only_records() const {
+    std::vector<Record> kept;
+    for (const auto& item : index) {
+      for (const Record& record : item.second) {
+        if (record.entry.memory_only()) kept.push_back(record);
+      }
+    }
+    return kept;
+  }
+
   void load() {
+    std::vector<Record> memory_only = memory_only_records();
     directory = directory_override.empty() ? default_directory() : directory_override;
     index.clear();
     record_count = 0;
     corrupt_record_count = 0;
     loaded = true;
-    if (directory.empty() || !std::filesystem::is_directory(directory)) return;
-    int64_t lines = 0;
-    {
-      FileLock lock(lock_path(), LOCK_SH);
-      lines = index_log();
+    if (!directory.empty() && std::filesystem::is_directory(directory)) {
+      int64_t lines = 0;
+      {
+        FileLock lock(lock_path(), LOCK_SH);
+        lines = index_log();
+      }
+      if (needs_compaction(lines)) {
+        FileLock lock(lock_path(), LOCK_EX);
+        lines = index_log();  // another process may have compacted it meanwhile
+        if (needs_compaction(lines)) compact();
+      }
     }
-    if (needs_compaction(lines)) {
-      FileLock lock(lock_path(), LOCK_EX);
-      lines = index_log();  // another process may have compacted it meanwhile
-      if (needs_compaction(lines)) compact();
-    }
+    for (Record& record : memory_only) insert(std::move(record));
   }
 
-  // Reads the log into the index; returns how many valid lines it had.
+  // Reads the legacy v1 log, then the log, into the index; returns how many valid lines the log had.
   int64_t index_log() {
-    ParsedLog parsed = parse_log(read_file(log_path()));
     index.clear();
     record_count = 0;
+    if (std::filesystem::exists(legacy_log_path())) {
+      ParsedLog legacy;
+      {
+        FileLock lock(legacy_lock_path(), LOCK_SH);
+        legacy = parse_log(read_file(legacy_log_path()));
+      }
+      for (Record& record : legacy.records) insert(std::move(record));
+    }
+    const int64_t legacy_records = record_count;
+    ParsedLog parsed = parse_log(read_file(log_path()));
     corrupt_record_count = parsed.corrupt;
     for (Record& record : parsed.records) insert(std::move(record));
-    return static_cast<int64_t>(parsed.records.size());
+    return static_cast<int64_t>(parsed.records.size()) + legacy_records;
   }
 
   // Corrupt lines are always rewritten away; superseded records once they outnumber the live ones (and 1024), so
@@ -296,7 +365,9 @@ struct TuningCache::State {
     }
     std::string text;
     for (const auto& item : index) {
-      for (const Record& record : item.second) text += format_record(record);
+      for (const Record& record : item.second) {
+        if (!record.entry.memory_only()) text += format_record(record);
+      }
     }
     try {
       write_file_atomically(log_path(), text);
@@ -318,11 +389,12 @@ struct TuningCache::State {
 
   // Appends the lines of records to the log with one write() under LOCK_EX, then updates the index.
   void append(std::vector<Record> records) {
-    if (records.empty()) return;
-    create_directory();
     std::string text;
-    for (const Record& record : records) text += format_record(record);
-    {
+    for (const Record& record : records) {
+      if (!record.entry.memory_only()) text += format_record(record);
+    }
+    if (!text.empty()) {
+      create_directory();
       FileLock lock(lock_path(), LOCK_EX);
       const std::string path = log_path();
       const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
@@ -390,11 +462,38 @@ void TuningCache::store(const std::string& device_signature, const std::string& 
     require(!std::isnan(entry.time_us) && entry.time_us >= 0, "entry for " + entry.kernel_name + " has time_us " +
                                                                   std::to_string(entry.time_us) +
                                                                   "; expected a non-negative number or infinity");
-    records.push_back(Record{device_signature, op, problem_key, entry});
+    require(std::isfinite(entry.spread) && entry.spread >= 0,
+            "entry for " + entry.kernel_name + " has spread " + std::to_string(entry.spread) +
+                "; expected a non-negative finite number");
+    require((entry.flags & ~static_cast<uint32_t>(KABI_TUNING_RECORD_GATE_ONLY | KABI_TUNING_RECORD_MEMORY_ONLY)) == 0,
+            "entry for " + entry.kernel_name + " has unknown flags " + std::to_string(entry.flags));
+    require(!(entry.gate_only() && std::isinf(entry.time_us)),
+            "entry for " + entry.kernel_name + " is a gate-only verdict (passed) with time_us infinity (failed)");
+    Record record{device_signature, op, problem_key, entry};
+    if (record.entry.recorded_at == 0) record.entry.recorded_at = now_seconds();
+    records.push_back(std::move(record));
   }
   std::lock_guard<std::mutex> guard(state_->mutex);
   state_->ensure_loaded();
   state_->append(std::move(records));
+}
+
+std::vector<TuningListing> TuningCache::list(const std::string& op) {
+  std::lock_guard<std::mutex> guard(state_->mutex);
+  state_->load();  // include what other processes recorded since this one loaded
+  std::vector<TuningListing> listing;
+  for (const auto& item : state_->index) {
+    for (const Record& record : item.second) {
+      if (op.empty() || record.op == op) {
+        listing.push_back(TuningListing{record.device_signature, record.op, record.problem_key, record.entry});
+      }
+    }
+  }
+  std::sort(listing.begin(), listing.end(), [](const TuningListing& left, const TuningListing& right) {
+    return std::tie(left.device_signature, left.op, left.problem_key, left.entry.kernel_name) <
+           std::tie(right.device_signature, right.op, right.problem_key, right.entry.kernel_name);
+  });
+  return listing;
 }
 
 std::string TuningCache::directory() {
@@ -425,9 +524,12 @@ void TuningCache::clear() {
   std::lock_guard<std::mutex> guard(state_->mutex);
   state_->ensure_loaded();
   if (!state_->directory.empty() && std::filesystem::is_directory(state_->directory)) {
-    FileLock lock(state_->lock_path(), LOCK_EX);
-    const std::string path = state_->log_path();
-    if (::truncate(path.c_str(), 0) != 0 && errno != ENOENT) throw io_error("truncate", path, errno);
+    for (const auto& [log, lock_file] : {std::pair{state_->log_path(), state_->lock_path()},
+                                         std::pair{state_->legacy_log_path(), state_->legacy_lock_path()}}) {
+      if (!std::filesystem::exists(log)) continue;
+      FileLock lock(lock_file, LOCK_EX);
+      if (::truncate(log.c_str(), 0) != 0 && errno != ENOENT) throw io_error("truncate", log, errno);
+    }
   }
   state_->index.clear();
   state_->record_count = 0;
@@ -440,7 +542,9 @@ void TuningCache::export_to(const std::string& path) {
   state_->load();  // include what other processes recorded since this one loaded
   std::vector<const Record*> records;
   for (const auto& item : state_->index) {
-    for (const Record& record : item.second) records.push_back(&record);
+    for (const Record& record : item.second) {
+      if (!record.entry.memory_only()) records.push_back(&record);
+    }
   }
   std::sort(records.begin(), records.end(), [](const Record* left, const Record* right) {
     return std::tie(left->device_signature, left->op, left->problem_key, left->entry.kernel_name) <

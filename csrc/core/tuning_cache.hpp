@@ -15,6 +15,20 @@ struct TuningEntry {
   std::string fingerprint;
   double time_us = 0.0;  // +infinity: failed the correctness gate, raised, or failed to launch
   std::string note;      // why it failed; empty otherwise
+  uint32_t flags = 0;    // kabi_tuning_flag bits
+  double spread = 0.0;   // (slowest - fastest) / median over the measurement's rounds; 0 when unknown
+  int64_t recorded_at = 0;  // seconds since the Unix epoch; 0 when unknown (records older than the v2 format)
+
+  bool gate_only() const;
+  bool memory_only() const;
+};
+
+// One live record with its key, as list() returns it.
+struct TuningListing {
+  std::string device_signature;
+  std::string op;
+  std::string problem_key;
+  TuningEntry entry;
 };
 
 class TuningCache {
@@ -26,9 +40,14 @@ class TuningCache {
   std::vector<TuningEntry> lookup(const std::string& device_signature, const std::string& op,
                                   const std::string& problem_key);
 
-  // Record measurements for a problem, in memory and appended to the cache file (durable, many-writer safe).
+  // Record measurements for a problem, in memory and appended to the cache file (durable, many-writer safe);
+  // memory-only entries stay in this process. An entry with recorded_at 0 is stamped with the current time.
   void store(const std::string& device_signature, const std::string& op, const std::string& problem_key,
              const std::vector<TuningEntry>& entries);
+
+  // Every live record (re-read from disk first, plus this process's memory-only ones), sorted by key and kernel;
+  // only op's when op is not empty.
+  std::vector<TuningListing> list(const std::string& op);
 
   // KABI_CACHE_DIR, else $XDG_CACHE_HOME/kabi, else $HOME/.cache/kabi; or what set_directory() set.
   std::string directory();
@@ -40,7 +59,8 @@ class TuningCache {
   int64_t record_count();
   int64_t corrupt_record_count();  // skipped at the last load
 
-  // The record file inside directory() ("tuning-v1.log").
+  // The record file inside directory() ("tuning-v2.log"; records of the older "tuning-v1.log" beside it are read
+  // too, and carried into v2 at the next compaction).
   std::string file_path();
 
   // A cache over its own directory, independent of instance() (tests; tools that inspect another cache).

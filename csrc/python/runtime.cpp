@@ -66,21 +66,46 @@ py::list plugin_records() {
   return records;
 }
 
+using TuningMeasurement = std::tuple<std::string, double, std::string, uint32_t, double>;
+
 void tuning_store(const std::string& op_name, const py::sequence& inputs, const py::sequence& outputs,
-                  const std::vector<std::tuple<std::string, double, std::string>>& measurements) {
+                  const std::vector<TuningMeasurement>& measurements) {
   kabi_op op = find_op(op_name);
   CallTensors tensors(inputs, outputs, 0);
   std::vector<kabi_tuning_record> records;
   records.reserve(measurements.size());
-  for (const auto& [kernel_name, time_us, note] : measurements) {
+  for (const auto& [kernel_name, time_us, note, flags, spread] : measurements) {
     kabi_tuning_record record{};
     record.struct_size = sizeof(record);
     record.kernel = find_kernel(op_name, kernel_name);
     record.time_us = time_us;
     record.note = note.c_str();
+    record.flags = flags;
+    record.spread = spread;
     records.push_back(record);
   }
   check(kabi_tuning_store(op, &tensors.args(), records.data(), static_cast<int32_t>(records.size())));
+}
+
+py::list cache_list(const std::optional<std::string>& op) {
+  py::list records;
+  const auto visit = [](void* user_data, const kabi_cache_entry* entry) -> int {
+    py::dict record;
+    record["device"] = entry->device_signature;
+    record["op"] = entry->op;
+    record["problem"] = entry->problem_key;
+    record["kernel"] = entry->kernel_name;
+    record["fingerprint"] = entry->fingerprint;
+    record["time_us"] = entry->time_us;
+    record["note"] = entry->note;
+    record["flags"] = entry->flags;
+    record["spread"] = entry->spread;
+    record["recorded_at"] = entry->recorded_at;
+    static_cast<py::list*>(user_data)->append(std::move(record));
+    return 0;
+  };
+  check(kabi_cache_list(op ? op->c_str() : nullptr, visit, &records));
+  return records;
 }
 
 std::string cache_directory() {
@@ -150,7 +175,12 @@ void bind_runtime(py::module_& m) {
 
   m.def("tuning_store", &tuning_store, py::arg("op"), py::arg("inputs"), py::arg("outputs"),
         py::arg("measurements"),
-        "Record measured candidates (kernel name, time in us or inf, note) for a call's problem.");
+        "Record measured candidates (kernel name, time in us or inf, note, kabi_tuning_flag bits, relative spread) "
+        "for a call's problem.");
+  m.attr("TUNING_RECORD_GATE_ONLY") = static_cast<uint32_t>(KABI_TUNING_RECORD_GATE_ONLY);
+  m.attr("TUNING_RECORD_MEMORY_ONLY") = static_cast<uint32_t>(KABI_TUNING_RECORD_MEMORY_ONLY);
+  m.def("cache_list", &cache_list, py::arg("op") = py::none(),
+        "Every live tuning record (disk and memory-only), sorted, as dicts; only op's when given.");
   m.def("cache_directory", &cache_directory, "The tuning cache directory in use.");
   m.def(
       "cache_set_directory",

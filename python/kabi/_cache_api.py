@@ -2,9 +2,10 @@
 
 The cache lives in a directory (``KABI_CACHE_DIR``, else ``$XDG_CACHE_HOME/kabi``, else ``~/.cache/kabi``) as one
 append-only record log that libkabi reads and writes, so a C++ caller sees the decisions Python made and the other
-way round. Each record is one measured kernel on one problem: (device signature, op, problem key, kernel,
-fingerprint, time in microseconds or inf, note). A record stops counting once the kernel's fingerprint or the
-device signature (driver and runtime versions included) changes.
+way round. Each record is one kernel on one problem: (device signature, op, problem key, kernel, fingerprint, time
+in microseconds or inf, note, flags, spread, when it was recorded). A record is a measurement (a finite time), a
+failed gate (inf, with the note saying why), or a gate verdict without a time (``gate_only``). A record stops
+counting once the kernel's fingerprint or the device signature (driver and runtime versions included) changes.
 
 Example::
 
@@ -12,16 +13,14 @@ Example::
     >>> kabi.cache.directory()                          # doctest: +SKIP
     PosixPath('/home/me/.cache/kabi')
     >>> for record in kabi.cache.show(op="matmul"):     # doctest: +SKIP
-    ...     print(record.problem, record.kernel, record.time_us)
+    ...     print(record.problem, record.kernel, record.time_us, record.spread)
     >>> kabi.cache.export("tuned-h200.log")             # doctest: +SKIP
     >>> kabi.cache.import_("tuned-h200.log")            # doctest: +SKIP
 """
 
 from __future__ import annotations
 
-import math
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,13 +29,14 @@ from . import _core
 __all__ = ["CacheRecord", "CacheStats", "directory", "set_directory", "show", "export", "import_", "clear",
            "reload", "stats"]
 
-_FIELD_COUNT = 9
-_UNESCAPED = {"\\": "\\", "t": "\t", "n": "\n", "r": "\r"}
-
 
 @dataclass(frozen=True)
 class CacheRecord:
-    """One measured kernel on one problem. ``time_us`` is inf for a kernel that failed; ``note`` says why."""
+    """One kernel on one problem. ``time_us`` is inf for a kernel that failed; ``note`` says why. ``gate_only``
+    records say the kernel passed the correctness gate without being timed; ``memory_only`` ones live in this
+    process alone (e.g. a measurement too noisy to persist). ``spread`` is the relative spread of the timing
+    ((slowest - fastest) / median of its rounds; 0 when unknown), ``recorded_at`` when it was recorded (seconds since
+    the epoch; 0 when unknown)."""
 
     device: str
     op: str
@@ -45,6 +45,17 @@ class CacheRecord:
     fingerprint: str
     time_us: float
     note: str
+    gate_only: bool = False
+    memory_only: bool = False
+    spread: float = 0.0
+    recorded_at: int = 0
+
+    @classmethod
+    def from_core(cls, raw: dict) -> CacheRecord:
+        flags = raw["flags"]
+        return cls(raw["device"], raw["op"], raw["problem"], raw["kernel"], raw["fingerprint"], raw["time_us"],
+                   raw["note"], bool(flags & _core.TUNING_RECORD_GATE_ONLY),
+                   bool(flags & _core.TUNING_RECORD_MEMORY_ONLY), raw["spread"], raw["recorded_at"])
 
 
 @dataclass(frozen=True)
@@ -83,11 +94,18 @@ def clear() -> None:
     _core.cache_clear()
 
 
+def _count_records(path: str) -> int:
+    # libkabi writes, and accepts on import, only files whose every non-empty line is a valid record.
+    with open(path, encoding="utf-8") as file:
+        return sum(1 for line in file if line.strip())
+
+
 def export(path: str | os.PathLike) -> int:
-    """Write every valid record to ``path`` (the cache's own format, replacing the file); returns how many."""
+    """Write every valid persistent record to ``path`` (the cache's own format, replacing the file); returns how
+    many."""
     target = _path_argument("path", path)
     _core.cache_export(target)
-    return len(_parse_records(Path(target).read_text(encoding="utf-8")))
+    return _count_records(target)
 
 
 def import_(path: str | os.PathLike) -> int:
@@ -95,7 +113,7 @@ def import_(path: str | os.PathLike) -> int:
     such an export is refused whole, naming its first bad line."""
     source = _path_argument("path", path)
     _core.cache_import(source)
-    return len(_parse_records(Path(source).read_text(encoding="utf-8")))
+    return _count_records(source)
 
 
 def stats() -> CacheStats:
@@ -105,39 +123,8 @@ def stats() -> CacheStats:
 
 
 def show(op: str | None = None) -> list[CacheRecord]:
-    """Every valid record, sorted by device, op, problem and kernel; only ``op``'s when given."""
+    """Every live record (the latest per device, op, problem and kernel), sorted by device, op, problem and kernel;
+    only ``op``'s when given. Re-reads the file first, so records of other processes are included."""
     if op is not None and not isinstance(op, str):
         raise TypeError(f"kabi.cache.show: op must be an op name (str) or None, got {op!r}")
-    with tempfile.TemporaryDirectory(prefix="kabi-cache-show-") as scratch:
-        snapshot = os.path.join(scratch, "records.log")
-        _core.cache_export(snapshot)
-        records = _parse_records(Path(snapshot).read_text(encoding="utf-8"))
-    return [record for record in records if op is None or record.op == op]
-
-
-def _unescape(field: str) -> str:
-    if "\\" not in field:
-        return field
-    out, index = [], 0
-    while index < len(field):
-        character = field[index]
-        if character == "\\" and index + 1 < len(field):
-            out.append(_UNESCAPED.get(field[index + 1], field[index + 1]))
-            index += 2
-        else:
-            out.append(character)
-            index += 1
-    return "".join(out)
-
-
-def _parse_records(text: str) -> list[CacheRecord]:
-    # Only libkabi's export feeds this, which writes valid, checksummed records; see csrc/core/tuning_cache.cpp.
-    records = []
-    for line in text.splitlines():
-        fields = line.split("\t")
-        if len(fields) != _FIELD_COUNT:
-            continue
-        _, device, op, problem, kernel, fingerprint, time_text, note, _ = map(_unescape, fields)
-        time_us = math.inf if time_text == "inf" else float(time_text)
-        records.append(CacheRecord(device, op, problem, kernel, fingerprint, time_us, note))
-    return records
+    return [CacheRecord.from_core(raw) for raw in _core.cache_list(op)]

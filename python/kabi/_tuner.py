@@ -144,7 +144,7 @@ def _measure(front: OpFront, inputs: Sequence[torch.Tensor], selection: Selectio
 def _record(front: OpFront, inputs: Sequence[torch.Tensor], selection: Selection,
             measurements: Sequence[CandidateMeasurement], seconds: float, source: str) -> TuningReport:
     descriptors = [descriptor(tensor, name, front.name) for tensor, name in zip(inputs, front.input_names)]
-    _core.tuning_store(front.name, descriptors, [], [(item.kernel, item.time_us, item.note) for item in measurements])
+    _core.tuning_store(front.name, descriptors, [], [(item.kernel, item.time_us, item.note, 0, 0.0) for item in measurements])
     pick = fastest(measurements)
     problem = selection.problem
     return _remember(TuningReport(front.name, problem.key, problem.device, tuple(measurements),

@@ -25,7 +25,7 @@
 #include <dlpack/dlpack.h>
 
 #define KABI_ABI_VERSION_MAJOR 1
-#define KABI_ABI_VERSION_MINOR 1
+#define KABI_ABI_VERSION_MINOR 2
 /** The version this header describes, as (MAJOR << 16) | MINOR. */
 #define KABI_ABI_VERSION ((uint32_t)((KABI_ABI_VERSION_MAJOR << 16) | KABI_ABI_VERSION_MINOR))
 /** The MAJOR part of a packed version. */
@@ -562,7 +562,17 @@ KABI_EXPORT uint64_t kabi_registry_generation(void);
  * lives in a directory: KABI_CACHE_DIR, else $XDG_CACHE_HOME/kabi, else ~/.cache/kabi. Many processes may write at
  * once; a torn or corrupt record is skipped and reported once. */
 
-/** One measurement of one kernel on one problem. Input struct. */
+/** Flags of a tuning record (kabi_tuning_record.flags, kabi_cache_entry.flags). ABI 1.2. */
+typedef enum kabi_tuning_flag {
+  /** A verdict, not a measurement: the kernel passed the correctness gate on the problem and was not timed
+   *  (time_us is 0 and means nothing). A record with time_us INFINITY is the opposite verdict: it failed. */
+  KABI_TUNING_RECORD_GATE_ONLY = 1u << 0,
+  /** Kept in this process only, never written to the cache file: e.g. a measurement that stayed too noisy to be
+   *  trusted by later processes. */
+  KABI_TUNING_RECORD_MEMORY_ONLY = 1u << 1
+} kabi_tuning_flag;
+
+/** One measurement (or gate verdict) of one kernel on one problem. Input struct. */
 typedef struct kabi_tuning_record {
   size_t struct_size;
   kabi_kernel kernel;
@@ -570,12 +580,43 @@ typedef struct kabi_tuning_record {
   double time_us;
   /** Why a failed kernel failed ("" otherwise). */
   const char* note;
+  /** ABI 1.2: kabi_tuning_flag bits. */
+  uint32_t flags;
+  /** ABI 1.2: relative spread of the timing, (slowest - fastest) / median of the measurement's rounds; 0 when
+   *  unknown or not timed. */
+  double spread;
+  /** ABI 1.2: when it was measured, in seconds since the Unix epoch; 0 lets libkabi stamp the time of the store. */
+  int64_t recorded_at;
 } kabi_tuning_record;
 
-/** Store the measured candidates for a call's problem; the fastest finite one becomes the tuned pick. Writes
- *  through to the cache file. */
+/** Store the measured candidates (or gate verdicts) for a call's problem; the fastest finite timed one becomes the
+ *  tuned pick. Writes through to the cache file, except records flagged KABI_TUNING_RECORD_MEMORY_ONLY. */
 KABI_EXPORT kabi_status kabi_tuning_store(kabi_op op, const kabi_args* args, const kabi_tuning_record* records,
                                           int32_t num_records);
+
+/** One record of the cache as kabi_cache_list shows it. Output struct; the strings live until the visit returns. */
+typedef struct kabi_cache_entry {
+  size_t struct_size;
+  const char* device_signature;
+  const char* op;
+  const char* problem_key;
+  const char* kernel_name;
+  const char* fingerprint;
+  double time_us;
+  const char* note;
+  uint32_t flags;
+  double spread;
+  /** Seconds since the Unix epoch; 0 for records written before ABI 1.2, which did not keep it. */
+  int64_t recorded_at;
+} kabi_cache_entry;
+
+/** Called once per record by kabi_cache_list; return nonzero to stop early. */
+typedef int (*kabi_cache_visit_fn)(void* user_data, const kabi_cache_entry* entry);
+
+/** Visit every live record (the latest per device, op, problem and kernel), on disk and this process's
+ *  memory-only ones, sorted by device, op, problem and kernel; only op's when op is not NULL. The file is re-read
+ *  first, so records other processes stored are included. */
+KABI_EXPORT kabi_status kabi_cache_list(const char* op, kabi_cache_visit_fn visit, void* user_data);
 
 /** Use another cache directory from now on (NULL: back to the environment/default); reloads. */
 KABI_EXPORT kabi_status kabi_cache_set_directory(const char* directory);
