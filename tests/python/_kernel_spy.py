@@ -10,14 +10,18 @@ import kabi
 
 
 class KernelSpy:
-    """``torch.matmul`` as a kabi kernel; ``calls`` lists the input shapes of every call."""
+    """``torch.matmul`` as a kabi kernel; ``calls`` lists the input shapes of every call, ``pointers`` the data
+    pointers of its inputs and of the tensor it returned."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[tuple[int, ...], ...]] = []
+        self.pointers: list[tuple[int, int, int]] = []
 
     def __call__(self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         self.calls.append((tuple(a.shape), tuple(b.shape)))
-        return torch.matmul(a, b, out=out)
+        result = torch.matmul(a, b, out=out)
+        self.pointers.append((a.data_ptr(), b.data_ptr(), result.data_ptr()))
+        return result
 
 
 @pytest.fixture

@@ -104,16 +104,44 @@ def test_array_that_cannot_be_shared_names_the_argument():
         to_tensor(big_endian, "b", "matmul")
 
 
+def _cuda_or_skip() -> None:
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+
+
 @pytest.mark.gpu
 def test_cupy_in_cupy_out(untuned):
     cupy = pytest.importorskip("cupy")
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA GPU")
+    _cuda_or_skip()
     a = cupy.random.standard_normal((64, 32), dtype=cupy.float32)
     b = cupy.random.standard_normal((32, 16), dtype=cupy.float32)
     result = kabi.ops.matmul(a, b)
     assert isinstance(result, cupy.ndarray)
     cupy.testing.assert_allclose(result, a @ b, rtol=1e-4)
+
+
+@pytest.mark.gpu
+def test_cupy_arrays_reach_the_kernel_and_come_back_without_a_copy(spy):
+    cupy = pytest.importorskip("cupy")
+    _cuda_or_skip()
+    a = cupy.random.standard_normal((48, 40), dtype=cupy.float32)
+    b = cupy.random.standard_normal((24, 40), dtype=cupy.float32).T  # column-major: strides kept, not compacted
+    result = kabi.ops.matmul(a, b)
+    a_pointer, b_pointer, result_pointer = spy.pointers[-1]
+    assert (a_pointer, b_pointer) == (a.data.ptr, b.data.ptr)
+    assert isinstance(result, cupy.ndarray) and result.data.ptr == result_pointer
+    cupy.testing.assert_allclose(result, a @ b, rtol=1e-4)
+
+
+@pytest.mark.gpu
+def test_cupy_out_is_written_in_place(untuned):
+    cupy = pytest.importorskip("cupy")
+    _cuda_or_skip()
+    a = cupy.random.standard_normal((16, 8), dtype=cupy.float32)
+    b = cupy.random.standard_normal((8, 12), dtype=cupy.float32)
+    out = cupy.full((16, 12), cupy.nan, dtype=cupy.float32)
+    assert kabi.ops.matmul(a, b, out=out) is out
+    cupy.testing.assert_allclose(out, a @ b, rtol=1e-4)
 
 
 def test_jax_in_jax_out(untuned):
@@ -123,3 +151,24 @@ def test_jax_in_jax_out(untuned):
     result = kabi.ops.matmul(a, b)
     assert type(result) is type(a)
     np.testing.assert_allclose(np.asarray(result), np.asarray(a) @ np.asarray(b), rtol=1e-5)
+
+
+@pytest.mark.parametrize("platform", ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+def test_jax_arrays_round_trip_without_a_copy(spy, monkeypatch, platform):
+    # JAX takes most of the GPU's memory at start-up unless told not to; torch shares the device in this process.
+    monkeypatch.setenv("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    jax = pytest.importorskip("jax")
+    if platform == "gpu":
+        _cuda_or_skip()
+    try:
+        devices = jax.devices(platform)
+    except RuntimeError:
+        pytest.skip(f"JAX has no {platform} backend here")
+    a = jax.device_put(rng.standard_normal((32, 24)).astype(np.float32), devices[0])
+    b = jax.device_put(rng.standard_normal((24, 16)).astype(np.float32), devices[0])
+    result = kabi.ops.matmul(a, b)
+    a_pointer, b_pointer, result_pointer = spy.pointers[-1]
+    assert (a_pointer, b_pointer) == (a.unsafe_buffer_pointer(), b.unsafe_buffer_pointer())
+    assert type(result) is type(a) and result.devices() == {devices[0]}
+    assert result.unsafe_buffer_pointer() == result_pointer
+    np.testing.assert_allclose(np.asarray(result), np.asarray(a) @ np.asarray(b), rtol=1e-4)
