@@ -1,0 +1,122 @@
+"""The decode matmul kernel: c[M, N] = a[M, K] @ b[K, N] for M <= 64, where the time is the time to read b once.
+
+At decode sizes the weight b is the only large operand: a (M x K) and c (M x N) are a few kilobytes, so the kernel
+is built around streaming b from HBM exactly once, with wide loads along whichever of its dimensions is contiguous:
+
+- ``WEIGHT_N_BY_K=True``: b is the transposed view of an nn.Linear weight ``w[N, K]`` (``a @ w.T``), read in place
+  as ``[BLOCK_N, BLOCK_K]`` tiles of w, each row a contiguous run along K;
+- ``WEIGHT_N_BY_K=False``: b is a ``[K, N]`` matrix read as ``[BLOCK_K, BLOCK_N]`` tiles, rows contiguous along N.
+
+Two ways to multiply a tile, chosen by ``USE_DOT``:
+
+- GEMV (``USE_DOT=False``, one row of a per program, for M = 1): the products ``a[k] * b[k, n]`` are added
+  element-wise into a float32 accumulator shaped like the weight tile and reduced over K once, after the loop.
+- dot (``USE_DOT=True``): ``tl.dot`` on BLOCK_M = 16, 32 or 64 rows. With more than one row the GEMV form would
+  read the weight once per row, and its FMAs (M per weight element) would outrun the memory system; the tensor
+  cores take M rows at no cost next to the weight's stream (16 rows is 16 flops per weight byte, a few percent of
+  an H200's tensor throughput at 4.3 TB/s).
+
+The grid is (tiles of N, K slices, tiles of M); the launcher keeps all of M in one tile, so b is read once. With
+SPLIT_K > 1 each K slice writes float32 partial sums to a ``[SPLIT_K, M, N]`` buffer that
+``split_k_reduce_kernel`` (``_kernels.py``) adds up in a second, deterministic pass. Offsets are 32-bit.
+
+Example (interpreter on CPU, or a GPU), M = 1 against an nn.Linear weight ``w`` [N, K]::
+
+    b = w.t()
+    grid = (triton.cdiv(N, 8), 1, 1)
+    matmul_decode_kernel[grid](a, b, c, 1, N, K, *a.stride(), *b.stride(), *c.stride(), 0,
+                               BLOCK_M=1, BLOCK_N=8, BLOCK_K=512, SPLIT_K=1, USE_DOT=False, WEIGHT_N_BY_K=True,
+                               INPUT_PRECISION="ieee")
+"""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _gemv_row(a_ptr, b_ptr, out_ptr, N, K, stride_ak, stride_bk, stride_bn, stride_on, first_k_block,
+              last_k_block, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, WEIGHT_N_BY_K: tl.constexpr):
+    # One row of a against BLOCK_N columns of b. The accumulator has the weight tile's shape and layout, so the
+    # loop body holds no reduction (no shuffles, no cross-warp barrier); K is reduced once, after the loop.
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    ks = tl.arange(0, BLOCK_K)
+    first_ks = first_k_block * BLOCK_K + ks
+    if WEIGHT_N_BY_K:
+        b_ptrs = b_ptr + (cols % N)[:, None] * stride_bn + first_ks[None, :] * stride_bk
+        # a is read through a tile of pointers shaped like the weight's (every row the same addresses, served by
+        # L1), so that Triton gives both loads one register layout; a one-dimensional load of a would need a
+        # layout conversion through shared memory, and a barrier, in every iteration.
+        a_ptrs = a_ptr + first_ks[None, :] * stride_ak + cols[:, None] * 0
+        acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+    else:
+        b_ptrs = b_ptr + first_ks[:, None] * stride_bk + (cols % N)[None, :] * stride_bn
+        # Here the same trick would give a's tile the layout of its own unit stride, along K, and convert the
+        # whole tile; converting BLOCK_K values is cheaper.
+        a_ptrs = a_ptr + first_ks * stride_ak
+        acc = tl.zeros((BLOCK_K, BLOCK_N), dtype=tl.float32)
+    for k_block in range(first_k_block, last_k_block):
+        k_left = K - k_block * BLOCK_K
+        if WEIGHT_N_BY_K:
+            a = tl.load(a_ptrs, mask=ks[None, :] < k_left, other=0.0)
+            b = tl.load(b_ptrs, mask=ks[None, :] < k_left, other=0.0)
+        else:
+            a = tl.load(a_ptrs, mask=ks < k_left, other=0.0)[:, None]
+            b = tl.load(b_ptrs, mask=ks[:, None] < k_left, other=0.0)
+        acc += a.to(tl.float32) * b.to(tl.float32)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    c = tl.sum(acc, axis=1) if WEIGHT_N_BY_K else tl.sum(acc, axis=0)
+    tl.store(out_ptr + cols * stride_on, c.to(out_ptr.dtype.element_ty), mask=cols < N)
+
+
+@triton.jit
+def _dot_rows(a_ptr, b_ptr, out_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_om, stride_on,
+              first_k_block, last_k_block, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+              WEIGHT_N_BY_K: tl.constexpr, INPUT_PRECISION: tl.constexpr):
+    rows = tl.program_id(2) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    ks = tl.arange(0, BLOCK_K)
+    first_ks = first_k_block * BLOCK_K + ks
+    # Rows and columns past the edge wrap to valid ones, so the loads need a mask on K only; the store drops what
+    # the wrapped ones computed.
+    a_ptrs = a_ptr + (rows % M)[:, None] * stride_am + first_ks[None, :] * stride_ak
+    if WEIGHT_N_BY_K:
+        b_ptrs = b_ptr + (cols % N)[:, None] * stride_bn + first_ks[None, :] * stride_bk
+    else:
+        b_ptrs = b_ptr + first_ks[:, None] * stride_bk + (cols % N)[None, :] * stride_bn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k_block in range(first_k_block, last_k_block):
+        k_left = K - k_block * BLOCK_K
+        a = tl.load(a_ptrs, mask=ks[None, :] < k_left, other=0.0)
+        if WEIGHT_N_BY_K:
+            b = tl.trans(tl.load(b_ptrs, mask=ks[None, :] < k_left, other=0.0))
+        else:
+            b = tl.load(b_ptrs, mask=ks[:, None] < k_left, other=0.0)
+        acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    out_ptrs = out_ptr + rows[:, None] * stride_om + cols[None, :] * stride_on
+    tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=(rows[:, None] < M) & (cols[None, :] < N))
+
+
+@triton.jit
+def matmul_decode_kernel(a_ptr, b_ptr, out_ptr, M, N, K,
+                         stride_am, stride_ak, stride_bk, stride_bn, stride_om, stride_on, stride_split,
+                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                         SPLIT_K: tl.constexpr, USE_DOT: tl.constexpr, WEIGHT_N_BY_K: tl.constexpr,
+                         INPUT_PRECISION: tl.constexpr):
+    # Program (tile of N, K slice, tile of M). out is c itself when SPLIT_K == 1, else the float32 partial-sum
+    # buffer, one [M, N] slice per split (stride_split apart); the stores convert to whichever it is.
+    split = tl.program_id(1)
+    k_blocks = tl.cdiv(K, BLOCK_K)
+    k_blocks_per_split = tl.cdiv(k_blocks, SPLIT_K)
+    first_k_block = split * k_blocks_per_split
+    last_k_block = min(first_k_block + k_blocks_per_split, k_blocks)
+    out_ptr += split * stride_split
+    if USE_DOT:
+        _dot_rows(a_ptr, b_ptr, out_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_om, stride_on,
+                  first_k_block, last_k_block, BLOCK_M, BLOCK_N, BLOCK_K, WEIGHT_N_BY_K, INPUT_PRECISION)
+    else:
+        row = tl.program_id(2)
+        _gemv_row(a_ptr + row * stride_am, b_ptr, out_ptr + row * stride_om, N, K, stride_ak, stride_bk, stride_bn,
+                  stride_on, first_k_block, last_k_block, BLOCK_N, BLOCK_K, WEIGHT_N_BY_K)
