@@ -81,9 +81,13 @@ def test_each_config_takes_its_own_weight_layout_and_m_range():
     gemv = DECODE_CONFIGS[0]
     assert "one row" in decode_unsupported_reason(gemv, 2, 4096, 4096, 2, 90, True)
     assert "nn.Linear weight" in decode_unsupported_reason(gemv, 1, 4096, 4096, 2, 90, False)
-    split = next(config for config in DECODE_CONFIGS if config.split_k == 4)
-    assert "too few for split_k=4" in decode_unsupported_reason(split, 16, 4096, 7 * split.block_k, 2, 90,
-                                                                split.weight_layout == "n_by_k")
+    for split in (config for config in DECODE_CONFIGS if config.split_k > 1):
+        n_by_k = split.weight_layout == "n_by_k"
+        # Every slice gets two K blocks at least.
+        too_short = (2 * split.split_k - 1) * split.block_k
+        assert f"too few for split_k={split.split_k}" in decode_unsupported_reason(split, 1, 4096, too_short, 2, 90,
+                                                                                   n_by_k)
+        assert _fits(split, 1, k=too_short + 1, n_by_k=n_by_k)
 
 
 def test_dot_tiles_follow_m_and_fit_the_arch_shared_memory():

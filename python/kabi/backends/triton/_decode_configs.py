@@ -90,24 +90,25 @@ class DecodeConfig:
         return stages * (self.rows_per_program(m) + self.block_n) * self.block_k * element_size
 
 
-# Sized for an H200 (132 SMs, ~4.3 TB/s) on Llama-3 8B/70B and Mixtral layers (N >= 4096): each program streams
-# tens to hundreds of kilobytes of the weight, the grid has several programs per SM, and each load is a 16-byte
-# vector along the weight's contiguous dimension (8 bfloat16). The n_by_k tiles are a few rows by a long K run;
-# the k_by_n tiles a few K rows by a 64-256-wide run of N. Split-K serves the dot tiles, which are wider in N and
-# so give fewer programs.
+# Sized for an H200 (132 SMs, ~4.3 TB/s) on Llama-3 8B/70B and Mixtral layers (N from 4096 to 57344): the grid
+# should put a few programs on every SM even at N = 4096 (BLOCK_N 16, or split-K for the wider tiles), each
+# program keeping 8-16 KB of the weight in flight per step, read in 16-byte vectors along its contiguous dimension
+# (8 bfloat16). The n_by_k tiles are a few rows by a long run of K; the k_by_n tiles a few hundred K rows by a
+# 16-64-wide run of N. Wider tiles and no split suit the larger layers, where N alone gives many programs.
 DECODE_CONFIGS = (
     DecodeConfig("gemv", "n_by_k", block_n=8, block_k=512, num_warps=4, num_stages=1),
-    DecodeConfig("gemv", "n_by_k", block_n=4, block_k=1024, num_warps=4, num_stages=1),
     DecodeConfig("gemv", "n_by_k", block_n=16, block_k=512, num_warps=8, num_stages=1),
-    DecodeConfig("gemv", "k_by_n", block_n=128, block_k=32, num_warps=4, num_stages=1),
-    DecodeConfig("gemv", "k_by_n", block_n=64, block_k=64, num_warps=4, num_stages=1),
-    DecodeConfig("gemv", "k_by_n", block_n=256, block_k=32, num_warps=8, num_stages=1),
-    DecodeConfig("dot", "n_by_k", block_n=32, block_k=256, num_warps=4, num_stages=3),
+    DecodeConfig("gemv", "n_by_k", block_n=8, block_k=1024, num_warps=8, num_stages=1),
+    DecodeConfig("gemv", "n_by_k", block_n=4, block_k=1024, num_warps=4, num_stages=1),
+    DecodeConfig("gemv", "k_by_n", block_n=16, block_k=256, num_warps=4, num_stages=1),
+    DecodeConfig("gemv", "k_by_n", block_n=32, block_k=256, num_warps=8, num_stages=1),
+    DecodeConfig("gemv", "k_by_n", block_n=64, block_k=128, num_warps=8, num_stages=1, split_k=4),
     DecodeConfig("dot", "n_by_k", block_n=16, block_k=256, num_warps=4, num_stages=4),
-    DecodeConfig("dot", "n_by_k", block_n=64, block_k=128, num_warps=4, num_stages=3, split_k=4),
-    DecodeConfig("dot", "k_by_n", block_n=32, block_k=128, num_warps=4, num_stages=4),
+    DecodeConfig("dot", "n_by_k", block_n=32, block_k=256, num_warps=4, num_stages=3),
+    DecodeConfig("dot", "n_by_k", block_n=64, block_k=128, num_warps=4, num_stages=4, split_k=4),
+    DecodeConfig("dot", "k_by_n", block_n=16, block_k=256, num_warps=4, num_stages=4),
     DecodeConfig("dot", "k_by_n", block_n=64, block_k=128, num_warps=4, num_stages=3),
-    DecodeConfig("dot", "k_by_n", block_n=128, block_k=64, num_warps=4, num_stages=3, split_k=4),
+    DecodeConfig("dot", "k_by_n", block_n=64, block_k=128, num_warps=4, num_stages=4, split_k=4),
 )
 
 

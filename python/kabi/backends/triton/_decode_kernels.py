@@ -13,8 +13,8 @@ Two ways to multiply a tile, chosen by ``USE_DOT``:
   element-wise into a float32 accumulator shaped like the weight tile and reduced over K once, after the loop.
 - dot (``USE_DOT=True``): ``tl.dot`` on BLOCK_M = 16, 32 or 64 rows. With more than one row the GEMV form would
   read the weight once per row, and its FMAs (M per weight element) would outrun the memory system; the tensor
-  cores take M rows at no cost next to the weight's stream (16 rows is 16 flops per weight byte, a few percent of
-  an H200's tensor throughput at 4.3 TB/s).
+  cores take M rows at little cost next to the weight's stream (16 rows is 16 flops per weight byte: at 4.3 TB/s,
+  under a tenth of an H200's tensor throughput).
 
 The grid is (tiles of N, K slices, tiles of M); the launcher keeps all of M in one tile, so b is read once. With
 SPLIT_K > 1 each K slice writes float32 partial sums to a ``[SPLIT_K, M, N]`` buffer that
