@@ -207,39 +207,43 @@ def _jit_like_source(config: DecodeConfig, dtype: str, m: int):
         if name != "M":
             attrs[(position,)] = [["tt.divisibility", 16]]
     meta = dict(BLOCK_M=config.rows_per_program(m), BLOCK_N=config.block_n, BLOCK_K=config.block_k,
-                SPLIT_K=config.split_k, USE_DOT=config.style == "dot", WEIGHT_N_BY_K=n_by_k, INPUT_PRECISION="ieee")
+                SPLIT_K=config.split_k, USE_DOT=config.style == "dot", WEIGHT_N_BY_K=n_by_k, INPUT_PRECISION="ieee",
+                NUM_STAGES=config.num_stages)
     for name, value in meta.items():
         signature[name] = "constexpr"
         constexprs[name] = value
     return ASTSource(FAMILIES["decode"].kernel, signature, constexprs, attrs)
 
 
-def _representatives():
-    """One config per (style, weight layout, split or not): each code path of the kernel."""
-    chosen = {}
+def _builds():
+    """(config, arch, dtype): each code path of the kernel (style, weight layout, split or not, pipelined or not)
+    for sm_90 in bfloat16, and the register-load GEMV and a dot config for sm_80 in float16."""
+    paths = {}
     for config in DECODE_CONFIGS:
-        chosen.setdefault((config.style, config.weight_layout, config.split_k > 1), config)
-    return list(chosen.values())
+        paths.setdefault((config.style, config.weight_layout, config.split_k > 1, config.num_stages > 1), config)
+    builds = [(config, 90, "bf16") for config in paths.values()]
+    builds += [(paths[("gemv", "n_by_k", False, False)], 80, "fp16"),
+               (paths[("dot", "k_by_n", False, True)], 80, "fp16")]
+    return builds
 
 
-@pytest.mark.parametrize("arch, dtype", [(90, "bf16"), (80, "fp16")])
-@pytest.mark.parametrize("config", _representatives(), ids=lambda config: config.tag)
+@pytest.mark.parametrize("config, arch, dtype", _builds(),
+                         ids=lambda value: value.tag if isinstance(value, DecodeConfig) else str(value))
 def test_builds_stream_the_weight_with_16_byte_loads(tmp_path, config, arch, dtype):
     from triton.backends.compiler import GPUTarget
 
     m = 1 if config.style == "gemv" else 16
     compiled = triton.compile(_jit_like_source(config, dtype, m), target=GPUTarget("cuda", arch, 32),
-                              options={"num_warps": config.num_warps, "num_stages": config.num_stages,
-                                       "enable_fp_fusion": True})
+                              options={"num_warps": config.num_warps, "enable_fp_fusion": True})
     assert compiled.metadata.shared <= 227 * 1024
     if not _CUOBJDUMP.exists():
         pytest.skip("the Triton wheel has no cuobjdump to read the SASS with")
     cubin = tmp_path / "decode.cubin"
     cubin.write_bytes(compiled.asm["cubin"])
     sass = subprocess.run([str(_CUOBJDUMP), "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
-    # GEMV loads straight into registers, dot through cp.async into shared memory (sm_80 adds an L2 prefetch
-    # hint, .LTC128B); both 16 bytes per thread.
-    wide_load = r"LDGSTS\.E\.BYPASS(\.LTC128B)?\.128" if config.style == "dot" else r"LDG\.E\.128"
+    # Pipelined loops load through cp.async into shared memory (sm_80 adds an L2 prefetch hint, .LTC128B), the
+    # others straight into registers; both 16 bytes per thread.
+    wide_load = r"LDGSTS\.E\.BYPASS(\.LTC128B)?\.128" if config.num_stages > 1 else r"LDG\.E\.128"
     assert re.search(wide_load, sass)
     assert ("HMMA" in sass) == (config.style == "dot")
 

@@ -7,8 +7,8 @@ narrow loads.
 
 Example::
 
-    config = DecodeConfig("gemv", "n_by_k", block_n=8, block_k=512, num_warps=4, num_stages=1)
-    config.tag                                  # 'gemv_nk_bn8_bk512_w4_s1'
+    config = DecodeConfig("gemv", "n_by_k", block_n=8, block_k=512, num_warps=4, num_stages=3)
+    config.tag                                  # 'gemv_nk_bn8_bk512_w4_s3'
     decode_unsupported_reason(config, m=1, n=4096, k=4096, element_size=2, arch=90, weight_n_by_k=True)  # ''
 """
 
@@ -32,8 +32,9 @@ class DecodeConfig:
 
     style: ``gemv`` (M = 1: element-wise FMAs into a tile-shaped float32 accumulator, reduced over K after the
     loop) or ``dot`` (tl.dot on max(16, next power of two of M) rows, fixed at launch). weight_layout: ``n_by_k``
-    or ``k_by_n``. block_n/block_k: the weight tile. num_warps, num_stages: as for Triton. split_k: K slices
-    computed by separate programs and added by a second pass.
+    or ``k_by_n``. block_n/block_k: the weight tile. num_warps: as for Triton. num_stages: tiles in the K loop's
+    cp.async pipeline (1: loads go straight to registers). split_k: K slices computed by separate programs and
+    added by a second pass.
     """
 
     style: str
@@ -71,7 +72,7 @@ class DecodeConfig:
 
     @property
     def tag(self) -> str:
-        """A short unique name, e.g. ``gemv_nk_bn8_bk512_w4_s1`` or ``dot_kn_bn64_bk128_w4_s3_sk4``."""
+        """A short unique name, e.g. ``gemv_nk_bn8_bk512_w4_s3`` or ``dot_kn_bn64_bk128_w4_s3_sk4``."""
         layout = "nk" if self.weight_layout == "n_by_k" else "kn"
         tag = f"{self.style}_{layout}_bn{self.block_n}_bk{self.block_k}_w{self.num_warps}_s{self.num_stages}"
         return tag if self.split_k == 1 else f"{tag}_sk{self.split_k}"
@@ -91,18 +92,22 @@ class DecodeConfig:
 
 
 # Sized for an H200 (132 SMs, ~4.3 TB/s) on Llama-3 8B/70B and Mixtral layers (N from 4096 to 57344): the grid
-# should put a few programs on every SM even at N = 4096 (BLOCK_N 16, or split-K for the wider tiles), each
-# program keeping 8-16 KB of the weight in flight per step, read in 16-byte vectors along its contiguous dimension
+# should put a few programs on every SM even at N = 4096 (BLOCK_N 16 or less, or split-K for wider tiles), and
+# each SM keep tens of kilobytes of the weight in flight, read in 16-byte vectors along its contiguous dimension
 # (8 bfloat16). The n_by_k tiles are a few rows by a long run of K; the k_by_n tiles a few hundred K rows by a
-# 16-64-wide run of N. Wider tiles and no split suit the larger layers, where N alone gives many programs.
+# 16-64-wide run of N. Bytes in flight come from num_stages - 1 tiles queued through cp.async (num_stages > 1), or
+# from occupancy alone when loads go straight to registers (num_stages = 1). Wider tiles and no split suit the
+# larger layers, where N alone gives many programs.
 DECODE_CONFIGS = (
+    DecodeConfig("gemv", "n_by_k", block_n=8, block_k=512, num_warps=4, num_stages=3),
     DecodeConfig("gemv", "n_by_k", block_n=8, block_k=512, num_warps=4, num_stages=1),
-    DecodeConfig("gemv", "n_by_k", block_n=16, block_k=512, num_warps=8, num_stages=1),
+    DecodeConfig("gemv", "n_by_k", block_n=16, block_k=512, num_warps=8, num_stages=3),
+    DecodeConfig("gemv", "n_by_k", block_n=4, block_k=1024, num_warps=4, num_stages=3),
     DecodeConfig("gemv", "n_by_k", block_n=8, block_k=1024, num_warps=8, num_stages=1),
-    DecodeConfig("gemv", "n_by_k", block_n=4, block_k=1024, num_warps=4, num_stages=1),
+    DecodeConfig("gemv", "k_by_n", block_n=16, block_k=256, num_warps=4, num_stages=3),
     DecodeConfig("gemv", "k_by_n", block_n=16, block_k=256, num_warps=4, num_stages=1),
-    DecodeConfig("gemv", "k_by_n", block_n=32, block_k=256, num_warps=8, num_stages=1),
-    DecodeConfig("gemv", "k_by_n", block_n=64, block_k=128, num_warps=8, num_stages=1, split_k=4),
+    DecodeConfig("gemv", "k_by_n", block_n=32, block_k=256, num_warps=8, num_stages=3),
+    DecodeConfig("gemv", "k_by_n", block_n=64, block_k=128, num_warps=8, num_stages=3, split_k=4),
     DecodeConfig("dot", "n_by_k", block_n=16, block_k=256, num_warps=4, num_stages=4),
     DecodeConfig("dot", "n_by_k", block_n=32, block_k=256, num_warps=4, num_stages=3),
     DecodeConfig("dot", "n_by_k", block_n=64, block_k=128, num_warps=4, num_stages=4, split_k=4),

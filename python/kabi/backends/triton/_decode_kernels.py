@@ -16,6 +16,10 @@ Two ways to multiply a tile, chosen by ``USE_DOT``:
   cores take M rows at little cost next to the weight's stream (16 rows is 16 flops per weight byte: at 4.3 TB/s,
   under a tenth of an H200's tensor throughput).
 
+Both loop over K with ``tl.range(..., num_stages=NUM_STAGES)``: above 1, the tiles of the next steps are queued
+through cp.async into shared memory (Triton pipelines a loop without tl.dot only when the loop asks for it), which
+keeps bytes in flight without holding them in registers.
+
 The grid is (tiles of N, K slices, tiles of M); the launcher keeps all of M in one tile, so b is read once. With
 SPLIT_K > 1 each K slice writes float32 partial sums to a ``[SPLIT_K, M, N]`` buffer that
 ``split_k_reduce_kernel`` (``_kernels.py``) adds up in a second, deterministic pass. Offsets are 32-bit.
@@ -26,7 +30,7 @@ Example (interpreter on CPU, or a GPU), M = 1 against an nn.Linear weight ``w`` 
     grid = (triton.cdiv(N, 8), 1, 1)
     matmul_decode_kernel[grid](a, b, c, 1, N, K, *a.stride(), *b.stride(), *c.stride(), 0,
                                BLOCK_M=1, BLOCK_N=8, BLOCK_K=512, SPLIT_K=1, USE_DOT=False, WEIGHT_N_BY_K=True,
-                               INPUT_PRECISION="ieee")
+                               INPUT_PRECISION="ieee", NUM_STAGES=3)
 """
 
 import triton
@@ -35,44 +39,51 @@ import triton.language as tl
 
 @triton.jit
 def _gemv_row(a_ptr, b_ptr, out_ptr, N, K, stride_ak, stride_bk, stride_bn, stride_on, first_k_block,
-              last_k_block, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, WEIGHT_N_BY_K: tl.constexpr):
+              last_k_block, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, WEIGHT_N_BY_K: tl.constexpr,
+              NUM_STAGES: tl.constexpr):
     # One row of a against BLOCK_N columns of b. The accumulator has the weight tile's shape and layout, so the
     # loop body holds no reduction (no shuffles, no cross-warp barrier); K is reduced once, after the loop.
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     ks = tl.arange(0, BLOCK_K)
     first_ks = first_k_block * BLOCK_K + ks
+    # Loaded straight into registers (NUM_STAGES = 1), a would need converting to the weight tile's layout through
+    # shared memory, with a barrier, in every iteration; for w[N, K] a tile of pointers shaped like the weight's
+    # (every row the same addresses, served by L1) gets the weight's layout from the start. (For w[K, N] such a
+    # tile would take the layout of its own unit stride, along K, and cost a whole-tile conversion.) Pipelined
+    # (NUM_STAGES > 1), a passes through shared memory anyway and is read back in the layout needed.
     if WEIGHT_N_BY_K:
         b_ptrs = b_ptr + (cols % N)[:, None] * stride_bn + first_ks[None, :] * stride_bk
-        # a is read through a tile of pointers shaped like the weight's (every row the same addresses, served by
-        # L1), so that Triton gives both loads one register layout; a one-dimensional load of a would need a
-        # layout conversion through shared memory, and a barrier, in every iteration.
-        a_ptrs = a_ptr + first_ks[None, :] * stride_ak + cols[:, None] * 0
+        if NUM_STAGES == 1:
+            a_ptrs = a_ptr + first_ks[None, :] * stride_ak + cols[:, None] * 0
+        else:
+            a_ptrs = a_ptr + first_ks[None, :] * stride_ak
         acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
     else:
         b_ptrs = b_ptr + first_ks[:, None] * stride_bk + (cols % N)[None, :] * stride_bn
-        # Here the same trick would give a's tile the layout of its own unit stride, along K, and convert the
-        # whole tile; converting BLOCK_K values is cheaper.
-        a_ptrs = a_ptr + first_ks * stride_ak
+        a_ptrs = a_ptr + first_ks[:, None] * stride_ak
         acc = tl.zeros((BLOCK_K, BLOCK_N), dtype=tl.float32)
-    for k_block in range(first_k_block, last_k_block):
+    for k_block in tl.range(first_k_block, last_k_block, num_stages=NUM_STAGES):
         k_left = K - k_block * BLOCK_K
         if WEIGHT_N_BY_K:
-            a = tl.load(a_ptrs, mask=ks[None, :] < k_left, other=0.0)
-            b = tl.load(b_ptrs, mask=ks[None, :] < k_left, other=0.0)
+            k_in_bounds = ks[None, :] < k_left
         else:
-            a = tl.load(a_ptrs, mask=ks < k_left, other=0.0)[:, None]
-            b = tl.load(b_ptrs, mask=ks[:, None] < k_left, other=0.0)
+            k_in_bounds = ks[:, None] < k_left
+        a = tl.load(a_ptrs, mask=k_in_bounds, other=0.0)
+        b = tl.load(b_ptrs, mask=k_in_bounds, other=0.0)
         acc += a.to(tl.float32) * b.to(tl.float32)
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
-    c = tl.sum(acc, axis=1) if WEIGHT_N_BY_K else tl.sum(acc, axis=0)
+    if WEIGHT_N_BY_K:
+        c = tl.sum(acc, axis=1)
+    else:
+        c = tl.sum(acc, axis=0)
     tl.store(out_ptr + cols * stride_on, c.to(out_ptr.dtype.element_ty), mask=cols < N)
 
 
 @triton.jit
 def _dot_rows(a_ptr, b_ptr, out_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_om, stride_on,
               first_k_block, last_k_block, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-              WEIGHT_N_BY_K: tl.constexpr, INPUT_PRECISION: tl.constexpr):
+              WEIGHT_N_BY_K: tl.constexpr, INPUT_PRECISION: tl.constexpr, NUM_STAGES: tl.constexpr):
     rows = tl.program_id(2) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     ks = tl.arange(0, BLOCK_K)
@@ -85,7 +96,7 @@ def _dot_rows(a_ptr, b_ptr, out_ptr, M, N, K, stride_am, stride_ak, stride_bk, s
     else:
         b_ptrs = b_ptr + first_ks[:, None] * stride_bk + (cols % N)[None, :] * stride_bn
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k_block in range(first_k_block, last_k_block):
+    for k_block in tl.range(first_k_block, last_k_block, num_stages=NUM_STAGES):
         k_left = K - k_block * BLOCK_K
         a = tl.load(a_ptrs, mask=ks[None, :] < k_left, other=0.0)
         if WEIGHT_N_BY_K:
@@ -104,7 +115,7 @@ def matmul_decode_kernel(a_ptr, b_ptr, out_ptr, M, N, K,
                          stride_am, stride_ak, stride_bk, stride_bn, stride_om, stride_on, stride_split,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                          SPLIT_K: tl.constexpr, USE_DOT: tl.constexpr, WEIGHT_N_BY_K: tl.constexpr,
-                         INPUT_PRECISION: tl.constexpr):
+                         INPUT_PRECISION: tl.constexpr, NUM_STAGES: tl.constexpr):
     # Program (tile of N, K slice, tile of M). out is c itself when SPLIT_K == 1, else the float32 partial-sum
     # buffer, one [M, N] slice per split (stride_split apart); the stores convert to whichever it is.
     split = tl.program_id(1)
@@ -115,8 +126,8 @@ def matmul_decode_kernel(a_ptr, b_ptr, out_ptr, M, N, K,
     out_ptr += split * stride_split
     if USE_DOT:
         _dot_rows(a_ptr, b_ptr, out_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_om, stride_on,
-                  first_k_block, last_k_block, BLOCK_M, BLOCK_N, BLOCK_K, WEIGHT_N_BY_K, INPUT_PRECISION)
+                  first_k_block, last_k_block, BLOCK_M, BLOCK_N, BLOCK_K, WEIGHT_N_BY_K, INPUT_PRECISION, NUM_STAGES)
     else:
         row = tl.program_id(2)
         _gemv_row(a_ptr + row * stride_am, b_ptr, out_ptr + row * stride_om, N, K, stride_ak, stride_bk, stride_bn,
-                  stride_on, first_k_block, last_k_block, BLOCK_N, BLOCK_K, WEIGHT_N_BY_K)
+                  stride_on, first_k_block, last_k_block, BLOCK_N, BLOCK_K, WEIGHT_N_BY_K, NUM_STAGES)

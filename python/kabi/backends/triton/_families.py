@@ -370,8 +370,8 @@ class DecodeFamily(KernelFamily):
         self.kernel[grid](a, b, out, m, n, k, *strides[:4], *out_strides,
                           BLOCK_M=block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, SPLIT_K=config.split_k,
                           USE_DOT=config.style == "dot", WEIGHT_N_BY_K=config.weight_layout == "n_by_k",
-                          INPUT_PRECISION=_INPUT_PRECISION, num_warps=config.num_warps,
-                          num_stages=config.num_stages, enable_fp_fusion=True)
+                          INPUT_PRECISION=_INPUT_PRECISION, NUM_STAGES=config.num_stages,
+                          num_warps=config.num_warps, enable_fp_fusion=True)
         if config.split_k > 1:
             _kernels.split_k_reduce_kernel[(triton.cdiv(m * n, self._REDUCE_BLOCK),)](
                 out, c, m, n, strides[4], strides[5], SPLIT_K=config.split_k, BLOCK=self._REDUCE_BLOCK, num_warps=4,
