@@ -88,9 +88,9 @@ def _dot_rows(a_ptr, b_ptr, out_ptr, M, N, K, stride_am, stride_ak, stride_bk, s
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     ks = tl.arange(0, BLOCK_K)
     first_ks = first_k_block * BLOCK_K + ks
-    # Rows and columns past the edge wrap to valid ones, so the loads need a mask on K only; the store drops what
-    # the wrapped ones computed.
-    a_ptrs = a_ptr + (rows % M)[:, None] * stride_am + first_ks[None, :] * stride_ak
+    # Columns past the edge wrap to valid ones, so the weight needs a mask on K only; the store drops what they
+    # computed. Rows of a past M (all but one of 16 at M = 1) are masked instead: zero-filled, never read.
+    a_ptrs = a_ptr + rows[:, None] * stride_am + first_ks[None, :] * stride_ak
     if WEIGHT_N_BY_K:
         b_ptrs = b_ptr + (cols % N)[:, None] * stride_bn + first_ks[None, :] * stride_bk
     else:
@@ -98,7 +98,7 @@ def _dot_rows(a_ptr, b_ptr, out_ptr, M, N, K, stride_am, stride_ak, stride_bk, s
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k_block in tl.range(first_k_block, last_k_block, num_stages=NUM_STAGES):
         k_left = K - k_block * BLOCK_K
-        a = tl.load(a_ptrs, mask=ks[None, :] < k_left, other=0.0)
+        a = tl.load(a_ptrs, mask=(rows[:, None] < M) & (ks[None, :] < k_left), other=0.0)
         if WEIGHT_N_BY_K:
             b = tl.trans(tl.load(b_ptrs, mask=ks[None, :] < k_left, other=0.0))
         else:
