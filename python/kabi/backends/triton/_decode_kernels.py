@@ -42,7 +42,7 @@ def _gemv_row(a_ptr, b_ptr, out_ptr, N, K, stride_ak, stride_bk, stride_bn, stri
               last_k_block, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, WEIGHT_N_BY_K: tl.constexpr,
               NUM_STAGES: tl.constexpr):
     # One row of a against BLOCK_N columns of b. The accumulator has the weight tile's shape and layout, so the
-    # loop body holds no reduction (no shuffles, no cross-warp barrier); K is reduced once, after the loop.
+    # loop body holds no reduction (no shuffles, no cross-warp exchange); K is reduced once, after the loop.
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     ks = tl.arange(0, BLOCK_K)
     first_ks = first_k_block * BLOCK_K + ks
