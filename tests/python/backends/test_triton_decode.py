@@ -270,22 +270,23 @@ def _assert_close(out, a, b, dtype_name, where):
         f"{where}: norm {norm:.2e}, extreme {extreme:.2e}"
 
 
-@pytest.mark.parametrize("dtype_name", ["bfloat16", "float16"])
-@pytest.mark.parametrize("m", [1, 3, 16, 33, 64])
+# bfloat16, which the interpreter cannot check; test_triton_gpu.py runs every family, this one included, in each
+# dtype on its own cases.
+@pytest.mark.parametrize("m", [1, 16, 64])
 @pytest.mark.parametrize("n_by_k", [True, False], ids=["n_by_k", "k_by_n"])
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_every_config_on_the_gpu(m, n_by_k, dtype_name):
+def test_every_config_on_the_gpu_in_bfloat16(m, n_by_k):
     family = FAMILIES["decode"]
     arch, _ = device_facts(torch.device("cuda"))
     n, k = 1000, 4104
-    a, _, b = _gpu_operands(m, n, k, n_by_k, getattr(torch, dtype_name))
+    a, _, b = _gpu_operands(m, n, k, n_by_k, torch.bfloat16)
     problem = MatmulProblem(m, n, k, a.element_size(), arch, False, n_by_k)
     ran = 0
     for config in family.configs:
         if family.unsupported_reason(config, problem):
             continue
-        _assert_close(family.launch(config, a, b), a, b, dtype_name, config.tag)
+        _assert_close(family.launch(config, a, b), a, b, "bfloat16", config.tag)
         ran += 1
     assert ran > 0
 
