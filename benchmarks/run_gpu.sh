@@ -2,8 +2,8 @@
 # One call on the GPU machine does it all: install what its image lacks, build kabi, run the GPU tests and the
 # benchmarks, leave results under benchmarks/results/ (and $OUT when set), print a short table.
 # Usage: bash benchmarks/fetch_gpu_wheels.sh here, then (device tool) bash benchmarks/run_gpu.sh [STEP ...] with
-# carry [".whl"]. Steps: tests repro overhead autoselect triton cpp (default: all, in that order). Each step has its
-# own time limit so that one hanging step still leaves the others' results and the table.
+# carry [".whl"]. Steps: tests repro overhead autoselect triton decode cpp (default: all, in that order). Each step
+# has its own time limit so that one hanging step still leaves the others' results and the table.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/kabi-gpu-out}
@@ -30,7 +30,7 @@ run_step() {
   if "$@"; then status+=("$name|ok|$(( $(date +%s) - t0 ))s"); else status+=("$name|FAILED|$(( $(date +%s) - t0 ))s"); fi
 }
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(tests repro overhead autoselect triton cpp)
+[ ${#steps[@]} -eq 0 ] && steps=(tests repro overhead autoselect triton decode cpp)
 for step in "${steps[@]}"; do
   case $step in
     tests) run_step "gpu tests" timeout 300 python3 -m pytest -q -m gpu tests --continue-on-collection-errors --junitxml="$out/gpu-tests.xml" ;;
@@ -42,6 +42,8 @@ for step in "${steps[@]}"; do
                   --device cuda --rounds 3 --settle-s 0.02 \
                   --output benchmarks/results/nvidia-h200-autoselect-llm-decode.json ;;
     triton) run_step "triton matmul" timeout 240 python3 benchmarks/triton_matmul.py --out benchmarks/results ;;
+    decode) run_step "decode at the memory roof" timeout 300 python3 benchmarks/decode.py \
+              --output benchmarks/results/decode-nvidia-h200.json ;;
     cpp) run_step "cpp app on cuda" timeout 180 bash examples/cpp_app/run_gpu_example.sh "$out/cpp_app" ;;
     *) echo "unknown step $step"; status+=("$step|UNKNOWN|0s") ;;
   esac

@@ -122,7 +122,7 @@ def _compile_binaries(shapes, dtypes, arch: int, multiprocessors: int, directory
     names, errors = {}, {}
     for dtype in dtypes:
         wanted = {(family.name, config) for shape in shapes for family, config in _eligible(shape, dtype, arch)
-                  if config.split_k == 1}
+                  if config.split_k == 1 and not family.binary_refusal}
         for family_name, config in sorted(wanted, key=lambda item: (item[0], item[1].tag)):
             options = {"multiprocessors": multiprocessors} if family_name == "persistent_tma" else {}
             try:

@@ -89,7 +89,9 @@ def _pitch_checked_records(generator: torch.Generator) -> list:
 
 
 def main() -> None:
-    registered = register_triton_kernels(device="cpu")
+    # The decode family has its own edge cases and worker (decode_interpreter_worker.py).
+    registered = [name for name in register_triton_kernels(device="cpu")
+                  if not name.startswith("triton.matmul.decode.")]
     generator = torch.Generator().manual_seed(1234)
     records = []
     for (m, n, k), dtype, a_transposed, b_transposed in _cases():
@@ -98,7 +100,7 @@ def main() -> None:
         reference = a.double() @ b.double()
         problem = MatmulProblem(m, n, k, a.element_size(), None, a_transposed, b_transposed)
         for family in FAMILIES.values():
-            if dtype not in family.dtypes:
+            if dtype not in family.dtypes or family.name == "decode":
                 continue
             for config in family.configs:
                 if family.unsupported_reason(config, problem):

@@ -1,4 +1,5 @@
-"""The Triton backend of kabi: matmul kernels for sm_80+ and sm_90, their configs, and their device binaries.
+"""The Triton backend of kabi: matmul kernels for sm_80+ and sm_90 (decode shapes included), their configs, and their
+device binaries.
 
 Importing this package does not import Triton; registering, launching and compiling do.
 """
@@ -6,13 +7,16 @@ Importing this package does not import Triton; registering, launching and compil
 from ._binaries import load_binaries
 from ._compile import compile_all, compile_to_binary
 from ._configs import HOPPER_CONFIGS, SMALL_M_CONFIGS, TILED_CONFIGS, MatmulConfig
+from ._decode_configs import DECODE_CONFIGS, DecodeConfig
 from ._manifest import Manifest, ManifestError, ManifestParam, read_manifest
 from ._registration import kernel_name, register_triton_kernels
 
 __all__ = [
+    "DECODE_CONFIGS",
     "HOPPER_CONFIGS",
     "SMALL_M_CONFIGS",
     "TILED_CONFIGS",
+    "DecodeConfig",
     "Manifest",
     "ManifestError",
     "ManifestParam",

@@ -112,6 +112,8 @@ def compile_to_binary(kernel_family, config: MatmulConfig, dtype: torch.dtype | 
     from ._families import DTYPE_NAMES
 
     family = _family(kernel_family)
+    if family.binary_refusal:
+        raise ValueError(f"kernel_family: {family.binary_refusal}")
     dtype = _dtype(dtype, family)
     if not isinstance(config, MatmulConfig):
         raise TypeError(f"config must be a MatmulConfig, got {type(config).__name__}")
@@ -154,8 +156,8 @@ def compile_to_binary(kernel_family, config: MatmulConfig, dtype: torch.dtype | 
 def compile_all(arch: int, out_dir: str | Path, *, dtypes=("float16", "bfloat16"), layouts=("row_major",),
                 families=None, multiprocessors: int = DEFAULT_MULTIPROCESSORS) -> list[Path]:
     """Compile every config of every family (or of ``families``, names) that can be a binary for ``arch``: each
-    dtype and layout the family supports, split-K configs left out. Returns the manifests' paths; the directory
-    is then ready for ``kabi.load_binaries``.
+    dtype and layout the family supports, split-K configs and Python-only families left out. Returns the
+    manifests' paths; the directory is then ready for ``kabi.load_binaries``.
 
     Example::
 
@@ -166,7 +168,8 @@ def compile_all(arch: int, out_dir: str | Path, *, dtypes=("float16", "bfloat16"
     resolved_dtypes = [_resolve_dtype(dtype) for dtype in dtypes]
     paths = []
     for family in (_family(name) for name in (FAMILIES if families is None else families)):
-        if (family.exact_archs and arch not in family.exact_archs) or arch < family.arch_min:
+        if ((family.exact_archs and arch not in family.exact_archs) or arch < family.arch_min
+                or family.binary_refusal):
             continue
         options = {"multiprocessors": multiprocessors} if family.name == "persistent_tma" else {}
         for config in (config for config in family.configs if config.split_k == 1):

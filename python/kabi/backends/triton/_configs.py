@@ -70,7 +70,7 @@ def next_power_of_two(value: int) -> int:
     return 1 << max(0, int(value) - 1).bit_length()
 
 
-# M at or below this is "decode": only the small-M family takes it; the tiled families take larger M.
+# M at or below this is "decode": only the small-M and decode families take it; the tiled families take larger M.
 SMALL_M_LIMIT = 64
 
 # Shared memory a block may opt into, by compute capability (CUDA programming guide, "Technical Specifications").

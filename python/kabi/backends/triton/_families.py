@@ -23,8 +23,9 @@ import torch
 import triton
 from triton.runtime import _allocation
 
-from . import _kernels
+from . import _decode_kernels, _kernels
 from ._configs import HOPPER_CONFIGS, SMALL_M_CONFIGS, TILED_CONFIGS, MatmulConfig, fits_problem
+from ._decode_configs import DECODE_CONFIGS, DecodeConfig, decode_unsupported_reason
 from ._manifest import ManifestParam
 
 _TRITON_DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
@@ -118,6 +119,8 @@ class KernelFamily(abc.ABC):
     layout_variants: tuple = ("row_major", "column_major", "strided")
     alignment: int = 0
     priority: int = 10
+    # Why binary_spec cannot describe the kernel as a device binary (it is then a Python kernel only); "" if it can.
+    binary_refusal: str = ""
 
     def unsupported_reason(self, config: MatmulConfig, problem: MatmulProblem) -> str:
         """Why this (family, config) should not run the problem, or "" if it should. Dtype, arch, layout class
@@ -333,4 +336,50 @@ class _TorchScratchAllocator:
         _allocation._allocator.reset(self._token)
 
 
-FAMILIES = {family.name: family for family in (TiledFamily(), PersistentTmaFamily(), SmallMFamily())}
+class DecodeFamily(KernelFamily):
+    """Decode shapes (M <= 64) at the memory roof: ``matmul_decode_kernel`` streams the weight b once, as a
+    [K, N] matrix or as the transposed view of an nn.Linear weight [N, K], read in place (never copied)."""
+
+    name = "decode"
+    kernel = _decode_kernels.matmul_decode_kernel
+    configs = DECODE_CONFIGS
+    # Above the general small-M kernel (10, less its config rank), so that an untuned decode call starts from a
+    # kernel built for it.
+    priority = 30
+    # Its loads are wide only where Triton knows, at launch, which of b's strides is 1 and that K and the row pitches
+    # are multiples of 16 bytes; a manifest declares neither (docs/triton.md, "Limits of device binaries").
+    binary_refusal = ("the decode family runs as a Python kernel only: a manifest cannot declare the per-input "
+                      "layouts (a row-major, b column-major) and the pitches its wide loads depend on; compile the "
+                      "small_m family for a decode binary")
+    _REDUCE_BLOCK = 1024
+
+    def unsupported_reason(self, config: DecodeConfig, problem: MatmulProblem) -> str:
+        if max(problem.m * problem.k, problem.k * problem.n, problem.m * problem.n) > _MAX_ELEMENTS:
+            return "an operand has more than 2**31 - 1 elements; the kernels use 32-bit offsets"
+        return decode_unsupported_reason(config, problem.m, problem.n, problem.k, problem.element_size,
+                                         problem.arch, problem.b_column_major)
+
+    def _launch(self, config, a, b, c, m, n, k, strides):
+        block_m = config.rows_per_program(m)
+        grid = (triton.cdiv(n, config.block_n), config.split_k, triton.cdiv(m, block_m))
+        if config.split_k == 1:
+            out, out_strides = c, (strides[4], strides[5], 0)
+        else:
+            out = torch.empty((config.split_k, m, n), dtype=torch.float32, device=a.device)
+            out_strides = (n, 1, m * n)
+        self.kernel[grid](a, b, out, m, n, k, *strides[:4], *out_strides,
+                          BLOCK_M=block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, SPLIT_K=config.split_k,
+                          USE_DOT=config.style == "dot", WEIGHT_N_BY_K=config.weight_layout == "n_by_k",
+                          INPUT_PRECISION=_INPUT_PRECISION, NUM_STAGES=config.num_stages,
+                          num_warps=config.num_warps, enable_fp_fusion=True)
+        if config.split_k > 1:
+            _kernels.split_k_reduce_kernel[(triton.cdiv(m * n, self._REDUCE_BLOCK),)](
+                out, c, m, n, strides[4], strides[5], SPLIT_K=config.split_k, BLOCK=self._REDUCE_BLOCK, num_warps=4,
+                enable_fp_fusion=True)
+
+    def binary_spec(self, config, dtype, layout_variant):
+        raise ValueError(self.binary_refusal)
+
+
+FAMILIES = {family.name: family
+            for family in (TiledFamily(), PersistentTmaFamily(), SmallMFamily(), DecodeFamily())}

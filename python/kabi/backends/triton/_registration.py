@@ -32,7 +32,10 @@ _PYTHON_LAYOUTS = {
     "small_m": ("contiguous", "row_strided", "col_strided", "general"),
     # Other strides would need a copy before TMA can read them.
     "persistent_tma": ("contiguous", "row_strided", "col_strided"),
+    # Each config reads one weight layout (its supports predicate says which); any strides are correct.
+    "decode": ("contiguous", "row_strided", "col_strided", "general"),
 }
+_KERNEL_SOURCES = ("_kernels.py", "_decode_kernels.py")
 
 _registered_devices: set[str] = set()
 _lock = threading.Lock()
@@ -46,11 +49,13 @@ def kernel_name(family_name: str, config_tag: str, device: str = "cuda") -> str:
 
 @functools.lru_cache(maxsize=1)
 def kernels_fingerprint() -> str:
-    """Triton's version and a hash of the kernels' source: a change to either invalidates tuned decisions."""
+    """Triton's version and a hash of the kernels' sources: a change to either invalidates tuned decisions."""
     import triton
 
-    source = (Path(__file__).with_name("_kernels.py")).read_bytes()
-    return f"triton-{triton.__version__}:{hashlib.sha256(source).hexdigest()[:16]}"
+    digest = hashlib.sha256()
+    for source in _KERNEL_SOURCES:
+        digest.update(Path(__file__).with_name(source).read_bytes())
+    return f"triton-{triton.__version__}:{digest.hexdigest()[:16]}"
 
 
 class _Supports:

@@ -1,0 +1,294 @@
+"""Decode matmuls against the memory roof: every decode-family kernel and cuBLAS on Llama-3 and Mixtral layers.
+
+At decode sizes (M <= 64) a layer's matmul reads its weight once and does little else, so its floor is the weight's
+bytes over the HBM bandwidth. For each layer (Llama-3 8B and 70B: qkv, o, gate_up, down; a Mixtral expert's up and
+down projections), each M in --m and both weight layouts (an nn.Linear weight ``w[N, K]`` used as ``a @ w.T``, read
+in place; a row-major ``w[K, N]``), this script:
+
+1. checks every decode kernel that takes the problem (``FAMILIES["decode"]``, pruned by its supports rules) against
+   a float64 reference on fresh random inputs; a kernel that raises or misses the op's tolerance is recorded with
+   the reason and not timed;
+2. times it and cuBLAS (``F.linear`` / ``torch.matmul``) with ``kabi.bench(cuda_graph=True)``: calls captured in a
+   CUDA graph and replayed, so host time does not count, as in a served model. Consecutive calls rotate over enough
+   copies of the weight to exceed the L2 cache several times, so every call reads its weight from HBM;
+3. measures the copy bandwidth in the same run (a 1 GiB device-to-device copy), which sets the floor;
+4. dispatches one problem per layer and layout through ``kabi.ops.matmul`` with the fastest decode kernel forced,
+   to check the registered kernel is what the op runs.
+
+It prints one line per problem and a table at the end (layer, M, layout, best decode kernel and its fraction of the
+floor, cuBLAS's fraction, and cuBLAS time / best decode time), and writes JSON with the command, date, versions and
+device. About 2-3 minutes on an H200 for bfloat16.
+
+Usage (on a GPU):
+    python benchmarks/decode.py [--output benchmarks/results/decode-nvidia-h200.json] [--dtypes bfloat16 float16]
+                                [--m 1 8 16 32 64] [--layers llama3-8b.qkv ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import functools
+import itertools
+import json
+import math
+import platform
+import sys
+import time
+import traceback
+import zlib
+from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+import torch
+import torch.nn.functional as F
+
+_ROOT = Path(__file__).resolve().parents[1]
+_TOLERANCE = tomllib.loads((_ROOT / "registry" / "ops" / "matmul.toml").read_text())["tolerance"]
+
+# name -> (K, N): in_features, out_features.
+LAYERS = {
+    "llama3-8b.qkv": (4096, 6144),
+    "llama3-8b.o": (4096, 4096),
+    "llama3-8b.gate_up": (4096, 28672),
+    "llama3-8b.down": (14336, 4096),
+    "llama3-70b.qkv": (8192, 10240),
+    "llama3-70b.o": (8192, 8192),
+    "llama3-70b.gate_up": (8192, 57344),
+    "llama3-70b.down": (28672, 8192),
+    "mixtral.expert_up": (4096, 14336),
+    "mixtral.expert_down": (14336, 4096),
+}
+LAYOUTS = ("n_by_k", "k_by_n")
+_LAYOUT_LABELS = {"n_by_k": "a@w.T w[N,K]", "k_by_n": "a@w w[K,N]"}
+# Weight copies rotate until they fill this many L2 caches, so no call finds its weight in L2.
+_L2_MULTIPLE = 4
+_COPY_BYTES = 1 << 30
+_REPEAT = 10
+_MIN_TIME_S = 0.01
+
+
+def _relative_errors(out: torch.Tensor, reference: torch.Tensor) -> tuple[float, float]:
+    difference = out.double() - reference
+    return ((difference.norm() / reference.norm()).item(),
+            (difference.abs().max() / reference.abs().max()).item())
+
+
+def _check(out: torch.Tensor, reference: torch.Tensor, dtype_name: str) -> str:
+    """"" if out matches the float64 reference within the op's tolerance, else why not."""
+    norm, extreme = _relative_errors(out, reference)
+    tolerance = _TOLERANCE[dtype_name]
+    if out.shape == reference.shape and norm <= tolerance["norm"] and extreme <= tolerance["extreme"]:
+        return ""
+    return f"wrong result: relative error norm {norm:.2e}, extreme {extreme:.2e}"
+
+
+def _graph_time(call, weights: list) -> dict:
+    """kabi.bench in CUDA-graph mode of ``call(weight)``, rotating over ``weights`` from one call to the next."""
+    import kabi
+
+    rotation = itertools.cycle(weights)
+    result = kabi.bench(lambda: call(next(rotation)), cuda_graph=True, repeat=_REPEAT, min_time_s=_MIN_TIME_S)
+    return {"time_us": result.median_us, "min_us": result.min_us, "max_us": result.max_us,
+            "calls_per_sample": result.calls_per_sample}
+
+
+def copy_bandwidth() -> dict:
+    """Device-to-device copy of 1 GiB: bytes read plus bytes written per second."""
+    import kabi
+
+    source = torch.empty(_COPY_BYTES, dtype=torch.uint8, device="cuda").random_()
+    target = torch.empty_like(source)
+    result = kabi.bench(lambda: target.copy_(source), repeat=_REPEAT, min_time_s=0.05)
+    del source, target
+    return {"bytes": _COPY_BYTES, "time_us": result.median_us,
+            "tb_per_s": 2 * _COPY_BYTES / (result.median_us * 1e-6) / 1e12}
+
+
+def _weights(k: int, n: int, layout: str, dtype: torch.dtype, l2_bytes: int, generator) -> list[torch.Tensor]:
+    """Copies of one random weight in ``layout``, each as the b operand of a @ b: ``w.t()`` of an nn.Linear weight
+    [N, K] (a view, never copied), or a row-major [K, N]."""
+    weight_bytes = k * n * torch.empty((), dtype=dtype).element_size()
+    copies = max(1, math.ceil(_L2_MULTIPLE * l2_bytes / weight_bytes))
+    first = torch.randn((n, k) if layout == "n_by_k" else (k, n), device="cuda", generator=generator).to(dtype)
+    stored = [first] + [first.clone() for _ in range(copies - 1)]
+    return [weight.t() if layout == "n_by_k" else weight for weight in stored]
+
+
+def _cublas(layout: str):
+    if layout == "n_by_k":
+        # nn.Linear's own call: b.t() is the stored [N, K] weight itself.
+        return lambda a, b: F.linear(a, b.t())
+    return torch.matmul
+
+
+def benchmark_layer(layer: str, k: int, n: int, layout: str, dtype_name: str, ms: list, floor_bandwidth: float,
+                    arch: int, l2_bytes: int) -> list[dict]:
+    from kabi.backends.triton._families import FAMILIES, MatmulProblem
+
+    family = FAMILIES["decode"]
+    dtype = getattr(torch, dtype_name)
+    generator = torch.Generator(device="cuda").manual_seed(zlib.crc32(f"{layer} {layout} {dtype_name}".encode()))
+    operands = _weights(k, n, layout, dtype, l2_bytes, generator)
+    activations = torch.randn(max(ms), k, device="cuda", generator=generator).to(dtype)
+    reference = activations.double() @ operands[0].double()
+    weight_bytes = k * n * activations.element_size()
+    floor_us = weight_bytes / floor_bandwidth * 1e6
+    rows = []
+    for m in ms:
+        a = activations[:m]
+        problem = MatmulProblem(m, n, k, a.element_size(), arch, False, layout == "n_by_k")
+        candidates = [("cuBLAS", _cublas(layout))]
+        candidates += [(config.tag, functools.partial(family.launch, config)) for config in family.configs
+                       if not family.unsupported_reason(config, problem)]
+        measured = []
+        for name, call in candidates:
+            entry = {"kernel": name}
+            try:
+                entry["error"] = _check(call(a, operands[0]), reference[:m], dtype_name)
+                if not entry["error"]:
+                    entry.update(_graph_time(functools.partial(call, a), operands))
+                    entry["fraction_of_floor"] = floor_us / entry["time_us"]
+            except Exception as error:  # a failing candidate is a result, not the end of the run
+                entry["error"] = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"[:400]
+            if not entry["error"]:
+                del entry["error"]
+            measured.append(entry)
+        row = {"layer": layer, "k": k, "n": n, "m": m, "layout": layout, "dtype": dtype_name,
+               "weight_bytes": weight_bytes, "weight_copies": len(operands), "floor_us": floor_us,
+               "candidates": measured}
+        _summarize(row)
+        rows.append(row)
+        print(_line(row), flush=True)
+    _dispatch_check(rows[0], activations[: rows[0]["m"]], operands[0], reference[: rows[0]["m"]], dtype_name)
+    return rows
+
+
+def _summarize(row: dict) -> None:
+    timed = [entry for entry in row["candidates"] if "time_us" in entry]
+    cublas = next((entry for entry in timed if entry["kernel"] == "cuBLAS"), None)
+    decode = [entry for entry in timed if entry["kernel"] != "cuBLAS"]
+    best = min(decode, key=lambda entry: entry["time_us"], default=None)
+    row["best_decode"] = best["kernel"] if best else None
+    row["best_decode_fraction"] = best["fraction_of_floor"] if best else None
+    row["cublas_fraction"] = cublas["fraction_of_floor"] if cublas else None
+    row["speedup_over_cublas"] = cublas["time_us"] / best["time_us"] if best and cublas else None
+    row["failed"] = [f"{entry['kernel']}: {entry['error']}" for entry in row["candidates"] if "error" in entry]
+
+
+def _dispatch_check(row: dict, a: torch.Tensor, b: torch.Tensor, reference: torch.Tensor, dtype_name: str) -> None:
+    """The fastest decode kernel, forced through kabi.ops.matmul: the op must run it and get the right answer."""
+    import kabi
+    from kabi.backends.triton import kernel_name
+
+    if not row["best_decode"]:
+        row["dispatch_check"] = "no decode kernel ran"
+        return
+    name = kernel_name("decode", row["best_decode"])
+    try:
+        with kabi.use(matmul=name):
+            problem = _check(kabi.ops.matmul(a, b), reference, dtype_name)
+        row["dispatch_check"] = f"{name}: {problem or 'ok'}"
+    except Exception as error:
+        row["dispatch_check"] = f"{name}: {type(error).__name__}: {error}"[:400]
+
+
+def _fraction(value) -> str:
+    return f"{value:5.2f}" if value is not None else "  -  "
+
+
+def _line(row: dict) -> str:
+    ratio = f"{row['speedup_over_cublas']:5.2f}x" if row["speedup_over_cublas"] else "   -  "
+    failed = f"  ({len(row['failed'])} failed)" if row["failed"] else ""
+    return (f"{row['layer']:<20} M={row['m']:<3} {_LAYOUT_LABELS[row['layout']]:<13} {row['dtype']:<9} "
+            f"floor {row['floor_us']:8.1f} us | decode {_fraction(row['best_decode_fraction'])} "
+            f"({row['best_decode'] or '-'}) | cuBLAS {_fraction(row['cublas_fraction'])} | {ratio}{failed}")
+
+
+def _print_table(rows: list[dict]) -> None:
+    print(f"\n{'layer':<20} {'M':>3} {'layout':<13} {'dtype':<9} {'best decode kernel':<30} {'floor':>6} "
+          f"{'cuBLAS':>6} {'ratio':>6}")
+    for row in rows:
+        ratio = f"{row['speedup_over_cublas']:6.2f}" if row["speedup_over_cublas"] else "     -"
+        print(f"{row['layer']:<20} {row['m']:>3} {_LAYOUT_LABELS[row['layout']]:<13} {row['dtype']:<9} "
+              f"{row['best_decode'] or '-':<30} {_fraction(row['best_decode_fraction']):>6} "
+              f"{_fraction(row['cublas_fraction']):>6} {ratio}")
+    graded = [row for row in rows if row["m"] <= 16 and row["best_decode_fraction"] is not None]
+    if graded:
+        at_roof = sum(row["best_decode_fraction"] >= 0.85 for row in graded)
+        large = [row for row in graded if row["weight_bytes"] >= 100e6]
+        large_at_roof = sum(row["best_decode_fraction"] >= 0.95 for row in large)
+        beats = sum((row["speedup_over_cublas"] or 0) >= 1.0 for row in graded)
+        print(f"\nM <= 16: {at_roof}/{len(graded)} problems at >= 0.85 of the floor; {large_at_roof}/{len(large)} "
+              f"of those >= 100 MB at >= 0.95; {beats}/{len(graded)} at >= 1.0x cuBLAS")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output", type=Path, default=None,
+                        help="JSON path (default: benchmarks/results/decode-<device>.json)")
+    parser.add_argument("--dtypes", nargs="+", default=["bfloat16"], choices=["bfloat16", "float16"])
+    parser.add_argument("--m", nargs="+", type=int, default=[1, 8, 16, 32, 64])
+    parser.add_argument("--layers", nargs="+", default=list(LAYERS), choices=list(LAYERS))
+    arguments = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("decode.py measures decode kernels on a CUDA GPU; none is visible (torch.cuda.is_available() is "
+              "False). Run it on a GPU machine, e.g. through benchmarks/run_gpu.sh decode.", file=sys.stderr)
+        return 2
+    if not all(1 <= m <= 64 for m in arguments.m):
+        parser.error("--m: decode sizes are 1 to 64")
+
+    import triton
+
+    import kabi
+    from kabi.backends.triton import register_triton_kernels
+    from kabi.backends.triton._families import device_facts
+
+    started = time.time()
+    register_triton_kernels()
+    properties = torch.cuda.get_device_properties(0)
+    arch, _ = device_facts(torch.device("cuda"))
+    l2_bytes = getattr(properties, "L2_cache_size", 0) or 64 * 1024 * 1024
+    report = {
+        "command": " ".join([sys.executable, *sys.argv]),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "device": {"name": properties.name, "arch": arch, "multiprocessors": properties.multi_processor_count,
+                   "l2_bytes": l2_bytes, "memory_bytes": properties.total_memory},
+        "versions": {"python": platform.python_version(), "torch": torch.__version__, "triton": triton.__version__,
+                     "cuda": torch.version.cuda, "kabi": getattr(kabi, "__version__", "unknown")},
+        "method": {"timing": "kabi.bench(cuda_graph=True)", "repeat": _REPEAT, "min_time_s": _MIN_TIME_S,
+                   "weights_rotated_over_l2_multiple": _L2_MULTIPLE,
+                   "floor": "weight bytes / measured copy bandwidth"},
+        "results": [],
+    }
+    try:
+        report["copy_bandwidth"] = copy_bandwidth()
+        bandwidth = report["copy_bandwidth"]["tb_per_s"] * 1e12
+        print(f"copy bandwidth {report['copy_bandwidth']['tb_per_s']:.2f} TB/s ({properties.name}, sm_{arch})",
+              flush=True)
+        for dtype_name in arguments.dtypes:
+            for layer in arguments.layers:
+                k, n = LAYERS[layer]
+                for layout in LAYOUTS:
+                    report["results"] += benchmark_layer(layer, k, n, layout, dtype_name, arguments.m, bandwidth,
+                                                         arch, l2_bytes)
+                    torch.cuda.empty_cache()
+        _print_table(report["results"])
+    except Exception:
+        report["fatal"] = traceback.format_exc()
+        print(report["fatal"], file=sys.stderr)
+    report["elapsed_s"] = round(time.time() - started, 1)
+    output = arguments.output or (_ROOT / "benchmarks" / "results" /
+                                  f"decode-{properties.name.replace(' ', '-').lower()}.json")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(report, indent=1) + "\n")
+    print(f"wrote {output} in {report['elapsed_s']} s")
+    return 1 if "fatal" in report else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

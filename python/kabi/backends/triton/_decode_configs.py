@@ -1,0 +1,139 @@
+"""Configurations of the decode kernel (``_decode_kernels.py``) and the rules that say which problems each fits.
+
+A decode config fixes the style (``gemv`` or ``dot``), the weight layout it reads (``n_by_k``: an nn.Linear weight
+``w[N, K]`` passed as ``w.T``; ``k_by_n``: a row-major ``[K, N]`` matrix), the tile and the K split. Each config
+serves one layout only, because the tile that streams one layout at full width reads the other with strided,
+narrow loads.
+
+Example::
+
+    config = DecodeConfig("gemv", "n_by_k", block_n=8, block_k=512, num_warps=4, num_stages=3)
+    config.tag                                  # 'gemv_nk_bn8_bk512_w4_s3'
+    decode_unsupported_reason(config, m=1, n=4096, k=4096, element_size=2, arch=90, weight_n_by_k=True)  # ''
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ._configs import SMALL_M_LIMIT, next_power_of_two, shared_memory_limit
+
+STYLES = ("gemv", "dot")
+WEIGHT_LAYOUTS = ("n_by_k", "k_by_n")
+# tl.dot's smallest tile side.
+_DOT_MIN_BLOCK = 16
+# Registers a thread can give the GEMV accumulator and still leave room for the loaded tile and addresses.
+_GEMV_ACCUMULATOR_FLOATS_PER_THREAD = 64
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """One decode kernel instance.
+
+    style: ``gemv`` (M = 1: element-wise FMAs into a tile-shaped float32 accumulator, reduced over K after the
+    loop) or ``dot`` (tl.dot on max(16, next power of two of M) rows, fixed at launch). weight_layout: ``n_by_k``
+    or ``k_by_n``. block_n/block_k: the weight tile. num_warps: as for Triton. num_stages: tiles in the K loop's
+    cp.async pipeline (1: loads go straight to registers). split_k: K slices computed by separate programs and
+    added by a second pass.
+    """
+
+    style: str
+    weight_layout: str
+    block_n: int
+    block_k: int
+    num_warps: int
+    num_stages: int
+    split_k: int = 1
+
+    def __post_init__(self) -> None:
+        if self.style not in STYLES:
+            raise ValueError(f"DecodeConfig.style must be one of {', '.join(STYLES)}; got {self.style!r}")
+        if self.weight_layout not in WEIGHT_LAYOUTS:
+            raise ValueError(f"DecodeConfig.weight_layout must be one of {', '.join(WEIGHT_LAYOUTS)}; "
+                             f"got {self.weight_layout!r}")
+        minimum = _DOT_MIN_BLOCK if self.style == "dot" else 1
+        for field_name in ("block_n", "block_k"):
+            value = getattr(self, field_name)
+            if value < minimum or value & (value - 1):
+                raise ValueError(f"DecodeConfig.{field_name} must be a power of two >= {minimum} for the "
+                                 f"{self.style} style; got {value}")
+        if self.num_warps not in (1, 2, 4, 8, 16):
+            raise ValueError(f"DecodeConfig.num_warps must be one of 1, 2, 4, 8, 16; got {self.num_warps}")
+        if self.num_stages < 1:
+            raise ValueError(f"DecodeConfig.num_stages must be >= 1; got {self.num_stages}")
+        if self.split_k < 1:
+            raise ValueError(f"DecodeConfig.split_k must be >= 1; got {self.split_k}")
+        if self.style == "gemv":
+            floats = self.block_n * self.block_k // (32 * self.num_warps)
+            if floats > _GEMV_ACCUMULATOR_FLOATS_PER_THREAD:
+                raise ValueError(f"DecodeConfig: the gemv accumulator needs {floats} floats per thread "
+                                 f"(block_n * block_k / threads); at most "
+                                 f"{_GEMV_ACCUMULATOR_FLOATS_PER_THREAD} fit in registers")
+
+    @property
+    def tag(self) -> str:
+        """A short unique name, e.g. ``gemv_nk_bn8_bk512_w4_s3`` or ``dot_kn_bn64_bk128_w4_s3_sk4``."""
+        layout = "nk" if self.weight_layout == "n_by_k" else "kn"
+        tag = f"{self.style}_{layout}_bn{self.block_n}_bk{self.block_k}_w{self.num_warps}_s{self.num_stages}"
+        return tag if self.split_k == 1 else f"{tag}_sk{self.split_k}"
+
+    @property
+    def num_threads(self) -> int:
+        return 32 * self.num_warps
+
+    def rows_per_program(self, m: int) -> int:
+        """BLOCK_M for M rows: 1 for GEMV (one program per row), M's next power of two (at least 16) for tl.dot."""
+        return 1 if self.style == "gemv" else max(_DOT_MIN_BLOCK, next_power_of_two(m))
+
+    def shared_memory_bytes(self, m: int, element_size: int) -> int:
+        """An estimate of the pipelined operand buffers in shared memory, for pruning before compiling."""
+        stages = max(self.num_stages - 1, 1)
+        return stages * (self.rows_per_program(m) + self.block_n) * self.block_k * element_size
+
+
+# Sized for an H200 (132 SMs, ~4.3 TB/s) on Llama-3 8B/70B and Mixtral layers (N from 4096 to 57344): the grid
+# should put a few programs on every SM even at N = 4096 (BLOCK_N 16 or less, or split-K for wider tiles), and
+# each SM keep tens of kilobytes of the weight in flight, read in 16-byte vectors along its contiguous dimension
+# (8 bfloat16). The n_by_k tiles are a few rows by a long run of K; the k_by_n tiles a few hundred K rows by a
+# 16-64-wide run of N. Bytes in flight come from num_stages - 1 tiles queued through cp.async (num_stages > 1), or
+# from occupancy alone when loads go straight to registers (num_stages = 1). Wider tiles and no split suit the
+# larger layers, where N alone gives many programs.
+DECODE_CONFIGS = (
+    DecodeConfig("gemv", "n_by_k", block_n=8, block_k=512, num_warps=4, num_stages=3),
+    DecodeConfig("gemv", "n_by_k", block_n=8, block_k=512, num_warps=4, num_stages=1),
+    DecodeConfig("gemv", "n_by_k", block_n=16, block_k=512, num_warps=8, num_stages=3),
+    DecodeConfig("gemv", "n_by_k", block_n=4, block_k=1024, num_warps=4, num_stages=3),
+    DecodeConfig("gemv", "n_by_k", block_n=8, block_k=1024, num_warps=8, num_stages=1),
+    DecodeConfig("gemv", "k_by_n", block_n=16, block_k=256, num_warps=4, num_stages=3),
+    DecodeConfig("gemv", "k_by_n", block_n=16, block_k=256, num_warps=4, num_stages=1),
+    DecodeConfig("gemv", "k_by_n", block_n=32, block_k=256, num_warps=8, num_stages=3),
+    DecodeConfig("gemv", "k_by_n", block_n=64, block_k=128, num_warps=8, num_stages=3, split_k=4),
+    DecodeConfig("dot", "n_by_k", block_n=16, block_k=256, num_warps=4, num_stages=4),
+    DecodeConfig("dot", "n_by_k", block_n=32, block_k=256, num_warps=4, num_stages=3),
+    DecodeConfig("dot", "n_by_k", block_n=64, block_k=128, num_warps=4, num_stages=4, split_k=4),
+    DecodeConfig("dot", "k_by_n", block_n=16, block_k=256, num_warps=4, num_stages=4),
+    DecodeConfig("dot", "k_by_n", block_n=64, block_k=128, num_warps=4, num_stages=3),
+    DecodeConfig("dot", "k_by_n", block_n=64, block_k=128, num_warps=4, num_stages=4, split_k=4),
+)
+
+
+def decode_unsupported_reason(config: DecodeConfig, m: int, n: int, k: int, element_size: int, arch: int | None,
+                              weight_n_by_k: bool) -> str:
+    """Why ``config`` should not run an M x N x K problem, or "" if it should. ``weight_n_by_k``: b is the
+    transposed view of an [N, K] matrix (unit stride along K)."""
+    if m > SMALL_M_LIMIT:
+        return f"M={m} > {SMALL_M_LIMIT}: the decode kernel keeps all of M in one program"
+    if (config.weight_layout == "n_by_k") != weight_n_by_k:
+        wanted = "an nn.Linear weight [N, K] passed as w.T" if config.weight_layout == "n_by_k" else \
+            "a row-major [K, N] matrix"
+        return f"this config streams {wanted}; b is laid out the other way"
+    if config.style == "gemv" and m > 1:
+        return f"M={m}: the gemv style is for one row (it would read the weight once per row); dot takes M > 1"
+    k_blocks = -(-k // config.block_k)
+    if config.split_k > 1 and k_blocks < 2 * config.split_k:
+        return f"K={k} has {k_blocks} blocks of {config.block_k}: too few for split_k={config.split_k}"
+    needed = config.shared_memory_bytes(m, element_size)
+    limit = shared_memory_limit(arch)
+    if needed > limit:
+        return f"needs ~{needed} bytes of shared memory; sm_{arch} allows {limit}"
+    return ""
