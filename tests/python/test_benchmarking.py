@@ -114,9 +114,11 @@ def _count_calls(monkeypatch, stop_after: int | None = None) -> list[str]:
 
 def test_an_interrupted_run_resumes(monkeypatch, tmp_path, capsys):
     out = tmp_path / "quick.json"
+    plot = tmp_path / "quick.png"
     first = _count_calls(monkeypatch, stop_after=2)
     with pytest.raises(KeyboardInterrupt):
-        kabi.benchmark("matmul", "quick", out=out, settings=QUICK_SETTINGS)
+        kabi.benchmark("matmul", "quick", out=out, plot=plot, settings=QUICK_SETTINGS)
+    assert plot.read_bytes().startswith(PNG_MAGIC)  # what was measured before the interruption is plotted
     interrupted = read_document(out)
     assert [problem["key"] for problem in interrupted["problems"]] == first and not interrupted["complete"]
     second = _count_calls(monkeypatch)

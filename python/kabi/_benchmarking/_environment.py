@@ -22,6 +22,8 @@ from .._devices import device_info
 
 __all__ = ["environment"]
 
+# Variables that set how many threads CPU kernels use: a CPU figure means little without them.
+_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 _PACKAGES = ("kabi", "torch", "triton", "numpy", "scipy-openblas32", "flashinfer-python", "nvidia-cublas")
 
 
@@ -64,7 +66,8 @@ def environment(device: torch.device, command: Sequence[str]) -> dict[str, Any]:
     return {
         "device": _device(device),
         "versions": _versions(),
-        "machine": {"platform": platform.platform(), "load_average": list(os.getloadavg())},
+        "machine": {"platform": platform.platform(), "load_average": list(os.getloadavg()),
+                    "thread_environment": {name: os.environ[name] for name in _THREAD_VARIABLES if name in os.environ}},
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": shlex.join(command),
     }

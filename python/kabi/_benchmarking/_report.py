@@ -1,7 +1,7 @@
 """Markdown from results files: for the README's performance section and ``benchmarks/results/README.md``, so
 quoted figures are generated from the JSON rather than retyped.
 
-Per file: the command and machine that produced it, the targets met or missed (with the problems that miss), and
+Per file: what the suite is, the command and machine that produced it, the targets met or missed (with the problems that miss), and
 one row per problem: kabi's pick, its time and fraction of the roof, auto/oracle, auto/peer for each peer, and the
 tuning time beside Inductor's compile-and-tune time. :func:`replace_section` rewrites the part of a markdown file
 between ``<!-- kabi-bench:begin -->`` and ``<!-- kabi-bench:end -->``.
@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from .._errors import InvalidArgumentError
+from .._registry import op_spec
 from ._results import INDUCTOR_PEER
 
 __all__ = ["BEGIN_MARKER", "END_MARKER", "render_markdown", "replace_section"]
@@ -83,7 +84,9 @@ def _section(document: Mapping[str, Any], plot: Path | None) -> list[str]:
     device = first["device"]
     roof = document["roof"]
     rates = ", ".join(f"{dtype} {rate:.3g} TFLOP/s" for dtype, rate in roof["matrix_tflops"].items())
+    suite = op_spec(document["op"]).suites.get(document["suite"])
     lines = [f"### {document['op']} `{document['suite']}` on {device['name']}", "",
+             *([f"{suite.description}.", ""] if suite is not None else []),
              f"`{first['command']}` ({first['date']}; torch {first['versions'].get('torch', '?')}, "
              f"kabi {first['versions'].get('kabi', '?')}). Measured roof: {rates}; copy {roof['copy_gbps']:.0f} GB/s."
              + ("" if document["complete"] else " **Incomplete run.**"), ""]

@@ -159,10 +159,11 @@ def benchmark(
                 progress.advance(task)
         finally:
             _cache_api.set_directory(previous_cache)
+            # An interrupted run (Ctrl-C, `timeout -s INT`) still leaves the plot of what it measured.
+            if plot is not None and document["problems"]:
+                plot_results(document, Path(plot))
     document["complete"] = len(document["problems"]) == len(problems)
     document["summary"] = summarize(document["problems"])
     if out_path is not None:
         write_document(out_path, document)
-    if plot is not None:
-        plot_results(document, Path(plot))
     return BenchmarkResults(document, out_path)
