@@ -4,7 +4,7 @@
 # Usage: bash benchmarks/fetch_gpu_wheels.sh here, then (device tool) bash benchmarks/run_gpu.sh [STEP ...] with
 # carry [".whl"]. Steps: tests repro overhead bench:llm-decode triton cpp (default: all, in that order). Each step has
 # its own time limit so that one hanging step still leaves the others' results and the table.
-# bench:SUITE[:DTYPE] runs `kabi bench matmul --suite SUITE [--dtype DTYPE]` for 280 s at most (then interrupts it,
+# bench:SUITE[:DTYPE] runs `kabi bench matmul --suite SUITE [--dtype DTYPE]` for 240 s at most (then interrupts it,
 # which still plots what was measured, and the step shows FAILED), writing
 # benchmarks/results/nvidia-h200-matmul-SUITE[-DTYPE].json and .png; the JSON is written after every problem, so a
 # suite that needs longer resumes where it stopped when the step runs again with that JSON in place.
@@ -44,7 +44,7 @@ for step in "${steps[@]}"; do
                 --output benchmarks/results/overhead-nvidia-h200.json ;;
     bench:*) IFS=: read -r _ suite dtype <<< "$step"
              name="nvidia-h200-matmul-$suite${dtype:+-$dtype}"
-             run_step "bench $suite ${dtype:-}" timeout -s INT 280 python3 -m kabi.cli bench matmul --suite "$suite" \
+             run_step "bench $suite ${dtype:-}" timeout -s INT 240 python3 -m kabi.cli bench matmul --suite "$suite" \
                ${dtype:+--dtype "$dtype"} --device cuda --out "benchmarks/results/$name.json" \
                --plot "benchmarks/results/$name.png"
              cp "benchmarks/results/$name.png" "$out"/ 2>/dev/null || true ;;
