@@ -17,6 +17,7 @@ from . import _cache_api as cache
 from . import _tuner  # noqa: F401  (turns tuning on: installs the op fronts' decision-miss hook)
 from . import _torch_ops  # noqa: F401  (torch.ops.kabi.<op>; kabi.ops traceable by torch.compile)
 from ._bench import BenchResult, bench
+from ._benchmarking import BenchmarkResults, benchmark
 from ._devices import DeviceInfo, device_info, devices
 from ._distributed import set_agreement_group
 from ._errors import (
@@ -50,6 +51,7 @@ __all__ = [
     "AlreadyExistsError",
     "ArgumentTypeError",
     "BenchResult",
+    "BenchmarkResults",
     "Candidate",
     "ConstraintViolatedError",
     "DeviceInfo",
@@ -69,6 +71,7 @@ __all__ = [
     "UnavailableError",
     "UnsupportedDtypeError",
     "bench",
+    "benchmark",
     "cache",
     "device_info",
     "devices",

@@ -46,6 +46,9 @@ DTYPE_NAMES = ("float16", "bfloat16", "float32", "float64", "int8", "int32", "in
 LAYOUT_NAMES = ("contiguous", "row_strided", "col_strided", "general", "any")
 BATCH_MODE_NAMES = ("none", "uniform", "any")
 DEVICE_NAMES = ("cpu", "cuda", "rocm", "mps", "xpu")
+# How a suite lays out the second operand: "row_major" is b as a contiguous [..., K, N]; "transposed_b" is b as the
+# transposed view of a contiguous [..., N, K], the layout of an nn.Linear weight.
+SUITE_LAYOUT_NAMES = ("row_major", "transposed_b")
 
 
 class RegistryError(InvalidArgumentError):
@@ -62,12 +65,14 @@ class Tolerance:
 
 @dataclass(frozen=True)
 class ShapeSuite:
-    """Named problem shapes ([M, N, K] for matmul) for ``kabi tune --suite`` and benchmarks."""
+    """Named problem shapes ([M, N, K] or [B, M, N, K] for matmul) for ``kabi tune --suite`` and ``kabi bench``;
+    ``layouts`` (default ``("row_major",)``) lists the operand layouts each shape is benchmarked in."""
 
     name: str
     description: str
     shapes: tuple[tuple[int, ...], ...]
     dtypes: tuple[str, ...]
+    layouts: tuple[str, ...] = ("row_major",)
 
 
 @dataclass(frozen=True)
@@ -218,8 +223,12 @@ def load_op_file(path: Path) -> OpSpec:
         for index, shape in enumerate(shapes):
             if not (isinstance(shape, list) and shape and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape)):
                 raise suite.fail(f"shapes[{index}]", f"expected a list of positive integers, got {shape!r}")
+        layouts = suite.names("layouts", SUITE_LAYOUT_NAMES, ["row_major"])
+        if not layouts or len(set(layouts)) != len(layouts):
+            raise suite.fail("layouts", f"expected distinct layout names, at least one, got {list(layouts)!r}")
         suites[suite_name] = ShapeSuite(
-            suite_name, suite.get("description", str), tuple(tuple(s) for s in shapes), suite.names("dtypes", tuple(dtypes))
+            suite_name, suite.get("description", str), tuple(tuple(s) for s in shapes), suite.names("dtypes", tuple(dtypes)),
+            layouts,
         )
         suite.finish()
     spec = OpSpec(

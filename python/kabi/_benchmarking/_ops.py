@@ -1,0 +1,25 @@
+"""The ops ``kabi bench`` can measure, by name: one :class:`OpBenchmark` entry per op.
+
+Example::
+
+    >>> op_benchmark("matmul").peers[0].name
+    'torch.matmul'
+"""
+
+from __future__ import annotations
+
+from .._errors import NotFoundError
+from ._matmul import MATMUL
+from ._problems import OpBenchmark
+
+__all__ = ["OP_BENCHMARKS", "op_benchmark"]
+
+OP_BENCHMARKS: dict[str, OpBenchmark] = {benchmark.op: benchmark for benchmark in (MATMUL,)}
+
+
+def op_benchmark(op: str) -> OpBenchmark:
+    """How to benchmark ``op``; ``NotFoundError`` naming the ops kabi bench knows otherwise."""
+    try:
+        return OP_BENCHMARKS[op]
+    except KeyError:
+        raise NotFoundError(f"kabi bench: op must be one of {', '.join(OP_BENCHMARKS)}, got {op!r}") from None

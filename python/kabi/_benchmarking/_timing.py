@@ -1,0 +1,119 @@
+"""Interleaved timing of one problem's subjects (kabi's choice, each candidate forced, each peer) with kabi.bench.
+
+Every subject is timed in rounds; each round times every subject once, in every mode, the order rotating each
+round, so that load from elsewhere slows one round of every subject alike rather than all of one subject's samples
+(the tuner measures the same way). A subject's figure in a mode is its least round median.
+
+Modes are kabi.bench's: ``"cpu"``; ``"cuda-events"``, one event pair per call with the L2 cache flushed before each
+(a kernel-bound call as a model's first touch of a large layer sees it); ``"cuda-graph"``, calls replayed from a
+CUDA graph, which removes host time (how a decode step runs in a captured model).
+
+Example::
+
+    >>> subjects = [Subject("mm", "peer", lambda: a @ b)]                            # doctest: +SKIP
+    >>> measure_interleaved(subjects, ("cpu",), torch.device("cpu"), TimingSettings())  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, ContextManager, Sequence
+
+import torch
+
+from .._bench import bench
+
+__all__ = ["ModeTiming", "Subject", "TimingSettings", "describe_error", "measure_interleaved", "synchronize"]
+
+_MODE_ARGUMENTS: dict[str, dict[str, bool]] = {
+    "cpu": {},
+    "cuda-events": {"flush_l2": True},
+    "cuda-graph": {"cuda_graph": True},
+}
+
+
+@dataclass(frozen=True)
+class TimingSettings:
+    """How long each subject is measured: ``rounds`` interleaved rounds, each a kabi.bench of ``repeat`` samples
+    lasting at least ``min_time_s`` together."""
+
+    rounds: int = 3
+    repeat: int = 11
+    min_time_s: float = 0.05
+
+    def __post_init__(self) -> None:
+        for name in ("rounds", "repeat"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"kabi bench: {name} must be an integer >= 1, got {value!r}")
+        if isinstance(self.min_time_s, bool) or not isinstance(self.min_time_s, (int, float)) or not self.min_time_s >= 0:
+            raise ValueError(f"kabi bench: min_time_s must be a number of seconds >= 0, got {self.min_time_s!r}")
+
+
+@dataclass
+class Subject:
+    """One implementation timed on the problem: ``kind`` is ``"auto"``, ``"candidate"`` or ``"peer"``; ``scope``
+    is entered around every measurement (kabi.use for a forced candidate, a library setting for a peer)."""
+
+    name: str
+    kind: str
+    fn: Callable[[], Any]
+    scope: Callable[[], ContextManager[Any]] = contextlib.nullcontext
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ModeTiming:
+    """A subject's figure in one mode: the least round median, the rounds' medians, the fastest sample."""
+
+    median_us: float
+    round_medians_us: tuple[float, ...]
+    min_us: float
+    calls_per_sample: int
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work (a no-op on the CPU)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def describe_error(error: BaseException) -> str:
+    """One line naming the exception and its message, short enough for a table cell."""
+    message = " ".join(str(error).split())
+    text = f"{type(error).__name__}: {message}" if message else type(error).__name__
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def measure_interleaved(subjects: Sequence[Subject], modes: Sequence[str], device: torch.device,
+                        settings: TimingSettings) -> dict[str, dict[str, ModeTiming]]:
+    """Time every subject in every mode; returns ``{subject: {mode: timing}}``. A subject that raises in a mode
+    gets the error in ``subject.errors[mode]`` instead of a timing there, and is not timed in that mode again."""
+    results: dict[str, dict[str, list[Any]]] = {subject.name: {mode: [] for mode in modes} for subject in subjects}
+    for round_index in range(settings.rounds):
+        shift = round_index % max(len(subjects), 1)
+        for subject in [*subjects[shift:], *subjects[:shift]]:
+            for mode in modes:
+                if mode in subject.errors:
+                    continue
+                try:
+                    with subject.scope():
+                        timing = bench(subject.fn, warmup=2 if round_index == 0 else 1, repeat=settings.repeat,
+                                       min_time_s=settings.min_time_s, device=device, **_MODE_ARGUMENTS[mode])
+                except Exception as error:
+                    subject.errors[mode] = describe_error(error)
+                    continue
+                results[subject.name][mode].append(timing)
+    return {
+        name: {
+            mode: ModeTiming(
+                median_us=min(timing.median_us for timing in timings),
+                round_medians_us=tuple(timing.median_us for timing in timings),
+                min_us=min(timing.min_us for timing in timings),
+                calls_per_sample=timings[0].calls_per_sample,
+            )
+            for mode, timings in by_mode.items() if timings
+        }
+        for name, by_mode in results.items()
+    }

@@ -1,0 +1,275 @@
+"""kabi bench: every op's quick suite on the CPU writes schema-valid JSON and a PNG; an interrupted run resumes; a
+peer that raises, returns a wrong result or is not installed is recorded, not fatal; bad arguments fail clearly;
+the markdown report is generated from the JSON."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import sys
+
+import pytest
+import torch
+
+import kabi
+from kabi._benchmarking import _ops, _runner, read_document, validation_errors
+from kabi._benchmarking._peers import Peer
+from kabi._benchmarking._report import BEGIN_MARKER, END_MARKER
+from kabi._benchmarking._results import summarize
+from kabi._registry import RegistryError, load_op_file, op_spec, op_specs
+from kabi.cli import main
+
+QUICK_TIMING = ["--rounds", "2", "--repeat", "3", "--min-time-s", "0.002"]
+QUICK_SETTINGS = kabi._benchmarking.TimingSettings(rounds=2, repeat=3, min_time_s=0.002)
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+MEASURE_PROBLEM = _runner.measure_problem
+
+
+@pytest.fixture(autouse=True)
+def temporary_tuning_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("KABI_CACHE_DIR", str(tmp_path / "tuning-cache"))
+    kabi.cache.set_directory(tmp_path / "tuning-cache")
+    yield
+    kabi.cache.set_directory(None)
+
+
+@pytest.fixture(scope="module")
+def quick_runs(tmp_path_factory):
+    """Each op's quick suite, run once through the command line (the tests below read the files)."""
+    directory = tmp_path_factory.mktemp("bench")
+    runs = {}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("KABI_CACHE_DIR", str(directory / "tuning-cache"))
+        kabi.cache.set_directory(directory / "tuning-cache")
+        try:
+            for op in _ops.OP_BENCHMARKS:
+                out, plot = directory / f"{op}-quick.json", directory / f"{op}-quick.png"
+                status = main(["bench", op, "--suite", "quick", "--device", "cpu", "--out", str(out),
+                               "--plot", str(plot), *QUICK_TIMING])
+                runs[op] = (status, out, plot)
+        finally:
+            kabi.cache.set_directory(None)
+    return runs
+
+
+def test_every_op_has_a_benchmark_and_a_quick_suite():
+    for name, spec in op_specs().items():
+        assert name in _ops.OP_BENCHMARKS, name
+        assert "quick" in spec.suites, name
+
+
+@pytest.mark.parametrize("op", sorted(_ops.OP_BENCHMARKS))
+def test_quick_suite_writes_schema_valid_json_and_a_png(quick_runs, op):
+    status, out, plot = quick_runs[op]
+    assert status == 0
+    document = read_document(out)
+    assert validation_errors(document) == []
+    suite = op_spec(op).suites["quick"]
+    assert document["complete"] and len(document["problems"]) == len(suite.shapes) * len(suite.layouts) * len(suite.dtypes)
+    assert document["runs"][0]["command"].startswith(f"kabi bench {op} --suite quick --device cpu")
+    assert document["runs"][0]["device"]["type"] == "cpu" and document["runs"][0]["versions"]["torch"] == torch.__version__
+    assert document["roof"]["matrix_tflops"]["float32"] > 0 and document["roof"]["copy_gbps"] > 0
+    data = plot.read_bytes()
+    assert data.startswith(PNG_MAGIC) and len(data) > 20_000
+
+
+def test_quick_results_are_consistent(quick_runs):
+    document = read_document(quick_runs["matmul"][1])
+    for problem in document["problems"]:
+        by_name = {item["name"]: item for item in problem["implementations"]}
+        kinds = [item["kind"] for item in problem["implementations"]]
+        assert kinds.count("auto") == 1 and kinds.count("candidate") >= 2, problem["key"]
+        assert problem["kabi"]["pick"] in by_name
+        times = {name: item["times"]["cpu"]["median_us"] for name, item in by_name.items() if "cpu" in item["times"]}
+        oracle = problem["oracle"]["cpu"]
+        assert oracle == min((name for name in times if by_name[name]["kind"] == "candidate"), key=times.__getitem__)
+        ratios = problem["ratios"]["cpu"]
+        assert ratios["auto/oracle"] == pytest.approx(times[oracle] / times["auto"])
+        assert ratios["auto/torch.matmul"] == pytest.approx(times["torch.matmul"] / times["auto"])
+        auto = by_name["auto"]["times"]["cpu"]
+        assert auto["tflops"] == pytest.approx(problem["flops"] / (auto["median_us"] * 1e6))
+        assert auto["roof_fraction"] == pytest.approx(problem["roof_us"] / auto["median_us"])
+        assert len(auto["round_medians_us"]) == 2 and auto["median_us"] == min(auto["round_medians_us"])
+        # F.linear applies to an nn.Linear weight only; the CUDA-only peers do not apply on the CPU.
+        linear = problem["layout"] == "transposed_b" and len(problem["shape"]) == 3
+        assert ("F.linear" in by_name) == linear
+        assert "torch.compile" not in by_name and "torch.matmul (cuBLASLt)" not in by_name
+    assert document["summary"]["ratios"]["primary"]["auto/oracle"]["count"] == len(document["problems"])
+
+
+def _count_calls(monkeypatch, stop_after: int | None = None) -> list[str]:
+    measured = []
+
+    def counting(benchmark, problem, *arguments):
+        if stop_after is not None and len(measured) == stop_after:
+            raise KeyboardInterrupt
+        measured.append(problem.key)
+        return MEASURE_PROBLEM(benchmark, problem, *arguments)
+
+    monkeypatch.setattr(_runner, "measure_problem", counting)
+    return measured
+
+
+def test_an_interrupted_run_resumes(monkeypatch, tmp_path, capsys):
+    out = tmp_path / "quick.json"
+    plot = tmp_path / "quick.png"
+    first = _count_calls(monkeypatch, stop_after=2)
+    with pytest.raises(KeyboardInterrupt):
+        kabi.benchmark("matmul", "quick", out=out, plot=plot, settings=QUICK_SETTINGS)
+    assert plot.read_bytes().startswith(PNG_MAGIC)  # what was measured before the interruption is plotted
+    interrupted = read_document(out)
+    assert [problem["key"] for problem in interrupted["problems"]] == first and not interrupted["complete"]
+    second = _count_calls(monkeypatch)
+    results = kabi.benchmark("matmul", "quick", out=out, settings=QUICK_SETTINGS)
+    assert "resuming" in capsys.readouterr().err
+    assert not set(first) & set(second)
+    assert [problem["key"] for problem in results.problems] == first + second and results.complete
+    assert len(results.document["runs"]) == 2 and results.document["roof"] == interrupted["roof"]
+    assert validation_errors(read_document(out)) == []
+    third = _count_calls(monkeypatch)
+    kabi.benchmark("matmul", "quick", out=out, settings=QUICK_SETTINGS)
+    assert third == []
+
+
+def test_a_run_with_other_parameters_is_refused_and_fresh_starts_over(monkeypatch, tmp_path):
+    out = tmp_path / "quick.json"
+    _count_calls(monkeypatch, stop_after=1)
+    with pytest.raises(KeyboardInterrupt):
+        kabi.benchmark("matmul", "quick", out=out, settings=QUICK_SETTINGS)
+    with pytest.raises(kabi.InvalidArgumentError, match="other parameters.*fresh"):
+        kabi.benchmark("matmul", "quick", out=out, settings=QUICK_SETTINGS, peers=["torch.matmul"])
+    measured = _count_calls(monkeypatch)
+    results = kabi.benchmark("matmul", "quick", out=out, settings=QUICK_SETTINGS, peers=["torch.matmul"], fresh=True)
+    suite = op_spec("matmul").suites["quick"]
+    assert len(measured) == len(suite.shapes) * len(suite.layouts) == len(results.problems)
+    assert len(results.document["runs"]) == 1
+
+
+def _raises(inputs):
+    raise RuntimeError("this peer cannot run")
+
+
+def test_failing_wrong_and_missing_peers_are_recorded_not_fatal(monkeypatch, tmp_path):
+    always = lambda problem, device: True
+    peers = (
+        Peer("builds-and-raises", applies=always, build=_raises),
+        Peer("calls-and-raises", applies=always, build=lambda inputs: (lambda: _raises(inputs))),
+        Peer("wrong", applies=always, build=lambda inputs: (lambda: torch.matmul(*inputs) + 1)),
+        Peer("not-installed", applies=always, build=_raises, requires="kabi_no_such_package"),
+    )
+    matmul = _ops.OP_BENCHMARKS["matmul"]
+    monkeypatch.setitem(_ops.OP_BENCHMARKS, "matmul", dataclasses.replace(matmul, peers=matmul.peers + peers))
+    results = kabi.benchmark("matmul", "quick", dtypes=["float32"], settings=QUICK_SETTINGS,
+                             peers=["torch.matmul", *(peer.name for peer in peers)], out=tmp_path / "peers.json")
+    assert results.complete and validation_errors(results.document) == []
+    for problem in results.problems:
+        by_name = {item["name"]: item for item in problem["implementations"]}
+        assert by_name["torch.matmul"]["status"] == "ok"
+        assert by_name["builds-and-raises"]["status"] == "failed"
+        assert "RuntimeError: this peer cannot run" in by_name["builds-and-raises"]["error"]
+        assert by_name["calls-and-raises"]["status"] == "failed"
+        assert by_name["wrong"]["status"] == "failed" and "wrong result" in by_name["wrong"]["error"]
+        assert by_name["not-installed"]["status"] == "skipped"
+        assert "kabi_no_such_package" in by_name["not-installed"]["error"]
+        assert set(problem["ratios"]["cpu"]) == {"auto/oracle", "auto/torch.matmul"}
+
+
+@pytest.mark.parametrize(("arguments", "error", "message"), [
+    ({"suite": "no-such-suite"}, kabi.NotFoundError, "suite must be one of .*quick"),
+    ({"suite": "quick", "dtypes": ["int3"]}, kabi.InvalidArgumentError, "dtype must be among .*float32"),
+    ({"suite": "quick", "device": "tpu"}, kabi.InvalidArgumentError, "device must be cpu, cuda or cuda:N"),
+    ({"suite": "quick", "peers": ["cutlass-by-hand"]}, kabi.InvalidArgumentError, "peers must be among .*torch.matmul"),
+])
+def test_bad_arguments_name_what_was_expected(tmp_path, arguments, error, message):
+    with pytest.raises(error, match=message):
+        kabi.benchmark("matmul", out=tmp_path / "x.json", **arguments)
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_an_unknown_op_is_refused():
+    with pytest.raises(kabi.NotFoundError, match="op must be one of matmul"):
+        kabi.benchmark("convolution", "quick")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error where there is no CUDA device")
+def test_cuda_without_a_gpu_is_refused_clearly(tmp_path):
+    with pytest.raises(kabi.UnavailableError, match="no CUDA device"):
+        kabi.benchmark("matmul", "quick", device="cuda")
+
+
+def test_plot_without_matplotlib_fails_before_measuring(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(kabi.UnavailableError, match="matplotlib"):
+        kabi.benchmark("matmul", "quick", out=tmp_path / "x.json", plot=tmp_path / "x.png")
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_the_report_is_generated_from_the_json(quick_runs, tmp_path, capsys):
+    _, out, plot = quick_runs["matmul"]
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# Results\n\nbefore\n{BEGIN_MARKER}\nold table\n{END_MARKER}\nafter\n")
+    assert main(["bench-report", str(out), "--into", str(readme)]) == 0
+    text = readme.read_text()
+    document = read_document(out)
+    assert "old table" not in text and text.startswith("# Results\n\nbefore\n") and text.endswith("after\n")
+    assert document["runs"][0]["command"] in text
+    assert f"![matmul quick]({os.path.relpath(plot, tmp_path)})" in text
+    for problem in document["problems"]:
+        row = next(line for line in text.splitlines() if line.startswith(f"| {problem['key']} |"))
+        assert f"{problem['ratios']['cpu']['auto/oracle']:.3f}" in row
+        assert f"{problem['ratios']['cpu']['auto/torch.matmul']:.3f}" in row
+    assert "| auto/oracle geomean | 0.98 |" in text
+    readme.write_text("no markers here\n")
+    assert main(["bench-report", str(out), "--into", str(readme)]) == 2
+    assert "kabi-bench:begin" in capsys.readouterr().err
+
+
+def _problem(key: str, auto: float, oracle: float, cublas: float) -> dict:
+    def implementation(name, kind, us):
+        return {"name": name, "kind": kind, "status": "ok", "error": "", "setup_s": None,
+                "times": {"cuda-events": {"median_us": us}}}
+
+    implementations = [implementation("auto", "auto", auto), implementation("fast", "candidate", oracle),
+                       implementation("torch.matmul", "peer", cublas)]
+    ratios = {"auto/oracle": oracle / auto, "auto/torch.matmul": cublas / auto}
+    return {"key": key, "modes": ["cuda-events"], "primary_mode": "cuda-events", "kabi": {"tuning_s": 1.0},
+            "ratios": {"cuda-events": ratios}, "implementations": implementations}
+
+
+def test_the_summary_reports_each_missed_target():
+    problems = [_problem("captured", auto=90, oracle=90, cublas=100),
+                _problem("missed", auto=100, oracle=90, cublas=100),
+                _problem("no headroom", auto=100, oracle=100, cublas=100)]
+    summary = summarize(problems)
+    targets = {(target["ratio"], target["statistic"]): target for target in summary["targets"]}
+    oracle_min = targets[("auto/oracle", "min")]
+    assert not oracle_min["met"] and oracle_min["misses"] == ["missed"] and oracle_min["value"] == pytest.approx(0.9)
+    capture = targets[("auto/torch.matmul", "where the oracle beats torch.matmul by > 3%")]
+    assert capture["misses"] == ["missed"] and capture["value"] == 1 and not capture["met"]
+    geomean = summary["ratios"]["primary"]["auto/torch.matmul"]["geomean"]
+    assert geomean == pytest.approx(math.prod([100 / 90, 1.0, 1.0]) ** (1 / 3))
+    inductor = targets[("auto/torch.compile", "geomean")]
+    assert inductor["value"] is None and inductor["met"] is None
+
+
+def test_the_validator_names_what_is_wrong(quick_runs):
+    document = json.loads(quick_runs["matmul"][1].read_text())
+    document["problems"][0]["implementations"][0]["status"] = "fine"
+    del document["roof"]["copy_gbps"]
+    document["surprise"] = 1
+    errors = validation_errors(document)
+    assert "$.roof: missing 'copy_gbps'" in errors and "$: unexpected 'surprise'" in errors
+    assert any(error.startswith("$.problems[0].implementations[0].status: expected one of") for error in errors)
+
+
+def test_suite_layouts_are_validated(tmp_path):
+    text = op_spec("matmul").path.read_text()
+    assert op_spec("matmul").suites["smoke"].layouts == ("row_major",)
+    assert op_spec("matmul").suites["quick"].layouts == ("row_major", "transposed_b")
+    path = tmp_path / "registry" / "ops" / "matmul.toml"
+    path.parent.mkdir(parents=True)
+    path.write_text(text.replace('layouts = ["row_major", "transposed_b"]', 'layouts = ["row_major", "diagonal"]', 1))
+    with pytest.raises(RegistryError, match=r"suites.quick.layouts\[1\]: 'diagonal' is not one of row_major, transposed_b"):
+        load_op_file(path)
