@@ -80,7 +80,8 @@ def directory() -> Path:
 
 def set_directory(path: str | os.PathLike | None) -> None:
     """Use another cache directory from now on (created when first written); ``None`` goes back to
-    ``KABI_CACHE_DIR`` or the default. Decisions are reloaded from the new place."""
+    ``KABI_CACHE_DIR`` or the default. Decisions are reloaded from the new place; this process's memory-only records
+    stay with the old one."""
     _core.cache_set_directory(None if path is None else _path_argument("path", path))
 
 
