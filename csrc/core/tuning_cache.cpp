@@ -22,7 +22,7 @@
 // not ending in a newline starts its write with one, so a torn line never swallows the next record.
 //
 // Memory-only records (KABI_TUNING_RECORD_MEMORY_ONLY) live in the index of this process alone; a reload keeps
-// them, and the file never sees them.
+// them, a change of directory drops them, and the file never sees them.
 #include "tuning_cache.hpp"
 
 #include <fcntl.h>
@@ -512,6 +512,8 @@ std::string TuningCache::file_path() {
 void TuningCache::set_directory(const std::string& directory) {
   std::lock_guard<std::mutex> guard(state_->mutex);
   state_->directory_override = directory;
+  // Memory-only records belong to the cache they were measured into; another cache starts without them.
+  state_->index.clear();
   state_->load();
 }
 

@@ -16,18 +16,30 @@ Example::
     ...     print(record.problem, record.kernel, record.time_us, record.spread)
     >>> kabi.cache.export("tuned-h200.log")             # doctest: +SKIP
     >>> kabi.cache.import_("tuned-h200.log")            # doctest: +SKIP
+    >>> kabi.cache.retune(noisy=True)                   # doctest: +SKIP
 """
 
 from __future__ import annotations
 
+import math
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from . import _core
+import torch
 
-__all__ = ["CacheRecord", "CacheStats", "directory", "set_directory", "show", "export", "import_", "clear",
-           "reload", "stats"]
+from . import _core, _devices
+from ._errors import ArgumentTypeError, InvalidArgumentError, KabiError
+from ._tuning_keys import representative_inputs
+from ._tuning_policy import TuningSettings, current_settings
+
+if TYPE_CHECKING:
+    from ._tuner import TuningReport
+
+__all__ = ["CacheRecord", "CacheStats", "Retuned", "SkippedProblem", "directory", "set_directory", "show", "export",
+           "import_", "clear", "reload", "stats", "retune"]
 
 
 @dataclass(frozen=True)
@@ -80,7 +92,8 @@ def directory() -> Path:
 
 def set_directory(path: str | os.PathLike | None) -> None:
     """Use another cache directory from now on (created when first written); ``None`` goes back to
-    ``KABI_CACHE_DIR`` or the default. Decisions are reloaded from the new place."""
+    ``KABI_CACHE_DIR`` or the default. Decisions are reloaded from the new place; this process's memory-only records
+    stay with the old one."""
     _core.cache_set_directory(None if path is None else _path_argument("path", path))
 
 
@@ -128,3 +141,78 @@ def show(op: str | None = None) -> list[CacheRecord]:
     if op is not None and not isinstance(op, str):
         raise TypeError(f"kabi.cache.show: op must be an op name (str) or None, got {op!r}")
     return [CacheRecord.from_core(raw) for raw in _core.cache_list(op)]
+
+
+@dataclass(frozen=True)
+class SkippedProblem:
+    """A problem :func:`retune` selected but did not measure, and why."""
+
+    device: str
+    op: str
+    problem: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Retuned:
+    """What :func:`retune` did: a tuning report per problem it measured again, and the problems it skipped."""
+
+    reports: tuple[TuningReport, ...]
+    skipped: tuple[SkippedProblem, ...]
+
+
+def _is_noisy(record: CacheRecord, settings: TuningSettings) -> bool:
+    return record.memory_only or record.spread > settings.max_spread
+
+
+def retune(op: str | None = None, *, noisy: bool = False, older_than_s: float | None = None,
+           settings: TuningSettings | None = None) -> Retuned:
+    """Measure again every problem of the live records that the filters select (all of them without filters; both
+    filters must hold when both are given), and record the new results.
+
+    Args:
+        op: only this op's problems.
+        noisy: only problems with a record whose spread exceeds ``settings.max_spread`` or that is memory-only.
+        older_than_s: only problems whose oldest record is older than this many seconds (a record of unknown age
+            counts as old).
+        settings: the measurement budget; ``kabi.tuning``'s (or the environment's) when None.
+
+    Each problem is rebuilt from its key (:func:`kabi._tuning_keys.representative_inputs`) and measured with
+    :func:`kabi.tune`. Problems recorded on a device other than this machine's, or whose key cannot be rebuilt, are
+    skipped with the reason.
+
+    Example::
+
+        result = kabi.cache.retune("matmul", older_than_s=7 * 86400)
+        for report in result.reports:
+            print(report)
+    """
+    from ._tuner import tune  # the tuner records through this module, so it is imported when first needed
+
+    if not isinstance(noisy, bool):
+        raise ArgumentTypeError(f"kabi.cache.retune: noisy must be True or False, got {noisy!r}")
+    if older_than_s is not None and (isinstance(older_than_s, bool) or not isinstance(older_than_s, (int, float))
+                                     or not 0 <= older_than_s < math.inf):
+        raise InvalidArgumentError(f"kabi.cache.retune: older_than_s must be a number of seconds >= 0, "
+                                   f"got {older_than_s!r}")
+    settings = settings if settings is not None else current_settings()
+    problems: dict[tuple[str, str, str], list[CacheRecord]] = {}
+    for record in show(op):
+        problems.setdefault((record.device, record.op, record.problem), []).append(record)
+    now = time.time()
+    here = {info.signature: torch.device(info.device_type, info.index) if info.device_type != "cpu"
+            else torch.device("cpu") for info in _devices.devices()}
+    reports, skipped = [], []
+    for (device, op_name, problem), records in problems.items():
+        if noisy and not any(_is_noisy(record, settings) for record in records):
+            continue
+        if older_than_s is not None and not min(record.recorded_at for record in records) < now - older_than_s:
+            continue
+        if device not in here:
+            skipped.append(SkippedProblem(device, op_name, problem, "recorded on a device this machine does not have"))
+            continue
+        try:
+            reports.append(tune(op_name, *representative_inputs(op_name, problem, here[device]), settings=settings))
+        except KabiError as error:
+            skipped.append(SkippedProblem(device, op_name, problem, str(error)))
+    return Retuned(tuple(reports), tuple(skipped))

@@ -4,6 +4,14 @@ A candidate that raises, returns the wrong shape or dtype, returns NaN/Inf where
 the op's tolerance, or writes into its inputs gets ``time_us = inf`` and a note saying why; it can never win, and
 nothing it does escapes as an exception.
 
+Timing is built to hold on a busy machine. The survivors are timed in ``settings.repeat`` short rounds; in each
+round every candidate takes one sample (a :func:`kabi.bench` of ``SAMPLES_PER_ROUND`` calls' median), in an order
+that rotates from round to round, so a burst of load from elsewhere lands on every candidate alike. A candidate's
+time is the median of its rounds and its spread ``(slowest - fastest) / median`` over them. A spread above
+``settings.max_spread`` is measured again, together with the other noisy candidates, up to
+``REMEASUREMENTS`` times; a candidate still noisy after that is marked ``noisy``: the tuner keeps its record for
+this process only, and later processes measure it again.
+
 Example::
 
     >>> import torch
@@ -21,12 +29,13 @@ Example::
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import torch
 
-from ._bench import BenchResult, bench
+from ._bench import bench
 from ._correctness import check_output, reference_output
 from ._registry import Tolerance
 from ._tuning_policy import TuningSettings
@@ -35,18 +44,24 @@ __all__ = ["CandidateMeasurement", "measure_candidates", "fastest"]
 
 # Notes travel into the tuning cache and into explain's 256-byte reason fields.
 _MAX_NOTE_CHARS = 200
-# Interleaved timing rounds per candidate; see measure_candidates.
-TIMING_ROUNDS = 3
+# Samples of one candidate in one round; their median is the round's value, so one preempted sample cannot move it.
+SAMPLES_PER_ROUND = 3
+# How many more times the noisy candidates of a problem are measured before they are kept as noisy.
+REMEASUREMENTS = 2
 
 
 @dataclass(frozen=True)
 class CandidateMeasurement:
-    """One candidate's outcome: its median time (inf when rejected) and why it was rejected ("" when it passed)."""
+    """One candidate's outcome: its median time over the timing rounds (inf when rejected), why it was rejected or
+    why its time is not final ("" when it passed cleanly), each round's time, the relative spread of the rounds
+    ((slowest - fastest) / median; 0 with fewer than two rounds) and whether that spread stayed above the bound."""
 
     kernel: str
     time_us: float
     note: str = ""
-    bench: BenchResult | None = None
+    rounds_us: tuple[float, ...] = ()
+    spread: float = 0.0
+    noisy: bool = False
 
     @property
     def passed(self) -> bool:
@@ -92,55 +107,94 @@ def measure_candidates(
 ) -> list[CandidateMeasurement]:
     """Gate and time each ``(name, fn)`` in ``candidates`` on ``fn(*make_inputs())``.
 
-    Candidates that pass the gate are timed in ``TIMING_ROUNDS`` interleaved rounds (the order rotating each
-    round), each round a :func:`kabi.bench` with ``settings.repeat`` samples and a share of
-    ``settings.min_time_s``; a candidate's time is its least round median. A burst of load from elsewhere then
-    slows one round of every candidate alike instead of all of one candidate's samples.
+    Candidates that pass the gate are timed in ``settings.repeat`` interleaved rounds (see the module docstring):
+    the first round warms each candidate up with ``settings.warmup`` calls, the rounds of one candidate last
+    ``settings.min_time_s`` together, and noisy candidates are measured again.
 
     ``make_inputs`` must return the same values on every call (the tuning inputs are rebuilt after a candidate
     corrupts them). ``reference`` is the op's reference, run in float64. Results keep the candidates' order.
     """
-    inputs = make_inputs()
-    snapshots = [item.clone() if isinstance(item, torch.Tensor) else item for item in inputs]
-    device = next((item.device for item in inputs if isinstance(item, torch.Tensor)), torch.device("cpu"))
-    expected = reference_output(reference, inputs)
-    notes: dict[str, str] = {}
+    timing = _Timing(make_inputs, settings)
+    expected = reference_output(reference, timing.inputs)
     for name, fn in candidates:
-        note = _gate(fn, inputs, expected, tolerance, expected_dtype, device)
-        if not _unchanged(inputs, snapshots):
+        note = _gate(fn, timing.inputs, expected, tolerance, expected_dtype, timing.device)
+        if not timing.inputs_unchanged():
             note = "wrote into its inputs" + (f"; {note}" if note else "")
-            inputs = make_inputs()
+            timing.rebuild_inputs()
         if note is not None:
-            notes[name] = note
-    timed = [(name, fn) for name, fn in candidates if name not in notes]
-    best: dict[str, BenchResult] = {}
-    for round_index in range(TIMING_ROUNDS):
-        shift = round_index % max(len(timed), 1)
-        for name, fn in timed[shift:] + timed[:shift]:
-            if name in notes:
-                continue
-            try:
-                timing = bench(
-                    lambda: fn(*inputs),
-                    warmup=settings.warmup if round_index == 0 else 1,
-                    repeat=settings.repeat,
-                    min_time_s=settings.min_time_s / TIMING_ROUNDS,
-                    device=device,
-                )
-            except Exception as error:
-                notes[name] = _describe_exception(error, " while being timed")
-                continue
-            if not _unchanged(inputs, snapshots):
-                notes[name] = "wrote into its inputs while being timed"
-                inputs = make_inputs()
-                continue
-            if name not in best or timing.median_us < best[name].median_us:
-                best[name] = timing
-    return [
-        CandidateMeasurement(name, math.inf, notes[name]) if name in notes
-        else CandidateMeasurement(name, best[name].median_us, "", best[name])
-        for name, _ in candidates
-    ]
+            timing.notes[name] = note
+    timed = [(name, fn) for name, fn in candidates if name not in timing.notes]
+    rounds = timing.interleaved_rounds(timed, settings.warmup)
+    for _ in range(REMEASUREMENTS):
+        noisy = [(name, fn) for name, fn in timed if name in rounds and _spread(rounds[name]) > settings.max_spread]
+        if not noisy:
+            break
+        for name, again in timing.interleaved_rounds(noisy, 1).items():
+            if _spread(again) < _spread(rounds[name]):
+                rounds[name] = again
+    return [timing.result(name, rounds.get(name, ())) for name, _ in candidates]
+
+
+def _spread(rounds_us: Sequence[float]) -> float:
+    if len(rounds_us) < 2:
+        return 0.0
+    median = statistics.median(rounds_us)
+    return (max(rounds_us) - min(rounds_us)) / median if median > 0 else 0.0
+
+
+class _Timing:
+    """The tuning inputs of one problem, the notes of the candidates rejected so far, and the interleaved rounds."""
+
+    def __init__(self, make_inputs: Callable[[], list[Any]], settings: TuningSettings) -> None:
+        self.make_inputs, self.settings = make_inputs, settings
+        self.inputs = make_inputs()
+        self.snapshots = [item.clone() if isinstance(item, torch.Tensor) else item for item in self.inputs]
+        self.device = next((item.device for item in self.inputs if isinstance(item, torch.Tensor)), torch.device("cpu"))
+        self.notes: dict[str, str] = {}
+        self.attempts = 0
+
+    def inputs_unchanged(self) -> bool:
+        return _unchanged(self.inputs, self.snapshots)
+
+    def rebuild_inputs(self) -> None:
+        self.inputs = self.make_inputs()
+
+    def interleaved_rounds(self, candidates: Sequence[tuple[str, Callable[..., Any]]], warmup: int) -> dict[str, list[float]]:
+        """Each candidate's round times: ``settings.repeat`` rounds of one sample per candidate, the order rotating
+        each round. A candidate that raises or writes into its inputs is noted and leaves the rounds."""
+        self.attempts += 1
+        repeat = self.settings.repeat
+        rounds: dict[str, list[float]] = {name: [] for name, _ in candidates}
+        for round_index in range(repeat):
+            active = [(name, fn) for name, fn in candidates if name not in self.notes]
+            shift = round_index % max(len(active), 1)
+            for name, fn in active[shift:] + active[:shift]:
+                try:
+                    sample = bench(
+                        lambda: fn(*self.inputs),
+                        warmup=warmup if round_index == 0 else 1,
+                        repeat=SAMPLES_PER_ROUND,
+                        min_time_s=self.settings.min_time_s / repeat,
+                        device=self.device,
+                    )
+                except Exception as error:
+                    self.notes[name] = _describe_exception(error, " while being timed")
+                    continue
+                if not self.inputs_unchanged():
+                    self.notes[name] = "wrote into its inputs while being timed"
+                    self.rebuild_inputs()
+                    continue
+                rounds[name].append(sample.median_us)
+        return {name: values for name, values in rounds.items() if name not in self.notes}
+
+    def result(self, name: str, rounds_us: Sequence[float]) -> CandidateMeasurement:
+        if name in self.notes:
+            return CandidateMeasurement(name, math.inf, self.notes[name])
+        spread = _spread(rounds_us)
+        noisy = spread > self.settings.max_spread
+        note = (f"noisy: spread {spread:.0%} > {self.settings.max_spread:.0%} in each of {self.attempts} "
+                f"measurements; kept for this process only" if noisy else "")
+        return CandidateMeasurement(name, statistics.median(rounds_us), note, tuple(rounds_us), spread, noisy)
 
 
 def fastest(results: Sequence[CandidateMeasurement]) -> CandidateMeasurement | None:

@@ -78,7 +78,8 @@ class TuningReport:
         lines = [f"{self.op} {self.problem} on {self.device}: pick {self.pick or 'none'} "
                  f"({self.source}, tuned in {self.seconds:.3f} s)"]
         for item in self.measurements:
-            outcome = f"{item.time_us:12.2f} us" if item.passed else f"rejected: {item.note}"
+            outcome = (f"{item.time_us:12.2f} us  spread {item.spread:4.0%}" + (f"  {item.note}" if item.note else "")
+                       if item.passed else f"rejected: {item.note}")
             lines.append(f"  {'*' if item.kernel == self.pick else ' '} {item.kernel:<{width}} {outcome}")
         return "\n".join(lines)
 
@@ -143,8 +144,12 @@ def _measure(front: OpFront, inputs: Sequence[torch.Tensor], selection: Selectio
 
 def _record(front: OpFront, inputs: Sequence[torch.Tensor], selection: Selection,
             measurements: Sequence[CandidateMeasurement], seconds: float, source: str) -> TuningReport:
+    """Store every measurement (a noisy one for this process only) and remember the report for explain."""
     descriptors = [descriptor(tensor, name, front.name) for tensor, name in zip(inputs, front.input_names)]
-    _core.tuning_store(front.name, descriptors, [], [(item.kernel, item.time_us, item.note, 0, 0.0) for item in measurements])
+    _core.tuning_store(front.name, descriptors, [], [
+        (item.kernel, item.time_us, item.note, _core.TUNING_RECORD_MEMORY_ONLY if item.noisy else 0, item.spread)
+        for item in measurements
+    ])
     pick = fastest(measurements)
     problem = selection.problem
     return _remember(TuningReport(front.name, problem.key, problem.device, tuple(measurements),

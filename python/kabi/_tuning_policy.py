@@ -8,8 +8,9 @@ Modes:
 - ``"off"``: never measure; use what the tuning cache remembers, else the heuristic.
 
 Why first-call by default: the cost is paid once per (device, op, problem key, kernel versions) across all
-processes and restarts, and it is bounded (each candidate gets ``warmup`` calls plus three interleaved rounds of
-``repeat`` samples lasting ``min_time_s`` together), while the heuristic alone is often wrong about which kernel is fastest. Latency-critical
+processes and restarts, and it is bounded (each candidate gets ``warmup`` calls plus ``repeat`` interleaved rounds
+lasting ``min_time_s`` together, and a noisy candidate at most two measurements more), while the heuristic alone is
+often wrong about which kernel is fastest. Latency-critical
 services can pre-fill the cache offline (``kabi tune``, ``kabi cache export/import``) and run with ``KABI_TUNE=off``.
 
 Whatever the mode, no tuning happens while a CUDA graph is being captured or while torch.compile traces: measuring
@@ -45,18 +46,24 @@ _ENVIRONMENT_VARIABLES = {
     "warmup": "KABI_TUNE_WARMUP",
     "repeat": "KABI_TUNE_REPEAT",
     "min_time_s": "KABI_TUNE_MIN_TIME_S",
+    "max_spread": "KABI_TUNE_MAX_SPREAD",
 }
 
 
 @dataclass(frozen=True)
 class TuningSettings:
-    """The tuning mode and the measurement budget of each candidate: ``warmup`` calls, then three interleaved rounds
-    of ``repeat`` samples each, lasting at least ``min_time_s`` together (see :func:`kabi.bench`)."""
+    """The tuning mode and the measurement budget of each candidate: ``warmup`` calls, then ``repeat`` rounds
+    interleaved with the other candidates', lasting at least ``min_time_s`` together (see :mod:`kabi._measure`).
+
+    ``max_spread`` bounds the relative spread of a measurement's rounds ((slowest - fastest) / median): a candidate
+    above it is measured again, and if it stays above, its time is used in this process but never persisted.
+    ``math.inf`` accepts every measurement."""
 
     mode: str = "first-call"
     warmup: int = 2
     repeat: int = 7
     min_time_s: float = 0.02
+    max_spread: float = 0.25
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -67,6 +74,8 @@ class TuningSettings:
                 raise ValueError(f"tuning {name} must be an integer >= 1, got {value!r}")
         if isinstance(self.min_time_s, bool) or not isinstance(self.min_time_s, (int, float)) or not self.min_time_s >= 0:
             raise ValueError(f"tuning min_time_s must be a number of seconds >= 0, got {self.min_time_s!r}")
+        if isinstance(self.max_spread, bool) or not isinstance(self.max_spread, (int, float)) or not self.max_spread > 0:
+            raise ValueError(f"tuning max_spread must be a fraction > 0 (0.25 = 25%, inf = any), got {self.max_spread!r}")
 
 
 _scoped_settings: contextvars.ContextVar[TuningSettings | None] = contextvars.ContextVar(
@@ -84,7 +93,7 @@ def _settings_from_environment() -> TuningSettings:
             values[field] = text.lower()
             continue
         try:
-            values[field] = float(text) if field == "min_time_s" else int(text)
+            values[field] = float(text) if field in ("min_time_s", "max_spread") else int(text)
         except ValueError:
             raise ValueError(f"{variable}={text!r} is not a number") from None
     try:
@@ -106,9 +115,11 @@ def tuning(
     warmup: int | None = None,
     repeat: int | None = None,
     min_time_s: float | None = None,
+    max_spread: float | None = None,
 ) -> Iterator[TuningSettings]:
-    """Scope the tuning policy: ``mode`` is ``"off"`` or ``"first-call"``; the other arguments set how long each
-    candidate is measured. Unset arguments keep the enclosing scope's (or the environment's) values.
+    """Scope the tuning policy: ``mode`` is ``"off"`` or ``"first-call"``; ``warmup``, ``repeat`` and
+    ``min_time_s`` set how long each candidate is measured, ``max_spread`` how noisy a measurement may be and still
+    be persisted. Unset arguments keep the enclosing scope's (or the environment's) values.
 
     Example::
 
@@ -117,7 +128,8 @@ def tuning(
     """
     changes = {
         name: value
-        for name, value in (("mode", mode), ("warmup", warmup), ("repeat", repeat), ("min_time_s", min_time_s))
+        for name, value in (("mode", mode), ("warmup", warmup), ("repeat", repeat), ("min_time_s", min_time_s),
+                            ("max_spread", max_spread))
         if value is not None
     }
     settings = dataclasses.replace(current_settings(), **changes)

@@ -26,6 +26,12 @@ def wide_console(monkeypatch):
     monkeypatch.setenv("COLUMNS", "400")  # rich wraps at the terminal width; keep each message on one line
 
 
+@pytest.fixture(autouse=True)
+def every_measurement_persisted(monkeypatch):
+    # The record counts below must not depend on this machine's load (tests/python/test_measure.py covers noise).
+    monkeypatch.setenv("KABI_TUNE_MAX_SPREAD", "inf")
+
+
 def _kabi(capsys, *arguments):
     status = cli.main(list(arguments))
     captured = capsys.readouterr()

@@ -618,7 +618,8 @@ typedef int (*kabi_cache_visit_fn)(void* user_data, const kabi_cache_entry* entr
  *  first, so records other processes stored are included. */
 KABI_EXPORT kabi_status kabi_cache_list(const char* op, kabi_cache_visit_fn visit, void* user_data);
 
-/** Use another cache directory from now on (NULL: back to the environment/default); reloads. */
+/** Use another cache directory from now on (NULL: back to the environment/default); reloads. This process's
+ *  memory-only records of the previous directory are dropped. */
 KABI_EXPORT kabi_status kabi_cache_set_directory(const char* directory);
 
 /** The cache directory in use (NUL-terminated, at most buffer_size bytes). */

@@ -77,6 +77,7 @@ def _settings(arguments: argparse.Namespace) -> TuningSettings:
             warmup=arguments.warmup if arguments.warmup is not None else base.warmup,
             repeat=arguments.repeat if arguments.repeat is not None else base.repeat,
             min_time_s=arguments.min_time_s if arguments.min_time_s is not None else base.min_time_s,
+            max_spread=base.max_spread,
         )
     except ValueError as error:
         raise SystemExit(f"kabi tune: {error}") from None

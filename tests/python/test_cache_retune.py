@@ -1,0 +1,190 @@
+"""`kabi cache show` (the pick, each record's age, spread and flags), problem keys rebuilt into inputs, and
+`kabi cache retune` / `kabi.cache.retune` selecting and measuring problems again."""
+
+import math
+import time
+import zlib
+
+import pytest
+import torch
+
+import kabi
+from kabi import _core, cli
+from kabi._cli.cache import _age
+from kabi._tensors import descriptor
+from kabi._tuning_keys import representative_inputs
+from kabi._tuning_policy import TuningSettings
+
+# Quick and noise-blind: which problems retune selects must not depend on this machine's load.
+QUICK = TuningSettings(warmup=1, repeat=2, min_time_s=0.0, max_spread=math.inf)
+
+
+@pytest.fixture
+def cache_dir(tmp_path):
+    kabi.cache.set_directory(tmp_path / "cache")
+    try:
+        yield tmp_path / "cache"
+    finally:
+        kabi.cache.set_directory(None)
+
+
+@pytest.fixture(autouse=True)
+def wide_console(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "400")  # rich wraps at the terminal width; keep each row on one line
+
+
+def _kabi(capsys, *arguments):
+    status = cli.main(list(arguments))
+    captured = capsys.readouterr()
+    return status, captured.out + captured.err
+
+
+def _store(records, m=8, n=6, k=4):
+    _core.tuning_store("matmul", [descriptor(torch.empty(m, k)), descriptor(torch.empty(k, n))], [], records)
+
+
+class _Recent:
+    """Equal to the age of a record made during the test: a few seconds."""
+
+    def __eq__(self, text):
+        return text in ("0 s", "1 s", "2 s", "3 s")
+
+
+RECENT = _Recent()
+
+
+def _rows(output, kernel):
+    """The cells of ``kernel``'s row in each table, in the order the tables are shown."""
+    lines = [line for line in output.splitlines() if f" {kernel} " in line]
+    return [[cell.strip() for cell in line.split("│")[1:-1]] for line in lines]
+
+
+def test_show_marks_the_pick_and_shows_age_spread_and_flags(cache_dir, capsys):
+    kabi.register_kernel("matmul", torch.matmul, name="test.show.verdict", dtypes=["float32"])
+    try:
+        _store([("torch.matmul.cpu", 12.5, "", 0, 0.031),
+                ("cpu.openblas.gemm", 9.0, "noisy", _core.TUNING_RECORD_MEMORY_ONLY, 0.6),
+                ("test.show.verdict", 0.0, "", _core.TUNING_RECORD_GATE_ONLY, 0.0)])
+        _store([("torch.matmul.cpu", 3.0, "", 0, 0.0), ("cpu.openblas.gemm", math.inf, "wrong result", 0, 0.0)],
+               m=16)
+        status, output = _kabi(capsys, "cache", "show", "--op", "matmul")
+    finally:
+        kabi.unregister_kernel("matmul", "test.show.verdict")
+    assert status == 0
+    assert output.count("matmul float32|contiguous,contiguous|1|") == 2, "one table per problem"
+    # Problems in key order: M=16 (openblas failed, torch the pick), then M=8, where the fastest timed record is
+    # the memory-only one (this process uses it).
+    failed, noisy = _rows(output, "cpu.openblas.gemm")
+    assert failed == ["", "cpu.openblas.gemm", "-", "-", RECENT, "failed", "wrong result"]
+    assert noisy == ["*", "cpu.openblas.gemm", "9.00 us", "60%", RECENT, "memory only", "noisy"]
+    assert [row[:4] for row in _rows(output, "torch.matmul.cpu")] == [["*", "torch.matmul.cpu", "3.00 us", "0%"],
+                                                                     ["", "torch.matmul.cpu", "12.50 us", "3%"]]
+    [verdict] = _rows(output, "test.show.verdict")
+    assert verdict[:6] == ["", "test.show.verdict", "-", "-", RECENT, "gate only"]
+
+
+@pytest.mark.parametrize(
+    ("age_s", "text"),
+    [(0, "0 s"), (59, "59 s"), (60, "1 min"), (3 * 60 + 5, "3 min"), (2 * 3600, "2 h"), (2 * 86400 + 7, "2 d")],
+)
+def test_ages_are_shown_in_their_largest_whole_unit(age_s, text):
+    now = 1_800_000_000.0
+    assert _age(int(now - age_s), now) == text
+    assert _age(0, now) == "?"
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "float32|contiguous,contiguous|1|64|16|32",
+        "float32|contiguous,col_strided|3|64|16|32",
+        "float64|row_strided,general|1|8|5|7",
+        "bfloat16|col_strided,row_strided|6|4096|3|9",
+        "float16|general,contiguous|2|8192|4|4",  # M above the bucketing cap is kept exact
+        "float32|contiguous,contiguous|1|1|1024|1024",
+    ],
+)
+def test_representative_inputs_describe_to_the_same_problem_key(key):
+    inputs = representative_inputs("matmul", key, torch.device("cpu"))
+    assert _core.describe("matmul", [descriptor(tensor) for tensor in inputs])["key"] == key
+
+
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [
+        ("float32|contiguous,contiguous|1|64|16", "has 5 fields; its tuning key .* has 6"),
+        ("float32|contiguous|1|64|16|32", "layout names 1 inputs, the op has 2"),
+        ("float32|contiguous,contiguous|1|sixty|16|32", "M must be a non-negative integer, got 'sixty'"),
+        ("float12|contiguous,contiguous|1|64|16|32", "unknown dtype 'float12'"),
+        ("float32|row_strided,contiguous|1|1|16|32", "no representative inputs found"),
+    ],
+)
+def test_a_key_that_cannot_be_rebuilt_is_named(key, message):
+    with pytest.raises(kabi.InvalidArgumentError, match=message):
+        representative_inputs("matmul", key, torch.device("cpu"))
+
+
+def _problem_records():
+    found = {}
+    for record in kabi.cache.show("matmul"):
+        found.setdefault(record.problem, {})[record.kernel] = record
+    return found
+
+
+def test_retune_selects_noisy_and_old_problems_and_measures_them_again(cache_dir):
+    kabi.tune(kabi.ops.matmul, torch.empty(16, 8), torch.empty(8, 6), settings=QUICK)
+    _store([("torch.matmul.cpu", 7000.0, "", 0, 0.9), ("cpu.openblas.gemm", 5.0, "", 0, 0.01)], m=32)
+    [clean_key, noisy_key] = sorted(_problem_records(), key=lambda key: key.split("|")[3])
+    assert kabi.cache.retune(older_than_s=3600, settings=QUICK) == kabi.cache.Retuned((), ())
+
+    result = kabi.cache.retune(noisy=True, settings=TuningSettings(**{**QUICK.__dict__, "max_spread": 0.5}))
+    assert [report.problem for report in result.reports] == [noisy_key] and result.skipped == ()
+    remeasured = _problem_records()[noisy_key]["torch.matmul.cpu"]
+    assert remeasured.time_us < 7000.0 and remeasured.spread != 0.9
+
+    time.sleep(1.1)
+    result = kabi.cache.retune("matmul", older_than_s=1, settings=QUICK)
+    assert sorted(report.problem for report in result.reports) == [clean_key, noisy_key]
+
+
+def _v1_line(device, problem, kernel, time_us):
+    body = "\t".join(["v1", device, "matmul", problem, kernel, "fingerprint", time_us, ""])
+    return f"{body}\t{zlib.crc32(body.encode()):08x}\n"
+
+
+def test_retune_skips_problems_of_another_device_and_says_why(cache_dir, tmp_path, capsys):
+    exported = tmp_path / "other-machine.log"
+    exported.write_text(_v1_line("cuda|NVIDIA H200|sm_90|abi1", "float32|contiguous,contiguous|1|8|6|4",
+                                 "torch.matmul.cuda", "3.5"))
+    kabi.cache.import_(exported)
+    [skipped] = kabi.cache.retune(settings=QUICK).skipped
+    assert skipped.device.startswith("cuda|NVIDIA H200") and "device this machine does not have" in skipped.reason
+    status, output = _kabi(capsys, "cache", "retune", "--older-than", "30m")
+    assert status == 0 and "skipped matmul float32|contiguous,contiguous|1|8|6|4" in output
+    assert "nothing retuned" in output
+
+
+def test_cache_retune_prints_the_new_table(cache_dir, capsys, monkeypatch):
+    monkeypatch.setenv("KABI_TUNE_MAX_SPREAD", "0.5")
+    monkeypatch.setenv("KABI_TUNE_REPEAT", "2")
+    monkeypatch.setenv("KABI_TUNE_MIN_TIME_S", "0")
+    _store([("torch.matmul.cpu", 7000.0, "", 0, 0.9), ("cpu.openblas.gemm", 5.0, "", 0, 0.01)])
+    status, output = _kabi(capsys, "cache", "retune", "--noisy", "--op", "matmul")
+    assert status == 0 and "retuned 1 problems" in output
+    assert "matmul float32|contiguous,contiguous|1|8|6|4" in output and "7000.00 us" not in output
+    status, output = _kabi(capsys, "cache", "retune", "--older-than", "1h")
+    assert status == 0 and "nothing to retune" in output
+
+
+@pytest.mark.parametrize("duration", ["7", "x1d", "-3h", "12y"])
+def test_a_bad_duration_is_named(duration, capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["cache", "retune", f"--older-than={duration}"])
+    assert "--older-than: expected a duration such as 90s, 30m, 12h or 7d" in capsys.readouterr().err
+
+
+def test_retune_checks_its_arguments(cache_dir):
+    with pytest.raises(kabi.ArgumentTypeError, match="noisy must be True or False"):
+        kabi.cache.retune(noisy="yes")
+    with pytest.raises(kabi.InvalidArgumentError, match="older_than_s must be a number of seconds >= 0"):
+        kabi.cache.retune(older_than_s=-1)
