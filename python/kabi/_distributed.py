@@ -101,13 +101,18 @@ class Agreement:
     source: str
 
 
-def _reduce(per_rank: Sequence[Sequence[tuple[str, float, str]]], kernels: Sequence[str]) -> tuple[CandidateMeasurement, ...]:
+def _reduce(per_rank: Sequence[Sequence[tuple[str, float, str, float, bool]]],
+            kernels: Sequence[str]) -> tuple[CandidateMeasurement, ...]:
+    """Each kernel's slowest rank decides its time; its spread is the widest and it is noisy if any rank found it
+    so (a noisy record is then kept out of every rank's cache file alike)."""
     reduced = []
     for index, name in enumerate(kernels):
         times = [results[index][1] for results in per_rank]
         notes = [(rank, results[index][2]) for rank, results in enumerate(per_rank) if results[index][2]]
         note = "" if not notes else (notes[0][1] if len(per_rank) == 1 else f"rank {notes[0][0]}: {notes[0][1]}")
-        reduced.append(CandidateMeasurement(name, max(times), note if not math.isfinite(max(times)) else ""))
+        noisy = any(results[index][4] for results in per_rank)
+        reduced.append(CandidateMeasurement(name, max(times), note if not math.isfinite(max(times)) or noisy else "",
+                                            spread=max(results[index][3] for results in per_rank), noisy=noisy))
     return tuple(reduced)
 
 
@@ -130,6 +135,6 @@ def agree(state: DecisionState, measure: Callable[[], Sequence[CandidateMeasurem
         return Agreement(adopted, True, f"adopted the records of rank {rank}")
     if not all(other.may_tune for other in gathered):
         return Agreement(None, True, "tuning is not allowed on every rank; all use the heuristic")
-    local = [(result.kernel, result.time_us, result.note) for result in measure()]
+    local = [(result.kernel, result.time_us, result.note, result.spread, result.noisy) for result in measure()]
     per_rank = _gather(local)
     return Agreement(_reduce(per_rank, state.kernels), True, f"MAX of {len(per_rank)} ranks' times")

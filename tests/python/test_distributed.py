@@ -144,3 +144,15 @@ def test_two_gloo_ranks_calling_kabi_ops_record_the_same_times_and_pick(tmp_path
     assert [r["runs_at_end"] for r in ranks] == [1, 1], "adopting another rank's records measures nothing"
     assert ranks[0]["adopted_times"] == ranks[1]["adopted_times"] == ranks[1]["times"]
     assert ranks[0]["adopted_pick"] == ranks[1]["adopted_pick"] == ranks[0]["pick"]
+
+
+def test_agreed_times_keep_the_widest_spread_and_any_ranks_noise():
+    from kabi._distributed import _reduce
+
+    per_rank = [
+        [("a", 10.0, "", 0.05, False), ("b", 12.0, "", 0.10, False)],
+        [("a", 11.0, "noisy: spread 40%", 0.40, True), ("b", 13.0, "", 0.02, False)],
+    ]
+    a, b = _reduce(per_rank, ("a", "b"))
+    assert (a.time_us, a.spread, a.noisy) == (11.0, 0.40, True) and a.note == "rank 1: noisy: spread 40%"
+    assert (b.time_us, b.spread, b.noisy, b.note) == (13.0, 0.10, False, "")
