@@ -96,6 +96,13 @@ KABI_EXPORT kabi_status kabi_select(kabi_op handle, const kabi_args* args, const
   });
 }
 
+KABI_EXPORT kabi_status kabi_op_environment_force(kabi_op handle, char* buffer, size_t buffer_size) {
+  return c_boundary([&] {
+    const Op& op = op_from_handle(handle, "kabi_op_environment_force");
+    copy_to_buffer(environment_force(op), buffer, buffer_size, "kabi_op_environment_force");
+  });
+}
+
 KABI_EXPORT kabi_status kabi_launch(kabi_kernel handle, const kabi_args* args) {
   return c_boundary([&] {
     const KernelPtr kernel = Registry::instance().acquire(handle);

@@ -102,6 +102,14 @@ py::dict select(const std::string& op_name, const py::sequence& inputs, const py
   return result;
 }
 
+// The op's KABI_FORCE choice as the core reads it (None when none), so Python never parses the variable itself.
+std::optional<std::string> environment_force(const std::string& op_name) {
+  char choice[1024] = {};
+  check(kabi_op_environment_force(find_op(op_name), choice, sizeof choice));
+  if (choice[0] == '\0') return std::nullopt;
+  return std::string(choice);
+}
+
 void launch(const std::string& op_name, const std::string& kernel_name, const py::sequence& inputs,
             const py::sequence& outputs, std::uintptr_t stream) {
   kabi_kernel kernel = find_kernel(op_name, kernel_name);
@@ -240,6 +248,9 @@ void bind_dispatch(py::module_& m) {
         py::arg("force") = py::none(), py::arg("use_environment") = true, py::arg("use_tuning_cache") = true,
         py::arg("allow_none") = false,
         "Pick a kernel: a dict with kernel (info dict or None), pick_reason, reason, error, candidates, problem.");
+  m.def("environment_force", &environment_force, py::arg("op"),
+        "The op's choice in KABI_FORCE as selection applies it, or None; InvalidArgumentError for a malformed "
+        "value or an op named twice.");
   m.def("launch", &launch, py::arg("op"), py::arg("kernel"), py::arg("inputs"), py::arg("outputs"),
         py::arg("stream") = 0, "Run a native kernel on tensor descriptors (outputs allocated by the caller).");
   m.def("registry_generation", &kabi_registry_generation,

@@ -288,6 +288,24 @@ static void test_forced_and_constraints(void) {
   CHECK_STATUS(kabi_launch(aligned, &args), KABI_STATUS_NOT_FOUND, "does not name a registered kernel");
 }
 
+static void test_environment_force(void) {
+  char choice[64];
+  CHECK(setenv("KABI_FORCE", " other = cpu , matmul = c.naive ", 1) == 0);
+  CHECK(kabi_op_environment_force(matmul, choice, sizeof choice) == KABI_STATUS_OK && strcmp(choice, "c.naive") == 0);
+  CHECK(setenv("KABI_FORCE", "other=cpu", 1) == 0);
+  CHECK(kabi_op_environment_force(matmul, choice, sizeof choice) == KABI_STATUS_OK && choice[0] == '\0');
+  /* Naming an op twice is refused by every reader, instead of each reader taking a different one of the two. */
+  CHECK(setenv("KABI_FORCE", "matmul=torch,matmul=c.naive", 1) == 0);
+  CHECK_STATUS(kabi_op_environment_force(matmul, choice, sizeof choice), KABI_STATUS_INVALID_ARGUMENT,
+               "KABI_FORCE names op matmul twice; give each op one choice (KABI_FORCE=\"matmul=torch,matmul=c.naive\")");
+  CHECK(setenv("KABI_FORCE", "matmul", 1) == 0);
+  CHECK_STATUS(kabi_op_environment_force(matmul, choice, sizeof choice), KABI_STATUS_INVALID_ARGUMENT,
+               "KABI_FORCE entry \"matmul\" is not op=backend-or-kernel");
+  CHECK(unsetenv("KABI_FORCE") == 0);
+  CHECK(kabi_op_environment_force(matmul, choice, sizeof choice) == KABI_STATUS_OK && choice[0] == '\0');
+  CHECK_STATUS(kabi_op_environment_force(NULL, choice, sizeof choice), KABI_STATUS_INVALID_ARGUMENT, "op is NULL");
+}
+
 static void test_failing_kernel_and_unregister(void) {
   float a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8}, out[4];
   int64_t shape[2] = {2, 2};
@@ -339,6 +357,7 @@ int main(void) {
   test_register_select_launch();
   test_error_paths();
   test_forced_and_constraints();
+  test_environment_force();
   test_failing_kernel_and_unregister();
   CHECK(naive_counters.frees == 1);
   test_plugins();

@@ -25,7 +25,7 @@
 #include <dlpack/dlpack.h>
 
 #define KABI_ABI_VERSION_MAJOR 1
-#define KABI_ABI_VERSION_MINOR 1
+#define KABI_ABI_VERSION_MINOR 2
 /** The version this header describes, as (MAJOR << 16) | MINOR. */
 #define KABI_ABI_VERSION ((uint32_t)((KABI_ABI_VERSION_MAJOR << 16) | KABI_ABI_VERSION_MINOR))
 /** The MAJOR part of a packed version. */
@@ -500,13 +500,19 @@ typedef enum kabi_pick_reason {
 typedef struct kabi_select_options {
   size_t struct_size;
   /** A backend name or kernel name to force, or NULL. When NULL and use_environment is set, the op's entry of
-   *  KABI_FORCE ("matmul=torch,other=cpu.openblas.gemm") is used. */
+   *  KABI_FORCE ("matmul=torch,other=cpu.openblas.gemm") is used; see kabi_op_environment_force. */
   const char* force;
   /** Read KABI_FORCE when force is NULL (default 1). */
   int32_t use_environment;
   /** Consult the tuning cache (default 1). */
   int32_t use_tuning_cache;
 } kabi_select_options;
+
+/** ABI 1.2: the op's choice in KABI_FORCE, exactly as selection applies it: a NUL-terminated backend or kernel
+ *  name of at most buffer_size bytes, or "" when the variable names no choice for the op. libkabi is the one
+ *  reader of KABI_FORCE; an entry that is not op=choice, or an op named twice, is KABI_STATUS_INVALID_ARGUMENT
+ *  with a message quoting the variable (and every selection that reads the variable fails the same way). */
+KABI_EXPORT kabi_status kabi_op_environment_force(kabi_op op, char* buffer, size_t buffer_size);
 
 /** One candidate as selection saw it. Output struct (arrays are strided by struct_size of element 0). */
 typedef struct kabi_candidate {
