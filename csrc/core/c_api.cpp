@@ -199,4 +199,9 @@ KABI_EXPORT uint64_t kabi_registry_generation(void) {
   return value_boundary<uint64_t>(0, [] { return Registry::instance().generation(); });
 }
 
+KABI_EXPORT uint64_t kabi_op_generation(kabi_op op) {
+  // A plain load: hit paths call this on every call.
+  return op == nullptr ? 0 : static_cast<const Op*>(op)->generation.load(std::memory_order_acquire);
+}
+
 }  // extern "C"

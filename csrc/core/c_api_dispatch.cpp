@@ -89,10 +89,18 @@ KABI_EXPORT kabi_status kabi_select(kabi_op handle, const kabi_args* args, const
     const kabi_args call = read_args(args, "kabi_select");
     check_output_struct(out_selection, "kabi_select: out_selection", KABI_STRUCT_SIZE_THROUGH(kabi_selection, kernel));
     const kabi_problem problem = describe_problem(op, call, ProblemUse::kDescribe);
+    check_outputs_do_not_alias_inputs(op, call);
     const SelectionResult result = select_kernel(op, call, problem, resolve_select_options(op, options));
     // Written even when nothing qualifies, so callers can show every candidate and why it was rejected.
     write_selection(out_selection, result, problem);
     if (!result.kernel) throw Error(result.status, result.reason);
+  });
+}
+
+KABI_EXPORT kabi_status kabi_op_environment_force(kabi_op handle, char* buffer, size_t buffer_size) {
+  return c_boundary([&] {
+    const Op& op = op_from_handle(handle, "kabi_op_environment_force");
+    copy_to_buffer(environment_force(op), buffer, buffer_size, "kabi_op_environment_force");
   });
 }
 
@@ -111,7 +119,7 @@ KABI_EXPORT kabi_status kabi_call(kabi_op handle, const kabi_args* args, const k
 KABI_EXPORT kabi_status kabi_tuning_store(kabi_op handle, const kabi_args* args, const kabi_tuning_record* records,
                                           int32_t num_records) {
   return c_boundary([&] {
-    const Op& op = op_from_handle(handle, "kabi_tuning_store");
+    Op& op = op_from_handle(handle, "kabi_tuning_store");
     const kabi_problem problem = describe_problem(op, read_args(args, "kabi_tuning_store"), ProblemUse::kDescribe);
     if (num_records < 0) throw Error(KABI_STATUS_INVALID_ARGUMENT, "kabi_tuning_store: num_records is negative");
     std::vector<TuningEntry> entries;
@@ -142,7 +150,8 @@ KABI_EXPORT kabi_status kabi_tuning_store(kabi_op handle, const kabi_args* args,
     }
     TuningCache::instance().store(device_signature(problem.device_type, problem.device_index), op.name, problem.key,
                                   entries);
-    Registry::instance().bump_generation();
+    // Only this op's records changed: other ops keep their decisions.
+    Registry::instance().bump_generation({&op});
   });
 }
 
@@ -170,7 +179,7 @@ KABI_EXPORT kabi_status kabi_cache_list(const char* op, kabi_cache_visit_fn visi
 KABI_EXPORT kabi_status kabi_cache_set_directory(const char* directory) {
   return c_boundary([&] {
     TuningCache::instance().set_directory(directory != nullptr ? directory : "");
-    Registry::instance().bump_generation();
+    Registry::instance().bump_all_generations();
   });
 }
 
@@ -182,14 +191,14 @@ KABI_EXPORT kabi_status kabi_cache_directory(char* buffer, size_t buffer_size) {
 KABI_EXPORT kabi_status kabi_cache_reload(void) {
   return c_boundary([] {
     TuningCache::instance().reload();
-    Registry::instance().bump_generation();
+    Registry::instance().bump_all_generations();
   });
 }
 
 KABI_EXPORT kabi_status kabi_cache_clear(void) {
   return c_boundary([] {
     TuningCache::instance().clear();
-    Registry::instance().bump_generation();
+    Registry::instance().bump_all_generations();
   });
 }
 
@@ -204,7 +213,7 @@ KABI_EXPORT kabi_status kabi_cache_import(const char* path) {
   return c_boundary([&] {
     if (path == nullptr) throw Error(KABI_STATUS_INVALID_ARGUMENT, "kabi_cache_import: path is NULL");
     TuningCache::instance().import_from(path);
-    Registry::instance().bump_generation();
+    Registry::instance().bump_all_generations();
   });
 }
 

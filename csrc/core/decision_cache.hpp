@@ -1,5 +1,5 @@
 // kabi_call's per-op memory of selections: exact problem (dims, batch shape, layouts, dtype, device, data
-// alignment) and forcing -> kernel, valid while the registry generation is unchanged. Keys are plain values, so a
+// alignment) and forcing -> kernel, valid while the op's generation is unchanged. Keys are plain values, so a
 // hit costs a hash and a compare, no allocation.
 #pragma once
 

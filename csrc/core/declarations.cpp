@@ -81,8 +81,14 @@ KernelPtr make_kernel(const kabi_kernel_desc* caller, Op& op) {
   kernel->kind = desc.kind;
   switch (desc.kind) {
     case KABI_KERNEL_FUNCTION:
-      if (desc.function == nullptr) invalid("kind is KABI_KERNEL_FUNCTION but function is NULL");
+      if (desc.function == nullptr && desc.function_with_problem == nullptr) {
+        invalid("kind is KABI_KERNEL_FUNCTION but function is NULL (and so is function_with_problem)");
+      }
+      if (desc.function != nullptr && desc.function_with_problem != nullptr) {
+        invalid("sets both function and function_with_problem; set exactly one");
+      }
       kernel->function = desc.function;
+      kernel->function_with_problem = desc.function_with_problem;
       break;
     case KABI_KERNEL_DEVICE_BINARY:
       if (desc.binary == nullptr) invalid("kind is KABI_KERNEL_DEVICE_BINARY but binary is NULL");

@@ -11,7 +11,11 @@ namespace kabi::core {
 // kernel's dtype, layout, batch and device constraints: KABI_STATUS_CONSTRAINT_VIOLATED), then runs the kernel.
 void launch_kernel(const Kernel& kernel, const kabi_args& args, const kabi_problem& problem);
 
-// Select (remembering the decision per problem key, device and forcing until the registry changes) and launch.
+// KABI_STATUS_INVALID_ARGUMENT naming the output and the input when an output's bytes overlap an input's on the
+// same device. Tensors without data pointers (selection before the memory exists) overlap nothing.
+void check_outputs_do_not_alias_inputs(const Op& op, const kabi_args& args);
+
+// Select (remembering the decision per problem key, device and forcing until the op's generation changes) and launch.
 void call_op(Op& op, const kabi_args& args, const kabi_select_options* options);
 
 }  // namespace kabi::core

@@ -65,7 +65,7 @@ Op* Registry::register_op(std::unique_ptr<Op> op) {
   Op* raw = op.get();
   ops_by_name_[raw->name] = raw;
   ops_.push_back(std::move(op));
-  bump_generation();
+  bump_generation({raw});
   return raw;
 }
 
@@ -139,7 +139,7 @@ Kernel* Registry::register_kernel(KernelPtr kernel) {
     std::unique_lock lock(mutex_);
     check_kernel_name_free_locked(*kernel);
     insert_kernel_locked(kernel);
-    bump_generation();
+    bump_generation({kernel->op});
     return kernel.get();
   } catch (...) {
     // A refused registration leaves user_data with the caller.
@@ -165,7 +165,7 @@ void Registry::unregister_kernel(const std::string& op_name, const std::string& 
     device_list.erase(std::find(device_list.begin(), device_list.end(), removed));
     kernels_.erase(std::find(kernels_.begin(), kernels_.end(), removed));
     live_.erase(removed.get());
-    bump_generation();
+    bump_generation({op});
   }
   // `removed` drops here, outside the lock: user_data_free may call back into kabi.
 }
@@ -237,16 +237,31 @@ void Registry::commit(Staging& staging, const std::string& plugin_name) {
     }
   }
   for (const KernelPtr& kernel : staging.kernels) check_kernel_name_free_locked(*kernel);
+  std::vector<Op*> touched;
   for (auto& op : staging.ops) {
     ops_by_name_[op->name] = op.get();
+    touched.push_back(op.get());
     ops_.push_back(std::move(op));
   }
   staging.ops.clear();
   for (const KernelPtr& kernel : staging.kernels) {
     kernel->plugin = plugin_name;
     insert_kernel_locked(kernel);
+    if (std::find(touched.begin(), touched.end(), kernel->op) == touched.end()) touched.push_back(kernel->op);
   }
-  bump_generation();
+  bump_generation(touched);
+}
+
+void Registry::bump_generation(const std::vector<Op*>& ops) {
+  const uint64_t generation = generation_.fetch_add(1, std::memory_order_acq_rel) + 1;
+  for (Op* op : ops) op->generation.store(generation, std::memory_order_release);
+}
+
+void Registry::bump_all_generations() {
+  std::shared_lock lock(mutex_);
+  std::vector<Op*> ops;
+  for (const auto& op : ops_) ops.push_back(op.get());
+  bump_generation(ops);
 }
 
 }  // namespace kabi::core

@@ -40,6 +40,11 @@ struct Op : kabi_op_s {
   std::unordered_map<int32_t, std::vector<std::shared_ptr<Kernel>>> kernels_by_device;
 
   DecisionCache decisions;  // kabi_call's
+
+  // Changes with everything that can alter a selection of this op: its kernels (registered, unregistered, loaded
+  // by a plugin), a tuning store for it, the tuning cache as a whole. Values are drawn from the registry's
+  // generation, so they never repeat, and a change to one op leaves every other op's decisions standing.
+  std::atomic<uint64_t> generation{0};
 };
 
 struct Kernel : kabi_kernel_s {
@@ -60,6 +65,7 @@ struct Kernel : kabi_kernel_s {
   int32_t batch_mode = KABI_BATCH_NONE;
   kabi_kernel_kind kind = KABI_KERNEL_FUNCTION;
   kabi_kernel_fn function = nullptr;
+  kabi_kernel_problem_fn function_with_problem = nullptr;
   std::shared_ptr<DeviceBinary> binary;
   kabi_supports_fn supports = nullptr;
   void* user_data = nullptr;
@@ -114,7 +120,10 @@ class Registry {
   void commit(Staging& staging, const std::string& plugin_name);
 
   uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
-  void bump_generation() { generation_.fetch_add(1, std::memory_order_acq_rel); }
+  // A change that can alter selections of these ops only: moves the registry's generation and theirs.
+  void bump_generation(const std::vector<Op*>& ops);
+  // A change that can alter every op's selections (the tuning cache replaced, reloaded or cleared).
+  void bump_all_generations();
 
  private:
   Registry();

@@ -1,5 +1,6 @@
 #include "select.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -190,27 +191,41 @@ SelectOptions resolve_select_options(const Op& op, const kabi_select_options* ca
     resolved.force_source = "options";
     return resolved;
   }
-  const char* environment = options.use_environment ? std::getenv("KABI_FORCE") : nullptr;
-  if (environment == nullptr) return resolved;
-  for (const std::string& entry : split(environment, ',')) {
-    if (entry.find_first_not_of(' ') == std::string::npos) continue;
-    const size_t equals = entry.find('=');
-    if (equals == std::string::npos) {
-      throw Error(
-          KABI_STATUS_INVALID_ARGUMENT,
-          "KABI_FORCE entry \"" + entry + "\" is not op=backend-or-kernel (KABI_FORCE=\"" + environment + "\")");
-    }
-    auto trim = [](std::string text) {
-      text.erase(0, text.find_first_not_of(' '));
-      text.erase(text.find_last_not_of(' ') + 1);
-      return text;
-    };
-    if (trim(entry.substr(0, equals)) == op.name) {
-      resolved.force = trim(entry.substr(equals + 1));
-      resolved.force_source = "KABI_FORCE";
-    }
-  }
+  if (!options.use_environment) return resolved;
+  resolved.force = environment_force(op);
+  if (!resolved.force.empty()) resolved.force_source = "KABI_FORCE";
   return resolved;
+}
+
+std::string environment_force(const Op& op) {
+  const char* environment = std::getenv("KABI_FORCE");
+  if (environment == nullptr) return "";
+  auto trim = [](std::string text) {
+    text.erase(0, text.find_first_not_of(' '));
+    text.erase(text.find_last_not_of(' ') + 1);
+    return text;
+  };
+  const std::string quoted = std::string("KABI_FORCE=\"") + environment + "\"";
+  std::string forced;
+  std::vector<std::string> named;
+  for (const std::string& entry : split(environment, ',')) {
+    if (trim(entry).empty()) continue;
+    const size_t equals = entry.find('=');
+    const std::string name = equals == std::string::npos ? "" : trim(entry.substr(0, equals));
+    const std::string choice = equals == std::string::npos ? "" : trim(entry.substr(equals + 1));
+    if (name.empty() || choice.empty()) {
+      throw Error(KABI_STATUS_INVALID_ARGUMENT,
+                  "KABI_FORCE entry \"" + trim(entry) + "\" is not op=backend-or-kernel (" + quoted + ")");
+    }
+    // Two choices for one op would leave each reader to pick one; refusing keeps every reader in agreement.
+    if (std::find(named.begin(), named.end(), name) != named.end()) {
+      throw Error(KABI_STATUS_INVALID_ARGUMENT,
+                  "KABI_FORCE names op " + name + " twice; give each op one choice (" + quoted + ")");
+    }
+    named.push_back(name);
+    if (name == op.name) forced = choice;
+  }
+  return forced;
 }
 
 SelectionResult select_kernel(const Op& op, const kabi_args& args, const kabi_problem& problem,

@@ -23,6 +23,10 @@ struct SelectOptions {
 // Reads *options (NULL: defaults) and, if asked, the op's entry of KABI_FORCE.
 SelectOptions resolve_select_options(const Op& op, const kabi_select_options* options);
 
+// The op's choice in KABI_FORCE ("matmul=torch,other=cpu.openblas.gemm"), "" when it names none. The one parser of
+// that variable: an entry that is not op=choice, or an op named twice, is KABI_STATUS_INVALID_ARGUMENT quoting it.
+std::string environment_force(const Op& op);
+
 struct CandidateVerdict {
   KernelPtr kernel;
   bool eligible = false;

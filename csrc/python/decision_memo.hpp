@@ -66,11 +66,19 @@ class DecisionMemo {
   uint64_t epoch() const { return epoch_; }
   std::size_t size() const { return entries_.size(); }
 
-  // The kabi_registry_generation the op's decisions were made under (DecisionCache keeps it current). A hit path that
+  // The kabi_op_generation the op's decisions were made under (DecisionCache keeps it current). A hit path that
   // sees another generation treats the call as a miss, so a kernel registered behind Python's back (by C++ code in
-  // the same process) reaches every decision.
+  // the same process) reaches every decision, while tuning another op leaves these standing.
   uint64_t generation() const { return generation_; }
   void set_generation(uint64_t generation) { generation_ = generation; }
+
+  // Calls of the op's front answered from its decisions (this memo or the dict) and calls that went to the miss
+  // path, for kabi.stats(). Plain counters: every caller holds the GIL. Clearing the memo keeps them.
+  void count_hit() { ++hits_; }
+  void count_miss() { ++misses_; }
+  uint64_t hits() const { return hits_; }
+  uint64_t misses() const { return misses_; }
+  void reset_counts() { hits_ = misses_ = 0; }
 
  private:
   // A bound on memory for processes that see endlessly many shapes: past it the memo starts over (the dict keeps
@@ -79,6 +87,8 @@ class DecisionMemo {
   std::unordered_map<MemoKey, PyObject*, MemoKeyHash> entries_;
   uint64_t epoch_ = 0;
   uint64_t generation_ = 0;
+  uint64_t hits_ = 0;
+  uint64_t misses_ = 0;
 };
 
 }  // namespace kabi::python

@@ -102,6 +102,14 @@ py::dict select(const std::string& op_name, const py::sequence& inputs, const py
   return result;
 }
 
+// The op's KABI_FORCE choice as the core reads it (None when none), so Python never parses the variable itself.
+std::optional<std::string> environment_force(const std::string& op_name) {
+  char choice[1024] = {};
+  check(kabi_op_environment_force(find_op(op_name), choice, sizeof choice));
+  if (choice[0] == '\0') return std::nullopt;
+  return std::string(choice);
+}
+
 void launch(const std::string& op_name, const std::string& kernel_name, const py::sequence& inputs,
             const py::sequence& outputs, std::uintptr_t stream) {
   kabi_kernel kernel = find_kernel(op_name, kernel_name);
@@ -120,19 +128,21 @@ constexpr double kReleaseGilWork = 1 << 18;
 
 // A native kernel bound to one problem: the kabi_args are built once; each call reads only the data pointers of
 // the tensors it is given (inputs, then outputs). A change of the kernel table since preparation (the kernel may
-// be gone) raises StaleDecisionError so that the caller selects again.
+// be gone) or of the op's tuning records since preparation raises StaleDecisionError so that the caller selects
+// again; changes to other ops do not.
 class PreparedLaunch {
  public:
   PreparedLaunch(const std::string& op_name, const std::string& kernel_name, const py::sequence& inputs,
                  const py::sequence& outputs, std::uintptr_t stream)
       : op_name_(op_name),
         kernel_name_(kernel_name),
-        generation_(kabi_registry_generation()),
+        op_(find_op(op_name)),
+        generation_(kabi_op_generation(op_)),
         kernel_(find_kernel(op_name, kernel_name)),
         tensors_(std::make_unique<CallTensors>(inputs, outputs, stream)) {
     kabi_problem problem{};
     problem.struct_size = sizeof(problem);
-    check(kabi_problem_describe(find_op(op_name), &tensors_->args(), &problem));
+    check(kabi_problem_describe(op_, &tensors_->args(), &problem));
     double work = static_cast<double>(problem.batch_size > 0 ? problem.batch_size : 1);
     for (int32_t i = 0; i < problem.num_dims && i < 8; ++i) work *= static_cast<double>(problem.dims[i]);
     release_gil_ = work >= kReleaseGilWork;
@@ -191,8 +201,8 @@ class PreparedLaunch {
     args.stream = stream;
     args.inputs = call_tensors;
     args.outputs = call_tensors + tensors_->inputs().size();
-    if (kabi_registry_generation() != generation_) {
-      raise_stale_decision(op_name_ + ": the kernel table changed since " + kernel_name_ + " was chosen");
+    if (kabi_op_generation(op_) != generation_) {
+      raise_stale_decision(op_name_ + ": its kernels or tuning records changed since " + kernel_name_ + " was chosen");
     }
     kabi_status status;
     if (release_gil_) {
@@ -224,6 +234,7 @@ class PreparedLaunch {
 
   std::string op_name_;
   std::string kernel_name_;
+  kabi_op op_;
   uint64_t generation_;
   kabi_kernel kernel_;
   std::unique_ptr<CallTensors> tensors_;
@@ -240,10 +251,18 @@ void bind_dispatch(py::module_& m) {
         py::arg("force") = py::none(), py::arg("use_environment") = true, py::arg("use_tuning_cache") = true,
         py::arg("allow_none") = false,
         "Pick a kernel: a dict with kernel (info dict or None), pick_reason, reason, error, candidates, problem.");
+  m.def("environment_force", &environment_force, py::arg("op"),
+        "The op's choice in KABI_FORCE as selection applies it, or None; InvalidArgumentError for a malformed "
+        "value or an op named twice.");
   m.def("launch", &launch, py::arg("op"), py::arg("kernel"), py::arg("inputs"), py::arg("outputs"),
         py::arg("stream") = 0, "Run a native kernel on tensor descriptors (outputs allocated by the caller).");
   m.def("registry_generation", &kabi_registry_generation,
         "A counter that changes with every change to ops, kernels or the tuning cache.");
+  m.def(
+      "op_generation", [](const std::string& op_name) { return kabi_op_generation(find_op(op_name)); },
+      py::arg("op"),
+      "A counter that changes with every change that can alter the op's selections (its kernels, its tuning "
+      "records, the tuning cache as a whole), and with no other.");
   py::class_<PreparedLaunch>(m, "PreparedLaunch",
                              "A native kernel bound to one problem; call it with the tensors (inputs, then outputs).")
       .def(py::init<const std::string&, const std::string&, const py::sequence&, const py::sequence&,

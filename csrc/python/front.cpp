@@ -27,6 +27,7 @@ enum FrontSlot { kEntries = 0, kScopeVar, kMiss, kCallWithOut, kMemo, kMemoAcces
 // What the memo path needs, reached from the state's kMemoAccess capsule without any Python lookup.
 struct MemoAccess {
   DecisionMemo* memo = nullptr;
+  kabi_op op = nullptr;
   std::vector<std::pair<PyTypeObject*, const DLPackExchangeAPI*>> tensor_types;
 
   const DLPackExchangeAPI* api_for(PyObject* value) const {
@@ -152,7 +153,9 @@ PyObject* call_implementation(PyObject* implementation, PyObject* const* args, P
   return result;
 }
 
-PyObject* call_miss(PyObject* state, PyObject* const* args, Py_ssize_t nargs, PyObject* out) {
+PyObject* call_miss(const MemoAccess& access, PyObject* state, PyObject* const* args, Py_ssize_t nargs,
+                    PyObject* out) {
+  access.memo->count_miss();
   PyObject* inputs = PyTuple_New(nargs);
   if (inputs == nullptr) return nullptr;
   for (Py_ssize_t i = 0; i < nargs; ++i) PyTuple_SET_ITEM(inputs, i, Py_NewRef(args[i]));
@@ -174,12 +177,14 @@ PyObject* binary_front(PyObject* state, PyObject* const* args, Py_ssize_t nargs,
       out = args[nargs + i];
     }
   }
-  if (nargs != 2) return call_miss(state, args, nargs, out);
   const auto* access =
       static_cast<const MemoAccess*>(PyCapsule_GetPointer(PyTuple_GET_ITEM(state, kMemoAccess), kMemoAccessName));
   if (access == nullptr) return nullptr;
-  // The kernel table or tuning cache changed since these decisions were made: the miss path drops them.
-  if (kabi_registry_generation() != access->memo->generation()) return call_miss(state, args, nargs, out);
+  if (nargs != 2) return call_miss(*access, state, args, nargs, out);
+  // The op's kernels or tuning records changed since these decisions were made: the miss path drops them.
+  if (kabi_op_generation(access->op) != access->memo->generation()) {
+    return call_miss(*access, state, args, nargs, out);
+  }
   const uint64_t memo_epoch = access->memo->epoch();
   MemoKey memo_key;
   PyObject* scope = nullptr;
@@ -189,17 +194,19 @@ PyObject* binary_front(PyObject* state, PyObject* const* args, Py_ssize_t nargs,
   Py_DECREF(scope);  // the memo holds its own reference to a scope it keys
   if (memo_keyed) {
     if (PyObject* implementation = access->memo->find(memo_key)) {
+      access->memo->count_hit();
       return call_implementation(implementation, args, out == Py_None ? nullptr : kwnames);
     }
   }
   PyObject* key = build_key(args[0], args[1], PyTuple_GET_ITEM(state, kScopeVar));
-  if (key == nullptr) return call_miss(state, args, nargs, out);
+  if (key == nullptr) return call_miss(*access, state, args, nargs, out);
   PyObject* implementation = PyDict_GetItemWithError(PyTuple_GET_ITEM(state, kEntries), key);
   if (implementation == nullptr) {
     Py_DECREF(key);
     if (PyErr_Occurred()) return nullptr;
-    return call_miss(state, args, nargs, out);
+    return call_miss(*access, state, args, nargs, out);
   }
+  access->memo->count_hit();
   Py_INCREF(implementation);
   PyObject* result = nullptr;
   if (out == Py_None) {
@@ -226,6 +233,7 @@ py::object make_binary_front(const std::string& name, const std::string& doc, co
   if (!PyContextVar_CheckExact(scope_var.ptr())) throw py::type_error("scope_var must be a contextvars.ContextVar");
   auto access = std::make_unique<MemoAccess>();
   access->memo = memo.cast<DecisionMemo*>();
+  access->op = find_op(name);
   for (const py::type& type : tensor_types) {
     auto* type_object = reinterpret_cast<PyTypeObject*>(type.ptr());
     // A type without the exchange API (an older torch) simply never reaches the memo.
@@ -263,8 +271,14 @@ void bind_front(py::module_& m) {
       .def(py::init<>())
       .def("clear", &DecisionMemo::clear, "Forget every entry (after the decision cache's dict is cleared).")
       .def_property("generation", &DecisionMemo::generation, &DecisionMemo::set_generation,
-                    "The registry generation of the op's decisions; hits under another generation become misses.")
-      .def("__len__", &DecisionMemo::size);
+                    "The op generation (kabi_op_generation) of the op's decisions; hits under another generation "
+                    "become misses.")
+      .def("__len__", &DecisionMemo::size)
+      .def_property_readonly("hits", &DecisionMemo::hits, "Calls answered from the op's decisions.")
+      .def_property_readonly("misses", &DecisionMemo::misses, "Calls that went to the miss path.")
+      .def("count_hit", &DecisionMemo::count_hit, "Count a hit of a front whose hit path is in Python.")
+      .def("count_miss", &DecisionMemo::count_miss, "Count a miss of a front whose hit path is in Python.")
+      .def("reset_counts", &DecisionMemo::reset_counts, "Zero hits and misses (kabi._stats.reset_stats).");
   m.def("make_binary_front", &make_binary_front, py::arg("name"), py::arg("doc"), py::arg("module"),
         py::arg("entries"), py::arg("scope_var"), py::arg("miss"), py::arg("call_with_out"), py::arg("memo"),
         py::arg("tensor_types"),

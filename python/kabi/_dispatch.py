@@ -130,7 +130,6 @@ class OpFront:
         self.name = spec.name
         self.input_names = spec.input_names
         self.cache = DecisionCache(spec.name)
-        self.expected_outputs: dict[Any, tuple[tuple[int, ...], torch.dtype, torch.device]] = {}
         self.function = self._make_function()
         _fronts[self.name] = self
 
@@ -138,6 +137,8 @@ class OpFront:
 
     def _make_function(self) -> Callable[..., Any]:
         entries = self.cache.entries
+        count_hit = self.cache.memo.count_hit
+        count_miss = self.cache.memo.count_miss
         active_scope = _scopes.active_scope
         miss = self.miss
         call_with_out = self.call_with_out
@@ -164,7 +165,9 @@ class OpFront:
             except (KeyError, AttributeError, TypeError, ValueError):
                 implementation = None
             if implementation is None:
+                count_miss()
                 return miss(inputs, out)
+            count_hit()
             if out is None:
                 return implementation(*inputs)
             return call_with_out(implementation, key, inputs, out)
@@ -258,15 +261,23 @@ class OpFront:
             implementation = differentiable(self.name, implementation)
         key = _key(inputs, _scopes.active_scope())
         problem = selection.problem
-        self.expected_outputs[key] = (problem.output_shape, torch_dtype(problem.dtype), torch_device(problem.device_type, problem.device_index))
-        self.cache.store(key, implementation, generation)
+        expected = (problem.output_shape, torch_dtype(problem.dtype), torch_device(problem.device_type, problem.device_index))
+        self.cache.store(key, implementation, expected, generation)
         if out is None:
             return implementation(*inputs)
-        return self.call_with_out(implementation, key, inputs, out)
+        return self._run_with_out(implementation, expected, inputs, out)
 
     def call_with_out(self, implementation: Callable[..., Any], key: Any, inputs: tuple, out: Any) -> torch.Tensor:
+        """Run a remembered decision with a caller's ``out``; a decision forgotten since it was found (another
+        thread invalidated the cache) is made afresh."""
+        expected = self.cache.expected_output(key)
+        if expected is None:
+            return self.miss(inputs, out)
+        return self._run_with_out(implementation, expected, inputs, out)
+
+    def _run_with_out(self, implementation: Callable[..., Any], expected: tuple, inputs: tuple, out: Any) -> torch.Tensor:
         """Run with a caller's ``out``, after checking its shape, dtype and device against the problem's result."""
-        shape, dtype, device = self.expected_outputs[key]
+        shape, dtype, device = expected
         if not isinstance(out, torch.Tensor):
             check_array(out, "out", self.name)
         if out.shape != shape or out.dtype != dtype or out.device != device:

@@ -18,7 +18,6 @@ Example::
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from contextvars import ContextVar
 from typing import Iterator, Mapping
@@ -96,9 +95,8 @@ def forced_choice(op: str) -> str | None:
 
 
 def environment_choice(op: str) -> str | None:
-    """``op``'s entry of ``KABI_FORCE`` (which the core applies outside ``kabi.use`` scopes), or None."""
-    for entry in os.environ.get("KABI_FORCE", "").split(","):
-        name, _, choice = entry.partition("=")
-        if name.strip() == op and choice.strip():
-            return choice.strip()
-    return None
+    """``op``'s entry of ``KABI_FORCE`` (which the core applies outside ``kabi.use`` scopes), or None.
+
+    The core is the one reader of the variable, so what this reports is what selection does; a malformed value or
+    an op named twice raises ``InvalidArgumentError`` quoting it."""
+    return _core.environment_force(op)

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, fields
-from typing import Callable
 
-__all__ = ["Stats", "stats", "count", "reset_stats", "set_decision_cache_counter"]
+from ._decision_cache import decision_counts, reset_decision_counts
+
+__all__ = ["Stats", "stats", "count", "reset_stats"]
 
 
 @dataclass(frozen=True)
@@ -28,8 +29,8 @@ class Stats:
     - ``gate_failures``: candidates rejected (wrong result, NaN/Inf, raised, wrote into their inputs);
     - ``tuning_skipped``: decision misses that would have tuned but the policy forbade (off, compiling, capturing);
     - ``tuning_seconds``: wall time spent tuning;
-    - ``decision_cache_hits`` / ``decision_cache_misses``: the op front's per-op decision cache, or -1 where the
-      front does not count them.
+    - ``decision_cache_hits`` / ``decision_cache_misses``: calls of the op fronts answered from their remembered
+      decisions, and calls that went to the miss path (validation and selection), summed over every op.
     """
 
     tuning_runs: int = 0
@@ -37,14 +38,13 @@ class Stats:
     gate_failures: int = 0
     tuning_skipped: int = 0
     tuning_seconds: float = 0.0
-    decision_cache_hits: int = -1
-    decision_cache_misses: int = -1
+    decision_cache_hits: int = 0
+    decision_cache_misses: int = 0
 
 
 _COUNTERS = tuple(field.name for field in fields(Stats) if not field.name.startswith("decision_cache"))
 _lock = threading.Lock()
 _values: dict[str, float] = dict.fromkeys(_COUNTERS, 0)
-_decision_cache_counter: Callable[[], tuple[int, int]] | None = None
 
 
 def count(name: str, amount: float = 1) -> None:
@@ -55,17 +55,11 @@ def count(name: str, amount: float = 1) -> None:
         _values[name] += amount
 
 
-def set_decision_cache_counter(counter: Callable[[], tuple[int, int]] | None) -> None:
-    """Let the op front report its decision-cache (hits, misses); it counts them where counting is cheap."""
-    global _decision_cache_counter
-    _decision_cache_counter = counter
-
-
 def stats() -> Stats:
     """The current counters. See :class:`Stats` for what each one counts."""
     with _lock:
         snapshot = dict(_values)
-    hits, misses = _decision_cache_counter() if _decision_cache_counter is not None else (-1, -1)
+    hits, misses = decision_counts()
     return Stats(
         tuning_runs=int(snapshot["tuning_runs"]),
         candidates_benchmarked=int(snapshot["candidates_benchmarked"]),
@@ -78,7 +72,8 @@ def stats() -> Stats:
 
 
 def reset_stats() -> None:
-    """Zero the tuning counters (the front's decision-cache counters are its own)."""
+    """Zero every counter."""
     with _lock:
         for name in _COUNTERS:
             _values[name] = 0
+    reset_decision_counts()

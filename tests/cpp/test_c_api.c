@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kabi/kabi.h"
 #include "test_check.h"
@@ -288,6 +289,172 @@ static void test_forced_and_constraints(void) {
   CHECK_STATUS(kabi_launch(aligned, &args), KABI_STATUS_NOT_FOUND, "does not name a registered kernel");
 }
 
+static void test_environment_force(void) {
+  char choice[64];
+  CHECK(setenv("KABI_FORCE", " other = cpu , matmul = c.naive ", 1) == 0);
+  CHECK(kabi_op_environment_force(matmul, choice, sizeof choice) == KABI_STATUS_OK && strcmp(choice, "c.naive") == 0);
+  CHECK(setenv("KABI_FORCE", "other=cpu", 1) == 0);
+  CHECK(kabi_op_environment_force(matmul, choice, sizeof choice) == KABI_STATUS_OK && choice[0] == '\0');
+  /* Naming an op twice is refused by every reader, instead of each reader taking a different one of the two. */
+  CHECK(setenv("KABI_FORCE", "matmul=torch,matmul=c.naive", 1) == 0);
+  CHECK_STATUS(kabi_op_environment_force(matmul, choice, sizeof choice), KABI_STATUS_INVALID_ARGUMENT,
+               "KABI_FORCE names op matmul twice; give each op one choice (KABI_FORCE=\"matmul=torch,matmul=c.naive\")");
+  CHECK(setenv("KABI_FORCE", "matmul", 1) == 0);
+  CHECK_STATUS(kabi_op_environment_force(matmul, choice, sizeof choice), KABI_STATUS_INVALID_ARGUMENT,
+               "KABI_FORCE entry \"matmul\" is not op=backend-or-kernel");
+  CHECK(unsetenv("KABI_FORCE") == 0);
+  CHECK(kabi_op_environment_force(matmul, choice, sizeof choice) == KABI_STATUS_OK && choice[0] == '\0');
+  CHECK_STATUS(kabi_op_environment_force(NULL, choice, sizeof choice), KABI_STATUS_INVALID_ARGUMENT, "op is NULL");
+}
+
+/* What the last call of problem_kernel saw. */
+static int64_t seen_batch_size = -1;
+static int64_t seen_batch_strides[2] = {-1, -1};
+
+/* A function_with_problem kernel: notes the batch stride of each input as kabi.h says to derive it, then computes
+ * with the naive kernel. */
+static kabi_status problem_kernel(void* user_data, const kabi_problem* problem, const kabi_args* args) {
+  int t;
+  seen_batch_size = problem->batch_size;
+  for (t = 0; t < 2; ++t) {
+    const DLTensor* tensor = &args->inputs[t];
+    const int missing = problem->batch_rank - (tensor->ndim - 2);
+    int j;
+    seen_batch_strides[t] = 0;
+    for (j = problem->batch_rank - 1; j >= 0; --j) {
+      if (problem->batch_shape[j] == 1) continue;
+      if (j - missing >= 0 && tensor->shape[j - missing] != 1) seen_batch_strides[t] = tensor->strides[j - missing];
+      break;
+    }
+  }
+  return test_naive_matmul(user_data, args);
+}
+
+static void test_function_with_problem(void) {
+  /* a: [3, 2, 4] (batch stride 8), b: [4, 5] broadcast over the batch. */
+  static float a[3 * 2 * 4], b[4 * 5], out[3 * 2 * 5];
+  int64_t a_shape[3] = {3, 2, 4}, a_strides[3] = {8, 4, 1}, b_shape[2] = {4, 5}, b_strides[2] = {5, 1};
+  int64_t out_shape[3] = {3, 2, 5};
+  DLTensor inputs[2], outputs[1];
+  kabi_args args;
+  kabi_select_options options;
+  kabi_kernel_desc desc = test_naive_desc("c.with_problem", "c-test");
+  kabi_kernel kernel = NULL;
+  int i;
+  for (i = 0; i < 3 * 2 * 4; ++i) a[i] = (float)i;
+  for (i = 0; i < 4 * 5; ++i) b[i] = (float)(i % 3);
+  desc.function_with_problem = problem_kernel;
+  desc.batch_mode = KABI_BATCH_UNIFORM;
+  CHECK_STATUS(kabi_kernel_register(&desc, NULL), KABI_STATUS_INVALID_ARGUMENT,
+               "sets both function and function_with_problem; set exactly one");
+  desc.function = NULL;
+  CHECK(kabi_kernel_register(&desc, &kernel) == KABI_STATUS_OK);
+
+  inputs[0] = test_tensor(a, test_float32(), 3, a_shape, a_strides);
+  inputs[1] = test_tensor(b, test_float32(), 2, b_shape, b_strides);
+  outputs[0] = test_tensor(out, test_float32(), 3, out_shape, NULL);
+  args = make_args(inputs, outputs, 1);
+  CHECK(kabi_launch(kernel, &args) == KABI_STATUS_OK);
+  CHECK(seen_batch_size == 3 && seen_batch_strides[0] == 8 && seen_batch_strides[1] == 0);
+  /* Batch 2, row 1, column 3: sum over k of a[2][1][k] * b[k][3]. */
+  {
+    float expected = 0;
+    int k;
+    for (k = 0; k < 4; ++k) expected += a[2 * 8 + 4 + k] * b[k * 5 + 3];
+    CHECK(fabsf(out[2 * 10 + 5 + 3] - expected) < 1e-4f);
+  }
+  memset(&options, 0, sizeof options);
+  options.struct_size = sizeof options;
+  options.force = "c.with_problem";
+  seen_batch_size = -1;
+  CHECK(kabi_call(matmul, &args, &options) == KABI_STATUS_OK && seen_batch_size == 3);
+  CHECK(kabi_kernel_unregister("matmul", "c.with_problem") == KABI_STATUS_OK);
+}
+
+static void test_outputs_must_not_alias_inputs(void) {
+  float a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8}, spare[4];
+  int64_t shape[2] = {2, 2};
+  DLTensor inputs[2], outputs[1];
+  kabi_args args;
+  kabi_selection selection;
+  kabi_kernel naive = NULL;
+  CHECK(kabi_kernel_find("matmul", "c.naive", &naive) == KABI_STATUS_OK);
+  inputs[0] = test_tensor(a, test_float32(), 2, shape, NULL);
+  inputs[1] = test_tensor(b, test_float32(), 2, shape, NULL);
+  outputs[0] = test_tensor(b, test_float32(), 2, shape, NULL);
+  args = make_args(inputs, outputs, 1);
+  memset(&selection, 0, sizeof selection);
+  selection.struct_size = sizeof selection;
+  CHECK_STATUS(kabi_launch(naive, &args), KABI_STATUS_INVALID_ARGUMENT,
+               "matmul: out overlaps the memory of input b; an output must not alias an input");
+  CHECK_STATUS(kabi_call(matmul, &args, NULL), KABI_STATUS_INVALID_ARGUMENT, "out overlaps the memory of input b");
+  CHECK_STATUS(kabi_select(matmul, &args, NULL, &selection), KABI_STATUS_INVALID_ARGUMENT,
+               "out overlaps the memory of input b");
+  /* A partial overlap counts: out's last element is a's first. */
+  outputs[0].data = spare;
+  outputs[0].byte_offset = 0;
+  inputs[0].data = spare + 3;
+  CHECK_STATUS(kabi_launch(naive, &args), KABI_STATUS_INVALID_ARGUMENT, "out overlaps the memory of input a");
+  /* Adjacent memory does not overlap. */
+  {
+    float memory[8] = {1, 2, 3, 4, 0, 0, 0, 0};
+    inputs[0].data = memory;
+    outputs[0].data = memory + 4;
+    CHECK(kabi_launch(naive, &args) == KABI_STATUS_OK);
+  }
+  /* Selection without data pointers cannot tell and accepts the call. */
+  inputs[0].data = inputs[1].data = outputs[0].data = NULL;
+  CHECK(kabi_select(matmul, &args, NULL, &selection) == KABI_STATUS_OK);
+}
+
+static void test_op_generations(void) {
+  char directory[] = "/tmp/kabi-c-api-cache-XXXXXX";
+  float x[2] = {1, 2}, a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8};
+  int64_t x_shape[1] = {2}, shape[2] = {2, 2};
+  DLTensor inputs[2];
+  kabi_args args;
+  kabi_op scale = NULL;
+  kabi_op_desc op_desc;
+  kabi_kernel_desc desc = test_naive_desc("c.generation", "c-test");
+  uint64_t matmul_generation, scale_generation;
+  CHECK(mkdtemp(directory) != NULL && kabi_cache_set_directory(directory) == KABI_STATUS_OK);
+  memset(&op_desc, 0, sizeof op_desc);
+  op_desc.struct_size = sizeof op_desc;
+  op_desc.name = "c.scale";
+  op_desc.schema = "x: [N] -> out: [N]";
+  op_desc.dtypes = KABI_DTYPE_FLOAT32;
+  op_desc.tuning_key = "N";
+  CHECK(kabi_op_register(&op_desc, &scale) == KABI_STATUS_OK);
+  CHECK(kabi_op_generation(NULL) == 0);
+
+  /* Registering a matmul kernel moves matmul's generation only. */
+  matmul_generation = kabi_op_generation(matmul);
+  scale_generation = kabi_op_generation(scale);
+  CHECK(kabi_kernel_register(&desc, NULL) == KABI_STATUS_OK);
+  CHECK(kabi_op_generation(matmul) > matmul_generation && kabi_op_generation(scale) == scale_generation);
+
+  /* A tuning store moves only the generation of the op it stores for. */
+  inputs[0] = test_tensor(a, test_float32(), 2, shape, NULL);
+  inputs[1] = test_tensor(b, test_float32(), 2, shape, NULL);
+  args = make_args(inputs, NULL, 0);
+  matmul_generation = kabi_op_generation(matmul);
+  CHECK(kabi_tuning_store(matmul, &args, NULL, 0) == KABI_STATUS_OK);
+  CHECK(kabi_op_generation(matmul) > matmul_generation && kabi_op_generation(scale) == scale_generation);
+  inputs[0] = test_tensor(x, test_float32(), 1, x_shape, NULL);
+  args.num_inputs = 1;
+  matmul_generation = kabi_op_generation(matmul);
+  CHECK(kabi_tuning_store(scale, &args, NULL, 0) == KABI_STATUS_OK);
+  CHECK(kabi_op_generation(scale) > scale_generation && kabi_op_generation(matmul) == matmul_generation);
+
+  /* Clearing the cache changes every op's records. */
+  scale_generation = kabi_op_generation(scale);
+  CHECK(kabi_cache_clear() == KABI_STATUS_OK);
+  CHECK(kabi_op_generation(scale) > scale_generation && kabi_op_generation(matmul) > matmul_generation);
+  CHECK(kabi_kernel_unregister("matmul", "c.generation") == KABI_STATUS_OK);
+  CHECK(kabi_cache_set_directory(NULL) == KABI_STATUS_OK);
+  (void)rmdir(directory); /* left behind only if the cache kept a file there */
+}
+
 static void test_failing_kernel_and_unregister(void) {
   float a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8}, out[4];
   int64_t shape[2] = {2, 2};
@@ -339,6 +506,10 @@ int main(void) {
   test_register_select_launch();
   test_error_paths();
   test_forced_and_constraints();
+  test_environment_force();
+  test_function_with_problem();
+  test_outputs_must_not_alias_inputs();
+  test_op_generations();
   test_failing_kernel_and_unregister();
   CHECK(naive_counters.frees == 1);
   test_plugins();

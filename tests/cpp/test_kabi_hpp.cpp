@@ -151,8 +151,11 @@ void check_kernel_registration(std::mt19937& generator) {
   std::vector<double> out(m * n, NAN);
   const kabi::Call call({kabi::TensorView::of(a.data(), {m, k}), kabi::TensorView::of(b.data(), {k, n})},
                         {kabi::TensorView::of(out.data(), {m, n})});
+  const kabi::Op matmul = kabi::Op::find("matmul");
+  const uint64_t generation = matmul.generation();
   {
     kabi::KernelRegistration registration(desc);
+    expect(matmul.generation() > generation, "registering a kernel moves its op's generation");
     expect_error(KABI_STATUS_ALREADY_EXISTS, "test.naive_matmul", [&] { kabi::KernelRegistration again(desc); },
                  "registering a name twice");
     kabi::KernelRegistration moved = std::move(registration);
@@ -164,6 +167,17 @@ void check_kernel_registration(std::mt19937& generator) {
   }
   expect_error(KABI_STATUS_NOT_FOUND, "test.naive_matmul", [] { kabi::Kernel::find("matmul", "test.naive_matmul"); },
                "the kernel is unregistered with its registration");
+}
+
+void check_environment_force() {
+  const kabi::Op matmul = kabi::Op::find("matmul");
+  ::setenv("KABI_FORCE", "matmul=cpu", 1);
+  expect(matmul.environment_force() == "cpu", "KABI_FORCE's entry for matmul");
+  ::setenv("KABI_FORCE", "matmul=torch,matmul=cpu", 1);
+  expect_error(KABI_STATUS_INVALID_ARGUMENT, "KABI_FORCE names op matmul twice", [&] { matmul.environment_force(); },
+               "an op named twice in KABI_FORCE");
+  ::unsetenv("KABI_FORCE");
+  expect(matmul.environment_force().empty(), "no KABI_FORCE");
 }
 
 }  // namespace
@@ -189,6 +203,7 @@ int main() {
     check_tensor_view();
     check_matmul(generator);
     check_kernel_registration(generator);
+    check_environment_force();
   } catch (const kabi::Error& error) {
     std::fprintf(stderr, "FAILED: unexpected kabi::Error: %s\n", error.what());
     return 1;

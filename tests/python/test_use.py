@@ -140,3 +140,43 @@ def test_kabi_force_with_no_eligible_kernel_fails_clearly(tmp_path):
     result = run_python(code, tmp_path, KABI_FORCE="matmul=cpu.openblas.gemm")
     assert result.returncode != 0
     assert "NoEligibleKernelError" in result.stderr and "cpu.openblas.gemm" in result.stderr
+
+
+def test_kabi_force_is_parsed_by_the_core(monkeypatch):
+    from kabi import _scopes
+
+    monkeypatch.setenv("KABI_FORCE", " other = cpu , matmul = torch ")
+    assert _scopes.environment_choice("matmul") == "torch"
+    a, b = torch.randn(3, 5), torch.randn(5, 7)
+    explanation = kabi.explain(kabi.ops.matmul, a, b)
+    assert (explanation.forced, explanation.pick) == ("torch", "torch.matmul.cpu")
+    monkeypatch.setenv("KABI_FORCE", "other=cpu")
+    assert _scopes.environment_choice("matmul") is None
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("matmul=torch,matmul=cpu", "KABI_FORCE names op matmul twice"),
+        ("matmul=torch,other=cpu, other = torch", "KABI_FORCE names op other twice"),
+        ("matmul", 'KABI_FORCE entry "matmul" is not op=backend-or-kernel'),
+        ("matmul=", 'KABI_FORCE entry "matmul=" is not op=backend-or-kernel'),
+    ],
+)
+def test_kabi_force_that_says_two_things_is_refused_everywhere(monkeypatch, value, message):
+    from kabi import _scopes
+
+    monkeypatch.setenv("KABI_FORCE", value)
+    quoted = f'KABI_FORCE="{value}"'
+    with pytest.raises(kabi.InvalidArgumentError, match=message) as raised:
+        _scopes.environment_choice("matmul")
+    assert quoted in str(raised.value)
+    # The call and explain read the same parse: neither picks one of the two choices.
+    a, b = torch.randn(3, 9), torch.randn(9, 2)
+    with pytest.raises(kabi.InvalidArgumentError, match=message):
+        kabi.explain(kabi.ops.matmul, a, b)
+    with pytest.raises(kabi.InvalidArgumentError, match=message):
+        kabi.ops.matmul(a, b)
+    # kabi.use overrides the environment without reading it.
+    with kabi.use(matmul="torch"):
+        assert pick(a, b) == "torch.matmul.cpu"

@@ -325,11 +325,26 @@ typedef enum kabi_kernel_kind {
 } kabi_kernel_kind;
 
 /** A native kernel: compute args->outputs from args->inputs on args->stream. user_data is the pointer given at
- *  registration. Returns KABI_STATUS_OK, or a status with a message set through the host's set_error. */
+ *  registration. Returns KABI_STATUS_OK, or a status with a message set through the host's set_error.
+ *
+ *  Outputs never alias inputs: the core refuses a call whose output's bytes overlap any input's on the same
+ *  device (KABI_STATUS_INVALID_ARGUMENT naming the output and the input) at kabi_select (when data pointers are
+ *  given), kabi_launch and kabi_call, so a kernel may write its outputs while it still reads its inputs. */
 typedef kabi_status (*kabi_kernel_fn)(void* user_data, const kabi_args* args);
 
+/** ABI 1.2: a native kernel that also receives the problem the core derived for the call (the same one its
+ *  supports() sees, except that problem->key may be empty at launch). This is how a KABI_BATCH_UNIFORM kernel finds
+ *  each tensor's one batch stride: with problem->batch_rank leading dimensions broadcast to
+ *  problem->batch_shape, it is the stride of the tensor's innermost leading dimension whose batch_shape entry is
+ *  not 1 (0 when the tensor has extent 1 there or lacks that dimension: broadcast); batch entry i of a tensor
+ *  starts i times that stride after its data. problem->batch_size is the number of entries. */
+typedef kabi_status (*kabi_kernel_problem_fn)(void* user_data, const kabi_problem* problem, const kabi_args* args);
+
 /** A kernel's own eligibility test, run after the declared filters pass: return 1 if the kernel handles the
- *  problem, else 0 and write a short reason (NUL-terminated, at most reason_size bytes). */
+ *  problem, else 0 and write a short reason (NUL-terminated, at most reason_size bytes). Selection shows the
+ *  reason as the candidate's, prefixed with "declined: " ("declined: out is not C-contiguous"), or "declined by
+ *  its supports predicate" when it wrote none; a launch it declines fails with KABI_STATUS_CONSTRAINT_VIOLATED and
+ *  the same "declined: " text. */
 typedef int32_t (*kabi_supports_fn)(void* user_data, const kabi_problem* problem, const kabi_args* args,
                                     char* reason, size_t reason_size);
 
@@ -422,7 +437,7 @@ typedef struct kabi_kernel_desc {
   /** A KABI_BATCH_* mode. */
   int32_t batch_mode;
   kabi_kernel_kind kind;
-  /** KABI_KERNEL_FUNCTION: the entry. */
+  /** KABI_KERNEL_FUNCTION: the entry (or function_with_problem, appended in ABI 1.2: set exactly one). */
   kabi_kernel_fn function;
   /** KABI_KERNEL_DEVICE_BINARY: the image and launch spec. */
   const kabi_device_binary* binary;
@@ -437,6 +452,9 @@ typedef struct kabi_kernel_desc {
   /** Identifies the kernel's code and configuration; tuning entries recorded under another fingerprint are
    *  ignored. NULL: derived from name and backend (binaries: also a hash of the image). */
   const char* fingerprint;
+  /** ABI 1.2, KABI_KERNEL_FUNCTION: the entry when the kernel needs the call's problem (batch shape, dims, layouts);
+   *  set either this or function, not both. */
+  kabi_kernel_problem_fn function_with_problem;
 } kabi_kernel_desc;
 
 /** Register a kernel. KABI_STATUS_NOT_FOUND if the op does not exist, KABI_STATUS_ALREADY_EXISTS if the name is
@@ -500,13 +518,19 @@ typedef enum kabi_pick_reason {
 typedef struct kabi_select_options {
   size_t struct_size;
   /** A backend name or kernel name to force, or NULL. When NULL and use_environment is set, the op's entry of
-   *  KABI_FORCE ("matmul=torch,other=cpu.openblas.gemm") is used. */
+   *  KABI_FORCE ("matmul=torch,other=cpu.openblas.gemm") is used; see kabi_op_environment_force. */
   const char* force;
   /** Read KABI_FORCE when force is NULL (default 1). */
   int32_t use_environment;
   /** Consult the tuning cache (default 1). */
   int32_t use_tuning_cache;
 } kabi_select_options;
+
+/** ABI 1.2: the op's choice in KABI_FORCE, exactly as selection applies it: a NUL-terminated backend or kernel
+ *  name of at most buffer_size bytes, or "" when the variable names no choice for the op. libkabi is the one
+ *  reader of KABI_FORCE; an entry that is not op=choice, or an op named twice, is KABI_STATUS_INVALID_ARGUMENT
+ *  with a message quoting the variable (and every selection that reads the variable fails the same way). */
+KABI_EXPORT kabi_status kabi_op_environment_force(kabi_op op, char* buffer, size_t buffer_size);
 
 /** One candidate as selection saw it. Output struct (arrays are strided by struct_size of element 0). */
 typedef struct kabi_candidate {
@@ -538,9 +562,15 @@ typedef struct kabi_selection {
   kabi_problem problem;
 } kabi_selection;
 
-/** Pick the kernel for a call: validate (as kabi_problem_describe), filter candidates (device type, arch,
- *  features, dtype, layout, batch mode, supports), then forced > tuned > heuristic. KABI_STATUS_NO_ELIGIBLE_KERNEL
- *  (with the reasons in the message) when nothing qualifies, also when the forced name has no eligible kernel. */
+/** Pick the kernel for a call: validate (as kabi_problem_describe; with data pointers, also that no output
+ *  overlaps an input), filter candidates (device type, arch, features, dtype, layout, batch mode, supports), then
+ *  forced > tuned > heuristic. KABI_STATUS_NO_ELIGIBLE_KERNEL (with the reasons in the message) when nothing
+ *  qualifies, also when the forced name has no eligible kernel.
+ *
+ *  C callers do not tune: no kabi function measures candidates. A C caller (kabi_select, kabi_call) gets the tuned
+ *  pick if the tuning cache has one, else the heuristic among kernels not recorded as having failed the gate.
+ *  Tuning happens where a caller can time and check candidates against the op's reference (the Python tuner,
+ *  `kabi tune`); what it stores in the tuning cache (kabi_tuning_store) reaches C callers through the cache. */
 KABI_EXPORT kabi_status kabi_select(kabi_op op, const kabi_args* args, const kabi_select_options* options,
                                     kabi_selection* out_selection);
 
@@ -553,6 +583,13 @@ KABI_EXPORT kabi_status kabi_call(kabi_op op, const kabi_args* args, const kabi_
 
 /** Incremented by every change to ops, kernels or the tuning cache that can change a selection. */
 KABI_EXPORT uint64_t kabi_registry_generation(void);
+
+/** ABI 1.2: changes with every change that can alter a selection of this op, and only those: registering or
+ *  unregistering one of its kernels, a plugin load that registered kernels of it, kabi_tuning_store for it, and
+ *  replacing, reloading, clearing or importing the tuning cache (which changes every op's). A caller that
+ *  remembers decisions compares this per op, so tuning one op keeps every other op's decisions. Values never
+ *  repeat; 0 for a NULL op. Cheap enough for every call. */
+KABI_EXPORT uint64_t kabi_op_generation(kabi_op op);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Tuning cache                                                                                                  */

@@ -351,6 +351,16 @@ class Op {
   }
   std::string name() const { return info().name; }
 
+  /** Changes with every change that can alter this op's selections, and with no other (kabi_op_generation). */
+  uint64_t generation() const { return kabi_op_generation(handle_); }
+  /** The op's choice in KABI_FORCE as selection applies it, "" when none; throws kabi::Error for a malformed value
+   *  or an op named twice. */
+  std::string environment_force() const {
+    char choice[1024] = {};
+    check(kabi_op_environment_force(handle_, choice, sizeof choice));
+    return choice;
+  }
+
   Selection select(const Call& call, const SelectOptions& options = {}) const {
     return kabi::select(handle_, call, options);
   }

@@ -58,29 +58,17 @@ int64_t element_count(const int64_t* shape, int rank) {
   return count;
 }
 
-// The one stride s such that batch entry i of the flattened batch starts at i * s elements, for a tensor whose
-// leading dimensions broadcast to batch_shape. Fails when broadcasting or strides differ between batch dimensions.
-bool flatten_batch(const DLTensor& tensor, const int64_t* strides, const int64_t* batch_shape, int batch_rank,
-                   int64_t* out_stride) {
-  const int missing = batch_rank - (tensor.ndim - 2);
-  int64_t inner = 1;
-  bool found = false;
-  int64_t stride = 0;
-  for (int j = batch_rank - 1; j >= 0; --j) {
-    if (batch_shape[j] == 1) continue;
+// A tensor's one batch stride under KABI_BATCH_UNIFORM (kabi.h, kabi_kernel_problem_fn): the stride of its
+// innermost leading dimension whose broadcast extent is not 1, or 0 where the tensor is broadcast there. The core has
+// checked that the other leading dimensions nest under it.
+int64_t batch_stride(const DLTensor& tensor, const int64_t* strides, const kabi_problem& problem) {
+  const int missing = problem.batch_rank - (tensor.ndim - 2);
+  for (int j = problem.batch_rank - 1; j >= 0; --j) {
+    if (problem.batch_shape[j] == 1) continue;
     const int d = j - missing;
-    const int64_t actual = (d >= 0 && tensor.shape[d] != 1) ? strides[d] : 0;
-    if (!found) {
-      stride = actual;  // every inner extent is 1, so this dimension alone fixes the stride
-      found = true;
-    } else {
-      int64_t expected = 0;
-      if (__builtin_mul_overflow(stride, inner, &expected) || expected != actual) return false;
-    }
-    inner *= batch_shape[j];
+    return d >= 0 && tensor.shape[d] != 1 ? strides[d] : 0;
   }
-  *out_stride = stride;
-  return true;
+  return 0;
 }
 
 // A matrix of rows x cols with the given strides as gemm reads it: row-major (unit column stride) or column-major
@@ -110,33 +98,9 @@ bool is_c_contiguous(const DLTensor& tensor, const int64_t* strides) {
   return true;
 }
 
-// The bytes a tensor's elements occupy, [begin, end); empty for a tensor with no elements.
-struct ByteSpan {
-  uintptr_t begin = 0;
-  uintptr_t end = 0;
-};
-
-// Selection may describe a call before its memory exists (NULL data): such a tensor overlaps nothing.
-ByteSpan byte_span(const DLTensor& tensor, const int64_t* strides) {
-  if (tensor.data == nullptr) return {};
-  const int64_t item = tensor.dtype.bits / 8;
-  int64_t low = 0;
-  int64_t high = 0;
-  for (int d = 0; d < tensor.ndim; ++d) {
-    if (tensor.shape[d] == 0) return {};
-    const int64_t reach = (tensor.shape[d] - 1) * strides[d];
-    (reach < 0 ? low : high) += reach;
-  }
-  const uintptr_t base = reinterpret_cast<uintptr_t>(tensor.data) + tensor.byte_offset;
-  return {base + static_cast<uintptr_t>(low * item), base + static_cast<uintptr_t>((high + 1) * item)};
-}
-
-bool overlaps(ByteSpan x, ByteSpan y) { return x.begin < x.end && y.begin < y.end && x.begin < y.end && y.begin < x.end; }
-
 const char* data_of(const DLTensor& tensor) { return static_cast<const char*>(tensor.data) + tensor.byte_offset; }
 
-std::string check_output(const DLTensor& out, const GemmPlan& plan, const int64_t* batch_shape, int batch_rank,
-                         const DLTensor* inputs, const int64_t (*input_strides)[kMaxRank]) {
+std::string check_output(const DLTensor& out, const GemmPlan& plan, const int64_t* batch_shape, int batch_rank) {
   if (out.device.device_type != kDLCPU) return "out is not on the CPU";
   if (dtype_bit(out.dtype) != plan.dtype) return "out has dtype " + dtype_text(out.dtype) + "; expected the inputs' dtype";
   int64_t expected_shape[kMaxRank + 2];
@@ -152,18 +116,12 @@ std::string check_output(const DLTensor& out, const GemmPlan& plan, const int64_
   if (!is_c_contiguous(out, out_strides)) {
     return "out has strides " + list_text(out_strides, out.ndim) + "; kabi-cpu writes only C-contiguous outputs";
   }
-  const ByteSpan out_span = byte_span(out, out_strides);
-  for (int i = 0; i < 2; ++i) {
-    if (overlaps(out_span, byte_span(inputs[i], input_strides[i]))) {
-      return std::string("out overlaps input ") + (i == 0 ? "a" : "b") + "; gemm cannot write in place";
-    }
-  }
   return {};
 }
 
 }  // namespace
 
-std::string plan_gemm(const kabi_args& args, bool require_output, GemmPlan* plan) {
+std::string plan_gemm(const kabi_problem& problem, const kabi_args& args, bool require_output, GemmPlan* plan) {
   if (args.inputs == nullptr || args.num_inputs != 2) return "matmul takes exactly two inputs, a and b";
   const DLTensor& a = args.inputs[0];
   const DLTensor& b = args.inputs[1];
@@ -192,26 +150,16 @@ std::string plan_gemm(const kabi_args& args, bool require_output, GemmPlan* plan
            ", N] to match a " + list_text(a.shape, a.ndim);
   }
 
-  const int batch_rank = std::max(a.ndim, b.ndim) - 2;
-  int64_t batch_shape[kMaxRank];
-  for (int j = 0; j < batch_rank; ++j) {
-    const int da = j - (batch_rank - (a.ndim - 2));
-    const int db = j - (batch_rank - (b.ndim - 2));
-    const int64_t extent_a = da >= 0 ? a.shape[da] : 1;
-    const int64_t extent_b = db >= 0 ? b.shape[db] : 1;
-    if (extent_a != extent_b && extent_a != 1 && extent_b != 1) {
-      return "the leading dimensions of a " + list_text(a.shape, a.ndim) + " and b " + list_text(b.shape, b.ndim) +
-             " do not broadcast";
-    }
-    batch_shape[j] = extent_a == 1 ? extent_b : extent_a;
-  }
-  plan->batch = element_count(batch_shape, batch_rank);
+  // The core has broadcast the leading dimensions (a problem of batch mode KABI_BATCH_UNIFORM at most).
+  const int batch_rank = problem.batch_rank;
+  const int64_t* batch_shape = problem.batch_shape;
+  plan->batch = problem.batch_size;
 
   int64_t strides[2][kMaxRank];
   strides_of(a, strides[0]);
   strides_of(b, strides[1]);
   if (has_output) {
-    std::string reason = check_output(args.outputs[0], *plan, batch_shape, batch_rank, args.inputs, strides);
+    std::string reason = check_output(args.outputs[0], *plan, batch_shape, batch_rank);
     if (!reason.empty()) return reason;
     plan->out = static_cast<char*>(args.outputs[0].data) + args.outputs[0].byte_offset;
   } else {
@@ -245,10 +193,7 @@ std::string plan_gemm(const kabi_args& args, bool require_output, GemmPlan* plan
       return std::string(input.name) + " has leading dimension " + std::to_string(input.operand->leading_dimension) +
              ", beyond the 32-bit OpenBLAS interface";
     }
-    if (!flatten_batch(input.tensor, input.strides, batch_shape, batch_rank, &input.operand->batch_stride)) {
-      return std::string(input.name) + " has leading dimensions " + list_text(input.tensor.shape, nd - 2) +
-             " with strides " + list_text(input.strides, nd - 2) + " that do not flatten to one batch stride";
-    }
+    input.operand->batch_stride = batch_stride(input.tensor, input.strides, problem);
     input.operand->data = data_of(input.tensor);
   }
   return {};

@@ -28,12 +28,13 @@ struct GemmPlan {
   char* out = nullptr;
 };
 
-// Fill *plan for a call, or return why gemm cannot compute it exactly (the supports predicate's reason); the empty
-// string means success. With require_output, a missing output is a failure; otherwise outputs are checked when
-// present. Checks: two float32 or float64 CPU inputs of one dtype, rank >= 2, inner dimensions that agree,
-// leading dimensions that broadcast and flatten to one stride per tensor, matrices with a unit stride in one of
-// their last two dimensions and a valid leading dimension, sizes within the 32-bit BLAS interface, and an output
-// of the right shape and dtype that is C-contiguous and overlaps no input.
-std::string plan_gemm(const kabi_args& args, bool require_output, GemmPlan* plan);
+// Fill *plan for a call whose problem the core derived (its broadcast batch shape gives each tensor's batch stride,
+// as kabi.h describes for KABI_BATCH_UNIFORM), or return why gemm cannot compute it exactly (the supports
+// predicate's reason); the empty string means success. With require_output, a missing output is a failure;
+// otherwise outputs are checked when present. Checks: two float32 or float64 CPU inputs of one dtype, rank >= 2,
+// inner dimensions that agree, matrices with a unit stride in one of their last two dimensions and a valid leading
+// dimension, sizes within the 32-bit BLAS interface, and an output of the right shape and dtype that is
+// C-contiguous. That outputs overlap no input the core checks before every launch.
+std::string plan_gemm(const kabi_problem& problem, const kabi_args& args, bool require_output, GemmPlan* plan);
 
 }  // namespace kabi::cpu

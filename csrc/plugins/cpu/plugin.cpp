@@ -59,12 +59,14 @@ void run_gemm(GemmFunction<Scalar> gemm, const GemmPlan& plan) {
   }
 }
 
-kabi_status gemm_kernel(void* user_data, const kabi_args* args) {
+kabi_status gemm_kernel(void* user_data, const kabi_problem* problem, const kabi_args* args) {
   const auto& state = *static_cast<const PluginState*>(user_data);
   try {
-    if (args == nullptr) return fail(state, KABI_STATUS_INVALID_ARGUMENT, "cpu.openblas.gemm: args is NULL");
+    if (problem == nullptr || args == nullptr) {
+      return fail(state, KABI_STATUS_INVALID_ARGUMENT, "cpu.openblas.gemm: problem or args is NULL");
+    }
     GemmPlan plan;
-    const std::string reason = plan_gemm(*args, /*require_output=*/true, &plan);
+    const std::string reason = plan_gemm(*problem, *args, /*require_output=*/true, &plan);
     if (!reason.empty()) return fail(state, KABI_STATUS_CONSTRAINT_VIOLATED, "cpu.openblas.gemm: " + reason);
     if (plan.dtype == KABI_DTYPE_FLOAT32) {
       run_gemm(state.blas.sgemm, plan);
@@ -77,11 +79,11 @@ kabi_status gemm_kernel(void* user_data, const kabi_args* args) {
   }
 }
 
-int32_t gemm_supports(void* /*user_data*/, const kabi_problem* /*problem*/, const kabi_args* args, char* reason,
+int32_t gemm_supports(void* /*user_data*/, const kabi_problem* problem, const kabi_args* args, char* reason,
                       size_t reason_size) {
   try {
     GemmPlan plan;
-    const std::string why_not = plan_gemm(*args, /*require_output=*/false, &plan);
+    const std::string why_not = plan_gemm(*problem, *args, /*require_output=*/false, &plan);
     if (why_not.empty()) return 1;
     std::snprintf(reason, reason_size, "%s", why_not.c_str());
   } catch (const std::exception& error) {
@@ -116,6 +118,11 @@ kabi_status initialize(const kabi_host_api* host, kabi_plugin_info* out_info) {
                 "kabi-cpu: built for ABI major " + std::to_string(KABI_ABI_VERSION_MAJOR) + ", host has " +
                     std::to_string(KABI_ABI_VERSION_MAJOR_OF(host->abi_version)));
   }
+  if (KABI_ABI_VERSION_MINOR_OF(host->abi_version) < 2) {
+    return fail(state, KABI_STATUS_ABI_MISMATCH,
+                "kabi-cpu: needs host ABI 1.2 or later (function_with_problem), host has 1." +
+                    std::to_string(KABI_ABI_VERSION_MINOR_OF(host->abi_version)));
+  }
   if (state.blas.sgemm == nullptr) {
     std::string error;
     if (!open_openblas(plugin_directory(), &state.blas, &error)) {
@@ -136,7 +143,8 @@ kabi_status initialize(const kabi_host_api* host, kabi_plugin_info* out_info) {
   desc.layouts = KABI_LAYOUT_CONTIGUOUS | KABI_LAYOUT_ROW_STRIDED | KABI_LAYOUT_COL_STRIDED;
   desc.batch_mode = KABI_BATCH_UNIFORM;
   desc.kind = KABI_KERNEL_FUNCTION;
-  desc.function = gemm_kernel;
+  // The problem gives the broadcast batch shape each tensor's batch stride comes from.
+  desc.function_with_problem = gemm_kernel;
   desc.supports = gemm_supports;
   desc.user_data = &state;
   desc.fingerprint = state.fingerprint.c_str();
