@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 import kabi
-from kabi import _core
 from kabi._decision_cache import invalidate_all
 from kabi.cli import main
 from _front_isolation import untuned  # noqa: F401  (fixture)
@@ -88,11 +87,11 @@ def test_unknown_dtype_is_reported(capsys):
     assert "unknown dtype 'float128'" in output
 
 
-def test_console_script(tmp_path):
+def test_console_script():
     beside_python = Path(sys.executable).with_name("kabi")
     script = str(beside_python) if beside_python.exists() else shutil.which("kabi")
     assert script is not None, "the kabi console script is neither beside this Python nor on PATH"
-    environment = {**os.environ, "KABI_CACHE_DIR": str(tmp_path), "KABI_TUNE": "off"}
+    environment = {**os.environ, "KABI_TUNE": "off"}
     result = subprocess.run(
         [script, "explain", "matmul", "--shape", "8x8x8"], capture_output=True, text=True, timeout=120, env=environment
     )
@@ -100,13 +99,12 @@ def test_console_script(tmp_path):
     assert "pick:" in result.stdout
 
 
-def test_run_reports_the_decision_its_first_call_made(capsys, monkeypatch, tmp_path):
+def test_run_reports_the_decision_its_first_call_made(capsys, monkeypatch):
     # With tuning on (the default policy), the first call of a new problem tunes: `kabi run` must show that pick,
     # not the heuristic one that was current before the call.
     from kabi import _tuner
 
     monkeypatch.setattr(kabi._dispatch, "_on_selection_miss", _tuner.on_selection_miss)
-    _core.cache_set_directory(str(tmp_path / "fresh-cache"))
     invalidate_all()
     with kabi.tuning("first-call", repeat=3, min_time_s=0.0):
         status, output = run_cli(capsys, "run", "matmul", "--shape", "40x24x56", "--dtype", "float32", "--repeat", "3")

@@ -282,15 +282,6 @@ QUICK_ENVIRONMENT = {"KABI_TUNE": "first-call", "KABI_TUNE_WARMUP": "1", "KABI_T
 
 
 @pytest.fixture
-def cache_dir(tmp_path):
-    cache.set_directory(tmp_path)
-    try:
-        yield tmp_path
-    finally:
-        cache.set_directory(None)
-
-
-@pytest.fixture
 def registered():
     names = []
 
@@ -444,16 +435,13 @@ def test_a_second_process_with_a_warm_cache_does_no_tuning(tmp_path):
 
 
 @pytest.mark.slow
-def test_eight_processes_tuning_different_shapes_at_once_lose_no_record(tmp_path):
+def test_eight_processes_tuning_different_shapes_at_once_lose_no_record(cache_dir):
     shapes = [(8, 8 + index, 8) for index in range(8)]  # N is kept exact in the problem key; M is bucketed
-    processes = [_child(tmp_path, *shape) for shape in shapes]
+    processes = [_child(cache_dir, *shape) for shape in shapes]
     results = [_finish(process)[0] for process in processes]
     assert [result["tuning_runs"] for result in results] == [1] * 8
-    cache.set_directory(tmp_path)
-    try:
-        records = cache.show("matmul")
-    finally:
-        cache.set_directory(None)
+    cache.reload()
+    records = cache.show("matmul")
     kernels = {"torch.matmul.cpu", "cpu.openblas.gemm"}
     by_problem = {}
     for record in records:

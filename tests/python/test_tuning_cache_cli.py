@@ -12,15 +12,6 @@ QUICK = ["--warmup", "1", "--repeat", "2", "--min-time-s", "0"]
 BUILT_IN = {"torch.matmul.cpu", "cpu.openblas.gemm"}
 
 
-@pytest.fixture
-def cache_dir(tmp_path):
-    kabi.cache.set_directory(tmp_path / "cache")
-    try:
-        yield tmp_path / "cache"
-    finally:
-        kabi.cache.set_directory(None)
-
-
 @pytest.fixture(autouse=True)
 def wide_console(monkeypatch):
     monkeypatch.setenv("COLUMNS", "400")  # rich wraps at the terminal width; keep each message on one line
