@@ -240,12 +240,13 @@ def test_environment_and_context_set_the_policy(monkeypatch):
 )
 def test_bad_environment_is_named(monkeypatch, variable, value, message):
     monkeypatch.setenv(variable, value)
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(kabi.InvalidArgumentError, match=message) as error_info:
         current_settings()
+    assert variable in str(error_info.value)
 
 
 def test_bad_context_arguments_are_named():
-    with pytest.raises(ValueError, match="tuning mode must be one of"):
+    with pytest.raises(kabi.InvalidArgumentError, match="tuning mode must be one of"):
         with tuning("sometimes"):
             pass
     with pytest.raises(ValueError, match="repeat must be an integer >= 1"):
