@@ -176,7 +176,7 @@ def register_kernel(
             del _implementations[key]
             raise
     invalidate_all()
-    return kernel_info(op_name, name)
+    return KernelInfo.from_core(_core.kernel_info(op_name, name))  # registering reads no other kernel: no completion
 
 
 def kernel(op: Any, *, name: str | None = None, **declaration: Any) -> Callable[[KernelFunction], KernelFunction]:

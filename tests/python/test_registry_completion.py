@@ -20,10 +20,10 @@ PLUGIN_KERNEL = "abi_test_good.double"  # the kernel of tests/abi/good_plugin.c,
 
 @pytest.fixture(scope="module")
 def plugin_environment(tmp_path_factory) -> dict[str, str]:
-    root = tmp_path_factory.mktemp("completion_plugins")
-    good = _cmake.build_abi_test_plugins(root / "abi")["good"]
-    _cmake.build(EXAMPLES / "vendor_plugin", root / "vendor")
-    vendor = str(root / "vendor" / "libacme_kabi.so")
+    good = _cmake.build_abi_test_plugins(tmp_path_factory.mktemp("completion_abi_plugins"))["good"]
+    vendor_build = tmp_path_factory.mktemp("completion_vendor_plugin")
+    _cmake.build(EXAMPLES / "vendor_plugin", vendor_build)
+    vendor = str(vendor_build / "libacme_kabi.so")
     return {**os.environ, "KABI_PLUGIN_PATH": f"{good}:{vendor}", "KABI_TUNE": "off"}
 
 
