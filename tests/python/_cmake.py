@@ -62,6 +62,7 @@ def build_abi_test_plugins(root: Path) -> dict[str, str]:
     )
     build(root, root / "build")
     paths = {name: root / "build" / f"libkabi_abi_test_{name}.so" for name in ABI_TEST_PLUGINS}
+    paths["crashing_init"] = root / "build" / "crashing" / "libkabi_abi_test_crashing_init.so"  # plugins.cmake
     missing = [str(path) for path in paths.values() if not path.is_file()]
     assert not missing, f"the build did not produce {missing}"
     return {name: str(path.resolve()) for name, path in paths.items()}
