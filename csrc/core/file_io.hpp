@@ -53,14 +53,15 @@ inline void write_all(int fd, std::string_view data, const std::string& path) {
   }
 }
 
-// Writes data to a temporary sibling of path, syncs it and renames it over path.
+// Writes data to a temporary sibling of path, syncs it and renames it over path. Errors name path, the file the
+// caller asked for: the temporary is an implementation detail.
 inline void write_file_atomically(const std::string& path, std::string_view data) {
   const std::string temporary = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw io_error("create", temporary, errno);
+  if (fd < 0) throw io_error("write", path, errno);
   try {
-    write_all(fd, data, temporary);
-    if (::fsync(fd) != 0) throw io_error("sync", temporary, errno);
+    write_all(fd, data, path);
+    if (::fsync(fd) != 0) throw io_error("sync", path, errno);
   } catch (...) {
     ::close(fd);
     ::unlink(temporary.c_str());

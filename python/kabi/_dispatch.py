@@ -37,7 +37,7 @@ from ._arrays import call_with_arrays, has_foreign_array
 from ._autograd import differentiable
 from ._decision_cache import DecisionCache
 from ._errors import ArgumentTypeError, ConstraintViolatedError, InvalidArgumentError, NotFoundError, StaleDecisionError
-from ._plugin_discovery import discover_plugins
+from ._plugin_discovery import complete_registry
 from ._records import Candidate, KernelInfo, Problem
 from ._registry import OpSpec, op_name_of
 from ._tensors import check_array, descriptor, meta_descriptor, torch_device, torch_dtype
@@ -46,27 +46,8 @@ __all__ = ["OpFront", "Selection", "_on_selection_miss", "front_of"]
 
 _on_selection_miss: Callable[..., Selection | None] | None = None
 _fronts: dict[str, OpFront] = {}
-_discovery_pending = True
-_cuda_backends_pending = True
 # torch >= 2.10 offers DLPack's C exchange API: the C hit path reads tensor metadata and current streams through it.
 _has_exchange_api = _core.dlpack_exchange_available(torch.Tensor)
-
-
-def _discover_plugins_once() -> None:
-    """Plugins of KABI_PLUGIN_PATH and entry points load on the first dispatch, keeping ``import kabi`` light."""
-    global _discovery_pending
-    _discovery_pending = False
-    discover_plugins()
-
-
-def _register_cuda_backends_once() -> None:
-    """The Triton kernels register on the first dispatch to a CUDA device: importing Triton costs seconds, which
-    a process that never touches a GPU should not pay."""
-    global _cuda_backends_pending
-    _cuda_backends_pending = False
-    from .backends.triton import register_triton_kernels
-
-    register_triton_kernels("cuda")
 
 
 def _current_cuda_stream(device_index: int) -> int:
@@ -219,6 +200,7 @@ class OpFront:
     ) -> Selection:
         """Validate and select without caching. ``with_data`` passes data pointers (alignment is then checked)."""
         tensors = self.check_inputs(inputs, out)
+        complete_registry(tensors[0].device.type if tensors else None)
         input_descriptors = [descriptor(t, name, self.name) for t, name in zip(tensors, self.input_names)]
         output_descriptors = [descriptor(out, "out", self.name)] if out is not None else []
         if out is not None and not out.is_contiguous():
@@ -242,10 +224,6 @@ class OpFront:
         Other DLPack arrays (numpy, CuPy, ...) are shared with torch and the call comes back here with tensors
         (kabi._arrays); a decision for inputs that require grad is wrapped so autograd records it (kabi._autograd).
         """
-        if _discovery_pending:
-            _discover_plugins_once()
-        if _cuda_backends_pending and any(getattr(value, "is_cuda", False) for value in inputs):
-            _register_cuda_backends_once()
         if has_foreign_array(inputs, out):
             return call_with_arrays(self.function, self.name, self.input_names, inputs, out)
         generation = self.cache.begin_miss()

@@ -26,6 +26,7 @@ import torch
 from . import _core
 from ._decision_cache import invalidate_all
 from ._errors import AlreadyExistsError, ArgumentTypeError, InvalidArgumentError, UnavailableError
+from ._plugin_discovery import complete_registry
 from ._records import KernelInfo, Problem, names_to_bits
 from ._registry import KernelSpec, op_name_of
 from ._tensors import device_type_code, dtype_name
@@ -175,7 +176,7 @@ def register_kernel(
             del _implementations[key]
             raise
     invalidate_all()
-    return kernel_info(op_name, name)
+    return KernelInfo.from_core(_core.kernel_info(op_name, name))  # registering reads no other kernel: no completion
 
 
 def kernel(op: Any, *, name: str | None = None, **declaration: Any) -> Callable[[KernelFunction], KernelFunction]:
@@ -205,12 +206,15 @@ def unregister_kernel(op: Any, name: str) -> None:
 
 
 def kernels(op: Any = None) -> tuple[KernelInfo, ...]:
-    """Every registered kernel (of one op, or of all), in registration order."""
+    """Every registered kernel (of one op, or of all), in registration order: with the plugins' and, where a CUDA
+    device exists, the CUDA backends' kernels, as a call would see them."""
+    complete_registry()
     return tuple(KernelInfo.from_core(raw) for raw in _core.kernel_list(None if op is None else op_name_of(op)))
 
 
 def kernel_info(op: Any, name: str) -> KernelInfo:
     """The declaration of one kernel (``NotFoundError`` if unknown)."""
+    complete_registry()
     return KernelInfo.from_core(_core.kernel_info(op_name_of(op), name))
 
 

@@ -1,8 +1,11 @@
 """Plugins found at run time: Python entry points in the group ``kabi.plugins``, the ``KABI_PLUGIN_PATH`` list,
-and the directories of device binaries (``NAME.kabi-manifest`` files) that ``KABI_BINARY_PATH`` lists.
+and the directories of device binaries (``NAME.kabi-manifest`` files) that ``KABI_BINARY_PATH`` lists; and
+:func:`complete_registry`, the one step every public reader of the registry takes first.
 
-Discovery is lazy (``import kabi`` stays fast): the op front calls :func:`discover_plugins` on the first dispatch,
-and ``kabi info`` calls it before listing plugins. It runs once per process; later calls only return the records.
+Discovery is lazy (``import kabi`` stays fast, without Triton or entry points): every reader of the registry (the
+op fronts' selection, hence op calls, ``kabi.explain`` and ``kabi.tune``; ``kabi.kernels``; ``kabi.plugins``; every
+command of the CLI through them) calls :func:`complete_registry` first, so all of them see the same kernels whichever
+comes first. It runs once per process; later calls cost a flag test.
 Both path lists are loaded by libkabi (``kabi_plugin_load_from_environment``, which C and C++ callers call
 themselves), plugins first; each binaries directory is recorded like a plugin, with ``kind="binaries"``.
 
@@ -30,7 +33,7 @@ import logging
 import os
 import threading
 
-__all__ = ["ENTRY_POINT_GROUP", "PluginRecord", "discover_plugins", "plugin_records"]
+__all__ = ["ENTRY_POINT_GROUP", "PluginRecord", "complete_registry", "discover_plugins", "plugin_records"]
 
 ENTRY_POINT_GROUP = "kabi.plugins"
 
@@ -67,12 +70,36 @@ class _Discovery:
         self.lock = threading.RLock()
         self.done = False
         self.running = False
+        self.cuda_backends_done = False
         self.python_records: list[PluginRecord] = []
         # realpath of a library -> the entry point that named it
         self.library_entry_points: dict[str, str] = {}
 
 
 _state = _Discovery()
+
+
+def complete_registry(device_type: str | None = None) -> None:
+    """Make the registry hold every kernel this process can have for ``device_type`` (None: every device type):
+    the plugins of ``KABI_PLUGIN_PATH``, ``KABI_BINARY_PATH`` and the entry points, and, where CUDA is asked for
+    and a CUDA device exists, the CUDA backends. Once per process; never raises for a broken plugin."""
+    discover_plugins()
+    if device_type in (None, "cuda") and not _state.cuda_backends_done:
+        _register_cuda_backends()
+
+
+def _register_cuda_backends() -> None:
+    # Imported here: importing Triton costs seconds, which a process that never reads CUDA kernels should not pay.
+    import torch
+
+    with _state.lock:
+        if _state.cuda_backends_done:
+            return
+        _state.cuda_backends_done = True
+        if torch.cuda.is_available():
+            from .backends.triton import register_triton_kernels
+
+            register_triton_kernels("cuda")
 
 
 def discover_plugins() -> list[PluginRecord]:

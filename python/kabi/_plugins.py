@@ -1,7 +1,8 @@
 """Native plugins and device binaries: loading them into libkabi and reporting what happened.
 
 ``import kabi`` loads the built-in plugins that ship beside libkabi (the CPU OpenBLAS plugin, the CUDA plugin
-where built); the first dispatch also loads those of ``KABI_PLUGIN_PATH`` and of entry points. The CPU plugin finds OpenBLAS through
+where built); the first reader of the registry also loads those of ``KABI_PLUGIN_PATH`` and of entry points
+(``kabi._plugin_discovery.complete_registry``). The CPU plugin finds OpenBLAS through
 ``KABI_OPENBLAS_LIBRARY``; when that is unset, kabi points it at the library of the ``scipy-openblas32`` package.
 Every load, successful or refused, is recorded with its reason.
 
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from . import _core
 from ._decision_cache import invalidate_all
-from ._plugin_discovery import PluginRecord, discover_plugins, plugin_records
+from ._plugin_discovery import PluginRecord, complete_registry, plugin_records
 
 __all__ = ["PluginRecord", "load_binaries", "load_builtin_plugins", "load_plugin", "plugins"]
 
@@ -40,7 +41,7 @@ def _point_at_scipy_openblas() -> None:
 
 def load_builtin_plugins() -> None:
     """Load the plugins shipped beside libkabi (refusals are recorded, not raised). Those of KABI_PLUGIN_PATH and
-    of entry points load on the first dispatch (``kabi._plugin_discovery``)."""
+    of entry points load when the registry is first read (``kabi._plugin_discovery.complete_registry``)."""
     _point_at_scipy_openblas()
     try:
         _core.plugin_load_builtin()
@@ -62,9 +63,10 @@ def load_plugin(path: str | os.PathLike[str]) -> PluginRecord:
 
 
 def plugins() -> list[PluginRecord]:
-    """Every plugin of this process, loaded and refused, after discovering those of KABI_PLUGIN_PATH and of the
-    ``kabi.plugins`` entry points."""
-    return discover_plugins()
+    """Every plugin of this process, loaded and refused, after completing the registry (the plugins of
+    KABI_PLUGIN_PATH and of the ``kabi.plugins`` entry points among them)."""
+    complete_registry()
+    return plugin_records()
 
 
 def load_binaries(directory: str | os.PathLike[str]) -> int:

@@ -38,6 +38,8 @@ from typing import Iterator, Sequence
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
 
+from ._errors import InvalidArgumentError
+
 __all__ = ["TuningSettings", "tuning", "current_settings", "tuning_blocked_reason"]
 
 MODES = ("off", "first-call")
@@ -67,15 +69,16 @@ class TuningSettings:
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
-            raise ValueError(f"tuning mode must be one of {', '.join(map(repr, MODES))}, got {self.mode!r}")
+            raise InvalidArgumentError(f"tuning mode must be one of {', '.join(map(repr, MODES))}, got {self.mode!r}")
         for name in ("warmup", "repeat"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"tuning {name} must be an integer >= 1, got {value!r}")
+                raise InvalidArgumentError(f"tuning {name} must be an integer >= 1, got {value!r}")
         if isinstance(self.min_time_s, bool) or not isinstance(self.min_time_s, (int, float)) or not self.min_time_s >= 0:
-            raise ValueError(f"tuning min_time_s must be a number of seconds >= 0, got {self.min_time_s!r}")
+            raise InvalidArgumentError(f"tuning min_time_s must be a number of seconds >= 0, got {self.min_time_s!r}")
         if isinstance(self.max_spread, bool) or not isinstance(self.max_spread, (int, float)) or not self.max_spread > 0:
-            raise ValueError(f"tuning max_spread must be a fraction > 0 (0.25 = 25%, inf = any), got {self.max_spread!r}")
+            raise InvalidArgumentError(
+                f"tuning max_spread must be a fraction > 0 (0.25 = 25%, inf = any), got {self.max_spread!r}")
 
 
 _scoped_settings: contextvars.ContextVar[TuningSettings | None] = contextvars.ContextVar(
@@ -95,11 +98,11 @@ def _settings_from_environment() -> TuningSettings:
         try:
             values[field] = float(text) if field in ("min_time_s", "max_spread") else int(text)
         except ValueError:
-            raise ValueError(f"{variable}={text!r} is not a number") from None
+            raise InvalidArgumentError(f"{variable}={text!r} is not a number") from None
     try:
         return TuningSettings(**values)
     except ValueError as error:
-        raise ValueError(f"bad tuning environment ({', '.join(_ENVIRONMENT_VARIABLES.values())}): {error}") from None
+        raise InvalidArgumentError(f"bad tuning environment ({', '.join(_ENVIRONMENT_VARIABLES.values())}): {error}") from None
 
 
 def current_settings() -> TuningSettings:

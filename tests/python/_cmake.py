@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 REPOSITORY = Path(__file__).resolve().parents[2]
-ABI_TEST_PLUGINS = ("good", "next_major", "older_minor", "no_init", "failing_init")
+ABI_TEST_PLUGINS = ("good", "next_major", "older_minor", "no_init", "failing_init", "crashing_init")
 
 _ABI_TEST_PROJECT = """\
 cmake_minimum_required(VERSION 3.24)
@@ -62,6 +62,7 @@ def build_abi_test_plugins(root: Path) -> dict[str, str]:
     )
     build(root, root / "build")
     paths = {name: root / "build" / f"libkabi_abi_test_{name}.so" for name in ABI_TEST_PLUGINS}
+    paths["crashing_init"] = root / "build" / "crashing" / "libkabi_abi_test_crashing_init.so"  # plugins.cmake
     missing = [str(path) for path in paths.values() if not path.is_file()]
     assert not missing, f"the build did not produce {missing}"
     return {name: str(path.resolve()) for name, path in paths.items()}

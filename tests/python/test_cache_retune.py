@@ -19,15 +19,6 @@ from kabi._tuning_policy import TuningSettings
 QUICK = TuningSettings(warmup=1, repeat=2, min_time_s=0.0, max_spread=math.inf)
 
 
-@pytest.fixture
-def cache_dir(tmp_path):
-    kabi.cache.set_directory(tmp_path / "cache")
-    try:
-        yield tmp_path / "cache"
-    finally:
-        kabi.cache.set_directory(None)
-
-
 @pytest.fixture(autouse=True)
 def wide_console(monkeypatch):
     monkeypatch.setenv("COLUMNS", "400")  # rich wraps at the terminal width; keep each row on one line

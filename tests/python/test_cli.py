@@ -88,11 +88,11 @@ def test_unknown_dtype_is_reported(capsys):
     assert "unknown dtype 'float128'" in output
 
 
-def test_console_script(tmp_path):
+def test_console_script():
     beside_python = Path(sys.executable).with_name("kabi")
     script = str(beside_python) if beside_python.exists() else shutil.which("kabi")
     assert script is not None, "the kabi console script is neither beside this Python nor on PATH"
-    environment = {**os.environ, "KABI_CACHE_DIR": str(tmp_path), "KABI_TUNE": "off"}
+    environment = {**os.environ, "KABI_TUNE": "off"}
     result = subprocess.run(
         [script, "explain", "matmul", "--shape", "8x8x8"], capture_output=True, text=True, timeout=120, env=environment
     )
@@ -100,13 +100,12 @@ def test_console_script(tmp_path):
     assert "pick:" in result.stdout
 
 
-def test_run_reports_the_decision_its_first_call_made(capsys, monkeypatch, tmp_path):
+def test_run_reports_the_decision_its_first_call_made(capsys, monkeypatch):
     # With tuning on (the default policy), the first call of a new problem tunes: `kabi run` must show that pick,
     # not the heuristic one that was current before the call.
     from kabi import _tuner
 
     monkeypatch.setattr(kabi._dispatch, "_on_selection_miss", _tuner.on_selection_miss)
-    _core.cache_set_directory(str(tmp_path / "fresh-cache"))
     invalidate_all()
     with kabi.tuning("first-call", repeat=3, min_time_s=0.0):
         status, output = run_cli(capsys, "run", "matmul", "--shape", "40x24x56", "--dtype", "float32", "--repeat", "3")
@@ -170,3 +169,85 @@ def test_binaries_compile_names_an_unknown_dtype(capsys, tmp_path):
     assert status == 2
     assert "--dtypes: unknown dtype float8; expected some of float16, bfloat16, float32" in output
     assert not list(tmp_path.iterdir())
+
+
+def test_version_names_kabi_and_its_abi(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    abi = _core.abi_version()
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out == f"kabi {kabi.__version__} (C ABI {abi >> 16}.{abi & 0xFFFF})\n"
+
+
+@pytest.mark.parametrize("command", [
+    ["list", "nope"],
+    ["explain", "nope", "--shape", "4x4x4"],
+    ["run", "nope", "--shape", "4x4x4"],
+    ["tune", "nope", "--shape", "4x4x4"],
+])
+def test_an_unknown_op_is_worded_once_for_every_command(capsys, command):
+    status = main(command)
+    captured = capsys.readouterr()
+    assert status == 2
+    assert captured.err == f"error: unknown op 'nope'; kabi has {', '.join(_core.op_list())}\n"
+
+
+@pytest.mark.parametrize("command", ["run", "explain", "tune"])
+@pytest.mark.parametrize("device", ["tpu", "cuda:99", "xla"])
+def test_a_device_that_is_not_here_is_named(capsys, command, device):
+    status = main([command, "matmul", "--shape", "4x4x4", "--device", device])
+    captured = capsys.readouterr()
+    assert status == 2
+    assert captured.err.startswith(f"error: --device {device!r} is not a device of this machine; expected auto or "
+                                   "one of cpu")
+    assert "Traceback" not in captured.out + captured.err
+
+
+def test_cuda_on_a_machine_without_cuda_is_named(capsys, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    assert main(["run", "matmul", "--shape", "4x4x4", "--device", "cuda"]) == 2
+    assert capsys.readouterr().err == ("error: --device 'cuda' is not a device of this machine; expected auto or "
+                                       "one of cpu\n")
+
+
+def test_a_negative_shape_gets_the_shapes_own_message(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", "matmul", "--shape", "-3x4x4"])
+    assert exit_info.value.code == 2
+    assert ("argument --shape: expected MxNxK or BxMxNxK with positive sizes (e.g. 512x512x512), got '-3x4x4'"
+            in capsys.readouterr().err)
+
+
+def test_a_bad_tuning_environment_is_a_kabi_error_naming_the_variable(capsys, monkeypatch):
+    monkeypatch.setenv("KABI_TUNE", "sometimes")
+    assert main(["tune", "matmul", "--shape", "4x4x4"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error: bad tuning environment (KABI_TUNE") and error.count("\n") == 1
+    assert "tuning mode must be one of 'off', 'first-call', got 'sometimes'" in error
+
+
+def test_run_prints_the_median_once(capsys):
+    status, output = run_cli(capsys, "run", "matmul", "--shape", "8x8x8", "--device", "cpu", "--repeat", "3")
+    assert status == 0
+    assert output.count("median") == 1
+
+
+def test_run_refuses_a_repeat_below_one(capsys):
+    assert main(["run", "matmul", "--shape", "8x8x8", "--repeat", "0"]) == 2
+    assert capsys.readouterr().err == "error: --repeat must be at least 1, got 0\n"
+
+
+def test_cache_export_names_the_users_path(capsys, tmp_path):
+    target = tmp_path / "absent" / "x.tsv"
+    assert main(["cache", "export", str(target)]) == 2
+    assert capsys.readouterr().err == f"error: cannot write {target}: No such file or directory\n"
+
+
+def test_without_a_terminal_tables_are_not_squeezed_to_80_columns(capsys, monkeypatch):
+    monkeypatch.delenv("COLUMNS")
+    status, output = run_cli(capsys, "list", "matmul")
+    assert status == 0
+    assert max(map(len, output.splitlines())) > 80

@@ -56,15 +56,6 @@ def clock(monkeypatch):
     return fake
 
 
-@pytest.fixture
-def cache_dir(tmp_path):
-    kabi.cache.set_directory(tmp_path / "cache")
-    try:
-        yield tmp_path / "cache"
-    finally:
-        kabi.cache.set_directory(None)
-
-
 def _inputs():
     generator = torch.Generator().manual_seed(3)
     return [torch.randn(12, 8, generator=generator), torch.randn(8, 6, generator=generator)]

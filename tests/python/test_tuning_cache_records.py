@@ -16,15 +16,6 @@ GATE_ONLY = _core.TUNING_RECORD_GATE_ONLY
 MEMORY_ONLY = _core.TUNING_RECORD_MEMORY_ONLY
 
 
-@pytest.fixture
-def cache_dir(tmp_path):
-    kabi.cache.set_directory(tmp_path / "cache")
-    try:
-        yield tmp_path / "cache"
-    finally:
-        kabi.cache.set_directory(None)
-
-
 def _store(records, shape=(8, 6, 4)):
     m, n, k = shape
     inputs = [descriptor(torch.empty(m, k)), descriptor(torch.empty(k, n))]
@@ -47,14 +38,14 @@ def test_records_keep_flags_spread_and_their_time(cache_dir):
     assert _by_kernel() == records
 
 
-def test_a_memory_only_record_stays_in_this_process(cache_dir):
+def test_a_memory_only_record_stays_in_this_process(cache_dir, tmp_path):
     _store([("torch.matmul.cpu", 99.0, "", MEMORY_ONLY, 0.8)])
     assert _by_kernel()["torch.matmul.cpu"].memory_only
     log = cache_dir / "tuning-v2.log"
     assert not log.exists() or "torch.matmul.cpu" not in log.read_text()
     kabi.cache.reload()
     assert _by_kernel()["torch.matmul.cpu"].time_us == 99.0
-    exported = cache_dir.parent / "export.log"
+    exported = tmp_path / "export.log"
     assert kabi.cache.export(exported) == 0 and exported.read_text() == ""
 
 

@@ -750,11 +750,14 @@ typedef struct kabi_plugin_record {
 
 /** Load a plugin shared library: dlopen, check kabi_plugin_abi_version, run kabi_plugin_init. A refusal returns
  *  KABI_STATUS_ABI_MISMATCH / NOT_FOUND / KERNEL_FAILED with a message naming the plugin and why, is recorded, and
- *  leaves kabi working. Loading the same path twice is a no-op. */
+ *  leaves kabi working. Loading the same path twice is a no-op.
+ *  A plugin runs in the caller's process, with its rights: an init (or kernel) that crashes, hangs or exits takes
+ *  the process with it, and no status can report that. Check an untrusted plugin first in a child process
+ *  (`kabi plugins check PATH`). */
 KABI_EXPORT kabi_status kabi_plugin_load(const char* path);
 
-/** Load every plugin named in KABI_PLUGIN_PATH (entries separated by ':'; a directory loads each shared library
- *  in it), then every directory of device binaries named in KABI_BINARY_PATH (':'-separated; each as
+/** Load every plugin named in KABI_PLUGIN_PATH, in process as kabi_plugin_load (entries separated by ':'; a
+ *  directory loads each shared library in it), then every directory of device binaries named in KABI_BINARY_PATH (':'-separated; each as
  *  kabi_binaries_load). Each binaries directory is recorded like a plugin (kind KABI_PLUGIN_KIND_BINARIES): path is the directory, num_kernels the
  *  kernels it registered, or state REFUSED with the message of its first bad manifest; later directories still
  *  load. Entries already recorded are not loaded again. Returns OK even if some were refused (see kabi_plugin_at). */

@@ -18,6 +18,8 @@ from pathlib import Path
 
 from rich.table import Table
 
+from .._errors import InvalidArgumentError, UnavailableError
+
 _ARCHS = (80, 90)
 _MANIFEST_SUFFIX = ".kabi-manifest"
 
@@ -67,8 +69,7 @@ def _compile(arguments: argparse.Namespace, console) -> int:
     try:
         from ..backends.triton._families import DTYPE_NAMES, FAMILIES
     except ImportError as error:
-        console.print(f"[red]error:[/] kabi binaries compile needs Triton ({error}); pip install triton")
-        return 2
+        raise UnavailableError(f"kabi binaries compile needs Triton ({error}); pip install triton") from None
     from ..backends.triton import compile_all, read_manifest
     from ..backends.triton._compile import DEFAULT_MULTIPROCESSORS
 
@@ -76,18 +77,16 @@ def _compile(arguments: argparse.Namespace, console) -> int:
                                            ("--families", "family", arguments.families, list(FAMILIES))):
         unknown = _unknown(requested, known)
         if unknown:
-            console.print(f"[red]error:[/] {option}: unknown {noun} {', '.join(unknown)}; expected some of "
-                          f"{', '.join(known)}")
-            return 2
+            raise InvalidArgumentError(f"{option}: unknown {noun} {', '.join(unknown)}; expected some of "
+                                       f"{', '.join(known)}")
     multiprocessors = arguments.multiprocessors or DEFAULT_MULTIPROCESSORS
     with console.status(f"compiling the Triton kernels for sm_{arguments.arch} into {arguments.out} ..."):
         paths = compile_all(arguments.arch, arguments.out, dtypes=arguments.dtypes, families=arguments.families,
                             multiprocessors=multiprocessors)
     if not paths:
-        console.print(f"[red]error:[/] no kernel family compiles for sm_{arguments.arch} with "
-                      f"{' '.join(arguments.dtypes)}" + (f" among {' '.join(arguments.families)}"
-                                                          if arguments.families else ""))
-        return 1
+        raise InvalidArgumentError(f"--arch {arguments.arch}: no kernel family compiles for sm_{arguments.arch} with "
+                                   f"{' '.join(arguments.dtypes)}" + (f" among {' '.join(arguments.families)}"
+                                                                      if arguments.families else ""))
     table = Table(title=f"{len(paths)} binaries for sm_{arguments.arch} in {arguments.out}", title_justify="left")
     for header in ("kernel", "dtype", "file"):
         table.add_column(header, overflow="fold")
@@ -104,8 +103,7 @@ def _list(arguments: argparse.Namespace, console) -> int:
 
     directory: Path = arguments.directory
     if not directory.is_dir():
-        console.print(f"[red]error:[/] DIRECTORY: {directory} is not a directory")
-        return 2
+        raise InvalidArgumentError(f"DIRECTORY: {directory} is not a directory")
     paths = sorted(directory.glob(f"*{_MANIFEST_SUFFIX}"))
     if not paths:
         console.print(f"no {_MANIFEST_SUFFIX} files in {directory}")

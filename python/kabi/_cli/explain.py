@@ -7,7 +7,7 @@ import contextlib
 
 from .._explain import explain
 from .._scopes import use
-from ._arguments import add_problem_arguments, make_inputs
+from ._arguments import add_problem_arguments, known_op, make_inputs
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -17,6 +17,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(arguments: argparse.Namespace, console) -> int:
+    known_op(arguments.op)
     a, b = make_inputs(arguments, seed=0)
     scope = use(**{arguments.op: arguments.force}) if arguments.force else contextlib.nullcontext()
     with scope:

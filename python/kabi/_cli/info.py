@@ -61,6 +61,8 @@ def _plugins_table(records: list[PluginRecord]) -> Table:
     table = Table(title="plugins", title_justify="left")
     for header in ("plugin", "kind", "version", "state", "kernels", "registered", "from", "why refused"):
         table.add_column(header, overflow="fold")
+    # Kernels name their plugin; libkabi loads one plugin of a name at most, so the name picks the loaded record,
+    # never a refused one that happens to share it.
     registered: dict[str, list[str]] = {}
     for kernel in kernels():
         registered.setdefault(kernel.plugin, []).append(f"{kernel.op}/{kernel.name}")
@@ -71,7 +73,7 @@ def _plugins_table(records: list[PluginRecord]) -> Table:
             record.version or "-",
             "[green]loaded[/]" if record.loaded else "[red]refused[/]",
             str(record.num_kernels),
-            " ".join(registered.get(record.name, [])) or "-",
+            " ".join(registered.get(record.name, []) if record.loaded else []) or "-",
             record.entry_point or record.path or "-",
             record.message or "",
         )

@@ -8,6 +8,8 @@ from rich.table import Table
 
 from .. import _core
 from .._kernels import kernels
+from .._plugin_discovery import complete_registry
+from ._arguments import known_op
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -17,7 +19,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(arguments: argparse.Namespace, console) -> int:
-    ops = [arguments.op] if arguments.op else _core.op_list()
+    complete_registry()  # plugins may add ops as well as kernels
+    ops = [known_op(arguments.op)] if arguments.op else _core.op_list()
     for op in ops:
         info = _core.op_info(op)
         table = Table(title=f"{op}: {info['schema']}", title_justify="left")

@@ -17,11 +17,11 @@ from rich.table import Table
 from .. import ops
 from .._bench import bench
 from .._correctness import check_output, reference_output
-from .._dispatch import front_of
+from .._errors import InvalidArgumentError
 from .._explain import explain
 from .._registry import op_spec
 from .._scopes import use
-from ._arguments import add_problem_arguments, make_inputs
+from ._arguments import add_problem_arguments, known_op, make_inputs
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -44,11 +44,10 @@ def _synchronize(device: torch.device) -> None:
 
 
 def run(arguments: argparse.Namespace, console) -> int:
+    spec = op_spec(known_op(arguments.op))
     if arguments.repeat < 1:
-        raise SystemExit("kabi run: --repeat must be at least 1")
-    spec = op_spec(arguments.op)
+        raise InvalidArgumentError(f"--repeat must be at least 1, got {arguments.repeat}")
     function = getattr(ops, arguments.op)
-    front_of(function)  # an unknown op fails here, before inputs are made
     a, b = make_inputs(arguments)
     device = a.device
     scope = use(**{arguments.op: arguments.force}) if arguments.force else contextlib.nullcontext()
@@ -80,6 +79,8 @@ def run(arguments: argparse.Namespace, console) -> int:
     )
     table.add_row("check", "[green]PASS[/]" if failure is None else f"[red]FAIL[/]: {failure}")
     table.add_row("first call", f"{first_call_ms:.3f} ms (validation + selection + tuning if due + run)")
-    table.add_row("median time", f"{timing.median_us:.2f} us ({flops / timing.median_us / 1e3:.2f} GFLOP/s; {timing})")
+    table.add_row("median time", f"{timing.median_us:.2f} us ({flops / timing.median_us / 1e3:.2f} GFLOP/s; "
+                                 f"min {timing.min_us:.2f}, max {timing.max_us:.2f}; {timing.count} samples x "
+                                 f"{timing.calls_per_sample} calls, {timing.mode})")
     console.print(table)
     return 0 if failure is None else 1

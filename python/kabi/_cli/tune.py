@@ -1,8 +1,9 @@
 """``kabi tune OP (--shape MxNxK ... | --suite NAME) [--dtype D] [--device DEV]``: tune offline.
 
 Measures every eligible kernel on each problem (whatever the tuning cache already holds), records the results in
-the tuning cache so later processes start tuned, and prints one table per problem: each candidate's median time or
-why it was rejected, and the pick. Exits 1 if some problem has no correct candidate.
+the tuning cache so later processes start tuned, and prints one table per problem: every candidate of the op on the
+device, with its median time or why it was rejected (by selection, e.g. for the dtype, or by the correctness gate),
+and the pick. Exits 1 if some problem has no correct candidate.
 
 Example::
 
@@ -14,15 +15,17 @@ from __future__ import annotations
 
 import argparse
 
-import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from .._dispatch import front_of
+from .._errors import InvalidArgumentError
+from .._explain import explain
+from .._records import Candidate
 from .._registry import op_spec
 from .._tuner import TuningReport, tune
 from .._tuning_policy import TuningSettings, current_settings
-from ._arguments import make_inputs, parse_shape
+from ._arguments import known_op, make_inputs, parse_shape, resolve_device
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -46,61 +49,54 @@ def _problems(arguments: argparse.Namespace) -> list[tuple[tuple[int, ...], str]
     spec = op_spec(arguments.op)
     if arguments.suite is not None:
         if arguments.suite not in spec.suites:
-            raise SystemExit(f"kabi tune: {arguments.op} has no suite {arguments.suite!r}; "
-                             f"{spec.path.name} declares {', '.join(spec.suites) or 'none'}")
+            raise InvalidArgumentError(f"--suite: {arguments.op} has no suite {arguments.suite!r}; "
+                                       f"{spec.path.name} declares {', '.join(spec.suites) or 'none'}")
         suite = spec.suites[arguments.suite]
         shapes, dtypes = list(suite.shapes), list(arguments.dtype or suite.dtypes)
     else:
         shapes, dtypes = arguments.shape, list(arguments.dtype or ["float32"])
     unknown = [dtype for dtype in dtypes if dtype not in spec.dtypes]
     if unknown:
-        raise SystemExit(f"kabi tune: {arguments.op} is not defined for {', '.join(unknown)}; "
-                         f"expected among {', '.join(spec.dtypes)}")
+        raise InvalidArgumentError(f"--dtype: {arguments.op} is not defined for {', '.join(unknown)}; "
+                                   f"expected among {', '.join(spec.dtypes)}")
     return [(tuple(shape), dtype) for dtype in dtypes for shape in shapes]
-
-
-def _check_device(text: str) -> torch.device:
-    try:
-        device = torch.device(text)
-    except RuntimeError:
-        raise SystemExit(f"kabi tune: --device must be cpu, cuda or cuda:N, got {text!r}") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("kabi tune: --device cuda, but torch sees no CUDA device here")
-    return device
 
 
 def _settings(arguments: argparse.Namespace) -> TuningSettings:
     base = current_settings()
-    try:
-        return TuningSettings(
-            mode="first-call",
-            warmup=arguments.warmup if arguments.warmup is not None else base.warmup,
-            repeat=arguments.repeat if arguments.repeat is not None else base.repeat,
-            min_time_s=arguments.min_time_s if arguments.min_time_s is not None else base.min_time_s,
-            max_spread=base.max_spread,
-        )
-    except ValueError as error:
-        raise SystemExit(f"kabi tune: {error}") from None
+    return TuningSettings(
+        mode="first-call",
+        warmup=arguments.warmup if arguments.warmup is not None else base.warmup,
+        repeat=arguments.repeat if arguments.repeat is not None else base.repeat,
+        min_time_s=arguments.min_time_s if arguments.min_time_s is not None else base.min_time_s,
+        max_spread=base.max_spread,
+    )
 
 
-def _table(shape: tuple[int, ...], dtype: str, report: TuningReport) -> Table:
+def _table(shape: tuple[int, ...], dtype: str, report: TuningReport, candidates: tuple[Candidate, ...]) -> Table:
+    """Measured candidates, fastest first, then those selection rejected before measuring. Only the result column
+    wraps, at word boundaries: kernel names and times stay whole."""
     table = Table(title=f"{'x'.join(map(str, shape))} {dtype} on {report.device}  ({report.problem})",
                   title_justify="left")
-    table.add_column("kernel")
-    table.add_column("median", justify="right")
-    table.add_column("result")
+    table.add_column("kernel", no_wrap=True)
+    table.add_column("median", justify="right", no_wrap=True)
+    table.add_column("result", overflow="fold")
     for item in sorted(report.measurements, key=lambda item: item.time_us):
         if item.passed:
             verdict = "[bold green]pick[/]" if item.kernel == report.pick else ""
             table.add_row(item.kernel, f"{item.time_us:.2f} us", verdict)
         else:
             table.add_row(item.kernel, "-", f"[red]rejected:[/] {item.note}", style="dim")
+    measured = {item.kernel for item in report.measurements}
+    for candidate in candidates:
+        if not candidate.eligible and candidate.name not in measured:
+            table.add_row(candidate.name, "-", f"[red]rejected:[/] {candidate.reason}", style="dim")
     return table
 
 
 def run(arguments: argparse.Namespace, console) -> int:
-    function = front_of(arguments.op).function  # an unknown op fails here, before anything is measured
-    device = _check_device(arguments.device)
+    function = front_of(known_op(arguments.op)).function  # an unknown op fails here, before anything is measured
+    device = resolve_device(arguments.device)
     problems = _problems(arguments)
     settings = _settings(arguments)
     reports = []
@@ -111,10 +107,12 @@ def run(arguments: argparse.Namespace, console) -> int:
             progress.update(task, description=f"tuning {arguments.op} {'x'.join(map(str, shape))} {dtype}")
             problem = argparse.Namespace(shape=shape, dtype=dtype, device=str(device),
                                          transpose_a=arguments.transpose_a, transpose_b=arguments.transpose_b)
-            reports.append((shape, dtype, tune(function, *make_inputs(problem, seed=0), settings=settings)))
+            inputs = make_inputs(problem, seed=0)
+            report = tune(function, *inputs, settings=settings)
+            reports.append((shape, dtype, report, explain(function, *inputs).candidates))
             progress.advance(task)
-    for shape, dtype, report in reports:
-        console.print(_table(shape, dtype, report))
+    for shape, dtype, report, candidates in reports:
+        console.print(_table(shape, dtype, report, candidates))
         pick = f"[bold]{report.pick}[/]" if report.pick else "[bold red]none: every candidate was rejected[/]"
         console.print(f"pick: {pick}  (measured in {report.seconds:.2f} s)\n")
-    return 0 if all(report.pick is not None for _, _, report in reports) else 1
+    return 0 if all(report.pick is not None for _, _, report, _ in reports) else 1

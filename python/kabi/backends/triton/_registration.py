@@ -1,7 +1,7 @@
 """Registering the Triton kernels into kabi: one Python kernel per (family, config).
 
-kabi calls ``register_triton_kernels()`` the first time it dispatches to a CUDA device, so ``import kabi`` never
-pays for importing Triton. Without Triton installed it registers nothing.
+kabi calls ``register_triton_kernels()`` the first time the registry is read for CUDA where a CUDA device exists
+(``kabi._plugin_discovery.complete_registry``), so ``import kabi`` never pays for importing Triton. Without Triton installed it registers nothing.
 
 On a machine without a GPU, Triton's interpreter (``TRITON_INTERPRET=1``, set before Triton is first imported)
 runs the same kernels on CPU tensors; ``register_triton_kernels(device="cpu")`` then registers them for the CPU so
