@@ -98,7 +98,7 @@ class DecodeConfig:
 # about 8 MB in flight over the GPU (60+ KB per SM) reached 4.3-4.9 TB/s, 4-6 MB 3.3-3.9. So each config aims at
 # 8+ MB for the layers it is meant for, from (programs resident) x (tiles queued) x (tile bytes), with shared memory
 # (tl.dot also queues its 16-64 rows of a) bounding the programs per SM. [K, N] weights are read in runs of
-# BLOCK_N elements per K row: 32-byte runs (BLOCK_N 16) reached 2.2-2.8 TB/s at any depth, 128-byte runs 4.6, so
+# BLOCK_N elements per K row: dot tiles with 32-byte runs (BLOCK_N 16) read at 1.9-2.8 TB/s, 128-byte runs 4.6, so
 # the k_by_n configs read 64 columns (32 for the deepest GEMV; 16 for the GEMV that won the 8B qkv at M = 1) and
 # take programs from split-K where N is small.
 # Split-K's second pass is a programmatic dependent launch (``_decode_kernels.py``). Comments give the shared memory,
