@@ -76,8 +76,14 @@ def test_each_config_takes_its_own_weight_layout_and_m_range():
     for config in DECODE_CONFIGS:
         n_by_k = config.weight_layout == "n_by_k"
         assert _fits(config, 1, n_by_k=n_by_k) and not _fits(config, 1, n_by_k=not n_by_k)
-        assert _fits(config, 64, n_by_k=n_by_k) == (config.style == "dot")
+        assert _fits(config, 16, n_by_k=n_by_k) == (config.style == "dot")
+        # The deep dot pipelines sized for M <= 16 do not fit 64 rows of a in shared memory; the others take M = 64.
+        reason = decode_unsupported_reason(config, 64, 4096, 4096, 2, 90, n_by_k)
+        assert not reason or (config.style == "gemv" and "one row" in reason) or "shared memory" in reason
         assert not _fits(config, 65, n_by_k=n_by_k)
+    for layout in ("n_by_k", "k_by_n"):
+        assert any(_fits(config, 64, n_by_k=layout == "n_by_k") for config in DECODE_CONFIGS
+                   if config.weight_layout == layout)
     gemv = DECODE_CONFIGS[0]
     assert "one row" in decode_unsupported_reason(gemv, 2, 4096, 4096, 2, 90, True)
     assert "nn.Linear weight" in decode_unsupported_reason(gemv, 1, 4096, 4096, 2, 90, False)
@@ -208,7 +214,7 @@ def _jit_like_source(config: DecodeConfig, dtype: str, m: int):
             attrs[(position,)] = [["tt.divisibility", 16]]
     meta = dict(BLOCK_M=config.rows_per_program(m), BLOCK_N=config.block_n, BLOCK_K=config.block_k,
                 SPLIT_K=config.split_k, USE_DOT=config.style == "dot", WEIGHT_N_BY_K=n_by_k, INPUT_PRECISION="ieee",
-                NUM_STAGES=config.num_stages)
+                NUM_STAGES=config.num_stages, PDL=True)
     for name, value in meta.items():
         signature[name] = "constexpr"
         constexprs[name] = value
@@ -216,14 +222,11 @@ def _jit_like_source(config: DecodeConfig, dtype: str, m: int):
 
 
 def _builds():
-    """(config, arch, dtype): each code path of the kernel (style, weight layout, split or not, pipelined or not)
-    for sm_90 in bfloat16, and the register-load GEMV and a dot config for sm_80 in float16."""
-    paths = {}
-    for config in DECODE_CONFIGS:
-        paths.setdefault((config.style, config.weight_layout, config.split_k > 1, config.num_stages > 1), config)
-    builds = [(config, 90, "bf16") for config in paths.values()]
-    builds += [(paths[("gemv", "n_by_k", False, False)], 80, "fp16"),
-               (paths[("dot", "k_by_n", False, True)], 80, "fp16")]
+    """(config, arch, dtype): every config for sm_90 in bfloat16 (its shared memory decides how many programs share
+    an SM, which the configs are sized by), and a GEMV and a dot config for sm_80 in float16."""
+    builds = [(config, 90, "bf16") for config in DECODE_CONFIGS]
+    builds += [(next(config for config in DECODE_CONFIGS if config.style == style and config.split_k == 1), 80, "fp16")
+               for style in ("gemv", "dot")]
     return builds
 
 
@@ -236,6 +239,8 @@ def test_builds_stream_the_weight_with_16_byte_loads(tmp_path, config, arch, dty
     compiled = triton.compile(_jit_like_source(config, dtype, m), target=GPUTarget("cuda", arch, 32),
                               options={"num_warps": config.num_warps, "enable_fp_fusion": True})
     assert compiled.metadata.shared <= 227 * 1024
+    # A split's programs let the sum's launch start (programmatic dependent launch); an unsplit kernel has no sum.
+    assert ("griddepcontrol.launch_dependents" in compiled.asm["ptx"]) == (config.split_k > 1)
     if not _CUOBJDUMP.exists():
         pytest.skip("the Triton wheel has no cuobjdump to read the SASS with")
     cubin = tmp_path / "decode.cubin"
@@ -246,6 +251,24 @@ def test_builds_stream_the_weight_with_16_byte_loads(tmp_path, config, arch, dty
     wide_load = r"LDGSTS\.E\.BYPASS(\.LTC128B)?\.128" if config.num_stages > 1 else r"LDG\.E\.128"
     assert re.search(wide_load, sass)
     assert ("HMMA" in sass) == (config.style == "dot")
+
+
+def test_split_k_sum_waits_for_the_decode_kernel_on_the_gpu_only():
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from kabi.backends.triton._decode_kernels import split_k_sum_kernel
+
+    def ptx(pdl):
+        signature = {"partial_ptr": "*fp32", "c_ptr": "*bf16", "M": "i32", "N": "i32", "stride_cm": "i32",
+                     "stride_cn": "constexpr", "SPLIT_K": "constexpr", "BLOCK": "constexpr", "PDL": "constexpr"}
+        constants = {"stride_cn": 1, "SPLIT_K": 4, "BLOCK": 1024, "PDL": pdl}
+        options = {"num_warps": 4, "launch_pdl": pdl, "enable_fp_fusion": True}
+        return triton.compile(ASTSource(split_k_sum_kernel, signature, constants), target=GPUTarget("cuda", 90, 32),
+                              options=options).asm["ptx"]
+
+    assert "griddepcontrol.wait" in ptx(True)
+    assert "griddepcontrol" not in ptx(False)
 
 
 # --- on a GPU ---------------------------------------------------------------------------------------------------

@@ -91,29 +91,41 @@ class DecodeConfig:
         return stages * (self.rows_per_program(m) + self.block_n) * self.block_k * element_size
 
 
-# Sized for an H200 (132 SMs, ~4.3 TB/s) on Llama-3 8B/70B and Mixtral layers (N from 4096 to 57344): the grid
-# should put a few programs on every SM even at N = 4096 (BLOCK_N 16 or less, or split-K for wider tiles), and
-# each SM keep tens of kilobytes of the weight in flight, read in 16-byte vectors along its contiguous dimension
-# (8 bfloat16). The n_by_k tiles are a few rows by a long run of K; the k_by_n tiles a few hundred K rows by a
-# 16-64-wide run of N. Bytes in flight come from num_stages - 1 tiles queued through cp.async (num_stages > 1), or
-# from occupancy alone when loads go straight to registers (num_stages = 1). Wider tiles and no split suit the
-# larger layers, where N alone gives many programs.
+# Sized for an H200 (132 SMs, ~4.5 TB/s read) on Llama-3 8B/70B and Mixtral layers (N from 4096 to 57344), by what
+# the first H200 run showed (docs/triton.md, "Decode kernels"): a call costs ~4.7 us plus the weight's bytes at the
+# rate the memory system is kept busy, and that rate follows the bytes in flight. Every resident program queues
+# (num_stages - 1) weight tiles through cp.async (num_stages = 1, loads into registers, keeps one and always lost);
+# about 8 MB in flight over the GPU (60+ KB per SM) reached 4.3-4.9 TB/s, 4-6 MB 3.3-3.9. So each config aims at
+# 8+ MB for the layers it is meant for, from (programs resident) x (tiles queued) x (tile bytes), with shared memory
+# (tl.dot also queues its 16-64 rows of a) bounding the programs per SM. [K, N] weights are read in runs of
+# BLOCK_N elements per K row: dot tiles with 32-byte runs (BLOCK_N 16) read at 1.9-2.8 TB/s, 128-byte runs 4.6, so
+# the k_by_n configs read 64 columns (32 for the deepest GEMV; 16 for the GEMV that won the 8B qkv at M = 1) and
+# take programs from split-K where N is small.
+# Split-K's second pass is a programmatic dependent launch (``_decode_kernels.py``). Comments give the shared memory,
+# programs per SM and weight bytes in flight per program on sm_90 (bfloat16; dot at M <= 16).
 DECODE_CONFIGS = (
-    DecodeConfig("gemv", "n_by_k", block_n=8, block_k=512, num_warps=4, num_stages=3),
-    DecodeConfig("gemv", "n_by_k", block_n=8, block_k=512, num_warps=4, num_stages=1),
-    DecodeConfig("gemv", "n_by_k", block_n=16, block_k=512, num_warps=8, num_stages=3),
-    DecodeConfig("gemv", "n_by_k", block_n=4, block_k=1024, num_warps=4, num_stages=3),
-    DecodeConfig("gemv", "n_by_k", block_n=8, block_k=1024, num_warps=8, num_stages=1),
-    DecodeConfig("gemv", "k_by_n", block_n=16, block_k=256, num_warps=4, num_stages=3),
-    DecodeConfig("gemv", "k_by_n", block_n=16, block_k=256, num_warps=4, num_stages=1),
-    DecodeConfig("gemv", "k_by_n", block_n=32, block_k=256, num_warps=8, num_stages=3),
-    DecodeConfig("gemv", "k_by_n", block_n=64, block_k=128, num_warps=8, num_stages=3, split_k=4),
-    DecodeConfig("dot", "n_by_k", block_n=16, block_k=256, num_warps=4, num_stages=4),
-    DecodeConfig("dot", "n_by_k", block_n=32, block_k=256, num_warps=4, num_stages=3),
-    DecodeConfig("dot", "n_by_k", block_n=64, block_k=128, num_warps=4, num_stages=4, split_k=4),
-    DecodeConfig("dot", "k_by_n", block_n=16, block_k=256, num_warps=4, num_stages=4),
-    DecodeConfig("dot", "k_by_n", block_n=64, block_k=128, num_warps=4, num_stages=3),
-    DecodeConfig("dot", "k_by_n", block_n=64, block_k=128, num_warps=4, num_stages=4, split_k=4),
+    # GEMV (M = 1), nn.Linear weight: 1-2 KB rows, 8+ programs per SM.
+    DecodeConfig("gemv", "n_by_k", block_n=8, block_k=512, num_warps=4, num_stages=3),   # 18 KB, 7/SM, 16 KB
+    DecodeConfig("gemv", "n_by_k", block_n=4, block_k=1024, num_warps=4, num_stages=3),  # 20 KB, 8/SM, 16 KB
+    DecodeConfig("gemv", "n_by_k", block_n=4, block_k=1024, num_warps=4, num_stages=4),  # 30 KB, 7/SM, 24 KB
+    DecodeConfig("gemv", "n_by_k", block_n=16, block_k=512, num_warps=8, num_stages=3),  # 34 KB, 2/SM, 32 KB
+    # GEMV (M = 1), [K, N] weight.
+    DecodeConfig("gemv", "k_by_n", block_n=16, block_k=256, num_warps=4, num_stages=3),  # 17 KB, 8/SM, 16 KB
+    DecodeConfig("gemv", "k_by_n", block_n=32, block_k=512, num_warps=8, num_stages=3),  # 66 KB, 2/SM, 64 KB
+    DecodeConfig("gemv", "k_by_n", block_n=64, block_k=128, num_warps=8, num_stages=3, split_k=4),  # 32 KB, 3/SM, 32 KB
+    DecodeConfig("gemv", "k_by_n", block_n=64, block_k=128, num_warps=8, num_stages=4, split_k=2),  # 48 KB, 2/SM, 48 KB
+    # dot, nn.Linear weight. BLOCK_N 16 gives N/16 programs (256-384 on the 8B layers), enough for one resident
+    # wave with a deep queue; BLOCK_N 32 for the larger layers.
+    DecodeConfig("dot", "n_by_k", block_n=16, block_k=256, num_warps=4, num_stages=5),   # 64 KB, 3/SM, 32 KB
+    DecodeConfig("dot", "n_by_k", block_n=16, block_k=512, num_warps=4, num_stages=4),   # 96 KB, 2/SM, 48 KB
+    DecodeConfig("dot", "n_by_k", block_n=32, block_k=256, num_warps=4, num_stages=3),   # 48 KB, 4/SM, 32 KB
+    DecodeConfig("dot", "n_by_k", block_n=32, block_k=256, num_warps=4, num_stages=5),   # 96 KB, 2/SM, 64 KB
+    DecodeConfig("dot", "n_by_k", block_n=64, block_k=128, num_warps=4, num_stages=4, split_k=4),  # 60 KB, 3/SM, 48 KB
+    # dot, [K, N] weight: 128-byte runs of N.
+    DecodeConfig("dot", "k_by_n", block_n=64, block_k=128, num_warps=4, num_stages=3),   # 40 KB, 5/SM, 32 KB
+    DecodeConfig("dot", "k_by_n", block_n=64, block_k=256, num_warps=4, num_stages=3),   # 80 KB, 2/SM, 64 KB
+    DecodeConfig("dot", "k_by_n", block_n=64, block_k=128, num_warps=4, num_stages=5, split_k=2),  # 80 KB, 2/SM, 64 KB
+    DecodeConfig("dot", "k_by_n", block_n=64, block_k=128, num_warps=4, num_stages=4, split_k=4),  # 60 KB, 3/SM, 48 KB
 )
 
 

@@ -21,8 +21,12 @@ through cp.async into shared memory (Triton pipelines a loop without tl.dot only
 keeps bytes in flight without holding them in registers.
 
 The grid is (tiles of N, K slices, tiles of M); the launcher keeps all of M in one tile, so b is read once. With
-SPLIT_K > 1 each K slice writes float32 partial sums to a ``[SPLIT_K, M, N]`` buffer that
-``split_k_reduce_kernel`` (``_kernels.py``) adds up in a second, deterministic pass. Offsets are 32-bit.
+SPLIT_K > 1 each K slice writes float32 partial sums to a ``[SPLIT_K, M, N]`` buffer that ``split_k_sum_kernel``
+adds up in a second, deterministic pass. On a GPU (``PDL=True``) the two form a programmatic dependent launch: every
+program of the first calls ``gdc_launch_dependents`` as it starts, so the sum's programs are launched while the
+weight still streams and wait (``gdc_wait``) only for the first kernel's results, instead of paying a launch after
+it ends. Only the sum is launched with ``launch_pdl``; the decode kernel waits for whatever ran before it as any
+kernel does. Offsets are 32-bit.
 
 Example (interpreter on CPU, or a GPU), M = 1 against an nn.Linear weight ``w`` [N, K]::
 
@@ -30,11 +34,12 @@ Example (interpreter on CPU, or a GPU), M = 1 against an nn.Linear weight ``w`` 
     grid = (triton.cdiv(N, 8), 1, 1)
     matmul_decode_kernel[grid](a, b, c, 1, N, K, *a.stride(), *b.stride(), *c.stride(), 0,
                                BLOCK_M=1, BLOCK_N=8, BLOCK_K=512, SPLIT_K=1, USE_DOT=False, WEIGHT_N_BY_K=True,
-                               INPUT_PRECISION="ieee", NUM_STAGES=3)
+                               INPUT_PRECISION="ieee", NUM_STAGES=3, PDL=False)
 """
 
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 
 @triton.jit
@@ -115,9 +120,11 @@ def matmul_decode_kernel(a_ptr, b_ptr, out_ptr, M, N, K,
                          stride_am, stride_ak, stride_bk, stride_bn, stride_om, stride_on, stride_split,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                          SPLIT_K: tl.constexpr, USE_DOT: tl.constexpr, WEIGHT_N_BY_K: tl.constexpr,
-                         INPUT_PRECISION: tl.constexpr, NUM_STAGES: tl.constexpr):
+                         INPUT_PRECISION: tl.constexpr, NUM_STAGES: tl.constexpr, PDL: tl.constexpr):
     # Program (tile of N, K slice, tile of M). out is c itself when SPLIT_K == 1, else the float32 partial-sum
     # buffer, one [M, N] slice per split (stride_split apart); the stores convert to whichever it is.
+    if PDL and SPLIT_K > 1:
+        gdc_launch_dependents()
     split = tl.program_id(1)
     k_blocks = tl.cdiv(K, BLOCK_K)
     k_blocks_per_split = tl.cdiv(k_blocks, SPLIT_K)
@@ -131,3 +138,20 @@ def matmul_decode_kernel(a_ptr, b_ptr, out_ptr, M, N, K,
         row = tl.program_id(2)
         _gemv_row(a_ptr + row * stride_am, b_ptr, out_ptr + row * stride_om, N, K, stride_ak, stride_bk, stride_bn,
                   stride_on, first_k_block, last_k_block, BLOCK_N, BLOCK_K, WEIGHT_N_BY_K, NUM_STAGES)
+
+
+@triton.jit
+def split_k_sum_kernel(partial_ptr, c_ptr, M, N, stride_cm, stride_cn,
+                       SPLIT_K: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr):
+    # c[m, n] = the sum over splits of partial[split, m, n] (contiguous float32), in split order: deterministic.
+    # Launched with launch_pdl when PDL: it may start before the decode kernel ends, and waits for its results here.
+    if PDL:
+        gdc_wait()
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    in_bounds = offsets < M * N
+    total = tl.zeros((BLOCK,), dtype=tl.float32)
+    for split in range(SPLIT_K):
+        total += tl.load(partial_ptr + split * M * N + offsets, mask=in_bounds, other=0.0)
+    rows = offsets // N
+    cols = offsets % N
+    tl.store(c_ptr + rows * stride_cm + cols * stride_cn, total.to(c_ptr.dtype.element_ty), mask=in_bounds)

@@ -367,15 +367,17 @@ class DecodeFamily(KernelFamily):
         else:
             out = torch.empty((config.split_k, m, n), dtype=torch.float32, device=a.device)
             out_strides = (n, 1, m * n)
+        # Programmatic dependent launch of the split-K sum: a CUDA feature (the interpreter runs neither intrinsic).
+        pdl = a.device.type == "cuda"
         self.kernel[grid](a, b, out, m, n, k, *strides[:4], *out_strides,
                           BLOCK_M=block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, SPLIT_K=config.split_k,
                           USE_DOT=config.style == "dot", WEIGHT_N_BY_K=config.weight_layout == "n_by_k",
-                          INPUT_PRECISION=_INPUT_PRECISION, NUM_STAGES=config.num_stages,
+                          INPUT_PRECISION=_INPUT_PRECISION, NUM_STAGES=config.num_stages, PDL=pdl,
                           num_warps=config.num_warps, enable_fp_fusion=True)
         if config.split_k > 1:
-            _kernels.split_k_reduce_kernel[(triton.cdiv(m * n, self._REDUCE_BLOCK),)](
-                out, c, m, n, strides[4], strides[5], SPLIT_K=config.split_k, BLOCK=self._REDUCE_BLOCK, num_warps=4,
-                enable_fp_fusion=True)
+            _decode_kernels.split_k_sum_kernel[(triton.cdiv(m * n, self._REDUCE_BLOCK),)](
+                out, c, m, n, strides[4], strides[5], SPLIT_K=config.split_k, BLOCK=self._REDUCE_BLOCK, PDL=pdl,
+                num_warps=4, enable_fp_fusion=True, launch_pdl=pdl)
 
     def binary_spec(self, config, dtype, layout_variant):
         raise ValueError(self.binary_refusal)
