@@ -27,7 +27,7 @@ from .._benchmarking import (
     replace_section,
 )
 from .._errors import InvalidArgumentError
-from ._arguments import parse_device
+from ._arguments import resolve_device
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -36,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("op", help="the op, e.g. matmul")
     parser.add_argument("--suite", required=True, help="a suite of registry/ops/<op>.toml (e.g. quick, llama3-8b-decode)")
     parser.add_argument("--dtype", action="append", help="a dtype to run; repeat for more (default: the suite's)")
-    parser.add_argument("--device", default="auto", type=parse_device,
+    parser.add_argument("--device", default="auto",
                         help="cpu, cuda or cuda:N (default: the GPU if there is one, else the CPU)")
     parser.add_argument("--out", type=Path, help="the JSON results file, written after every problem; rerun the "
                         "same command to resume an interrupted run")
@@ -83,6 +83,7 @@ def _summary_table(results) -> Table:
 
 
 def run(arguments: argparse.Namespace, console) -> int:
+    arguments.device = str(resolve_device(arguments.device))
     try:
         settings = TimingSettings(arguments.rounds, arguments.repeat, arguments.min_time_s)
     except ValueError as error:
