@@ -84,7 +84,8 @@ def front_of(op: Any) -> OpFront:
 
 @dataclass(frozen=True)
 class Selection:
-    """The core's answer for one problem: the kernel (None when nothing is eligible), why, and every candidate."""
+    """The core's answer for one problem: the kernel (None when nothing is eligible), why, whether it has passed
+    the correctness gate on the problem (``verified``), and every candidate."""
 
     op: str
     kernel: KernelInfo | None
@@ -94,6 +95,12 @@ class Selection:
     problem: Problem | None
     forced: str | None
     error: str
+    verified: bool
+
+    @property
+    def picked(self) -> Candidate | None:
+        """The candidate of the pick, or None."""
+        return next((candidate for candidate in self.candidates if candidate.picked), None)
 
     @classmethod
     def from_core(cls, op: str, raw: dict, forced: str | None) -> Selection:
@@ -106,6 +113,7 @@ class Selection:
             problem=Problem.from_core(raw["problem"]) if raw["problem"] is not None else None,
             forced=forced,
             error=raw["error"],
+            verified=raw["verified"],
         )
 
 
@@ -226,8 +234,10 @@ class OpFront:
             input_descriptors = [(0, *d[1:]) for d in input_descriptors]
             output_descriptors = [(0, *d[1:]) for d in output_descriptors]
         forced = _scopes.forced_choice(self.name)
+        # Unverified picks are allowed here because the tuner's miss hook gates a pick before the front uses it.
         raw = _core.select(
-            self.name, input_descriptors, output_descriptors, force=forced, use_environment=forced is None, allow_none=allow_none
+            self.name, input_descriptors, output_descriptors, force=forced, use_environment=forced is None,
+            allow_unverified=True, allow_failed_gate=_scopes.failed_gate_allowed(), allow_none=allow_none,
         )
         return Selection.from_core(self.name, raw, forced or _scopes.environment_choice(self.name))
 

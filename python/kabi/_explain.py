@@ -67,9 +67,8 @@ class Explanation:
             time = "-" if tuned is None else ("failed" if math.isinf(tuned) else f"{tuned:.2f} us")
             verdict = "picked" if candidate.picked else ("eligible" if candidate.eligible else "rejected")
             reason = candidate.reason
-            if verdict == "eligible" and tuned is not None and math.isinf(tuned):
+            if candidate.gate == "failed" and not candidate.picked:
                 verdict = "failed gate"
-                reason = self.gate_failures.get(kernel.name, "failed the correctness gate when tuned")
             if verdict == "eligible" and self.forced and self.forced not in (kernel.name, kernel.backend):
                 verdict = "not forced"
             rows.append((kernel.name, kernel.backend, kernel.kind, kernel.archs_text, str(kernel.priority), verdict, time, reason))
