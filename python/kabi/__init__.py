@@ -29,6 +29,7 @@ from ._errors import (
     KabiError,
     KabiIOError,
     KernelError,
+    KernelFailedError,
     NoEligibleKernelError,
     NotFoundError,
     UnavailableError,
@@ -42,6 +43,7 @@ from ._scopes import use
 from ._stats import Stats, stats
 from ._tuner import TuningReport, tune
 from ._tuning_policy import tuning
+from ._verify import VerifyReport, verify
 
 __version__ = _core.library_version()
 
@@ -59,6 +61,7 @@ __all__ = [
     "KabiError",
     "KabiIOError",
     "KernelError",
+    "KernelFailedError",
     "KernelInfo",
     "NoEligibleKernelError",
     "NotFoundError",
@@ -68,6 +71,7 @@ __all__ = [
     "TuningReport",
     "UnavailableError",
     "UnsupportedDtypeError",
+    "VerifyReport",
     "bench",
     "cache",
     "device_info",
@@ -87,4 +91,5 @@ __all__ = [
     "tuning",
     "unregister_kernel",
     "use",
+    "verify",
 ]

@@ -36,7 +36,15 @@ from . import _core, _kernels, _scopes
 from ._arrays import call_with_arrays, has_foreign_array
 from ._autograd import differentiable
 from ._decision_cache import DecisionCache
-from ._errors import ArgumentTypeError, ConstraintViolatedError, InvalidArgumentError, NotFoundError, StaleDecisionError
+from ._errors import (
+    ArgumentTypeError,
+    ConstraintViolatedError,
+    InvalidArgumentError,
+    KabiError,
+    KernelFailedError,
+    NotFoundError,
+    StaleDecisionError,
+)
 from ._plugin_discovery import discover_plugins
 from ._records import Candidate, KernelInfo, Problem
 from ._registry import OpSpec, op_name_of
@@ -270,9 +278,16 @@ class OpFront:
         problem = selection.problem
         self.expected_outputs[key] = (problem.output_shape, torch_dtype(problem.dtype), torch_device(problem.device_type, problem.device_index))
         self.cache.store(key, implementation, generation)
-        if out is None:
-            return implementation(*inputs)
-        return self.call_with_out(implementation, key, inputs, out)
+        # The first run of a decision comes through here; later runs call the implementation directly (the hit path
+        # stays free of wrappers), so a foreign exception there propagates as the kernel raised it.
+        try:
+            if out is None:
+                return implementation(*inputs)
+            return self.call_with_out(implementation, key, inputs, out)
+        except KabiError:
+            raise
+        except Exception as error:
+            raise self._kernel_failed(selection.kernel.name, error) from error
 
     def call_with_out(self, implementation: Callable[..., Any], key: Any, inputs: tuple, out: Any) -> torch.Tensor:
         """Run with a caller's ``out``, after checking its shape, dtype and device against the problem's result."""
@@ -293,7 +308,12 @@ class OpFront:
         kernel = selection.kernel
         if kernel.kind == "external":
             implementation = _kernels.python_implementation(self.name, kernel.name)
-            return implementation(*inputs) if out is None else implementation(*inputs, out=out)
+            try:
+                return implementation(*inputs) if out is None else implementation(*inputs, out=out)
+            except KabiError:
+                raise
+            except Exception as error:
+                raise self._kernel_failed(kernel.name, error) from error
         problem = selection.problem
         result = out
         if result is None or not result.is_contiguous():
@@ -317,6 +337,11 @@ class OpFront:
         if kernel.alignment > 1:
             implementation = self._aligned(implementation, kernel.alignment)
         return implementation
+
+    def _kernel_failed(self, kernel_name: str, error: Exception) -> KernelFailedError:
+        """The kabi error for a Python kernel that raised a foreign exception (the caller chains the original).
+        Native kernels report their failures through libkabi as this error already."""
+        return KernelFailedError(f"kernel {self.name}/{kernel_name} failed: {type(error).__name__}: {error}")
 
     def _aligned(self, implementation: Callable[..., Any], alignment: int) -> Callable[..., Any]:
         """A Python kernel declaring an alignment, guarded the way the core guards native launches: a call whose

@@ -151,3 +151,58 @@ def test_while_the_gate_cannot_run_an_unverified_problem_fails_and_a_verified_on
     monkeypatch.setattr(_gate, "measurement_blocked_reason", lambda inputs: "a CUDA graph is being captured")
     with kabi.tuning("off"):  # requires_grad: a decision-cache miss on the same, now verified, problem
         torch.testing.assert_close(kabi.ops.matmul(a.requires_grad_(), b), a @ b)
+
+
+def _raises_index_error(a, b, out=None):
+    raise IndexError("row 3 out of range")
+
+
+def test_a_python_kernel_raising_a_foreign_exception_surfaces_as_kernel_failed_error(cache_dir, registered):
+    registered(_raises_index_error, "test.index_error", priority=0)
+    a, b = torch.randn(5, 3), torch.randn(3, 2)
+    with kabi.use(matmul="test.index_error", allow_failed_gate=True):
+        with pytest.raises(kabi.KernelFailedError, match="kernel matmul/test.index_error failed: IndexError: row 3") as error:
+            kabi.ops.matmul(a, b)
+    assert isinstance(error.value.__cause__, IndexError)
+    assert isinstance(error.value, RuntimeError) and kabi.KernelError is kabi.KernelFailedError
+    assert _verdicts()["test.index_error"] == ("failed", "raised IndexError: row 3 out of range")
+
+
+def test_verify_records_a_verdict_for_every_eligible_kernel_and_c_selection_then_succeeds(cache_dir, registered):
+    registered(_plus_one, "test.plus_one", priority=100)
+    a, b = torch.randn(11, 7), torch.randn(7, 5)
+    report = kabi.verify(kabi.ops.matmul, a, b)
+    outcomes = {verdict.kernel: verdict.passed for verdict in report.verdicts}
+    assert outcomes == {"cpu.openblas.gemm": True, "torch.matmul.cpu": True, "test.plus_one": False}
+    assert report.passed
+    assert [line.split()[:3] for line in str(report).splitlines() if "test.plus_one" in line] == [
+        ["test.plus_one", "failed:", "wrong"]]
+    assert {kernel: verdict for kernel, (verdict, _) in _verdicts().items()} == {
+        "cpu.openblas.gemm": "passed", "torch.matmul.cpu": "passed", "test.plus_one": "failed"}
+    # What a C caller gets: strict selection (no allow_unverified) now has a verified pick.
+    descriptors = [kabi._tensors.descriptor(t, name, "matmul") for t, name in zip((a, b), ("a", "b"))]
+    raw = kabi._core.select("matmul", [(0, *d[1:]) for d in descriptors])
+    assert raw["verified"] and raw["kernel"]["name"] in ("cpu.openblas.gemm", "torch.matmul.cpu")
+
+
+def test_strict_selection_refuses_an_unverified_problem_naming_the_remedy(cache_dir):
+    a, b = torch.randn(13, 7), torch.randn(7, 5)
+    descriptors = [kabi._tensors.descriptor(t, name, "matmul") for t, name in zip((a, b), ("a", "b"))]
+    with pytest.raises(kabi.NoEligibleKernelError, match="no eligible kernel has passed the correctness gate.*kabi verify matmul"):
+        kabi._core.select("matmul", [(0, *d[1:]) for d in descriptors])
+
+
+def test_kabi_verify_prints_the_verdicts_and_exits_by_whether_a_kernel_passed(tmp_path, capsys):
+    from kabi.cli import main
+
+    cache.set_directory(tmp_path)
+    try:
+        assert main(["verify", "matmul", "--shape", "9x4x6", "--shape", "3x5x7", "--device", "cpu"]) == 0
+        output = capsys.readouterr().out
+        assert "9x4x6 float32 on cpu" in output and "3x5x7 float32 on cpu" in output
+        assert "cpu.openblas.gemm" in output and "passed" in output
+        assert len([r for r in cache.show("matmul") if r.gate_only]) == 4
+        with pytest.raises(SystemExit, match="no suite 'nope'"):
+            main(["verify", "matmul", "--suite", "nope"])
+    finally:
+        cache.set_directory(None)
