@@ -40,6 +40,7 @@ void write_candidates(const kabi_selection& request, const SelectionResult& resu
     candidate.picked = verdict.picked ? 1 : 0;
     candidate.tuned_time_us = verdict.tuned_time_us;
     copy_truncated(candidate.reason, verdict.reason);
+    candidate.gate = verdict.gate;
     auto* element = reinterpret_cast<kabi_candidate*>(base + i * stride);
     element->struct_size = stride;
     write_output_struct(element, candidate);
@@ -61,6 +62,7 @@ void write_selection(kabi_selection* out, const SelectionResult& result, const k
   copy_truncated(selection.reason, result.reason);
   selection.num_candidates = static_cast<int32_t>(result.candidates.size());
   selection.problem = problem;
+  selection.verified = result.verified ? 1 : 0;
   const size_t problem_offset = offsetof(kabi_selection, problem);
   if (out->struct_size > problem_offset) {
     selection.problem.struct_size = std::min(sizeof(kabi_problem), out->struct_size - problem_offset);
@@ -90,7 +92,9 @@ KABI_EXPORT kabi_status kabi_select(kabi_op handle, const kabi_args* args, const
     check_output_struct(out_selection, "kabi_select: out_selection", KABI_STRUCT_SIZE_THROUGH(kabi_selection, kernel));
     const kabi_problem problem = describe_problem(op, call, ProblemUse::kDescribe);
     check_outputs_do_not_alias_inputs(op, call);
-    const SelectionResult result = select_kernel(op, call, problem, resolve_select_options(op, options));
+    SelectOptions resolved = resolve_select_options(op, options);
+    resolve_gate_options(options, resolved);
+    const SelectionResult result = select_kernel(op, call, problem, resolved);
     // Written even when nothing qualifies, so callers can show every candidate and why it was rejected.
     write_selection(out_selection, result, problem);
     if (!result.kernel) throw Error(result.status, result.reason);

@@ -28,9 +28,12 @@ struct DecisionKey {
   uint32_t dtype = 0;
   uint32_t alignment = 0;
   bool use_tuning_cache = true;
+  bool allow_unverified = false;
+  bool allow_failed_gate = false;
   std::string force;
 
-  DecisionKey(const kabi_problem& problem, uint32_t data_alignment, bool use_tuning, const std::string& forced)
+  DecisionKey(const kabi_problem& problem, uint32_t data_alignment, bool use_tuning, const std::string& forced,
+              bool unverified_allowed, bool failed_gate_allowed)
       : device_type(problem.device_type),
         device_index(problem.device_index),
         batch_rank(problem.batch_rank),
@@ -38,6 +41,8 @@ struct DecisionKey {
         dtype(problem.dtype),
         alignment(data_alignment),
         use_tuning_cache(use_tuning),
+        allow_unverified(unverified_allowed),
+        allow_failed_gate(failed_gate_allowed),
         force(forced) {
     std::memcpy(dims.data(), problem.dims, sizeof(int64_t) * static_cast<size_t>(problem.num_dims));
     std::memcpy(batch_shape.data(), problem.batch_shape, sizeof(int64_t) * static_cast<size_t>(problem.batch_rank));
@@ -48,7 +53,8 @@ struct DecisionKey {
     return dims == other.dims && batch_shape == other.batch_shape && layouts == other.layouts &&
            device_type == other.device_type && device_index == other.device_index && batch_rank == other.batch_rank &&
            batch_mode == other.batch_mode && dtype == other.dtype && alignment == other.alignment &&
-           use_tuning_cache == other.use_tuning_cache && force == other.force;
+           use_tuning_cache == other.use_tuning_cache && allow_unverified == other.allow_unverified &&
+           allow_failed_gate == other.allow_failed_gate && force == other.force;
   }
 };
 

@@ -89,10 +89,12 @@ void check_constraints(const Kernel& kernel, const kabi_args& args, const kabi_p
 }
 
 KernelPtr decide(Op& op, const kabi_args& args, kabi_problem& problem, const kabi_select_options* options) {
-  const SelectOptions resolved = resolve_select_options(op, options);
+  SelectOptions resolved = resolve_select_options(op, options);
+  resolve_gate_options(options, resolved);
   // Exact, not the bucketed tuning key: a supports predicate or an alignment may tell two problems of one bucket
   // apart.
-  const DecisionKey key(problem, data_alignment(args), resolved.use_tuning_cache, resolved.force);
+  const DecisionKey key(problem, data_alignment(args), resolved.use_tuning_cache, resolved.force,
+                        resolved.allow_unverified, resolved.allow_failed_gate);
   const uint64_t generation = op.generation.load(std::memory_order_acquire);
   if (KernelPtr kernel = op.decisions.find(key, generation)) return kernel;
   format_problem_key(op, args.num_inputs, problem);

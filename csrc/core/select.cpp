@@ -119,43 +119,73 @@ CandidateVerdict* heuristic_pick(const std::vector<CandidateVerdict*>& eligible)
 }
 
 struct Choice {
-  CandidateVerdict* pick = nullptr;
+  CandidateVerdict* pick = nullptr;  // null: no candidate may be picked under the options; reason says why
   std::string reason;
   bool tuned = false;
+  bool verified = false;
 };
 
-// Tuned if every eligible kernel has a measurement under its current fingerprint, else heuristic.
-Choice choose(const std::vector<CandidateVerdict*>& eligible, bool tuning_consulted) {
+std::string list_names(const std::vector<CandidateVerdict*>& candidates) {
+  std::vector<std::string> names;
+  for (const CandidateVerdict* candidate : candidates) names.push_back(candidate->kernel->name);
+  return join(names, ", ");
+}
+
+// Tuned if every pickable kernel has a timing under its current fingerprint (and timings count); else the
+// heuristic among the verified kernels, else among the unverified ones when allowed, else among kernels that
+// failed the gate (only forced ones with allow_failed_gate reach here).
+Choice choose(const std::vector<CandidateVerdict*>& pool, const SelectOptions& options) {
   Choice choice;
-  std::string stale;
+  std::vector<CandidateVerdict*> verified, unverified, failed;
+  std::string untimed;
   CandidateVerdict* fastest = nullptr;
   size_t measured = 0;
-  for (CandidateVerdict* candidate : eligible) {
-    if (candidate->tuned_time_us < 0) {
-      if (stale.empty()) stale = candidate->kernel->name;
+  for (CandidateVerdict* candidate : pool) {
+    if (candidate->gate == KABI_GATE_FAILED) {
+      failed.push_back(candidate);
+      continue;
+    }
+    (candidate->passed_gate() ? verified : unverified).push_back(candidate);
+    if (candidate->gate != KABI_GATE_PASSED_TIMED) {
+      if (untimed.empty()) untimed = candidate->kernel->name;
       continue;
     }
     ++measured;
-    if (std::isfinite(candidate->tuned_time_us) &&
-        (fastest == nullptr || candidate->tuned_time_us < fastest->tuned_time_us)) {
-      fastest = candidate;
-    }
+    if (fastest == nullptr || candidate->tuned_time_us < fastest->tuned_time_us) fastest = candidate;
   }
-  if (tuning_consulted && stale.empty() && fastest != nullptr) {
+  if (options.use_tuning_cache && untimed.empty() && fastest != nullptr) {
     choice.pick = fastest;
     choice.tuned = true;
+    choice.verified = true;
     choice.reason =
         "tuned: fastest of " + std::to_string(measured) + " measured (" + format_time(fastest->tuned_time_us) + ")";
     return choice;
   }
-  choice.pick = heuristic_pick(eligible);
+  const std::vector<CandidateVerdict*>* tier = nullptr;
+  std::string verification;
+  if (!verified.empty()) {
+    tier = &verified;
+    verification = "passed the correctness gate on this problem";
+  } else if (options.allow_unverified && !unverified.empty()) {
+    tier = &unverified;
+    verification = "unverified: no gate verdict on this problem, allowed by allow_unverified";
+  } else if (!failed.empty()) {
+    tier = &failed;
+    verification = "failed the correctness gate on this problem, allowed by allow_failed_gate";
+  }
+  if (tier == nullptr) {
+    choice.reason = "no eligible kernel has passed the correctness gate on this problem (no verdict yet: " +
+                    list_names(unverified) + ")";
+    return choice;
+  }
+  choice.pick = heuristic_pick(*tier);
+  choice.verified = tier == &verified;
   const Kernel& kernel = *choice.pick->kernel;
   choice.reason = "heuristic: " + describe_specificity(kernel) + ", priority " + std::to_string(kernel.priority) +
-                  ", among " + std::to_string(eligible.size()) + " eligible";
-  if (tuning_consulted && measured > 0 && !stale.empty()) {
-    choice.reason += " (tuning record ignored: " + stale + " has no measurement under its current fingerprint)";
-  } else if (tuning_consulted && measured > 0) {
-    choice.reason += " (every tuned candidate failed)";
+                  ", among " + std::to_string(pool.size()) + " eligible; " + verification;
+  if (tier != &verified && !verified.empty()) choice.reason += " (" + std::to_string(verified.size()) + " verified)";
+  if (options.use_tuning_cache && measured > 0 && !untimed.empty()) {
+    choice.reason += " (tuning record ignored: " + untimed + " has no measurement under its current fingerprint)";
   }
   return choice;
 }
@@ -228,40 +258,96 @@ std::string environment_force(const Op& op) {
   return forced;
 }
 
+void resolve_gate_options(const kabi_select_options* caller, SelectOptions& resolved) {
+  kabi_select_options options{};
+  options.use_environment = 1;
+  if (caller != nullptr) {
+    options = read_input_struct(caller, "select options", KABI_STRUCT_SIZE_THROUGH(kabi_select_options, force));
+    if (caller->struct_size < KABI_STRUCT_SIZE_THROUGH(kabi_select_options, use_environment))
+      options.use_environment = 1;
+  }
+  resolved.allow_unverified = options.allow_unverified != 0;
+  resolved.allow_failed_gate = options.allow_failed_gate != 0;
+  if (options.use_environment && !resolved.allow_unverified) {
+    const char* environment = std::getenv("KABI_ALLOW_UNVERIFIED");
+    resolved.allow_unverified = environment != nullptr && std::string(environment) == "1";
+  }
+}
+
+namespace {
+
+// The gate verdict the tuning cache holds for the kernel under its current fingerprint.
+void read_verdict(const std::vector<TuningEntry>& tuning, CandidateVerdict& verdict, std::string& failure_note) {
+  for (const TuningEntry& entry : tuning) {
+    if (entry.kernel_name != verdict.kernel->name || entry.fingerprint != verdict.kernel->fingerprint) continue;
+    if (!std::isfinite(entry.time_us)) {
+      verdict.gate = KABI_GATE_FAILED;
+      verdict.tuned_time_us = std::numeric_limits<double>::infinity();
+      failure_note = entry.note;
+    } else if (entry.gate_only()) {
+      verdict.gate = KABI_GATE_PASSED_UNTIMED;
+      verdict.tuned_time_us = -1.0;
+    } else {
+      verdict.gate = KABI_GATE_PASSED_TIMED;
+      verdict.tuned_time_us = entry.time_us;
+    }
+  }
+}
+
+std::string describe_gate_failure(const std::string& note) {
+  return "failed the correctness gate on this problem" + (note.empty() ? std::string() : ": " + note);
+}
+
+std::string verify_remedy(const Op& op, const kabi_problem& problem) {
+  std::vector<std::string> dims;
+  for (int32_t i = 0; i < problem.num_dims && i < 8; ++i) {
+    dims.push_back(std::string(problem.dim_names[i] != nullptr ? problem.dim_names[i] : "?") + "=" +
+                   std::to_string(problem.dims[i]));
+  }
+  return "verify it first (`kabi verify " + op.name + "` for this shape, " + join(dims, " ") + ", dtype " +
+         dtype_name(problem.dtype) + "), or call it once from Python (which gates and tunes it), or set "
+         "allow_unverified in kabi_select_options (KABI_ALLOW_UNVERIFIED=1) for development";
+}
+
+}  // namespace
+
 SelectionResult select_kernel(const Op& op, const kabi_args& args, const kabi_problem& problem,
                               const SelectOptions& options) {
   SelectionResult result;
   const kabi_device_info* device = find_device(problem.device_type, problem.device_index);
-  std::vector<TuningEntry> tuning;
-  if (options.use_tuning_cache) {
-    tuning = TuningCache::instance().lookup(device_signature(problem.device_type, problem.device_index), op.name,
-                                            problem.key);
-  }
+  // Verdicts count whatever use_tuning_cache says: it only decides whether timings pick the kernel.
+  const std::vector<TuningEntry> tuning = TuningCache::instance().lookup(
+      device_signature(problem.device_type, problem.device_index), op.name, problem.key);
+  std::vector<bool> passes_filters;
   for (const KernelPtr& kernel : Registry::instance().candidates(op, problem.device_type)) {
     CandidateVerdict verdict;
     verdict.kernel = kernel;
     verdict.reason = rejection(*kernel, device, problem, args);
+    std::string failure_note;
+    read_verdict(tuning, verdict, failure_note);
+    passes_filters.push_back(verdict.reason.empty());
+    if (verdict.reason.empty() && verdict.gate == KABI_GATE_FAILED) verdict.reason = describe_gate_failure(failure_note);
     verdict.eligible = verdict.reason.empty();
-    for (const TuningEntry& entry : tuning) {
-      if (entry.kernel_name == kernel->name && entry.fingerprint == kernel->fingerprint) {
-        verdict.tuned_time_us = std::isfinite(entry.time_us) ? entry.time_us : std::numeric_limits<double>::infinity();
-      }
-    }
     result.candidates.push_back(std::move(verdict));
   }
 
   std::vector<CandidateVerdict*> pool;
   std::vector<CandidateVerdict*> forced_rejected;
+  const std::string forced = "forced \"" + options.force + "\" (" + options.force_source + ")";
   if (!options.force.empty()) {
+    bool failed_gate = false;
     for (bool by_backend : {true, false}) {
-      for (CandidateVerdict& candidate : result.candidates) {
+      for (size_t i = 0; i < result.candidates.size(); ++i) {
+        CandidateVerdict& candidate = result.candidates[i];
         const std::string& label = by_backend ? candidate.kernel->backend : candidate.kernel->name;
         if (label != options.force) continue;
-        (candidate.eligible ? pool : forced_rejected).push_back(&candidate);
+        const bool only_failed_gate = passes_filters[i] && candidate.gate == KABI_GATE_FAILED;
+        failed_gate = failed_gate || only_failed_gate;
+        (candidate.eligible || (only_failed_gate && options.allow_failed_gate) ? pool : forced_rejected)
+            .push_back(&candidate);
       }
       if (!pool.empty() || !forced_rejected.empty()) break;
     }
-    const std::string forced = "forced \"" + options.force + "\" (" + options.force_source + ")";
     if (pool.empty()) {
       result.status = KABI_STATUS_NO_ELIGIBLE_KERNEL;
       result.reason = op.name + ": " + forced +
@@ -269,6 +355,7 @@ SelectionResult select_kernel(const Op& op, const kabi_args& args, const kabi_pr
                            ? " names no backend or kernel registered for " + device_type_name(problem.device_type)
                            : " has no eligible kernel for " + describe_problem_briefly(problem) + ": " +
                                  list_rejections(forced_rejected));
+      if (failed_gate) result.reason += " (to run it anyway: kabi.use(..., allow_failed_gate=True) in Python, the allow_failed_gate select option in C)";
       return result;
     }
   } else {
@@ -286,12 +373,19 @@ SelectionResult select_kernel(const Op& op, const kabi_args& args, const kabi_pr
     }
   }
 
-  const Choice choice = choose(pool, options.use_tuning_cache);
+  const Choice choice = choose(pool, options);
+  if (choice.pick == nullptr) {
+    result.status = KABI_STATUS_NO_ELIGIBLE_KERNEL;
+    result.reason = op.name + ": " + (options.force.empty() ? std::string() : forced + ": ") + choice.reason +
+                    " for " + describe_problem_briefly(problem) + "; " + verify_remedy(op, problem);
+    return result;
+  }
   result.kernel = choice.pick->kernel;
+  result.verified = choice.verified;
   choice.pick->picked = true;
   if (!options.force.empty()) {
     result.pick_reason = KABI_PICK_FORCED;
-    result.reason = "forced \"" + options.force + "\" (" + options.force_source + "), then " + choice.reason;
+    result.reason = forced + ", then " + choice.reason;
   } else {
     result.pick_reason = choice.tuned ? KABI_PICK_TUNED : KABI_PICK_HEURISTIC;
     result.reason = choice.reason;

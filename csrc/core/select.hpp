@@ -1,9 +1,11 @@
 // Selection: which registered kernel runs a problem, and why.
 //
 // Candidates are the op's kernels for the problem's device type. Filters run in order (arch, features, dtype,
-// layout of each input, batch mode, the kernel's own supports predicate) and the first that fails is the
-// candidate's reason. Among the eligible: forced (options or KABI_FORCE) > tuned (the tuning cache) > heuristic
-// (most specific arch match, then highest priority, then earliest registered).
+// layout of each input, batch mode, the kernel's own supports predicate, a failed correctness-gate verdict) and the
+// first that fails is the candidate's reason. Among the eligible: forced (options or KABI_FORCE) > tuned (the
+// tuning cache) > heuristic (kernels that passed the gate on the problem first, then the most specific arch match,
+// the highest priority, the earliest registered). The pick must have passed the gate unless the caller allows
+// unverified picks: nothing serves a problem before it has passed the op's gate on it.
 #pragma once
 
 #include <string>
@@ -18,6 +20,8 @@ struct SelectOptions {
   std::string force;         // a backend or kernel name; empty: none
   std::string force_source;  // "options" or "KABI_FORCE", for reasons
   bool use_tuning_cache = true;
+  bool allow_unverified = false;   // the pick may lack a gate verdict
+  bool allow_failed_gate = false;  // a forced kernel may have failed the gate
 };
 
 // Reads *options (NULL: defaults) and, if asked, the op's entry of KABI_FORCE.
@@ -26,13 +30,19 @@ SelectOptions resolve_select_options(const Op& op, const kabi_select_options* op
 // The op's choice in KABI_FORCE ("matmul=torch,other=cpu.openblas.gemm"), "" when it names none. The one parser of
 // that variable: an entry that is not op=choice, or an op named twice, is KABI_STATUS_INVALID_ARGUMENT quoting it.
 std::string environment_force(const Op& op);
+// Sets resolved's allow_unverified and allow_failed_gate from *options (NULL: defaults) and, when use_environment
+// is set, KABI_ALLOW_UNVERIFIED.
+void resolve_gate_options(const kabi_select_options* options, SelectOptions& resolved);
 
 struct CandidateVerdict {
   KernelPtr kernel;
   bool eligible = false;
   bool picked = false;
   double tuned_time_us = -1.0;
+  kabi_gate_verdict gate = KABI_GATE_NONE;
   std::string reason;
+
+  bool passed_gate() const { return gate == KABI_GATE_PASSED_TIMED || gate == KABI_GATE_PASSED_UNTIMED; }
 };
 
 struct SelectionResult {
@@ -40,6 +50,7 @@ struct SelectionResult {
   kabi_status status = KABI_STATUS_OK;
   kabi_pick_reason pick_reason = KABI_PICK_NONE;
   std::string reason;
+  bool verified = false;  // the pick passed the correctness gate on the problem
   std::vector<CandidateVerdict> candidates;
 };
 

@@ -32,6 +32,20 @@ const char* pick_reason_name(kabi_pick_reason reason) {
   return "none";
 }
 
+const char* gate_verdict_name(kabi_gate_verdict verdict) {
+  switch (verdict) {
+    case KABI_GATE_PASSED_TIMED:
+      return "passed, timed";
+    case KABI_GATE_PASSED_UNTIMED:
+      return "passed, untimed";
+    case KABI_GATE_FAILED:
+      return "failed";
+    case KABI_GATE_NONE:
+      break;
+  }
+  return "none";
+}
+
 py::dict describe(const std::string& op_name, const py::sequence& inputs, const py::sequence& outputs) {
   kabi_op op = find_op(op_name);
   CallTensors tensors(inputs, outputs, 0);
@@ -45,7 +59,7 @@ py::dict describe(const std::string& op_name, const py::sequence& inputs, const 
 // "error" holding libkabi's message) so that explain can show every rejection.
 py::dict select(const std::string& op_name, const py::sequence& inputs, const py::sequence& outputs,
                 const std::optional<std::string>& force, bool use_environment, bool use_tuning_cache,
-                bool allow_none) {
+                bool allow_unverified, bool allow_failed_gate, bool allow_none) {
   kabi_op op = find_op(op_name);
   CallTensors tensors(inputs, outputs, 0);
   kabi_select_options options{};
@@ -53,6 +67,8 @@ py::dict select(const std::string& op_name, const py::sequence& inputs, const py
   options.force = force ? force->c_str() : nullptr;
   options.use_environment = use_environment ? 1 : 0;
   options.use_tuning_cache = use_tuning_cache ? 1 : 0;
+  options.allow_unverified = allow_unverified ? 1 : 0;
+  options.allow_failed_gate = allow_failed_gate ? 1 : 0;
 
   std::vector<kabi_candidate> candidates(16);
   kabi_selection selection{};
@@ -82,6 +98,7 @@ py::dict select(const std::string& op_name, const py::sequence& inputs, const py
   result["pick_reason"] = pick_reason_name(selection.pick_reason);
   result["reason"] = py::str(selection.reason);
   result["error"] = error;
+  result["verified"] = selection.verified != 0;
   py::list candidate_list;
   for (int32_t i = 0; i < selection.num_candidates; ++i) {
     const kabi_candidate& candidate = candidates[static_cast<std::size_t>(i)];
@@ -92,6 +109,7 @@ py::dict select(const std::string& op_name, const py::sequence& inputs, const py
     entry["tuned_time_us"] = candidate.tuned_time_us >= 0 ? py::object(py::float_(candidate.tuned_time_us))
                                                           : py::object(py::none());
     entry["reason"] = py::str(candidate.reason);
+    entry["gate"] = gate_verdict_name(candidate.gate);
     candidate_list.append(entry);
   }
   result["candidates"] = candidate_list;
@@ -249,8 +267,9 @@ void bind_dispatch(py::module_& m) {
         "Validate a call (tensor descriptors) against its op and return the problem as a dict.");
   m.def("select", &select, py::arg("op"), py::arg("inputs"), py::arg("outputs") = py::tuple(),
         py::arg("force") = py::none(), py::arg("use_environment") = true, py::arg("use_tuning_cache") = true,
-        py::arg("allow_none") = false,
-        "Pick a kernel: a dict with kernel (info dict or None), pick_reason, reason, error, candidates, problem.");
+        py::arg("allow_unverified") = false, py::arg("allow_failed_gate") = false, py::arg("allow_none") = false,
+        "Pick a kernel: a dict with kernel (info dict or None), pick_reason, reason, error, verified (the pick passed "
+        "the correctness gate), candidates (each with its gate verdict), problem.");
   m.def("environment_force", &environment_force, py::arg("op"),
         "The op's choice in KABI_FORCE as selection applies it, or None; InvalidArgumentError for a malformed "
         "value or an op named twice.");

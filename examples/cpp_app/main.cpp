@@ -5,7 +5,7 @@
 // tuned into the tuning cache (KABI_CACHE_DIR) are used: the pick then reads "[tuned]".
 //
 //   kabi_matmul_app [--device cpu|cuda] [--dtype float32|float16|bfloat16] [--shape MxNxK] [--iterations N]
-//                   [--plugin PATH]... [--binaries DIR]... [--force BACKEND_OR_KERNEL]
+//                   [--plugin PATH]... [--binaries DIR]... [--force BACKEND_OR_KERNEL] [--allow-unverified]
 //
 // Exit status: 0 the result matched the reference; 1 it did not, or kabi or CUDA reported an error; 2 bad usage;
 // 77 skipped: --device cuda on a machine without a CUDA driver or device (one line says which).
@@ -36,12 +36,16 @@ struct Options {
   std::vector<std::string> plugins;
   std::vector<std::string> binaries;
   std::string force;
+  // libkabi picks only kernels that passed the correctness gate on the problem (`kabi verify`, or tuned from
+  // Python); this app checks its result against a reference itself, so as a developer tool it may opt out.
+  bool allow_unverified = false;
 };
 
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(stderr,
                "kabi_matmul_app: %s\nusage: kabi_matmul_app [--device cpu|cuda] [--dtype %s] [--shape MxNxK] "
-               "[--iterations N] [--plugin PATH]... [--binaries DIR]... [--force BACKEND_OR_KERNEL]\n",
+               "[--iterations N] [--plugin PATH]... [--binaries DIR]... [--force BACKEND_OR_KERNEL] "
+               "[--allow-unverified]\n",
                problem.c_str(), dtype_names().c_str());
   std::exit(2);
 }
@@ -57,6 +61,10 @@ Options parse(int argc, char** argv) {
   Options options;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
+    if (flag == "--allow-unverified") {
+      options.allow_unverified = true;
+      continue;
+    }
     if (i + 1 >= argc) usage(flag + " needs a value");
     const std::string value = argv[++i];
     if (flag == "--shape") {
@@ -128,6 +136,7 @@ const char* kind_name(kabi_kernel_kind kind) {
 kabi::Selection select_kernel(const kabi::Call& call, const Options& options) {
   kabi::SelectOptions select_options;
   select_options.force = options.force;
+  select_options.allow_unverified = options.allow_unverified;
   const kabi::Selection selection = kabi::Op::find("matmul").select(call, select_options);
   for (const kabi::Candidate& candidate : selection.candidates()) {
     std::printf("candidate %s: %s\n", candidate.kernel.name().c_str(),
@@ -136,7 +145,9 @@ kabi::Selection select_kernel(const kabi::Call& call, const Options& options) {
   const kabi::Kernel kernel = selection.kernel();
   std::printf("pick: %s [%s] %s\n", kernel.name().c_str(), pick_name(selection.pick_reason()),
               selection.reason().c_str());
-  std::printf("kind: %s, backend %s\n", kind_name(kernel.info().kind), kernel.backend().c_str());
+  std::printf("kind: %s, backend %s, %s\n", kind_name(kernel.info().kind), kernel.backend().c_str(),
+              selection.verified() ? "verified (passed the correctness gate on this problem)"
+                                   : "unverified (allowed by --allow-unverified)");
   return selection;
 }
 

@@ -30,6 +30,7 @@ from ._errors import (
     KabiError,
     KabiIOError,
     KernelError,
+    KernelFailedError,
     NoEligibleKernelError,
     NotFoundError,
     UnavailableError,
@@ -43,6 +44,7 @@ from ._scopes import use
 from ._stats import Stats, stats
 from ._tuner import TuningReport, tune
 from ._tuning_policy import tuning
+from ._verify import VerifyReport, verify
 
 __version__ = _core.library_version()
 
@@ -61,6 +63,7 @@ __all__ = [
     "KabiError",
     "KabiIOError",
     "KernelError",
+    "KernelFailedError",
     "KernelInfo",
     "NoEligibleKernelError",
     "NotFoundError",
@@ -70,6 +73,7 @@ __all__ = [
     "TuningReport",
     "UnavailableError",
     "UnsupportedDtypeError",
+    "VerifyReport",
     "bench",
     "benchmark",
     "cache",
@@ -90,4 +94,5 @@ __all__ = [
     "tuning",
     "unregister_kernel",
     "use",
+    "verify",
 ]

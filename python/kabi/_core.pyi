@@ -48,6 +48,8 @@ def select(
     force: str | None = None,
     use_environment: bool = True,
     use_tuning_cache: bool = True,
+    allow_unverified: bool = False,
+    allow_failed_gate: bool = False,
     allow_none: bool = False,
 ) -> dict[str, Any]: ...
 def launch(op: str, kernel: str, inputs: Sequence[Descriptor], outputs: Sequence[Descriptor], stream: int = 0) -> None: ...

@@ -36,7 +36,15 @@ from . import _core, _kernels, _scopes
 from ._arrays import call_with_arrays, has_foreign_array
 from ._autograd import differentiable
 from ._decision_cache import DecisionCache
-from ._errors import ArgumentTypeError, ConstraintViolatedError, InvalidArgumentError, NotFoundError, StaleDecisionError
+from ._errors import (
+    ArgumentTypeError,
+    ConstraintViolatedError,
+    InvalidArgumentError,
+    KabiError,
+    KernelFailedError,
+    NotFoundError,
+    StaleDecisionError,
+)
 from ._plugin_discovery import complete_registry
 from ._records import Candidate, KernelInfo, Problem
 from ._registry import OpSpec, op_name_of
@@ -65,7 +73,8 @@ def front_of(op: Any) -> OpFront:
 
 @dataclass(frozen=True)
 class Selection:
-    """The core's answer for one problem: the kernel (None when nothing is eligible), why, and every candidate."""
+    """The core's answer for one problem: the kernel (None when nothing is eligible), why, whether it has passed
+    the correctness gate on the problem (``verified``), and every candidate."""
 
     op: str
     kernel: KernelInfo | None
@@ -75,6 +84,12 @@ class Selection:
     problem: Problem | None
     forced: str | None
     error: str
+    verified: bool
+
+    @property
+    def picked(self) -> Candidate | None:
+        """The candidate of the pick, or None."""
+        return next((candidate for candidate in self.candidates if candidate.picked), None)
 
     @classmethod
     def from_core(cls, op: str, raw: dict, forced: str | None) -> Selection:
@@ -87,6 +102,7 @@ class Selection:
             problem=Problem.from_core(raw["problem"]) if raw["problem"] is not None else None,
             forced=forced,
             error=raw["error"],
+            verified=raw["verified"],
         )
 
 
@@ -211,8 +227,10 @@ class OpFront:
             input_descriptors = [(0, *d[1:]) for d in input_descriptors]
             output_descriptors = [(0, *d[1:]) for d in output_descriptors]
         forced = _scopes.forced_choice(self.name)
+        # Unverified picks are allowed here because the tuner's miss hook gates a pick before the front uses it.
         raw = _core.select(
-            self.name, input_descriptors, output_descriptors, force=forced, use_environment=forced is None, allow_none=allow_none
+            self.name, input_descriptors, output_descriptors, force=forced, use_environment=forced is None,
+            allow_unverified=True, allow_failed_gate=_scopes.failed_gate_allowed(), allow_none=allow_none,
         )
         return Selection.from_core(self.name, raw, forced or _scopes.environment_choice(self.name))
 
@@ -241,9 +259,16 @@ class OpFront:
         problem = selection.problem
         expected = (problem.output_shape, torch_dtype(problem.dtype), torch_device(problem.device_type, problem.device_index))
         self.cache.store(key, implementation, expected, generation)
-        if out is None:
-            return implementation(*inputs)
-        return self._run_with_out(implementation, expected, inputs, out)
+        # The first run of a decision comes through here; later runs call the implementation directly (the hit path
+        # stays free of wrappers), so a foreign exception there propagates as the kernel raised it.
+        try:
+            if out is None:
+                return implementation(*inputs)
+            return self._run_with_out(implementation, expected, inputs, out)
+        except KabiError:
+            raise
+        except Exception as error:
+            raise self._kernel_failed(selection.kernel.name, error) from error
 
     def call_with_out(self, implementation: Callable[..., Any], key: Any, inputs: tuple, out: Any) -> torch.Tensor:
         """Run a remembered decision with a caller's ``out``; a decision forgotten since it was found (another
@@ -272,7 +297,12 @@ class OpFront:
         kernel = selection.kernel
         if kernel.kind == "external":
             implementation = _kernels.python_implementation(self.name, kernel.name)
-            return implementation(*inputs) if out is None else implementation(*inputs, out=out)
+            try:
+                return implementation(*inputs) if out is None else implementation(*inputs, out=out)
+            except KabiError:
+                raise
+            except Exception as error:
+                raise self._kernel_failed(kernel.name, error) from error
         problem = selection.problem
         result = out
         if result is None or not result.is_contiguous():
@@ -296,6 +326,11 @@ class OpFront:
         if kernel.alignment > 1:
             implementation = self._aligned(implementation, kernel.alignment)
         return implementation
+
+    def _kernel_failed(self, kernel_name: str, error: Exception) -> KernelFailedError:
+        """The kabi error for a Python kernel that raised a foreign exception (the caller chains the original).
+        Native kernels report their failures through libkabi as this error already."""
+        return KernelFailedError(f"kernel {self.name}/{kernel_name} failed: {type(error).__name__}: {error}")
 
     def _aligned(self, implementation: Callable[..., Any], alignment: int) -> Callable[..., Any]:
         """A Python kernel declaring an alignment, guarded the way the core guards native launches: a call whose

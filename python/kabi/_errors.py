@@ -25,6 +25,7 @@ __all__ = [
     "KabiError",
     "KabiIOError",
     "KernelError",
+    "KernelFailedError",
     "NoEligibleKernelError",
     "NotFoundError",
     "STATUS_EXCEPTIONS",
@@ -82,10 +83,15 @@ class AlreadyExistsError(KabiError, ValueError):
     status = "KABI_STATUS_ALREADY_EXISTS"
 
 
-class KernelError(KabiError, RuntimeError):
-    """A kernel reported failure, or its launch failed."""
+class KernelFailedError(KabiError, RuntimeError):
+    """A kernel failed: a native one reported failure or its launch failed, or a Python one raised something that
+    is not a kabi error (then chained as ``__cause__``). The message names the op and the kernel."""
 
     status = "KABI_STATUS_KERNEL_FAILED"
+
+
+# The earlier name of KernelFailedError, kept because it is public API.
+KernelError = KernelFailedError
 
 
 class AbiMismatchError(KabiError, RuntimeError):
@@ -129,7 +135,7 @@ STATUS_EXCEPTIONS: dict[str, type[KabiError]] = {
         NotFoundError,
         NoEligibleKernelError,
         AlreadyExistsError,
-        KernelError,
+        KernelFailedError,
         AbiMismatchError,
         UnavailableError,
         ConstraintViolatedError,

@@ -1,15 +1,18 @@
-"""``kabi.explain``: why a call would run the kernel it runs.
+"""``kabi.explain``: what a call will do, and why.
 
-The record lists every candidate for the problem's device type — eligible or the reason it is not, its tuned time
-where the tuning cache has one, and for a candidate that failed the correctness gate when the problem was tuned, why
-(wrong result, NaN, raised) — the pick and the reason for it. It prints as plain text (``str``) and as a rich
-table (``rich.print(record)``).
+The record lists every candidate for the problem's device type, each with a reason: the pick and why, an eligible
+kernel that was not picked and why (slower, passed the gate untimed, no verdict yet), a rejected one and the filter
+or the correctness-gate failure (wrong result, NaN, raised) that rejected it. Its plan says what the next call of
+the problem will do under the current policy: use a tuned pick, tune (naming the kernels it will measure, the
+current heuristic pick being provisional), or gate the heuristic's pick once before using it. It prints as plain
+text (``str``) and as a rich table (``rich.print(record)``).
 
 Example::
 
     >>> print(kabi.explain(kabi.ops.matmul, torch.randn(64, 32), torch.randn(32, 16)))
     matmul on cpu, problem float32|contiguous,contiguous|1|64|16|32
-    pick: cpu.openblas.gemm (tuned: fastest of 2 measured (6.9 us))
+    pick: cpu.openblas.gemm (provisional; heuristic: any arch, priority 10, among 2 eligible; ...)
+    plan: will tune: measures cpu.openblas.gemm, torch.matmul.cpu on the first call
     ...
 """
 
@@ -21,6 +24,7 @@ from typing import Any
 
 from ._dispatch import Selection, front_of
 from ._records import Candidate, Problem
+from ._tuning_policy import tuning_blocked_reason
 
 __all__ = ["Explanation", "explain"]
 
@@ -40,10 +44,15 @@ class Explanation:
     forced: str | None
     error: str
     gate_failures: dict[str, str] = field(default_factory=dict)
-    """Why each candidate that failed the correctness gate when the problem was tuned failed, by kernel name."""
+    """Why each candidate that failed the correctness gate on the problem failed, by kernel name."""
+    plan: str = ""
+    """What the next call of the problem will do under the current tuning policy ("" when nothing can run)."""
+    provisional: bool = False
+    """Whether the first call will replace the pick (it tunes the problem)."""
 
     @classmethod
-    def from_selection(cls, selection: Selection, gate_failures: dict[str, str] | None = None) -> Explanation:
+    def from_selection(cls, selection: Selection, gate_failures: dict[str, str] | None = None, plan: str = "",
+                       provisional: bool = False) -> Explanation:
         problem = selection.problem
         return cls(
             op=selection.op,
@@ -57,7 +66,22 @@ class Explanation:
             forced=selection.forced,
             error=selection.error,
             gate_failures=dict(gate_failures or {}),
+            plan=plan,
+            provisional=provisional,
         )
+
+    def _reason(self, candidate: Candidate, verdict: str) -> str:
+        if verdict == "picked":
+            return ("provisional: " if self.provisional else "") + (self.reason or self.pick_reason)
+        if verdict == "not forced":
+            return f"not forced: the call is forced to {self.forced}"
+        if verdict != "eligible":
+            return candidate.reason
+        if candidate.gate == "passed, timed":
+            return f"eligible, not picked: slower ({candidate.tuned_time_us:.2f} us)"
+        if candidate.gate == "passed, untimed":
+            return "eligible, not picked: passed the gate, untimed"
+        return "eligible, not picked: no verdict yet (not gated on this problem)"
 
     def _rows(self) -> list[tuple[str, ...]]:
         rows = []
@@ -66,13 +90,12 @@ class Explanation:
             tuned = candidate.tuned_time_us
             time = "-" if tuned is None else ("failed" if math.isinf(tuned) else f"{tuned:.2f} us")
             verdict = "picked" if candidate.picked else ("eligible" if candidate.eligible else "rejected")
-            reason = candidate.reason
-            if verdict == "eligible" and tuned is not None and math.isinf(tuned):
+            if candidate.gate == "failed" and not candidate.picked:
                 verdict = "failed gate"
-                reason = self.gate_failures.get(kernel.name, "failed the correctness gate when tuned")
             if verdict == "eligible" and self.forced and self.forced not in (kernel.name, kernel.backend):
                 verdict = "not forced"
-            rows.append((kernel.name, kernel.backend, kernel.kind, kernel.archs_text, str(kernel.priority), verdict, time, reason))
+            rows.append((kernel.name, kernel.backend, kernel.kind, kernel.archs_text, str(kernel.priority), verdict,
+                         time, self._reason(candidate, verdict)))
         return rows
 
     _HEADERS = ("kernel", "backend", "kind", "archs", "priority", "verdict", "tuned", "reason")
@@ -84,12 +107,13 @@ class Explanation:
     def _summary(self) -> str:
         if self.pick is None:
             return f"no eligible kernel: {self.error}"
-        return f"pick: {self.pick} ({self.reason or self.pick_reason})"
+        provisional = "provisional; " if self.provisional else ""
+        return f"pick: {self.pick} ({provisional}{self.reason or self.pick_reason})"
 
     def __str__(self) -> str:
         rows = [self._HEADERS, *self._rows()]
         widths = [max(len(row[i]) for row in rows) for i in range(len(self._HEADERS) - 1)]
-        lines = [self._title(), self._summary()]
+        lines = [self._title(), self._summary(), *([f"plan: {self.plan}"] if self.plan else [])]
         for row in rows:
             cells = [cell.ljust(width) for cell, width in zip(row, widths)]
             lines.append("  " + "  ".join([*cells, row[-1]]).rstrip())
@@ -107,11 +131,29 @@ class Explanation:
         for row in self._rows():
             table.add_row(*row, style=styles[row[5]])
         summary = Text(self._summary(), style="bold" if self.pick else "bold red")
-        return Group(table, summary)
+        return Group(table, summary, *([Text(f"plan: {self.plan}")] if self.plan else []))
+
+
+def _plan(selection: Selection, inputs: tuple) -> tuple[str, bool]:
+    """What the next call will do under the current policy, and whether it replaces the current pick (see
+    :func:`kabi._tuner.on_selection_miss`)."""
+    pick = selection.kernel.name
+    gated_first = "" if selection.verified else ", after gating it once (it has no verdict on this problem yet; " \
+                                                "if it fails, the next pick is gated)"
+    if selection.pick_reason == "forced":
+        return f"runs the forced {pick}{gated_first}", False
+    if selection.pick_reason == "tuned":
+        return f"runs {pick}, the tuned pick", False
+    blocked = tuning_blocked_reason(inputs)
+    if blocked is None:
+        measured = ", ".join(candidate.name for candidate in selection.candidates if candidate.eligible)
+        return f"will tune: measures {measured} on the first call, then runs the fastest that passes the gate", True
+    return f"will not tune ({blocked}): runs the heuristic's pick {pick}{gated_first}", False
 
 
 def explain(op: Any, *inputs: Any, out: Any = None) -> Explanation:
-    """Select for ``op(*inputs, out=out)`` as a call would, without running or caching, and say why.
+    """Select for ``op(*inputs, out=out)`` as a call would, without running or caching, and say why and what the
+    call will do (its plan: use a tuned pick, tune first, or gate the heuristic's pick once).
 
     ``op`` is a ``kabi.ops`` function or an op name. Validation errors raise as the call would; a problem that
     no kernel can run returns a record with ``pick`` None and every rejection.
@@ -122,9 +164,10 @@ def explain(op: Any, *inputs: Any, out: Any = None) -> Explanation:
         'cpu.openblas.gemm'
     """
     selection = front_of(op).select(inputs, out, allow_none=True)
-    failed = any(c.tuned_time_us is not None and math.isinf(c.tuned_time_us) for c in selection.candidates)
+    plan, provisional = _plan(selection, inputs) if selection.kernel is not None else ("", False)
+    failed = any(candidate.gate == "failed" for candidate in selection.candidates)
     if not failed or selection.problem is None:
-        return Explanation.from_selection(selection)
+        return Explanation.from_selection(selection, plan=plan, provisional=provisional)
     from ._tuner import gate_notes
 
-    return Explanation.from_selection(selection, gate_notes(selection.op, selection.problem))
+    return Explanation.from_selection(selection, gate_notes(selection.op, selection.problem), plan, provisional)

@@ -40,7 +40,7 @@ from ._correctness import check_output, reference_output
 from ._registry import Tolerance
 from ._tuning_policy import TuningSettings
 
-__all__ = ["CandidateMeasurement", "measure_candidates", "fastest"]
+__all__ = ["CandidateMeasurement", "fastest", "gate_once", "measure_candidates"]
 
 # Notes travel into the tuning cache and into explain's 256-byte reason fields.
 _MAX_NOTE_CHARS = 200
@@ -201,3 +201,22 @@ def fastest(results: Sequence[CandidateMeasurement]) -> CandidateMeasurement | N
     """The passing candidate with the least time (the earliest on a tie), or None when none passed."""
     passing = [result for result in results if result.passed]
     return min(passing, key=lambda result: result.time_us) if passing else None
+
+
+def gate_once(
+    fn: Callable[..., Any],
+    make_inputs: Callable[[], list[Any]],
+    reference: Callable[..., torch.Tensor],
+    tolerance: Tolerance,
+    *,
+    expected_dtype: torch.dtype | None = None,
+) -> str | None:
+    """The correctness gate alone: one untimed run of ``fn`` on ``make_inputs()``, checked as
+    :func:`measure_candidates` checks it. Returns why it failed, or None when it passed."""
+    inputs = make_inputs()
+    snapshots = [item.clone() if isinstance(item, torch.Tensor) else item for item in inputs]
+    device = next((item.device for item in inputs if isinstance(item, torch.Tensor)), torch.device("cpu"))
+    note = _gate(fn, inputs, reference_output(reference, inputs), tolerance, expected_dtype, device)
+    if not _unchanged(inputs, snapshots):
+        note = "wrote into its inputs" + (f"; {note}" if note else "")
+    return note

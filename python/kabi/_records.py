@@ -133,13 +133,19 @@ class KernelInfo:
 
 @dataclass(frozen=True)
 class Candidate:
-    """One kernel as a selection saw it: eligible or the reason it is not, its tuned time, whether it won."""
+    """One kernel as a selection saw it: eligible or the reason it is not, its tuned time, its correctness-gate
+    verdict on the problem ("none", "passed, timed", "passed, untimed" or "failed"), whether it won."""
 
     kernel: KernelInfo
     eligible: bool
     picked: bool
     reason: str
     tuned_time_us: float | None
+    gate: str
+
+    @property
+    def passed_gate(self) -> bool:
+        return self.gate.startswith("passed")
 
     @property
     def name(self) -> str:
@@ -153,4 +159,5 @@ class Candidate:
             picked=raw["picked"],
             reason=raw["reason"],
             tuned_time_us=raw["tuned_time_us"],
+            gate=raw["gate"],
         )

@@ -4,7 +4,8 @@
 and each thread and asyncio task sees its own. A choice is a backend name ("torch", "cpu", "triton": then the usual
 rules pick among that backend's kernels) or a kernel name ("cpu.openblas.gemm"). Outside any scope, the core reads
 ``KABI_FORCE="matmul=torch,other=cpu"`` itself. A forced choice with no eligible kernel fails the call with
-``NoEligibleKernelError`` naming the choice and why each candidate was rejected.
+``NoEligibleKernelError`` naming the choice and why each candidate was rejected; so does a forced kernel that failed
+the correctness gate on the problem, unless the scope says ``allow_failed_gate=True``.
 
 The active scope is an interned object, so the op fronts put it in their decision-cache keys at the cost of one
 ContextVar read and one identity hash.
@@ -25,49 +26,56 @@ from typing import Iterator, Mapping
 from . import _core
 from ._errors import ArgumentTypeError, InvalidArgumentError
 
-__all__ = ["ForcedChoices", "active_scope", "environment_choice", "forced_choice", "use"]
+__all__ = ["ForcedChoices", "active_scope", "environment_choice", "failed_gate_allowed", "forced_choice", "use"]
 
 
 class ForcedChoices:
     """An immutable op -> choice mapping, interned: equal mappings are the same object."""
 
-    __slots__ = ("choices",)
+    __slots__ = ("choices", "allow_failed_gate")
 
-    def __init__(self, choices: Mapping[str, str]) -> None:
+    def __init__(self, choices: Mapping[str, str], allow_failed_gate: bool = False) -> None:
         self.choices = dict(choices)
+        self.allow_failed_gate = allow_failed_gate
 
     def __repr__(self) -> str:
-        return f"ForcedChoices({self.choices!r})"
+        return f"ForcedChoices({self.choices!r}, allow_failed_gate={self.allow_failed_gate})"
 
 
 _active: ContextVar[ForcedChoices | None] = ContextVar("kabi_forced_choices", default=None)
 # The op fronts read the variable directly (the C hit path takes the ContextVar itself).
 scope_variable = _active
 active_scope = _active.get
-_interned: dict[frozenset[tuple[str, str]], ForcedChoices] = {}
+_interned: dict[tuple[frozenset[tuple[str, str]], bool], ForcedChoices] = {}
 _intern_lock = threading.Lock()
 
 
-def _intern(choices: Mapping[str, str]) -> ForcedChoices | None:
-    if not choices:
+def _intern(choices: Mapping[str, str], allow_failed_gate: bool) -> ForcedChoices | None:
+    if not choices and not allow_failed_gate:
         return None
-    key = frozenset(choices.items())
+    key = (frozenset(choices.items()), allow_failed_gate)
     with _intern_lock:
         scope = _interned.get(key)
         if scope is None:
-            scope = _interned[key] = ForcedChoices(choices)
+            scope = _interned[key] = ForcedChoices(choices, allow_failed_gate)
         return scope
 
 
 @contextlib.contextmanager
-def use(**choices: str | None) -> Iterator[None]:
+def use(*, allow_failed_gate: bool | None = None, **choices: str | None) -> Iterator[None]:
     """Force a backend or kernel per op inside the ``with`` block; ``op=None`` lifts an outer scope's choice.
+
+    A forced kernel that failed the correctness gate on the call's problem raises ``NoEligibleKernelError`` naming
+    the failure; ``allow_failed_gate=True`` runs it anyway (this scope's choices and KABI_FORCE's), ``None`` keeps
+    the outer scope's setting.
 
     Example::
 
         >>> with kabi.use(matmul="cpu.openblas.gemm"):
         ...     kabi.ops.matmul(a, b)
     """
+    if allow_failed_gate is not None and not isinstance(allow_failed_gate, bool):
+        raise ArgumentTypeError(f"kabi.use: allow_failed_gate must be True, False or None, got {allow_failed_gate!r}")
     known_ops = set(_core.op_list())
     for op, choice in choices.items():
         if op not in known_ops:
@@ -81,7 +89,9 @@ def use(**choices: str | None) -> Iterator[None]:
             merged.pop(op, None)
         else:
             merged[op] = choice
-    token = _active.set(_intern(merged))
+    if allow_failed_gate is None:
+        allow_failed_gate = outer is not None and outer.allow_failed_gate
+    token = _active.set(_intern(merged, allow_failed_gate))
     try:
         yield
     finally:
@@ -92,6 +102,12 @@ def forced_choice(op: str) -> str | None:
     """The choice the innermost ``kabi.use`` scope makes for ``op``, or None."""
     scope = _active.get()
     return scope.choices.get(op) if scope is not None else None
+
+
+def failed_gate_allowed() -> bool:
+    """Whether the innermost ``kabi.use`` scope lets a forced kernel run although it failed the correctness gate."""
+    scope = _active.get()
+    return scope is not None and scope.allow_failed_gate
 
 
 def environment_choice(op: str) -> str | None:

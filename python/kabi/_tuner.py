@@ -11,6 +11,10 @@ tuner
 4. records every result with ``kabi_tuning_store`` (failures as inf with a note) and selects again, so the tuned
    pick is used now, in this process and in every later one.
 
+Whatever the policy, the pick it returns has then passed the correctness gate on the problem: a pick without a
+verdict (tuning off, forced, tracing) is gated once first (:mod:`kabi._gate`). In a distributed job, tuning is
+agreed among the ranks as before, while that gate runs on each rank on its own.
+
 The last report per problem is kept for ``kabi.explain``, which shows why candidates were rejected.
 
 Example::
@@ -25,14 +29,12 @@ Example::
 from __future__ import annotations
 
 import collections
-import contextvars
 import dataclasses
-import importlib
 import math
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import torch
 
@@ -40,6 +42,7 @@ from . import _cache_api, _core, _dispatch, _distributed, _stats
 from ._correctness import make_inputs_like
 from ._dispatch import OpFront, Selection, front_of
 from ._errors import NoEligibleKernelError
+from ._gate import gate_until_verified, inside_measurement, measurement_lock, resolve_reference
 from ._measure import CandidateMeasurement, fastest, measure_candidates
 from ._records import Problem
 from ._tensors import descriptor, torch_dtype
@@ -51,10 +54,6 @@ __all__ = ["TuningReport", "gate_notes", "last_report", "on_selection_miss", "tu
 _REPORTS_KEPT = 512
 _reports: collections.OrderedDict[tuple[str, str, str], TuningReport] = collections.OrderedDict()
 _reports_lock = threading.Lock()
-# One problem is tuned at a time: concurrent measurements would disturb each other's timings.
-_tuning_lock = threading.RLock()
-# Set while candidates run, so a kernel that itself calls a kabi op does not start a nested tuning run.
-_inside_tuning: contextvars.ContextVar[bool] = contextvars.ContextVar("kabi_inside_tuning", default=False)
 
 
 @dataclass(frozen=True)
@@ -111,11 +110,6 @@ def _remember(report: TuningReport) -> TuningReport:
     return report
 
 
-def _resolve_reference(dotted: str) -> Callable[..., torch.Tensor]:
-    module_name, _, attribute = dotted.replace(":", ".").rpartition(".")
-    return getattr(importlib.import_module(module_name), attribute)
-
-
 def _measure(front: OpFront, inputs: Sequence[torch.Tensor], selection: Selection, kernels: Sequence[str],
              settings: TuningSettings) -> list[CandidateMeasurement]:
     """Gate and time ``kernels`` on fresh inputs like ``inputs``, each through the implementation the front would
@@ -131,13 +125,13 @@ def _measure(front: OpFront, inputs: Sequence[torch.Tensor], selection: Selectio
             candidates.append((name, implementation))
         except Exception as error:
             unavailable[name] = CandidateMeasurement(name, math.inf, f"cannot be prepared: {type(error).__name__}: {error}")
-    token = _inside_tuning.set(True)
+    token = inside_measurement.set(True)
     try:
-        measured = measure_candidates(candidates, make_inputs, _resolve_reference(front.spec.reference),
+        measured = measure_candidates(candidates, make_inputs, resolve_reference(front.spec.reference),
                                       front.spec.tolerance[problem.dtype], settings,
                                       expected_dtype=torch_dtype(problem.dtype))
     finally:
-        _inside_tuning.reset(token)
+        inside_measurement.reset(token)
     results = {item.kernel: item for item in measured} | unavailable
     return [results[name] for name in kernels]
 
@@ -181,7 +175,7 @@ def tune(op: Any, *inputs: torch.Tensor, settings: TuningSettings | None = None)
         report.pick  # e.g. "cpu.openblas.gemm"
     """
     front = front_of(op)
-    with _tuning_lock:
+    with measurement_lock:
         selection = front.select(inputs, allow_none=True)
         kernels = [candidate.name for candidate in selection.candidates if candidate.eligible]
         if selection.kernel is None or not kernels:
@@ -199,10 +193,18 @@ def _remembered(eligible: Sequence[Any]) -> tuple[tuple[str, float, str], ...] |
 
 
 def on_selection_miss(front: OpFront, inputs: tuple, out: torch.Tensor | None, selection: Selection) -> Selection | None:
-    """The front's miss hook: tune the problem if it should be, and return the selection to use instead (None
-    keeps the front's). See the module docstring."""
-    if selection.kernel is None or selection.pick_reason == "forced" or _inside_tuning.get():
+    """The front's miss hook: tune the problem if it should be, make sure the pick has passed the correctness gate
+    on it, and return the selection to use instead (None keeps the front's). See the module docstring."""
+    if selection.kernel is None or inside_measurement.get():
         return None
+    tuned = None if selection.pick_reason == "forced" else _tune(front, inputs, out, selection)
+    current = tuned if tuned is not None else selection
+    verified = gate_until_verified(front, inputs, out, current)
+    return verified if verified is not current else tuned
+
+
+def _tune(front: OpFront, inputs: tuple, out: torch.Tensor | None, selection: Selection) -> Selection | None:
+    """Measure the problem if the policy allows and it is not tuned yet; the new selection, or None."""
     eligible = [candidate for candidate in selection.candidates if candidate.eligible]
     settings = current_settings()
     blocked = tuning_blocked_reason(inputs, settings)
@@ -215,7 +217,7 @@ def on_selection_miss(front: OpFront, inputs: tuple, out: torch.Tensor | None, s
     if blocked is not None:
         _stats.count("tuning_skipped")
         return None
-    with _tuning_lock:
+    with measurement_lock:
         again = front.select(inputs, out)
         if _remembered([candidate for candidate in again.candidates if candidate.eligible]) is None:
             _measure_and_record(front, inputs, selection, [candidate.name for candidate in eligible], settings)
@@ -233,7 +235,7 @@ def _agree(front, inputs, out, selection, eligible, settings, blocked) -> Select
         local.extend(_measure(front, inputs, selection, kernels, settings))
         return local
 
-    with _tuning_lock:
+    with measurement_lock:
         start = time.perf_counter()
         agreement = _distributed.agree(state, measure)
         seconds = time.perf_counter() - start

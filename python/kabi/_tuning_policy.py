@@ -40,7 +40,10 @@ from torch._subclasses.fake_tensor import FakeTensor
 
 from ._errors import InvalidArgumentError
 
-__all__ = ["TuningSettings", "tuning", "current_settings", "tuning_blocked_reason"]
+__all__ = [
+    "TuningSettings", "tuning", "current_settings", "inputs_are_fake", "measurement_blocked_reason",
+    "tuning_blocked_reason",
+]
 
 MODES = ("off", "first-call")
 _ENVIRONMENT_VARIABLES = {
@@ -155,8 +158,24 @@ def _is_capturing_cuda_graph() -> bool:
     return torch.cuda.is_available() and torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing()
 
 
-def _is_fake(tensor: torch.Tensor) -> bool:
-    return isinstance(tensor, FakeTensor) or tensor.device.type == "meta"
+def inputs_are_fake(inputs: Sequence[torch.Tensor]) -> bool:
+    """Whether any input is a fake or meta tensor: a call on them runs no kernel on data."""
+    return any(
+        isinstance(tensor, FakeTensor) or tensor.device.type == "meta"
+        for tensor in inputs
+        if isinstance(tensor, torch.Tensor)
+    )
+
+
+def measurement_blocked_reason(inputs: Sequence[torch.Tensor] = ()) -> str | None:
+    """Why no candidate may be run for measuring or gating right now, whatever the tuning mode, or None."""
+    if _is_compiling():
+        return "torch.compile is tracing"
+    if _is_capturing_cuda_graph():
+        return "a CUDA graph is being captured"
+    if inputs_are_fake(inputs):
+        return "the inputs are fake or meta tensors (tracing)"
+    return None
 
 
 def tuning_blocked_reason(inputs: Sequence[torch.Tensor] = (), settings: TuningSettings | None = None) -> str | None:
@@ -164,10 +183,4 @@ def tuning_blocked_reason(inputs: Sequence[torch.Tensor] = (), settings: TuningS
     settings = settings if settings is not None else current_settings()
     if settings.mode == "off":
         return "tuning is off (KABI_TUNE=off or kabi.tuning('off'))"
-    if _is_compiling():
-        return "torch.compile is tracing"
-    if _is_capturing_cuda_graph():
-        return "a CUDA graph is being captured"
-    if any(_is_fake(tensor) for tensor in inputs if isinstance(tensor, torch.Tensor)):
-        return "the inputs are fake or meta tensors (tracing)"
-    return None
+    return measurement_blocked_reason(inputs)

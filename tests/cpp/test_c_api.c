@@ -249,6 +249,8 @@ static void test_forced_and_constraints(void) {
   options.force = "strict";
   options.use_environment = 0;
   options.use_tuning_cache = 0;
+  /* Without the environment, this test of forcing opts in to unverified picks itself. */
+  options.allow_unverified = 1;
   CHECK_STATUS(kabi_select(matmul, &args, &options, &selection), KABI_STATUS_NO_ELIGIBLE_KERNEL,
                "forced \"strict\" (options) has no eligible kernel");
   CHECK_STATUS(kabi_select(matmul, &args, &options, &selection), KABI_STATUS_NO_ELIGIBLE_KERNEL, "b is col_strided");
@@ -475,6 +477,7 @@ static void test_failing_kernel_and_unregister(void) {
   memset(&options, 0, sizeof options);
   options.struct_size = sizeof options;
   options.force = "c.failing";
+  options.use_environment = 1;
   CHECK_STATUS(kabi_call(matmul, &args, &options), KABI_STATUS_KERNEL_FAILED, "c.failing");
   CHECK(kabi_kernel_unregister("matmul", "c.failing") == KABI_STATUS_OK);
 

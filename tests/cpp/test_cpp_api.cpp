@@ -1,6 +1,7 @@
 // A C++17 caller of libkabi through the C ABI: broadcasting, selection order (arch specificity, priority,
 // registration order), filter reasons, tuned decisions and their invalidation, KABI_FORCE, kabi_call's decision
-// cache, custom ops and struct_size compatibility.
+// cache, custom ops and struct_size compatibility. ctest opts these mechanics in to unverified picks
+// (KABI_ALLOW_UNVERIFIED=1); test_gate_verdicts checks strict selection without it.
 #include <stdlib.h>
 
 #include <cmath>
@@ -190,12 +191,13 @@ void test_tuned_and_forced() {
   // kabi_call remembers the tuned pick.
   CHECK(kabi_call(op, &problem.args, nullptr) == KABI_STATUS_OK && problem.max_error() < 1e-5);
 
-  // A new eligible kernel without a measurement makes the record stale: the heuristic decides again.
+  // A new eligible kernel without a measurement makes the record stale: the heuristic decides again, preferring the
+  // kernels that passed the gate over the higher-priority newcomer.
   kabi_kernel_desc newcomer = naive_desc("t.newcomer");
   newcomer.priority = 20;
-  const kabi_kernel newest = register_kernel(newcomer);
+  register_kernel(newcomer);
   selection = select(op, problem.args, nullptr, KABI_STATUS_OK);
-  CHECK(selection.kernel == newest && selection.pick_reason == KABI_PICK_HEURISTIC);
+  CHECK(selection.kernel == heuristic && selection.pick_reason == KABI_PICK_HEURISTIC && selection.verified == 1);
   CHECK(std::strstr(selection.reason, "tuning record ignored: t.newcomer") != nullptr);
   CHECK(kabi_kernel_unregister("matmul", "t.newcomer") == KABI_STATUS_OK);
 
@@ -295,12 +297,82 @@ void test_ops_and_struct_sizes() {
   CHECK(kabi_kernel_unregister("matmul", "older.minor") == KABI_STATUS_OK);
 }
 
+// Strict selection: an unverified problem is refused with the remedy, a failed gate verdict makes a kernel
+// ineligible (also when forced, unless allow_failed_gate), and a verified problem selects without any option.
+void test_gate_verdicts() {
+  kabi_op op = matmul_op();
+  char directory_template[] = "/tmp/kabi-cpp-gate-XXXXXX";
+  const char* directory = mkdtemp(directory_template);
+  CHECK(directory != nullptr);
+  CHECK(kabi_cache_set_directory(directory) == KABI_STATUS_OK);
+  CHECK(kabi_cache_clear() == KABI_STATUS_OK);
+  unsetenv("KABI_ALLOW_UNVERIFIED");
+
+  kabi_kernel_desc preferred = naive_desc("g.wrong");
+  preferred.priority = 100;
+  const kabi_kernel wrong = register_kernel(preferred);
+  const kabi_kernel right = register_kernel(naive_desc("g.right"));
+  Problem problem({8, 6}, {6, 4}, {8, 4});
+
+  kabi_candidate candidates[4];
+  kabi_selection selection = select(op, problem.args, nullptr, KABI_STATUS_NO_ELIGIBLE_KERNEL, candidates, 4);
+  CHECK(std::strstr(kabi_last_error(), "no eligible kernel has passed the correctness gate") != nullptr);
+  CHECK(std::strstr(kabi_last_error(), "kabi verify matmul") != nullptr);
+  CHECK(selection.kernel == nullptr && selection.num_candidates == 2 && candidates[0].gate == KABI_GATE_NONE);
+  CHECK_STATUS(kabi_call(op, &problem.args, nullptr), KABI_STATUS_NO_ELIGIBLE_KERNEL, "kabi verify matmul");
+
+  kabi_select_options options{};
+  options.struct_size = sizeof options;
+  options.use_environment = 1;
+  options.use_tuning_cache = 1;
+  options.allow_unverified = 1;
+  selection = select(op, problem.args, &options, KABI_STATUS_OK);
+  CHECK(selection.kernel == wrong && selection.verified == 0);
+  setenv("KABI_ALLOW_UNVERIFIED", "1", 1);
+  CHECK(select(op, problem.args, nullptr, KABI_STATUS_OK).kernel == wrong);
+  unsetenv("KABI_ALLOW_UNVERIFIED");
+
+  // The verdicts `kabi verify` records: g.wrong failed the gate, g.right passed it untimed.
+  kabi_tuning_record records[2] = {};
+  records[0].struct_size = sizeof records[0];
+  records[0].kernel = wrong;
+  records[0].time_us = INFINITY;
+  records[0].note = "wrong result: norm error 1.0e+00 > 2e-05";
+  records[1].struct_size = sizeof records[1];
+  records[1].kernel = right;
+  records[1].note = "";
+  records[1].flags = KABI_TUNING_RECORD_GATE_ONLY;
+  CHECK(kabi_tuning_store(op, &problem.args, records, 2) == KABI_STATUS_OK);
+  selection = select(op, problem.args, nullptr, KABI_STATUS_OK, candidates, 4);
+  CHECK(selection.kernel == right && selection.verified == 1 && selection.pick_reason == KABI_PICK_HEURISTIC);
+  CHECK(candidates[0].kernel == wrong && candidates[0].eligible == 0 && candidates[0].gate == KABI_GATE_FAILED);
+  CHECK(std::strcmp(candidates[0].reason,
+                    "failed the correctness gate on this problem: wrong result: norm error 1.0e+00 > 2e-05") == 0);
+  CHECK(candidates[1].gate == KABI_GATE_PASSED_UNTIMED && candidates[1].tuned_time_us < 0);
+  CHECK(kabi_call(op, &problem.args, nullptr) == KABI_STATUS_OK && problem.max_error() < 1e-5);
+  CHECK(select(op, problem.args, &options, KABI_STATUS_OK).kernel == right);  // never the failed one
+
+  options.force = "g.wrong";
+  selection.struct_size = sizeof selection;
+  CHECK_STATUS(kabi_select(op, &problem.args, &options, &selection), KABI_STATUS_NO_ELIGIBLE_KERNEL,
+               "g.wrong: failed the correctness gate on this problem: wrong result");
+  options.allow_failed_gate = 1;
+  selection = select(op, problem.args, &options, KABI_STATUS_OK);
+  CHECK(selection.kernel == wrong && selection.verified == 0 && selection.pick_reason == KABI_PICK_FORCED);
+
+  CHECK(kabi_cache_clear() == KABI_STATUS_OK);
+  CHECK(kabi_cache_set_directory(nullptr) == KABI_STATUS_OK);
+  setenv("KABI_ALLOW_UNVERIFIED", "1", 1);
+  unregister_all();
+}
+
 }  // namespace
 
 int main() {
   test_broadcasting();
   test_heuristic_and_filters();
   test_tuned_and_forced();
+  test_gate_verdicts();
   test_ops_and_struct_sizes();
   if (failures != 0) {
     std::fprintf(stderr, "%d checks failed\n", failures);

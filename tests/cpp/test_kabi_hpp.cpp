@@ -76,8 +76,10 @@ void check_matmul(std::mt19937& generator) {
   std::vector<double> out(m * n, NAN);
   const kabi::Call call({kabi::TensorView::of(a.data(), {m, k}), kabi::TensorView::of(b.data(), {k, n})},
                         {kabi::TensorView::of(out.data(), {m, n})});
-  const kabi::Selection selection = kabi::select(matmul, call, kabi::SelectOptions{"cpu", true, false});
+  // Selection mechanics on a problem no one has verified: opt in to an unverified pick.
+  const kabi::Selection selection = kabi::select(matmul, call, kabi::SelectOptions{"cpu", true, false, true});
   expect(selection.kernel().name() == "cpu.openblas.gemm", "forced cpu picks the OpenBLAS kernel");
+  expect(!selection.verified(), "an opted-in pick without a gate verdict is not verified");
   expect(selection.kernel().plugin() == "kabi-cpu", "the kernel names its plugin");
   expect(selection.pick_reason() == KABI_PICK_FORCED, "pick reason forced");
   bool picked_listed = false;
@@ -95,7 +97,7 @@ void check_matmul(std::mt19937& generator) {
   const kabi::Call transposed({kabi::TensorView::of(a_columns.data(), {m, k}, {1, m}),
                                kabi::TensorView::of(b.data(), {k, n})},
                               {kabi::TensorView::of(out.data(), {m, n})});
-  matmul.call(transposed, kabi::SelectOptions{"cpu", true, false});
+  matmul.call(transposed, kabi::SelectOptions{"cpu", true, false, true});
   expect(max_error(a_columns, 1, m, b, out, m, n, k) < 1e-12, "column-major result through Op::call");
 
   std::vector<double> wrong(m * (n + 1));
@@ -160,7 +162,7 @@ void check_kernel_registration(std::mt19937& generator) {
                  "registering a name twice");
     kabi::KernelRegistration moved = std::move(registration);
     const kabi::Selection selection = kabi::select(kabi::Op::find("matmul"), call,
-                                                   kabi::SelectOptions{"test.naive_matmul", false, false});
+                                                   kabi::SelectOptions{"test.naive_matmul", false, false, true});
     expect(selection.kernel().name() == "test.naive_matmul", "the registered kernel can be forced");
     selection.launch(call);
     expect(max_error(a, k, 1, b, out, m, n, k) < 1e-12, "the registered kernel ran");

@@ -67,8 +67,9 @@ def test_plain_text_rendering():
     lines = text.splitlines()
     assert lines[0].startswith("matmul on cpu, problem ")
     assert lines[1].startswith("pick: cpu.openblas.gemm (")
-    assert "kernel" in lines[2] and "verdict" in lines[2]
-    assert any("torch.matmul.cpu" in line and "eligible" in line for line in lines[3:])
+    assert lines[2].startswith("plan: ")
+    assert "kernel" in lines[3] and "verdict" in lines[3]
+    assert any("torch.matmul.cpu" in line and "eligible" in line for line in lines[4:])
 
 
 def test_rich_rendering():

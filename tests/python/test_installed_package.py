@@ -118,20 +118,24 @@ def test_config_locates_the_installed_files(installation: Installation) -> None:
 
 
 def test_cpp_app_runs_on_the_builtin_plugin(installation: Installation, app: Path) -> None:
-    output = _run([app, "--shape", "33x17x9", "--iterations", "20"], installation.environment).stdout
+    refused = _run([app, "--shape", "33x17x9", "--iterations", "20"], installation.environment, expect_success=False)
+    assert refused.returncode == 1 and "no eligible kernel has passed the correctness gate" in refused.stderr
+    assert "kabi verify matmul" in refused.stderr
+    output = _run([app, "--shape", "33x17x9", "--iterations", "20", "--allow-unverified"],
+                  installation.environment).stdout
     assert "plugin kabi-cpu" in output and ": loaded" in output
-    assert "pick: cpu.openblas.gemm" in output
+    assert "pick: cpu.openblas.gemm" in output and "unverified (allowed by --allow-unverified)" in output
     assert "): ok" in output
 
 
 def test_cpp_app_loads_the_vendor_plugin(installation: Installation, app: Path, vendor_plugin: Path) -> None:
-    output = _run([app, "--shape", "16x16x16", "--iterations", "20", "--plugin", vendor_plugin, "--force", "acme"],
-                  installation.environment).stdout
+    output = _run([app, "--shape", "16x16x16", "--iterations", "20", "--plugin", vendor_plugin, "--force", "acme",
+                   "--allow-unverified"], installation.environment).stdout
     assert "plugin acme-small-gemm 1.0.0: loaded, 1 kernel(s)" in output
     assert "pick: acme.avx2.small_gemm [forced]" in output
     assert "): ok" in output
     # Beyond 64 the vendor kernel declines, so forcing it is a clear error rather than a wrong answer.
-    refused = _run([app, "--shape", "100x16x16", "--plugin", vendor_plugin, "--force", "acme"],
+    refused = _run([app, "--shape", "100x16x16", "--plugin", vendor_plugin, "--force", "acme", "--allow-unverified"],
                    installation.environment, expect_success=False)
     assert refused.returncode == 1 and "exceeds 64" in refused.stderr
 
@@ -193,7 +197,7 @@ def test_cpp_app_loads_triton_binaries_without_a_gpu(installation: Installation,
     binaries = tmp_path / "binaries"
     compiled = _python(installation, _COMPILE_TRITON_BINARIES, BINARIES=str(binaries))
     assert compiled["manifests"] == 3  # small_m's three single-launch configs
-    output = _run([app, "--shape", "16x24x40", "--iterations", "5", "--binaries", binaries],
+    output = _run([app, "--shape", "16x24x40", "--iterations", "5", "--binaries", binaries, "--allow-unverified"],
                   installation.environment).stdout
     assert f"binaries {binaries}: 3 kernel(s) registered" in output
     assert "pick: cpu.openblas.gemm" in output and "candidate triton." not in output

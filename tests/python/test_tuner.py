@@ -302,7 +302,7 @@ def registered():
 
 def _explained(a, b):
     explanation = kabi.explain(kabi.ops.matmul, a, b)
-    recorded = {c.name: c.tuned_time_us for c in explanation.candidates if c.eligible}
+    recorded = {c.name: c.tuned_time_us for c in explanation.candidates if c.eligible or c.gate == "failed"}
     return explanation, recorded
 
 
@@ -363,7 +363,7 @@ def test_wrong_raising_and_nan_kernels_are_never_picked_and_say_why(cache_dir, r
     assert explanation.gate_failures == rejected
     rows = {row[0]: row for row in explanation._rows()}
     for name, note in rejected.items():
-        assert rows[name][5] == "failed gate" and rows[name][7] == note
+        assert rows[name][5] == "failed gate" and rows[name][7] == f"failed the correctness gate on this problem: {note}"
         (line,) = [line for line in str(explanation).splitlines() if line.split()[:1] == [name]]
         assert "failed gate" in line and line.endswith(note)
     _tuner._reports.clear()  # a later process knows only what the tuning cache kept
@@ -371,17 +371,17 @@ def test_wrong_raising_and_nan_kernels_are_never_picked_and_say_why(cache_dir, r
     assert kabi.explain(kabi.ops.matmul, a, b).gate_failures == rejected
 
 
-def test_forced_and_off_selections_do_not_tune(cache_dir):
+def test_forced_and_off_selections_do_not_tune_but_gate_their_pick_once(cache_dir):
     a, b = torch.randn(20, 12), torch.randn(12, 6)
     before = _stats.stats()
     with kabi.use(matmul="torch"), kabi.tuning("first-call", **QUICK_TUNING):
         kabi.ops.matmul(a, b)
     with kabi.tuning("off"):
-        kabi.ops.matmul(a, b)
+        kabi.ops.matmul(a, b)  # the heuristic prefers the kernel that has passed the gate: no second gate run
     after = _stats.stats()
     assert after.tuning_runs == before.tuning_runs
     assert after.tuning_skipped == before.tuning_skipped + 1
-    assert cache.show("matmul") == []
+    assert [(r.kernel, r.gate_only, r.time_us) for r in cache.show("matmul")] == [("torch.matmul.cpu", True, 0.0)]
 
 
 def test_a_new_fingerprint_invalidates_the_kernels_records(cache_dir, registered):

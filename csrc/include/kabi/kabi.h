@@ -522,8 +522,17 @@ typedef struct kabi_select_options {
   const char* force;
   /** Read KABI_FORCE when force is NULL (default 1). */
   int32_t use_environment;
-  /** Consult the tuning cache (default 1). */
+  /** Consult the tuning cache's timings (default 1). Gate verdicts are honoured either way: a kernel that failed
+   *  the correctness gate on the problem is never eligible, and the pick must have passed it (see below). */
   int32_t use_tuning_cache;
+  /** ABI 1.2: let the pick be a kernel with no gate verdict on the problem (default 0: strict). Strict selection
+   *  picks only kernels that passed the correctness gate on the problem (tuned, or verified by `kabi verify`) and
+   *  fails with KABI_STATUS_NO_ELIGIBLE_KERNEL when none has; the heuristic prefers verified kernels either way.
+   *  For development; KABI_ALLOW_UNVERIFIED=1 in the environment does the same when use_environment is set. */
+  int32_t allow_unverified;
+  /** ABI 1.2: let a forced kernel run although it failed the correctness gate on the problem (default 0: such a
+   *  force fails, naming the gate failure). Unforced selection never picks a kernel that failed. */
+  int32_t allow_failed_gate;
 } kabi_select_options;
 
 /** ABI 1.2: the op's choice in KABI_FORCE, exactly as selection applies it: a NUL-terminated backend or kernel
@@ -531,19 +540,35 @@ typedef struct kabi_select_options {
  *  reader of KABI_FORCE; an entry that is not op=choice, or an op named twice, is KABI_STATUS_INVALID_ARGUMENT
  *  with a message quoting the variable (and every selection that reads the variable fails the same way). */
 KABI_EXPORT kabi_status kabi_op_environment_force(kabi_op op, char* buffer, size_t buffer_size);
+/** A kernel's correctness-gate verdict on a problem, as the tuning cache records it under the kernel's current
+ *  fingerprint. ABI 1.2. */
+typedef enum kabi_gate_verdict {
+  /** Never gated on the problem. */
+  KABI_GATE_NONE = 0,
+  /** Passed the gate and was timed (tuned_time_us holds the time). */
+  KABI_GATE_PASSED_TIMED = 1,
+  /** Passed the gate, not timed (a KABI_TUNING_RECORD_GATE_ONLY record). */
+  KABI_GATE_PASSED_UNTIMED = 2,
+  /** Failed the gate: not eligible for the problem; the candidate's reason holds the recorded note. */
+  KABI_GATE_FAILED = 3
+} kabi_gate_verdict;
 
 /** One candidate as selection saw it. Output struct (arrays are strided by struct_size of element 0). */
 typedef struct kabi_candidate {
   size_t struct_size;
   kabi_kernel kernel;
-  /** 1 if every filter passed. */
+  /** 1 if every filter passed and it has not failed the correctness gate on the problem. */
   int32_t eligible;
   /** 1 for the pick. */
   int32_t picked;
-  /** Time recorded in the tuning cache for this problem, in microseconds; negative when none. */
+  /** Time recorded in the tuning cache for this problem, in microseconds; INFINITY when it failed the correctness
+   *  gate; negative when none (also when it passed the gate untimed). */
   double tuned_time_us;
-  /** Why it is not eligible ("arch 80 outside [90, 90]", "dtype bfloat16 not in {float32, float64}"), or "". */
+  /** Why it is not eligible ("arch 80 outside [90, 90]", "dtype bfloat16 not in {float32, float64}", "failed the
+   *  correctness gate on this problem: wrong result: ..."), or "". */
   char reason[256];
+  /** ABI 1.2: its gate verdict on the problem. */
+  kabi_gate_verdict gate;
 } kabi_candidate;
 
 /** The outcome of a selection. Output struct. candidates/candidates_capacity may be set by the caller to also
@@ -560,16 +585,22 @@ typedef struct kabi_selection {
   int32_t num_candidates;
   /** The problem the selection was for. */
   kabi_problem problem;
+  /** ABI 1.2: 1 when the pick has passed the correctness gate on the problem; 0 for a pick allowed by
+   *  allow_unverified (or a forced one allowed by allow_failed_gate). */
+  int32_t verified;
 } kabi_selection;
 
 /** Pick the kernel for a call: validate (as kabi_problem_describe; with data pointers, also that no output
- *  overlaps an input), filter candidates (device type, arch, features, dtype, layout, batch mode, supports), then
- *  forced > tuned > heuristic. KABI_STATUS_NO_ELIGIBLE_KERNEL (with the reasons in the message) when nothing
- *  qualifies, also when the forced name has no eligible kernel.
+ *  overlaps an input), filter candidates (device type, arch, features, dtype, layout, batch mode, supports, a failed
+ *  gate verdict), then forced > tuned > heuristic, the pick having passed the correctness gate on the problem unless
+ *  allow_unverified. KABI_STATUS_NO_ELIGIBLE_KERNEL (with the reasons and the remedy in the message) when nothing
+ *  qualifies, also when the forced name has no eligible kernel; out_selection still lists every candidate then.
  *
  *  C callers do not tune: no kabi function measures candidates. A C caller (kabi_select, kabi_call) gets the tuned
- *  pick if the tuning cache has one, else the heuristic among kernels not recorded as having failed the gate.
- *  Tuning happens where a caller can time and check candidates against the op's reference (the Python tuner,
+ *  pick if the tuning cache has one; else the heuristic among the kernels that passed the gate on the problem
+ *  (`kabi verify` records such verdicts offline, and every Python call gates its pick before first use); else, with
+ *  allow_unverified, the heuristic among kernels not recorded as having failed the gate; else an error naming the
+ *  remedy. Tuning happens where a caller can time and check candidates against the op's reference (the Python tuner,
  *  `kabi tune`); what it stores in the tuning cache (kabi_tuning_store) reaches C callers through the cache. */
 KABI_EXPORT kabi_status kabi_select(kabi_op op, const kabi_args* args, const kabi_select_options* options,
                                     kabi_selection* out_selection);

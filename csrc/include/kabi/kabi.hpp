@@ -271,13 +271,29 @@ struct Candidate {
   double tuned_time_us = -1.0;
   /** Why it is not eligible, or "". */
   std::string reason;
+  /** Its correctness-gate verdict on the problem. */
+  kabi_gate_verdict gate = KABI_GATE_NONE;
 };
 
-/** Options of a selection: force a backend or kernel name, and whether KABI_FORCE and the tuning cache count. */
+/** Options of a selection: force a backend or kernel name, whether KABI_FORCE (and KABI_ALLOW_UNVERIFIED) and
+ *  the tuning cache's timings count, and the two opt-outs of the correctness gate (see kabi_select_options). */
 struct SelectOptions {
   std::string force;
   bool use_environment = true;
   bool use_tuning_cache = true;
+  bool allow_unverified = false;
+  bool allow_failed_gate = false;
+
+  kabi_select_options raw() const {
+    kabi_select_options options{};
+    options.struct_size = sizeof(options);
+    options.force = force.empty() ? nullptr : force.c_str();
+    options.use_environment = use_environment ? 1 : 0;
+    options.use_tuning_cache = use_tuning_cache ? 1 : 0;
+    options.allow_unverified = allow_unverified ? 1 : 0;
+    options.allow_failed_gate = allow_failed_gate ? 1 : 0;
+    return options;
+  }
 };
 
 /** The outcome of a selection: the kernel, why, every candidate, and the problem. Select once, launch many. */
@@ -289,6 +305,8 @@ class Selection {
   std::string reason() const { return selection_.reason; }
   const std::vector<Candidate>& candidates() const { return candidates_; }
   const kabi_problem& problem() const { return selection_.problem; }
+  /** Whether the pick has passed the correctness gate on the problem (false only for opted-in picks). */
+  bool verified() const { return selection_.verified != 0; }
   void launch(const Call& call) const { kernel().launch(call); }
 
  private:
@@ -299,11 +317,7 @@ class Selection {
 
 /** Pick the kernel for a call (outputs may be omitted). Throws kabi::Error when nothing is eligible. */
 inline Selection select(kabi_op op, const Call& call, const SelectOptions& options = {}) {
-  kabi_select_options raw_options{};
-  raw_options.struct_size = sizeof(raw_options);
-  raw_options.force = options.force.empty() ? nullptr : options.force.c_str();
-  raw_options.use_environment = options.use_environment ? 1 : 0;
-  raw_options.use_tuning_cache = options.use_tuning_cache ? 1 : 0;
+  const kabi_select_options raw_options = options.raw();
 
   Selection result;
   std::vector<kabi_candidate> raw(16);
@@ -324,7 +338,8 @@ inline Selection select(kabi_op op, const Call& call, const SelectOptions& optio
   for (int32_t i = 0; i < result.selection_.num_candidates; ++i) {
     const kabi_candidate& candidate = raw[static_cast<size_t>(i)];
     result.candidates_.push_back(Candidate{Kernel(candidate.kernel), candidate.eligible != 0,
-                                           candidate.picked != 0, candidate.tuned_time_us, candidate.reason});
+                                           candidate.picked != 0, candidate.tuned_time_us, candidate.reason,
+                                           candidate.gate});
   }
   result.selection_.candidates = nullptr;
   result.selection_.candidates_capacity = 0;
@@ -366,11 +381,7 @@ class Op {
   }
   /** Select (through libkabi's decision cache) and launch in one call. */
   void call(const Call& call, const SelectOptions& options = {}) const {
-    kabi_select_options raw_options{};
-    raw_options.struct_size = sizeof(raw_options);
-    raw_options.force = options.force.empty() ? nullptr : options.force.c_str();
-    raw_options.use_environment = options.use_environment ? 1 : 0;
-    raw_options.use_tuning_cache = options.use_tuning_cache ? 1 : 0;
+    const kabi_select_options raw_options = options.raw();
     check(kabi_call(handle_, &call.args(), &raw_options));
   }
 

@@ -1,4 +1,5 @@
-"""``kabi explain OP --shape MxNxK --dtype D --device DEV``: the candidates, their rejections and the pick."""
+"""``kabi explain OP --shape MxNxK --dtype D --device DEV [--tune]``: the candidates, their reasons, the pick and
+what the call will do; ``--tune`` tunes the problem first (as ``kabi tune``) and explains the result."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ import contextlib
 
 from .._explain import explain
 from .._scopes import use
+from .._tuner import tune
 from ._arguments import add_problem_arguments, known_op, make_inputs
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("explain", help="why a problem runs the kernel it runs")
     add_problem_arguments(parser)
+    parser.add_argument("--tune", action="store_true", help="tune the problem first, then explain the tuned pick")
     parser.set_defaults(handler=run)
 
 
@@ -21,6 +24,8 @@ def run(arguments: argparse.Namespace, console) -> int:
     a, b = make_inputs(arguments, seed=0)
     scope = use(**{arguments.op: arguments.force}) if arguments.force else contextlib.nullcontext()
     with scope:
+        if arguments.tune:
+            tune(arguments.op, a, b)
         record = explain(arguments.op, a, b)
     console.print(record)
     return 0 if record.pick is not None else 1

@@ -158,7 +158,8 @@ bool run_case(const Driver& driver, kabi_op op, const std::string& kernel_name, 
   DLTensor inputs[2] = {tensors[0].view(dtype), tensors[1].view(dtype)};
   DLTensor output = tensors[2].view(dtype);
   kabi_args args{sizeof(kabi_args), inputs, 2, 1, &output, nullptr};
-  kabi_select_options options{sizeof(kabi_select_options), kernel_name.c_str(), 0, 0};
+  // A launch test: the problem is unverified, so it opts in.
+  kabi_select_options options{sizeof(kabi_select_options), kernel_name.c_str(), 0, 0, 1, 0};
   kabi_selection selection;
   std::memset(&selection, 0, sizeof selection);
   selection.struct_size = sizeof selection;
