@@ -26,7 +26,7 @@ from .._explain import explain
 from .._registry import op_spec
 from .._scopes import use
 from .._stats import stats
-from .._tuner import _resolve_reference
+from .._gate import resolve_reference
 from .._tuning_policy import tuning
 from ._peers import Peer, missing_requirement
 from ._problems import BenchProblem, OpBenchmark
@@ -98,7 +98,7 @@ def measure_problem(benchmark: OpBenchmark, problem: BenchProblem, device: torch
     """Measure one problem and return its record (see ``result.schema.json``, ``$defs.problem``)."""
     spec = op_spec(benchmark.op)
     inputs = benchmark.make_inputs(problem, device)
-    reference = reference_output(_resolve_reference(spec.reference), inputs)
+    reference = reference_output(resolve_reference(spec.reference), inputs)
     dtype, tolerance = getattr(torch, problem.dtype), spec.tolerance[problem.dtype]
     subjects, kabi = _kabi_subjects(benchmark, inputs, device)
     records = {subject.name: _record(subject.name, subject.kind) for subject in subjects}
