@@ -20,7 +20,7 @@ def test_numpy_in_numpy_out(untuned):
     result = kabi.ops.matmul(a, b)
     assert isinstance(result, np.ndarray)
     assert result.dtype == np.float64 and result.shape == (2, 4, 5)
-    np.testing.assert_allclose(result, a @ b, rtol=1e-12)
+    np.testing.assert_allclose(result, a @ b, rtol=1e-12, atol=1e-12)
 
 
 def test_inputs_reach_the_kernel_without_a_copy(untuned):
@@ -34,7 +34,7 @@ def test_inputs_reach_the_kernel_without_a_copy(untuned):
 
     result = call_with_arrays(kernel, "matmul", ("a", "b"), (a, b), None)
     assert seen == [(a.ctypes.data, b.ctypes.data, (1, 4))]
-    np.testing.assert_allclose(result, a @ b, rtol=1e-5)
+    np.testing.assert_allclose(result, a @ b, rtol=1e-5, atol=1e-5)
 
 
 def test_result_shares_the_kernels_output_memory():
@@ -49,14 +49,14 @@ def test_out_array_is_written_in_place_and_returned(untuned):
     a, b = rng.standard_normal((4, 3)), rng.standard_normal((3, 5))
     out = np.full((4, 5), np.nan)
     assert kabi.ops.matmul(a, b, out=out) is out
-    np.testing.assert_allclose(out, a @ b, rtol=1e-12)
+    np.testing.assert_allclose(out, a @ b, rtol=1e-12, atol=1e-12)
 
 
 def test_mixed_torch_and_numpy_inputs_return_numpy(untuned):
     a, b = torch.randn(4, 3, dtype=torch.float64), rng.standard_normal((3, 5))
     result = kabi.ops.matmul(a, b)
     assert isinstance(result, np.ndarray)
-    np.testing.assert_allclose(result, a.numpy() @ b, rtol=1e-12)
+    np.testing.assert_allclose(result, a.numpy() @ b, rtol=1e-12, atol=1e-12)
 
 
 def test_arrays_run_through_kabi_dispatch(spy):
@@ -88,7 +88,7 @@ def test_any_array_library_round_trips_through_its_namespace(untuned):
     a, b = rng.standard_normal((4, 3)), rng.standard_normal((3, 5))
     result = kabi.ops.matmul(NamespacedArray(a), NamespacedArray(b))
     assert isinstance(result, NamespacedArray)
-    np.testing.assert_allclose(result.data, a @ b, rtol=1e-12)
+    np.testing.assert_allclose(result.data, a @ b, rtol=1e-12, atol=1e-12)
 
 
 def test_objects_without_dlpack_keep_the_fronts_error(untuned):
@@ -150,7 +150,7 @@ def test_jax_in_jax_out(untuned):
     b = jax_numpy.asarray(rng.standard_normal((3, 5)).astype(np.float32))
     result = kabi.ops.matmul(a, b)
     assert type(result) is type(a)
-    np.testing.assert_allclose(np.asarray(result), np.asarray(a) @ np.asarray(b), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(result), np.asarray(a) @ np.asarray(b), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("platform", ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
@@ -171,4 +171,4 @@ def test_jax_arrays_round_trip_without_a_copy(spy, monkeypatch, platform):
     assert (a_pointer, b_pointer) == (a.unsafe_buffer_pointer(), b.unsafe_buffer_pointer())
     assert type(result) is type(a) and result.devices() == {devices[0]}
     assert result.unsafe_buffer_pointer() == result_pointer
-    np.testing.assert_allclose(np.asarray(result), np.asarray(a) @ np.asarray(b), rtol=1e-4)
+    np.testing.assert_allclose(np.asarray(result), np.asarray(a) @ np.asarray(b), rtol=1e-4, atol=1e-4)
