@@ -238,12 +238,17 @@ class OpFront:
         or None (inputs and out unchanged) when no input is a vector."""
         if not self.schema.vectors or not all(isinstance(value, torch.Tensor) for value in inputs):
             return inputs, out, None
-        promotion = self.schema.vector_promotion(self.name, [tensor.shape for tensor in inputs])
+        shapes = [tensor.shape for tensor in inputs]
+        promotion = self.schema.vector_promotion(self.name, shapes)
         if promotion is None:
             return inputs, out, None
-        inputs = tuple(promotion.promote_input(index, tensor) for index, tensor in enumerate(inputs))
         if isinstance(out, torch.Tensor):
+            # Checked here, in the caller's terms: the core sees only the promoted view.
+            (shape,) = self.schema.output_shapes(self.name, shapes)
+            if tuple(out.shape) != tuple(shape):
+                raise InvalidArgumentError(f"{self.name}: out has shape {list(out.shape)}; expected shape {list(shape)}")
             out = promotion.promote_output(0, out)
+        inputs = tuple(promotion.promote_input(index, tensor) for index, tensor in enumerate(inputs))
         return inputs, out, promotion
 
     def select(

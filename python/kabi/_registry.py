@@ -246,6 +246,9 @@ def load_op_file(path: Path) -> OpSpec:
         path=path,
         vectors=_vectors(root),
     )
+    for input_name in spec.vectors:
+        if input_name not in spec.input_names:
+            raise root.fail(f"vectors.{input_name}", f"not an input of the schema ({', '.join(spec.input_names)})")
     root.finish()
     return spec
 
