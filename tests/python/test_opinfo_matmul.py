@@ -1,6 +1,7 @@
 """kabi.ops.matmul has torch.matmul's semantics: every OpInfo sample of torch's matmul-like ops (op_db's ``matmul``,
 ``mm``, ``bmm``, ``__rmatmul__`` and the ``linalg.matmul`` alias), on every dtype the OpInfo lists for the CPU,
-called through kabi, gives torch's result, requires_grad and gradients. A failure names the op, dtype and sample."""
+called through kabi, gives torch's result, requires_grad and gradients: the same shapes and dtypes, and values
+within the op's gate (integers exactly). A failure names the op, dtype and sample."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ with warnings.catch_warnings():
 
 import kabi
 from _front_isolation import untuned  # noqa: F401  (fixture)
+from kabi._correctness import check_output, reference_output
+from kabi._registry import op_spec
 
 _OP_NAMES = ("matmul", "mm", "bmm", "__rmatmul__", "linalg.matmul")
 
@@ -34,6 +37,7 @@ def _opinfos():
 
 
 def _cases():
+    torch.manual_seed(0)  # OpInfo draws its sample values at random: the same samples on every run
     cases = []
     for name, opinfo in _opinfos():
         for dtype in sorted(opinfo.supported_dtypes("cpu"), key=str):
@@ -58,24 +62,40 @@ def _leaves(a, b):
     return tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in (a, b))
 
 
+def _assert_matches(actual, exact, dtype, what):
+    """``actual`` is ``exact`` (computed in the widest dtype of its kind) within matmul's gate for ``dtype``:
+    integers exactly, floating and complex within the op's declared tolerance, as any kernel kabi picks must be."""
+    note = check_output(actual, exact, op_spec("matmul").tolerance[str(dtype).removeprefix("torch.")], dtype)
+    assert note is None, f"{what}: {note}"
+
+
+def _widened(tensors):
+    return [t.detach().to(_WIDEST[t.dtype.is_complex]).requires_grad_(t.requires_grad) for t in tensors]
+
+
+_WIDEST = {False: torch.float64, True: torch.complex128}
+
+
 @pytest.mark.parametrize(("name", "sample"), _cases())
 def test_opinfo_sample_matches_torch(name, sample, untuned):
+    torch.manual_seed(0)
     a, b = _operands(name, sample)
     expected_a, expected_b = _leaves(a, b)
     expected = torch.matmul(expected_a, expected_b)
     kabi_a, kabi_b = _leaves(a, b)
     actual = kabi.ops.matmul(kabi_a, kabi_b)
 
-    assert actual.shape == expected.shape and actual.dtype == expected.dtype
-    assert actual.requires_grad == expected.requires_grad
-    exact = not (expected.dtype.is_floating_point or expected.dtype.is_complex)
-    torch.testing.assert_close(actual, expected, rtol=0 if exact else None, atol=0 if exact else None)
+    assert (actual.shape, actual.dtype, actual.requires_grad) == (expected.shape, expected.dtype, expected.requires_grad)
+    _assert_matches(actual, reference_output(torch.matmul, [a.detach(), b.detach()]), expected.dtype, "result")
     if not expected.requires_grad:
         return
     grad = torch.randn_like(expected)
-    inputs = [t for t in (expected_a, expected_b) if t.requires_grad]
-    expected_grads = torch.autograd.grad(expected, inputs, grad)
-    actual_grads = torch.autograd.grad(actual, [t for t in (kabi_a, kabi_b) if t.requires_grad], grad)
-    for actual_grad, expected_grad in zip(actual_grads, expected_grads):
-        assert actual_grad.shape == expected_grad.shape
-        torch.testing.assert_close(actual_grad, expected_grad)
+    differentiated = [index for index, t in enumerate((a, b)) if t.requires_grad]
+    actual_grads = torch.autograd.grad(actual, [(kabi_a, kabi_b)[i] for i in differentiated], grad)
+    expected_grads = torch.autograd.grad(expected, [(expected_a, expected_b)[i] for i in differentiated], grad)
+    # torch's gradients in the widest dtype, on the same values: what kabi's are gated against.
+    wide = _widened((a, b))
+    exact_grads = torch.autograd.grad(torch.matmul(*wide), [wide[i] for i in differentiated], grad.to(wide[0].dtype))
+    for index, actual_grad, expected_grad, exact_grad in zip(differentiated, actual_grads, expected_grads, exact_grads):
+        assert (actual_grad.shape, actual_grad.dtype) == (expected_grad.shape, expected_grad.dtype)
+        _assert_matches(actual_grad, exact_grad, expected_grad.dtype, f"gradient of {'ab'[index]}")
