@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
+import re
 import sys
 
 if sys.version_info >= (3, 11):
@@ -19,17 +20,11 @@ if sys.version_info >= (3, 11):
 else:
     import tomli as tomllib
 
-# The KABI_DTYPE_* bit of each dtype name (csrc/include/kabi/kabi.h).
+# The KABI_DTYPE_* bits, read from the C ABI that defines them: KABI_DTYPE_FLOAT8_E4M3FN is "float8_e4m3fn".
+_HEADER = pathlib.Path(__file__).resolve().parent.parent / "csrc" / "include" / "kabi" / "kabi.h"
 DTYPE_BITS = {
-    "float16": 1 << 0,
-    "bfloat16": 1 << 1,
-    "float32": 1 << 2,
-    "float64": 1 << 3,
-    "int8": 1 << 4,
-    "int32": 1 << 5,
-    "int64": 1 << 6,
-    "float8_e4m3fn": 1 << 7,
-    "float8_e5m2": 1 << 8,
+    name.lower(): 1 << int(shift)
+    for name, shift in re.findall(r"^#define KABI_DTYPE_(\w+) \(1u << (\d+)\)$", _HEADER.read_text(), re.MULTILINE)
 }
 
 

@@ -23,6 +23,10 @@ constexpr DtypeEntry kDtypes[] = {
     {KABI_DTYPE_INT64, "int64", kDLInt, 64},
     {KABI_DTYPE_FLOAT8_E4M3FN, "float8_e4m3fn", kDLFloat8_e4m3fn, 8},
     {KABI_DTYPE_FLOAT8_E5M2, "float8_e5m2", kDLFloat8_e5m2, 8},
+    {KABI_DTYPE_UINT8, "uint8", kDLUInt, 8},
+    {KABI_DTYPE_INT16, "int16", kDLInt, 16},
+    {KABI_DTYPE_COMPLEX64, "complex64", kDLComplex, 64},
+    {KABI_DTYPE_COMPLEX128, "complex128", kDLComplex, 128},
 };
 
 struct FeatureEntry {

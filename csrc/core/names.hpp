@@ -13,7 +13,8 @@ namespace kabi::core {
 // Every KABI_DTYPE_* bit.
 constexpr uint32_t kAllDtypes = KABI_DTYPE_FLOAT16 | KABI_DTYPE_BFLOAT16 | KABI_DTYPE_FLOAT32 | KABI_DTYPE_FLOAT64 |
                                 KABI_DTYPE_INT8 | KABI_DTYPE_INT32 | KABI_DTYPE_INT64 | KABI_DTYPE_FLOAT8_E4M3FN |
-                                KABI_DTYPE_FLOAT8_E5M2;
+                                KABI_DTYPE_FLOAT8_E5M2 | KABI_DTYPE_UINT8 | KABI_DTYPE_INT16 | KABI_DTYPE_COMPLEX64 |
+                                KABI_DTYPE_COMPLEX128;
 
 // The KABI_DTYPE_* bit of a DLPack dtype, or 0.
 uint32_t dtype_bit(DLDataType dtype) noexcept;

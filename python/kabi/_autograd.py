@@ -7,11 +7,15 @@ differentiable (double backward) and traceable (torch.compile traces it with fak
 
 matmul, ``out = a @ b`` with broadcast batch dimensions::
 
-    grad_a = grad @ b^T   summed over the batch dimensions a was broadcast along, to a's shape
-    grad_b = a^T @ grad   likewise to b's shape
+    grad_a = grad @ b^H   summed over the batch dimensions a was broadcast along, to a's shape
+    grad_b = a^H @ grad   likewise to b's shape
 
-When only one side is batched (a layer's weight against a batch of activations), the reduction over the batch is
-folded into one product with a longer inner dimension instead of a batched product and a sum.
+(^H, the conjugate transpose, is the transpose for real dtypes.) A vector operand (a 1-D a is one row, a 1-D b one
+column) is taken as that matrix, with grad given back its missing dimension, and its gradient is a vector again.
+
+When only one side is batched (a layer's weight against a batch of activations, or a batch of one broadcast), the
+reduction over the batch is folded into one product with a longer inner dimension instead of a batched product and
+a sum: one kernel call, and in float16 or bfloat16 one rounding instead of one per batch element.
 
 Eager ``kabi.ops.<op>`` calls with inputs that require grad go through the custom op (and so through autograd) via
 :func:`differentiable`, which wraps the implementation the op front caches for such inputs.
@@ -27,6 +31,7 @@ Example::
 from __future__ import annotations
 
 import inspect
+import math
 from typing import Any, Callable
 
 import torch
@@ -46,20 +51,34 @@ def _matmul_setup_context(ctx: Any, inputs: tuple[torch.Tensor, torch.Tensor], o
 
 def _matmul_backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     a, b = ctx.saved_tensors
+    a_is_vector, b_is_vector = len(ctx.a_shape) == 1, len(ctx.b_shape) == 1
+    if b_is_vector:
+        grad = grad.unsqueeze(-1)
+        b = b.unsqueeze(-1) if b is not None else None
+    if a_is_vector:
+        grad = grad.unsqueeze(-2)
+        a = a.unsqueeze(-2) if a is not None else None
+    a_shape = (1, *ctx.a_shape) if a_is_vector else ctx.a_shape
+    b_shape = (*ctx.b_shape, 1) if b_is_vector else ctx.b_shape
     matmul = torch.ops.kabi.matmul.default
     grad_a = grad_b = None
+    # Sizes are spelled out rather than inferred (-1): a reshape cannot infer a size next to a zero-size dimension.
     if ctx.needs_input_grad[0]:
-        if len(ctx.a_shape) == 2 and b.dim() > 2:
-            # sum over the batch of grad[i] @ b[i]^T == [grad[0] ... grad[n]] @ [b[0]^T; ...; b[n]^T]
-            rows = grad.movedim(-2, 0).reshape(grad.shape[-2], -1)
-            grad_a = matmul(rows, b.mT.reshape(-1, b.shape[-2]))
+        if math.prod(a_shape[:-2]) == 1 and b.dim() > 2:
+            # sum over the batch of grad[i] @ b[i]^H == [grad[0] ... grad[n]] @ [b[0]^H; ...; b[n]^H]
+            batch = math.prod(grad.shape[:-2])
+            rows = grad.movedim(-2, 0).reshape(grad.shape[-2], batch * grad.shape[-1])
+            grad_a = matmul(rows, b.mH.reshape(batch * b.shape[-1], b.shape[-2]))
         else:
-            grad_a = matmul(grad, b.mT).sum_to_size(ctx.a_shape)
+            grad_a = matmul(grad, b.mH).sum_to_size(a_shape)
+        grad_a = grad_a.reshape(ctx.a_shape)
     if ctx.needs_input_grad[1]:
-        if len(ctx.b_shape) == 2 and a.dim() > 2:
-            grad_b = matmul(a.reshape(-1, a.shape[-1]).mT, grad.reshape(-1, grad.shape[-1]))
+        if math.prod(b_shape[:-2]) == 1 and a.dim() > 2:
+            rows = math.prod(grad.shape[:-1])
+            grad_b = matmul(a.reshape(rows, a.shape[-1]).mH, grad.reshape(rows, grad.shape[-1]))
         else:
-            grad_b = matmul(a.mT, grad).sum_to_size(ctx.b_shape)
+            grad_b = matmul(a.mH, grad).sum_to_size(b_shape)
+        grad_b = grad_b.reshape(ctx.b_shape)
     return grad_a, grad_b
 
 

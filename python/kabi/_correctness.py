@@ -1,12 +1,15 @@
 """The correctness gate: fresh tuning inputs shaped like the caller's, and the comparison with the op's reference.
 
-Before a candidate may win, its output on the tuning inputs must match the op's reference, computed in float64 on
-the same (already rounded) inputs, within the op's tolerance for the dtype (``[tolerance.<dtype>]`` in
-``registry/ops/<op>.toml``):
+Before a candidate may win, its output on the tuning inputs must match the op's reference, computed in float64
+(complex128 for complex dtypes) on the same (already rounded) inputs, within the op's tolerance for the dtype
+(``[tolerance.<dtype>]`` in ``registry/ops/<op>.toml``):
 
 - norm:    ``||out - ref|| / ||ref||`` (Frobenius) at most ``norm``;
 - extreme: ``max |out - ref| / max |ref|`` at most ``extreme``, so one wrong element cannot hide in a large norm;
 - no NaN or Inf in ``out`` where ``ref`` is finite.
+
+Integer outputs must equal the reference exactly: it runs in int64 and wraps to the dtype, as integer arithmetic
+in the dtype itself does.
 
 Example::
 
@@ -45,7 +48,10 @@ def _random_values(count: int, dtype: torch.dtype, device: torch.device, generat
         # Generating large inputs on the device is far faster; its generator is seeded from the given one.
         seed = int(torch.randint(2**62, (1,), generator=generator))
         generator = torch.Generator(device=device).manual_seed(seed)
-    if dtype.is_floating_point or dtype.is_complex:
+    if dtype.is_complex:
+        # Both parts random: a kernel that drops or conjugates the imaginary part must not pass on real values.
+        values = torch.randn(count, dtype=torch.complex64, device=device, generator=generator)
+    elif dtype.is_floating_point:
         values = torch.randn(count, dtype=torch.float32, device=device, generator=generator)
     elif dtype == torch.bool:
         values = torch.randint(0, 2, (count,), device=device, generator=generator)
@@ -78,13 +84,23 @@ def make_inputs_like(tensors: Sequence[Any], seed: int = 0x6B616269) -> list[Any
     return [make_input_like(item, generator) if isinstance(item, torch.Tensor) else item for item in tensors]
 
 
+def _widest(dtype: torch.dtype) -> torch.dtype:
+    if dtype.is_complex:
+        return torch.complex128
+    return torch.float64 if dtype.is_floating_point else torch.int64
+
+
 def reference_output(reference: Any, inputs: Sequence[Any]) -> torch.Tensor:
-    """The reference's output in float64, on inputs upcast to float64 (the values the candidates see, exactly)."""
-    widened = [
-        item.to(torch.float64) if isinstance(item, torch.Tensor) and item.dtype.is_floating_point else item
-        for item in inputs
-    ]
-    return reference(*widened).to(torch.float64)
+    """The reference's output in the widest dtype of its kind (float64, complex128, int64), on inputs widened to it
+    (the values the candidates see, exactly). An integer result is then wrapped back to the inputs' dtype, so it
+    is what exact arithmetic in that dtype gives."""
+    tensors = [item for item in inputs if isinstance(item, torch.Tensor)]
+    dtype = tensors[0].dtype if tensors else torch.float64
+    widened = [item.to(_widest(item.dtype)) if isinstance(item, torch.Tensor) else item for item in inputs]
+    output = reference(*widened)
+    if dtype.is_floating_point or dtype.is_complex:
+        return output.to(_widest(dtype))
+    return output.to(dtype)
 
 
 def _first_nonfinite_kind(values: torch.Tensor) -> str:
@@ -92,8 +108,9 @@ def _first_nonfinite_kind(values: torch.Tensor) -> str:
 
 
 def check_output(output: Any, reference: torch.Tensor, tolerance: Tolerance, expected_dtype: torch.dtype | None = None) -> str | None:
-    """None when ``output`` matches the float64 ``reference`` within ``tolerance``; otherwise why not, as a short
-    note for the tuning cache ("wrong result: norm error 3.1e-01 > 2e-05", "NaN in output")."""
+    """None when ``output`` matches the :func:`reference_output` ``reference`` (exactly for integers, within
+    ``tolerance`` otherwise); otherwise why not, as a short note for the tuning cache ("wrong result: norm error
+    3.1e-01 > 2e-05", "NaN in output")."""
     if not isinstance(output, torch.Tensor):
         return f"returned {type(output).__name__}, expected a tensor"
     if tuple(output.shape) != tuple(reference.shape):
@@ -102,7 +119,10 @@ def check_output(output: Any, reference: torch.Tensor, tolerance: Tolerance, exp
         return f"wrong dtype {str(output.dtype).removeprefix('torch.')}, expected {str(expected_dtype).removeprefix('torch.')}"
     if output.device != reference.device:
         return f"output on {output.device}, expected {reference.device}"
-    actual = output.detach().to(torch.float64)
+    if not (reference.dtype.is_floating_point or reference.dtype.is_complex):
+        differing = int((output.detach().to(reference.dtype) != reference).sum())
+        return f"wrong result: {differing} elements differ from the exact reference" if differing else None
+    actual = output.detach().to(reference.dtype)
     reference_finite = torch.isfinite(reference)
     unexpected = ~torch.isfinite(actual) & reference_finite
     if bool(unexpected.any()):

@@ -47,7 +47,8 @@ from ._errors import (
 )
 from ._plugin_discovery import complete_registry
 from ._records import Candidate, KernelInfo, Problem
-from ._registry import OpSpec, op_name_of
+from ._registry import EXACT_DTYPES, OpSpec, op_name_of
+from ._schema import VectorPromotion, parse_schema
 from ._tensors import check_array, descriptor, meta_descriptor, torch_device, torch_dtype
 
 __all__ = ["OpFront", "Selection", "_on_selection_miss", "front_of"]
@@ -119,12 +120,29 @@ def _key(inputs: tuple, scope: Any) -> tuple:
     return (*[(t.shape, t.stride(), t.dtype, t.device, t.requires_grad) for t in inputs], scope)
 
 
+def _with_vectors(implementation: Callable[..., Any], promotion: VectorPromotion) -> Callable[..., Any]:
+    """``implementation`` of the promoted problem, called with the caller's vectors: they become the matrices it
+    takes, and its result loses the dimensions the vectors lacked. Decisions of calls without vectors never pay
+    for it."""
+    promote_input, promote_output, demote_output = promotion.promote_input, promotion.promote_output, promotion.demote_output
+
+    def with_vectors(*inputs: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        full_inputs = [promote_input(index, tensor) for index, tensor in enumerate(inputs)]
+        if out is None:
+            return demote_output(0, implementation(*full_inputs))
+        implementation(*full_inputs, out=promote_output(0, out))
+        return out
+
+    return with_vectors
+
+
 class OpFront:
     """Dispatch of one op: ``function`` is the public ``kabi.ops.<name>`` callable."""
 
     def __init__(self, spec: OpSpec) -> None:
         self.spec = spec
         self.name = spec.name
+        self.schema = parse_schema(spec.schema, tuple(spec.vectors.items()))
         self.input_names = spec.input_names
         self.cache = DecisionCache(spec.name)
         self.function = self._make_function()
@@ -180,13 +198,16 @@ class OpFront:
 
     def _docstring(self) -> str:
         spec = self.spec
-        tolerances = ", ".join(f"{dtype} {t.norm:g}" for dtype, t in spec.tolerance.items())
+        tolerances = ", ".join(
+            f"{dtype} {t.norm:g}" if dtype not in EXACT_DTYPES else f"{dtype} exact" for dtype, t in spec.tolerance.items()
+        )
+        vectors = "".join(f"{name} may be a vector, without {dim}; out then lacks {dim} too. " for name, dim in spec.vectors.items())
         arguments = ", ".join(self.input_names)
         return (
             f"{spec.summary}.\n\n"
             f"    {spec.schema}\n\n"
-            f"dtypes: {', '.join(spec.dtypes)}. Runs the fastest correct kernel registered for the inputs' device; "
-            f"checked against {spec.reference} (relative error bound: {tolerances}).\n"
+            f"{vectors}dtypes: {', '.join(spec.dtypes)}. Runs the fastest correct kernel registered for the inputs' "
+            f"device; checked against {spec.reference} (relative error bound: {tolerances}).\n"
             f"``out``, when given, must have the result's shape, dtype and device; it is written and returned.\n\n"
             f"Example::\n\n    >>> kabi.ops.{spec.name}({arguments})\n\n"
             f"Generated from {spec.path.name}; see kabi.explain(kabi.ops.{spec.name}, {arguments}) for the pick."
@@ -211,10 +232,31 @@ class OpFront:
             raise InvalidArgumentError(f"{self.name}: all tensors must be on one device; got {listing}")
         return tensors
 
+    def full_rank(self, inputs: tuple, out: Any) -> tuple[tuple, Any, VectorPromotion | None]:
+        """Vectors among the inputs (the op's ``vectors``, torch.matmul's 1-D operands) as the tensors the schema
+        names, views with a size-1 dimension added, and ``out`` as the view the kernel writes; with the promotion,
+        or None (inputs and out unchanged) when no input is a vector."""
+        if not self.schema.vectors or not all(isinstance(value, torch.Tensor) for value in inputs):
+            return inputs, out, None
+        shapes = [tensor.shape for tensor in inputs]
+        promotion = self.schema.vector_promotion(self.name, shapes)
+        if promotion is None:
+            return inputs, out, None
+        if isinstance(out, torch.Tensor):
+            # Checked here, in the caller's terms: the core sees only the promoted view.
+            (shape,) = self.schema.output_shapes(self.name, shapes)
+            if tuple(out.shape) != tuple(shape):
+                raise InvalidArgumentError(f"{self.name}: out has shape {list(out.shape)}; expected shape {list(shape)}")
+            out = promotion.promote_output(0, out)
+        inputs = tuple(promotion.promote_input(index, tensor) for index, tensor in enumerate(inputs))
+        return inputs, out, promotion
+
     def select(
         self, inputs: tuple, out: torch.Tensor | None = None, *, allow_none: bool = False, with_data: bool = False
     ) -> Selection:
-        """Validate and select without caching. ``with_data`` passes data pointers (alignment is then checked)."""
+        """Validate and select without caching. ``with_data`` passes data pointers (alignment is then checked).
+        Vector inputs select the kernel of the matrices they stand for (:meth:`full_rank`)."""
+        inputs, out, _ = self.full_rank(inputs, out)
         tensors = self.check_inputs(inputs, out)
         complete_registry(tensors[0].device.type if tensors else None)
         input_descriptors = [descriptor(t, name, self.name) for t, name in zip(tensors, self.input_names)]
@@ -245,19 +287,24 @@ class OpFront:
         if has_foreign_array(inputs, out):
             return call_with_arrays(self.function, self.name, self.input_names, inputs, out)
         generation = self.cache.begin_miss()
-        selection = self.select(inputs, out)
+        full_inputs, full_out, promotion = self.full_rank(inputs, out)
+        selection = self.select(full_inputs, full_out)
         hook = _on_selection_miss
         if hook is not None:
-            replacement = hook(self, inputs, out, selection)
+            replacement = hook(self, full_inputs, full_out, selection)
             if replacement is not None:
                 selection = replacement
                 generation = self.cache.begin_miss()
-        implementation = self.implementation(selection, inputs)
+        implementation = self.implementation(selection, full_inputs)
+        problem = selection.problem
+        output_shape = problem.output_shape
+        if promotion is not None:
+            implementation = _with_vectors(implementation, promotion)
+            output_shape = promotion.output_shape(0, output_shape)
         if any(getattr(tensor, "requires_grad", False) for tensor in inputs):
             implementation = differentiable(self.name, implementation)
         key = _key(inputs, _scopes.active_scope())
-        problem = selection.problem
-        expected = (problem.output_shape, torch_dtype(problem.dtype), torch_device(problem.device_type, problem.device_index))
+        expected = (output_shape, torch_dtype(problem.dtype), torch_device(problem.device_type, problem.device_index))
         self.cache.store(key, implementation, expected, generation)
         # The first run of a decision comes through here; later runs call the implementation directly (the hit path
         # stays free of wrappers), so a foreign exception there propagates as the kernel raised it.

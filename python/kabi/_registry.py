@@ -14,6 +14,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sys
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ if sys.version_info >= (3, 11):
 else:
     import tomli as tomllib
 
+from . import _core
 from ._errors import ArgumentTypeError, InvalidArgumentError, NotFoundError
 
 __all__ = [
@@ -42,7 +44,10 @@ __all__ = [
     "registry_root",
 ]
 
-DTYPE_NAMES = ("float16", "bfloat16", "float32", "float64", "int8", "int32", "int64", "float8_e4m3fn", "float8_e5m2")
+# The core's dtype vocabulary (csrc/core/names.cpp), in the order of its KABI_DTYPE_* bits.
+DTYPE_NAMES = tuple(_core.DTYPES)
+# Integer results are compared exactly by the correctness gate: these dtypes take no tolerance.
+EXACT_DTYPES = frozenset({"uint8", "int8", "int16", "int32", "int64"})
 LAYOUT_NAMES = ("contiguous", "row_strided", "col_strided", "general", "any")
 BATCH_MODE_NAMES = ("none", "uniform", "any")
 DEVICE_NAMES = ("cpu", "cuda", "rocm", "mps", "xpu")
@@ -88,6 +93,8 @@ class OpSpec:
     tuning_key: str
     suites: Mapping[str, ShapeSuite]
     path: Path
+    # Inputs that may be vectors, each with the dimension a vector lacks (kabi._schema.VectorPromotion).
+    vectors: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def input_names(self) -> tuple[str, ...]:
@@ -208,6 +215,11 @@ def load_op_file(path: Path) -> OpSpec:
     tolerance_table = root.child("tolerance")
     tolerance = {}
     for dtype in dtypes:
+        if dtype in EXACT_DTYPES:
+            if dtype in tolerance_table.table:
+                raise tolerance_table.fail(dtype, f"{dtype} results are compared exactly; remove this tolerance")
+            tolerance[dtype] = Tolerance(0.0, 0.0)
+            continue
         entry = tolerance_table.child(dtype)
         tolerance[dtype] = Tolerance(entry.get("norm", (int, float), check=_positive), entry.get("extreme", (int, float), check=_positive))
         entry.finish()
@@ -241,9 +253,22 @@ def load_op_file(path: Path) -> OpSpec:
         tuning_key=tuning_key,
         suites=suites,
         path=path,
+        vectors=_vectors(root),
     )
+    for input_name in spec.vectors:
+        if input_name not in spec.input_names:
+            raise root.fail(f"vectors.{input_name}", f"not an input of the schema ({', '.join(spec.input_names)})")
     root.finish()
     return spec
+
+
+def _vectors(root: _Reader) -> dict[str, str]:
+    """The op's ``vectors`` table: input name -> the dimension a vector given for it lacks."""
+    table = root.get("vectors", dict, {})
+    for name, dim in table.items():
+        if not (isinstance(dim, str) and dim.isidentifier()):
+            raise root.fail(f"vectors.{name}", f"expected a dimension name of the schema, got {dim!r}")
+    return dict(table)
 
 
 @functools.lru_cache(maxsize=None)

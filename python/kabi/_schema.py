@@ -4,17 +4,24 @@ Each tensor names its dimensions: an identifier (``M``) must agree wherever it a
 and a leading ``...`` stands for batch dimensions that broadcast across inputs as in torch (right-aligned, a size 1
 stretches). The output shapes follow from the sizes the inputs bind.
 
+An op may also take a vector where a tensor has no batch and one named dimension less (torch.matmul's rule, the
+op's ``vectors``: ``{"a": "M", "b": "N"}``): the missing dimension is taken as size 1, and every output drops it, so
+for matmul a vector @ matrix is a vector and a vector @ vector a 0-d tensor (:class:`VectorPromotion`).
+
 The rule runs on plain ints and on torch's symbolic sizes alike (comparisons of ``SymInt`` become guards; sizes
 known only at run time are assumed not to be 1, as torch's own broadcasting does, and to agree, which torch then
 checks), which is what a fake implementation under ``torch.compile`` needs: no data, no call into the core.
 
 Example::
 
-    >>> schema = parse_schema("a: [..., M, K], b: [..., K, N] -> out: [..., M, N]")
+    >>> schema_text = "a: [..., M, K], b: [..., K, N] -> out: [..., M, N]"
+    >>> schema = parse_schema(schema_text)
     >>> schema.input_names
     ('a', 'b')
     >>> schema.output_shapes("matmul", [(2, 1, 4, 3), (5, 3, 6)])
     [(2, 5, 4, 6)]
+    >>> parse_schema(schema_text, (("a", "M"), ("b", "N"))).output_shapes("matmul", [(3,), (5, 3, 6)])
+    [(5, 6)]
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ import torch
 
 from ._errors import InvalidArgumentError
 
-__all__ = ["OpSchema", "TensorPattern", "parse_schema"]
+__all__ = ["OpSchema", "TensorPattern", "VectorPromotion", "parse_schema"]
 
 BATCH = "..."
 
@@ -50,15 +57,86 @@ class TensorPattern:
 
 
 @dataclass(frozen=True)
+class VectorPromotion:
+    """Vectors of one call as the tensors the schema names: the size-1 dimension each promoted input gains, and
+    the dimensions each output loses, as positions counted from the end (``-2`` for ``M`` in ``[..., M, K]``).
+
+    Example::
+
+        >>> promotion = parse_schema(schema_text, (("a", "M"), ("b", "N"))).vector_promotion("matmul", [(3,), (3,)])
+        >>> promotion.promote_input(0, torch.ones(3)).shape, promotion.demote_output(0, torch.ones(1, 1)).shape
+        (torch.Size([1, 3]), torch.Size([]))
+    """
+
+    inputs: tuple[int | None, ...]
+    outputs: tuple[tuple[int, ...], ...]
+
+    def input_shape(self, index: int, shape: Sequence[Any]) -> tuple[Any, ...]:
+        position = self.inputs[index]
+        if position is None:
+            return tuple(shape)
+        cut = len(shape) + 1 + position
+        return (*shape[:cut], 1, *shape[cut:])
+
+    def output_shape(self, index: int, shape: Sequence[Any]) -> tuple[Any, ...]:
+        dropped = {len(shape) + position for position in self.outputs[index]}
+        return tuple(size for axis, size in enumerate(shape) if axis not in dropped)
+
+    def promote_input(self, index: int, tensor: torch.Tensor) -> torch.Tensor:
+        position = self.inputs[index]
+        return tensor if position is None else tensor.unsqueeze(position)
+
+    def promote_output(self, index: int, tensor: torch.Tensor) -> torch.Tensor:
+        """A caller's ``out`` as a view of the rank the kernels write."""
+        full_rank = tensor.dim() + len(self.outputs[index])
+        for position in sorted(self.outputs[index]):
+            tensor = tensor.unsqueeze(full_rank + position)
+        return tensor
+
+    def demote_output(self, index: int, tensor: torch.Tensor) -> torch.Tensor:
+        positions = self.outputs[index]
+        return tensor.squeeze(positions) if positions else tensor
+
+
+@dataclass(frozen=True)
 class OpSchema:
-    """A parsed schema: input and output tensor patterns."""
+    """A parsed schema: input and output tensor patterns, and which inputs may be vectors (input name -> the
+    dimension a vector lacks)."""
 
     inputs: tuple[TensorPattern, ...]
     outputs: tuple[TensorPattern, ...]
+    vectors: tuple[tuple[str, str], ...] = ()
 
     @property
     def input_names(self) -> tuple[str, ...]:
         return tuple(pattern.name for pattern in self.inputs)
+
+    def vector_promotion(self, op: str, shapes: Sequence[Sequence[Any]]) -> VectorPromotion | None:
+        """How vectors among inputs of these shapes become the schema's tensors; None when no input is a vector.
+        ``InvalidArgumentError`` naming the argument when one that may be a vector has too few dimensions."""
+        lacking = dict(self.vectors)
+        positions: list[int | None] = []
+        dropped: set[str] = set()
+        for pattern, shape in zip(self.inputs, shapes):
+            vector_rank = len(pattern.dims) - 1
+            if pattern.name not in lacking or len(shape) > vector_rank:
+                positions.append(None)
+                continue
+            if len(shape) < vector_rank:
+                raise InvalidArgumentError(
+                    f"{op}: {pattern.name} has shape {list(shape)} (rank {len(shape)}); expected "
+                    f"{pattern.dims_text} or a vector of rank {vector_rank} (without {lacking[pattern.name]})"
+                )
+            dim = lacking[pattern.name]
+            positions.append(pattern.dims.index(dim) - len(pattern.dims))
+            dropped.add(dim)
+        if not dropped:
+            return None
+        outputs = tuple(
+            tuple(index - len(pattern.dims) for index, dim in enumerate(pattern.dims) if dim in dropped)
+            for pattern in self.outputs
+        )
+        return VectorPromotion(tuple(positions), outputs)
 
     def output_shapes(self, op: str, shapes: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
         """The output shapes for inputs of these shapes; ``InvalidArgumentError`` naming the argument otherwise."""
@@ -66,6 +144,10 @@ class OpSchema:
             raise InvalidArgumentError(
                 f"{op} takes {len(self.inputs)} inputs ({', '.join(self.input_names)}), got {len(shapes)}"
             )
+        promotion = self.vector_promotion(op, shapes)
+        if promotion is not None:
+            full = self.output_shapes(op, [promotion.input_shape(i, shape) for i, shape in enumerate(shapes)])
+            return [promotion.output_shape(i, shape) for i, shape in enumerate(full)]
         sizes: dict[str, tuple[Any, str, tuple]] = {}
         leading: list[tuple[str, tuple, tuple]] = []
         for pattern, shape in zip(self.inputs, shapes):
@@ -189,8 +271,9 @@ def _parse_tensor(text: str, schema: str) -> TensorPattern:
 
 
 @functools.lru_cache(maxsize=None)
-def parse_schema(schema: str) -> OpSchema:
-    """Parse ``"inputs -> outputs"``; ``InvalidArgumentError`` quoting the schema when it is malformed."""
+def parse_schema(schema: str, vectors: tuple[tuple[str, str], ...] = ()) -> OpSchema:
+    """Parse ``"inputs -> outputs"`` with the inputs that may be vectors (``(("a", "M"),)``: ``a`` may lack its
+    ``M``); ``InvalidArgumentError`` quoting the schema when it is malformed."""
     inputs_text, arrow, outputs_text = schema.partition("->")
     if not arrow:
         raise InvalidArgumentError(f"schema {schema!r}: expected 'inputs -> outputs'")
@@ -208,4 +291,10 @@ def parse_schema(schema: str) -> OpSchema:
             )
         if pattern.batched and not any(p.batched for p in inputs):
             raise InvalidArgumentError(f"schema {schema!r}: output {pattern.name} has '...' but no input does")
-    return OpSchema(inputs, outputs)
+    patterns = {pattern.name: pattern for pattern in inputs}
+    for name, dim in vectors:
+        if name not in patterns or dim not in patterns[name].dims:
+            raise InvalidArgumentError(
+                f"schema {schema!r}: vectors names {name}'s dimension {dim}, which the schema does not have"
+            )
+    return OpSchema(inputs, outputs, vectors)

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from . import _core
 from ._errors import ArgumentTypeError, InvalidArgumentError, UnsupportedDtypeError
 
 __all__ = [
@@ -61,16 +62,9 @@ _DTYPE_CODES: dict[torch.dtype, tuple[int, int]] = {
     torch.float8_e5m2: (12, 8),
 }
 
+# The torch dtype of each name in the core's dtype vocabulary (kabi names its dtypes as torch does).
 _DTYPES_BY_NAME: dict[str, torch.dtype] = {
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-    "float32": torch.float32,
-    "float64": torch.float64,
-    "int8": torch.int8,
-    "int32": torch.int32,
-    "int64": torch.int64,
-    "float8_e4m3fn": torch.float8_e4m3fn,
-    "float8_e5m2": torch.float8_e5m2,
+    name: dtype for dtype in _DTYPE_CODES if (name := str(dtype).removeprefix("torch.")) in _core.DTYPES
 }
 
 

@@ -5,7 +5,8 @@ arguments and results come from the op's schema) with
 
 - a real implementation that is the op's front, ``kabi.ops.<op>``: the same decision cache and chosen kernel as an
   eager call, so a compiled graph runs what eager would;
-- a fake implementation from the schema's shape rule (:mod:`kabi._schema`): output shapes from the input shapes,
+- a fake implementation from the schema's shape rule (:mod:`kabi._schema`, vectors included): output shapes from
+  the input shapes,
   the inputs' dtype and device, no data and no call into the core — it runs on FakeTensors with symbolic sizes;
 - the op's gradient (:mod:`kabi._autograd`).
 
@@ -40,7 +41,7 @@ import torch
 from . import _autograd, ops
 from ._dispatch import front_of
 from ._errors import InvalidArgumentError, NotFoundError, UnsupportedDtypeError
-from ._schema import OpSchema, parse_schema
+from ._schema import OpSchema
 from ._tensors import dtype_name
 
 __all__ = ["LIBRARY_NAME", "define_ops", "torch_op"]
@@ -66,7 +67,7 @@ def define_ops(fronts: Sequence[Any]) -> None:
     for front in fronts:
         if front.name in _defined:
             continue
-        schema = parse_schema(front.spec.schema)
+        schema = front.schema
         arguments = ", ".join(f"Tensor {name}" for name in schema.input_names)
         results = "Tensor" if len(schema.outputs) == 1 else f"({', '.join('Tensor' for _ in schema.outputs)})"
         _library.define(f"{front.name}({arguments}) -> {results}", tags=(torch.Tag.pt2_compliant_tag,))

@@ -30,6 +30,7 @@ static kabi_args make_args(DLTensor* inputs, DLTensor* outputs, int32_t num_outp
 
 static void test_versions_and_names(void) {
   DLDataType bfloat16;
+  DLDataType complex128;
   kabi_device_info info;
   char signature[512];
   int32_t count = -1;
@@ -44,6 +45,14 @@ static void test_versions_and_names(void) {
   CHECK(kabi_dtype_bit(bfloat16) == KABI_DTYPE_BFLOAT16);
   CHECK(kabi_dtype_bit(test_float16()) == KABI_DTYPE_FLOAT16);
   CHECK(strcmp(kabi_dtype_name(KABI_DTYPE_FLOAT32), "float32") == 0);
+  /* ABI 1.2: complex, uint8 and int16, as DLPack codes them. */
+  complex128.code = kDLComplex;
+  complex128.bits = 128;
+  complex128.lanes = 1;
+  CHECK(kabi_dtype_bit(complex128) == KABI_DTYPE_COMPLEX128);
+  CHECK(strcmp(kabi_dtype_name(KABI_DTYPE_COMPLEX64), "complex64") == 0);
+  CHECK(strcmp(kabi_dtype_name(KABI_DTYPE_UINT8), "uint8") == 0);
+  CHECK(strcmp(kabi_dtype_name(KABI_DTYPE_INT16), "int16") == 0);
   CHECK(kabi_device_count(kDLCPU, &count) == KABI_STATUS_OK && count == 1);
   memset(&info, 0, sizeof info);
   info.struct_size = sizeof info;
@@ -68,7 +77,10 @@ static void test_builtin_op(void) {
   CHECK(kabi_op_info_get(matmul, &info) == KABI_STATUS_OK);
   CHECK(info.num_inputs == 2 && info.num_outputs == 1);
   CHECK(strcmp(info.schema, "a: [..., M, K], b: [..., K, N] -> out: [..., M, N]") == 0);
-  CHECK(info.dtypes == (KABI_DTYPE_FLOAT16 | KABI_DTYPE_BFLOAT16 | KABI_DTYPE_FLOAT32 | KABI_DTYPE_FLOAT64));
+  /* Every dtype torch.matmul takes on the CPU (registry/ops/matmul.toml). */
+  CHECK(info.dtypes == (KABI_DTYPE_FLOAT16 | KABI_DTYPE_BFLOAT16 | KABI_DTYPE_FLOAT32 | KABI_DTYPE_FLOAT64 |
+                        KABI_DTYPE_COMPLEX64 | KABI_DTYPE_COMPLEX128 | KABI_DTYPE_UINT8 | KABI_DTYPE_INT8 |
+                        KABI_DTYPE_INT16 | KABI_DTYPE_INT32 | KABI_DTYPE_INT64));
   CHECK_STATUS(kabi_op_find("no_such_op", &missing), KABI_STATUS_NOT_FOUND, "no_such_op");
   CHECK_STATUS(kabi_op_find(NULL, &missing), KABI_STATUS_INVALID_ARGUMENT, "name is NULL");
 }

@@ -92,3 +92,44 @@ def test_compiled_backward_matches_eager(untuned):
     compiled = torch.compile(loss, backend="aot_eager", fullgraph=True)
     actual = torch.autograd.grad(compiled(a, b), (a, b))
     torch.testing.assert_close(actual, expected)
+
+
+# torch.matmul's vectors, zero-size operands (whose backward once failed reshaping with an inferred size), and
+# batches of one broadcast against a batch.
+EDGE_SHAPES = [
+    ((3,), (3,)),
+    ((4, 3), (3,)),
+    ((3,), (2, 3, 5)),
+    ((2, 1, 4, 3), (3,)),
+    ((5, 5, 0), (0, 5)),
+    ((0, 0), (5, 0, 0)),
+    ((0,), (2, 0, 4)),
+    ((2, 4, 3), (1, 3, 5)),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex128], ids=str)
+@pytest.mark.parametrize(("a_shape", "b_shape"), EDGE_SHAPES)
+def test_gradients_of_vectors_and_zero_sizes_equal_torch_matmul(a_shape, b_shape, dtype, untuned):
+    a = torch.randn(a_shape, dtype=dtype, requires_grad=True)
+    b = torch.randn(b_shape, dtype=dtype, requires_grad=True)
+    result = kabi.ops.matmul(a, b)
+    expected = torch.matmul(a, b)
+    assert result.shape == expected.shape
+    grad = torch.randn_like(expected)
+    actual_grads = torch.autograd.grad(result, (a, b), grad)
+    expected_grads = torch.autograd.grad(expected, (a, b), grad)
+    for actual_grad, expected_grad in zip(actual_grads, expected_grads):
+        assert actual_grad.shape == expected_grad.shape
+        torch.testing.assert_close(actual_grad, expected_grad)
+    if result.numel():
+        assert torch.autograd.gradcheck(kabi.ops.matmul, (a, b))
+
+
+def test_a_batch_of_one_is_folded_into_one_product(spy):
+    a, b = inputs((2, 4, 3), (1, 3, 5))
+    product = kabi.ops.matmul(a, b)
+    product.backward(torch.randn_like(product))
+    # grad_b sums a^H @ grad over a's batch: one product over the batch folded into the inner dimension, as for a
+    # 2-D b, which in float16 or bfloat16 also rounds once instead of once per batch element.
+    assert spy.calls[1:] == [((2, 4, 5), (1, 5, 3)), ((3, 8), (8, 5))]

@@ -3,12 +3,16 @@ the declarations agree with what is registered."""
 
 from __future__ import annotations
 
+import runpy
 from pathlib import Path
 
 import pytest
 
 import kabi
-from kabi._registry import RegistryError, kernel_specs, load_kernel_file, load_op_file, op_specs, registry_root
+from kabi._registry import (
+    DTYPE_NAMES, RegistryError, Tolerance, kernel_specs, load_kernel_file, load_op_file, op_specs, registry_root,
+)
+from kabi._tensors import dtype_name, torch_dtype
 
 REGISTRY = Path(__file__).resolve().parents[2] / "registry"
 OP_FILES = sorted((REGISTRY / "ops").glob("*.toml"))
@@ -41,7 +45,7 @@ def test_python_kernels_are_registered_as_declared():
     for spec in kernel_specs("torch"):
         info = kabi.kernel_info(spec.op, spec.name)
         assert (info.backend, info.device, info.kind, info.priority) == (spec.backend, spec.device, "external", spec.priority)
-        assert info.dtypes == spec.dtypes and info.batch_mode == spec.batch_mode
+        assert set(info.dtypes) == set(spec.dtypes) and info.batch_mode == spec.batch_mode
 
 
 def test_the_installed_registry_is_found():
@@ -63,14 +67,18 @@ def write(tmp_path: Path, relative: str, text: str) -> Path:
     "edit, message",
     [
         (lambda t: t.replace('name = "matmul"', 'name = "mm"'), "registry/ops/matmul.toml: name: 'mm' must match"),
-        (lambda t: t.replace('"float16", "bfloat16", "float32", "float64"]', '"float32", "float128"]', 1), r"dtypes\[1\]: 'float128' is not one of"),
+        (lambda t: t.replace('"bfloat16"', '"float128"', 1), r"dtypes\[1\]: 'float128' is not one of"),
+        (lambda t: t.replace("[tolerance.float64]", "[tolerance.int32]\nnorm = 1e-6\nextreme = 1e-6\n[tolerance.float64]"),
+         "tolerance.int32: int32 results are compared exactly; remove this tolerance"),
+        (lambda t: t.replace('vectors = { a = "M", b = "N" }', 'vectors = { a = 1 }'), "vectors.a: expected a dimension name"),
+        (lambda t: t.replace('vectors = { a = "M", b = "N" }', 'vectors = { c = "M" }'), r"vectors.c: not an input of the schema \(a, b\)"),
         (lambda t: t.replace("norm = 2e-5", "norm = -2e-5"), "tolerance.float32.norm: expected a positive number"),
         (lambda t: t.replace("norm = 2e-5", 'norm = "small"'), "tolerance.float32.norm: expected int or float"),
         (lambda t: t.replace("[tolerance.float64]\nnorm = 1e-12\nextreme = 1e-10\n", ""), "tolerance.float64: missing"),
         (lambda t: t.replace('summary = "', 'sumary = "'), "summary: missing"),
         (lambda t: t + '\ncolour = "blue"\n', "colour: unknown field"),
         (lambda t: t.replace("[8, 8, 8]", "[8, 0, 8]"), r"suites.smoke.shapes\[0\]: expected a list of positive integers"),
-        (lambda t: t.replace('schema = "', 'schema = "x'), None),
+        (lambda t: t.replace('schema = "', 'schema = "x').replace('{ a = "M"', '{ xa = "M"'), None),
         (lambda t: t.replace("[tuning]", "[tuning"), "not valid TOML"),
     ],
 )
@@ -110,3 +118,20 @@ def test_schema_without_arrow_is_rejected(tmp_path):
 
 def test_input_names_come_from_the_schema():
     assert op_specs()["matmul"].input_names == ("a", "b")
+
+
+def test_integer_dtypes_are_compared_exactly_and_vectors_are_declared():
+    spec = op_specs()["matmul"]
+    assert {"uint8", "int8", "int16", "int32", "int64", "complex64", "complex128"} <= set(spec.dtypes)
+    assert spec.tolerance["int16"] == Tolerance(0.0, 0.0)
+    assert spec.tolerance["complex64"].norm > 0
+    assert spec.vectors == {"a": "M", "b": "N"}
+
+
+def test_one_dtype_vocabulary_from_the_core():
+    # The registry, the torch mapping and the generator of libkabi's built-in ops all read the core's KABI_DTYPE_*.
+    generator = runpy.run_path(str(REGISTRY.parent / "cmake" / "generate_builtin_ops.py"))
+    assert generator["DTYPE_BITS"] == kabi._core.DTYPES
+    assert DTYPE_NAMES == tuple(kabi._core.DTYPES)
+    for name in DTYPE_NAMES:
+        assert dtype_name(torch_dtype(name)) == name

@@ -32,6 +32,30 @@ def test_output_shape_follows_torch_matmul(shapes, expected):
     assert torch.matmul(*(torch.empty(shape) for shape in shapes)).shape == expected
 
 
+@pytest.mark.parametrize(
+    "shapes",
+    [[(3,), (3,)], [(2, 3), (3,)], [(3,), (3, 4)], [(5, 2, 3), (3,)], [(3,), (5, 3, 4)], [(0,), (0,)], [(0,), (2, 0, 4)]],
+)
+def test_vectors_are_promoted_and_their_dimension_dropped_as_torch_matmul_does(shapes):
+    schema = parse_schema(MATMUL, (("a", "M"), ("b", "N")))
+    expected = torch.matmul(*(torch.empty(shape) for shape in shapes)).shape
+    assert schema.output_shapes("matmul", shapes) == [tuple(expected)]
+    promotion = schema.vector_promotion("matmul", shapes)
+    promoted = [promotion.promote_input(i, torch.empty(shape)) for i, shape in enumerate(shapes)]
+    full = torch.matmul(*promoted)
+    assert promotion.demote_output(0, full).shape == expected
+    assert promotion.promote_output(0, torch.empty(expected)).shape == full.shape
+
+
+def test_matrices_need_no_promotion_and_too_few_dimensions_are_named():
+    schema = parse_schema(MATMUL, (("a", "M"), ("b", "N")))
+    assert schema.vector_promotion("matmul", [(4, 3), (3, 5)]) is None
+    with pytest.raises(kabi.InvalidArgumentError, match=r"matmul: b has shape \[\] \(rank 0\); expected \[\.\.\., K, N\] or a vector"):
+        schema.output_shapes("matmul", [(3,), ()])
+    with pytest.raises(kabi.InvalidArgumentError, match=r"a has shape \[3\] \(rank 1\); expected \[\.\.\., M, K\] \(rank at least 2\)"):
+        parse_schema(MATMUL).output_shapes("matmul", [(3,), (3, 4)])
+
+
 def test_fixed_sizes_and_unbatched_tensors():
     schema = parse_schema("x: [N, 3], w: [3, H] -> y: [N, H], norm: [N]")
     assert schema.output_shapes("project", [(5, 3), (3, 8)]) == [(5, 8), (5,)]
@@ -63,6 +87,12 @@ def test_symbolic_sizes_propagate():
 def test_malformed_schemas_are_reported(schema, message):
     with pytest.raises(kabi.InvalidArgumentError, match=message):
         parse_schema(schema)
+
+
+@pytest.mark.parametrize("vectors", [(("a", "N"),), (("c", "M"),)])
+def test_vectors_must_name_a_dimension_of_their_input(vectors):
+    with pytest.raises(kabi.InvalidArgumentError, match="vectors names .*, which the schema does not have"):
+        parse_schema(MATMUL, vectors)
 
 
 def test_importing_kabi_leaves_torch_symbolic_shapes_unloaded() -> None:

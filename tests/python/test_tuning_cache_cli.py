@@ -75,7 +75,7 @@ def test_tune_shows_why_a_candidate_was_rejected(cache_dir, capsys):
     ("arguments", "message"),
     [
         (["--suite", "no-such-suite"], "--suite: matmul has no suite 'no-such-suite'"),
-        (["--shape", "8x8x8", "--dtype", "int8"], "--dtype: matmul is not defined for int8"),
+        (["--shape", "8x8x8", "--dtype", "float8_e4m3fn"], "--dtype: matmul is not defined for float8_e4m3fn"),
         (["--shape", "8x8x8", "--repeat", "0"], "tuning repeat must be an integer >= 1"),
         (["--shape", "8x8x8", "--device", "tpu:x"], "--device 'tpu:x' is not a device of this machine"),
     ],

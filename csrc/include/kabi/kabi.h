@@ -176,6 +176,11 @@ KABI_EXPORT kabi_status kabi_device_signature(int32_t device_type, int32_t devic
 #define KABI_DTYPE_INT64 (1u << 6)
 #define KABI_DTYPE_FLOAT8_E4M3FN (1u << 7)
 #define KABI_DTYPE_FLOAT8_E5M2 (1u << 8)
+/* ABI 1.2: the rest of torch.matmul's CPU dtypes. */
+#define KABI_DTYPE_UINT8 (1u << 9)
+#define KABI_DTYPE_INT16 (1u << 10)
+#define KABI_DTYPE_COMPLEX64 (1u << 11)
+#define KABI_DTYPE_COMPLEX128 (1u << 12)
 
 /** The KABI_DTYPE_* bit of a DLPack dtype (lanes must be 1), or 0 if kabi has no bit for it. */
 KABI_EXPORT uint32_t kabi_dtype_bit(DLDataType dtype);
