@@ -13,6 +13,7 @@ constexpr int kStatusCount = KABI_STATUS_INTERNAL + 1;
 // them out of static py::object destructors avoids touching Python after the interpreter has finalized.
 std::array<PyObject*, kStatusCount> g_exception_of_status{};
 PyObject* g_stale_decision = nullptr;
+PyObject* g_kabi_error = nullptr;
 
 }  // namespace
 
@@ -26,7 +27,10 @@ void load_error_table() {
     g_exception_of_status[status] = cls.release().ptr();
   }
   g_stale_decision = py::object(errors.attr("StaleDecisionError")).release().ptr();
+  g_kabi_error = py::object(errors.attr("KabiError")).release().ptr();
 }
+
+PyObject* kabi_error_class() { return g_kabi_error; }
 
 void raise_status(kabi_status status, const std::string& message) {
   PyObject* cls = (status > 0 && status < kStatusCount) ? g_exception_of_status[status] : nullptr;

@@ -18,6 +18,9 @@ void load_error_table();
 // Raise the exception registered for `status` with an explicit message.
 [[noreturn]] void raise_status(kabi_status status, const std::string& message);
 
+// kabi._errors.KabiError, borrowed (nullptr before load_error_table): the base of everything kabi raises on purpose.
+PyObject* kabi_error_class();
+
 // Raise kabi._errors.StaleDecisionError: a prepared launch outlived the kernel table it was prepared against.
 [[noreturn]] void raise_stale_decision(const std::string& message);
 

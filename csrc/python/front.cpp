@@ -5,6 +5,8 @@
 //    *a.shape, *a.stride(), *b.shape, *b.stride())
 // Before building that tuple, a call with two tensors of the front's exact tensor types and no `out` looks in the
 // decision memo (decision_memo.hpp), keyed by the same facts read in C; a tuple-key hit fills the memo.
+// A cached implementation that raises a foreign exception surfaces as KernelFailedError naming the kernel, as on the
+// miss path; only the error path pays for that.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -14,6 +16,7 @@
 #include "bindings.hpp"
 #include "decision_memo.hpp"
 #include "dlpack_exchange.hpp"
+#include "errors.hpp"
 
 namespace py = pybind11;
 
@@ -22,7 +25,7 @@ namespace {
 
 // The state of one front, passed as the function's `self`: a struct sequence (a tuple underneath, so the slots are
 // read with PyTuple_GET_ITEM) whose type name shows in the function's repr.
-enum FrontSlot { kEntries = 0, kScopeVar, kMiss, kCallWithOut, kMemo, kMemoAccess, kSlotCount };
+enum FrontSlot { kEntries = 0, kScopeVar, kMiss, kCallWithOut, kKernelFailed, kMemo, kMemoAccess, kSlotCount };
 
 // What the memo path needs, reached from the state's kMemoAccess capsule without any Python lookup.
 struct MemoAccess {
@@ -47,6 +50,7 @@ PyTypeObject* front_state_type() {
       {"scope_var", "the ContextVar of the active kabi.use scope"},
       {"miss", "miss(inputs, out): validate, select, remember, run"},
       {"call_with_out", "call_with_out(implementation, key, inputs, out)"},
+      {"kernel_failed", "kernel_failed(key, error): the KernelFailedError for a decision's kernel that raised error"},
       {"memo", "the decision memo (kabi._core.DecisionMemo) in front of entries"},
       {"memo_access", "the memo and the tensor types it keys, for C"},
       {nullptr, nullptr},
@@ -153,6 +157,57 @@ PyObject* call_implementation(PyObject* implementation, PyObject* const* args, P
   return result;
 }
 
+// The exception being raised, normalized and holding its traceback; the error indicator is left clear.
+PyObject* take_raised_exception() {
+#if PY_VERSION_HEX >= 0x030C0000
+  return PyErr_GetRaisedException();
+#else
+  PyObject *type = nullptr, *error = nullptr, *traceback = nullptr;
+  PyErr_Fetch(&type, &error, &traceback);
+  PyErr_NormalizeException(&type, &error, &traceback);
+  if (traceback != nullptr) PyException_SetTraceback(error, traceback);
+  Py_XDECREF(type);
+  Py_XDECREF(traceback);
+  return error;
+#endif
+}
+
+// Raise `error` (a reference is stolen) as it is: unlike PyErr_SetObject, without chaining the exception being
+// handled around the call as its __context__.
+void raise_exception(PyObject* error) {
+#if PY_VERSION_HEX >= 0x030C0000
+  PyErr_SetRaisedException(error);
+#else
+  PyErr_Restore(Py_NewRef(reinterpret_cast<PyObject*>(Py_TYPE(error))), error, PyException_GetTraceback(error));
+#endif
+}
+
+// Called when a cached implementation returned nullptr: a foreign Exception becomes the KernelFailedError that the
+// front's kernel_failed words for the decision of `key` (built here when nullptr), with the original as its __cause__
+// and __context__, like `raise ... from error`. kabi's own errors pass through unchanged, and so do BaseExceptions
+// that are no failure of the kernel (KeyboardInterrupt, SystemExit). Returns nullptr, with the exception to raise set.
+PyObject* kernel_failed(PyObject* state, PyObject* const* args, PyObject* key) {
+  PyObject* kabi_error = kabi_error_class();
+  if (!PyErr_ExceptionMatches(PyExc_Exception) || kabi_error == nullptr || PyErr_ExceptionMatches(kabi_error)) {
+    return nullptr;
+  }
+  PyObject* error = take_raised_exception();
+  PyObject* decision = key != nullptr ? Py_NewRef(key) : build_key(args[0], args[1], PyTuple_GET_ITEM(state, kScopeVar));
+  PyObject* replacement = PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(state, kKernelFailed),
+                                                       decision != nullptr ? decision : Py_None, error, nullptr);
+  Py_XDECREF(decision);
+  if (replacement == nullptr) {
+    // Wording the error failed: that failure is raised, with the kernel's exception as its context.
+    replacement = take_raised_exception();
+    PyException_SetContext(replacement, error);
+  } else {
+    PyException_SetCause(replacement, Py_NewRef(error));  // both steal a reference
+    PyException_SetContext(replacement, error);
+  }
+  raise_exception(replacement);
+  return nullptr;
+}
+
 PyObject* call_miss(const MemoAccess& access, PyObject* state, PyObject* const* args, Py_ssize_t nargs,
                     PyObject* out) {
   access.memo->count_miss();
@@ -195,7 +250,8 @@ PyObject* binary_front(PyObject* state, PyObject* const* args, Py_ssize_t nargs,
   if (memo_keyed) {
     if (PyObject* implementation = access->memo->find(memo_key)) {
       access->memo->count_hit();
-      return call_implementation(implementation, args, out == Py_None ? nullptr : kwnames);
+      PyObject* result = call_implementation(implementation, args, out == Py_None ? nullptr : kwnames);
+      return result != nullptr ? result : kernel_failed(state, args, nullptr);
     }
   }
   PyObject* key = build_key(args[0], args[1], PyTuple_GET_ITEM(state, kScopeVar));
@@ -221,6 +277,7 @@ PyObject* binary_front(PyObject* state, PyObject* const* args, Py_ssize_t nargs,
     // call_with_out has checked out against the decision's result: calls with the same facts may skip that check.
     if (result != nullptr && memo_keyed) access->memo->insert(memo_key, implementation, memo_epoch);
   }
+  if (result == nullptr) kernel_failed(state, args, key);
   Py_DECREF(implementation);
   Py_DECREF(key);
   return result;
@@ -228,7 +285,8 @@ PyObject* binary_front(PyObject* state, PyObject* const* args, Py_ssize_t nargs,
 
 py::object make_binary_front(const std::string& name, const std::string& doc, const std::string& module,
                              const py::dict& entries, const py::object& scope_var, const py::object& miss,
-                             const py::object& call_with_out, const py::object& memo,
+                             const py::object& call_with_out, const py::object& kernel_failed,
+                             const py::object& memo,
                              const std::vector<py::type>& tensor_types) {
   if (!PyContextVar_CheckExact(scope_var.ptr())) throw py::type_error("scope_var must be a contextvars.ContextVar");
   auto access = std::make_unique<MemoAccess>();
@@ -255,7 +313,7 @@ py::object make_binary_front(const std::string& name, const std::string& doc, co
   if (state_type == nullptr) throw py::error_already_set();
   auto state = py::reinterpret_steal<py::object>(PyStructSequence_New(state_type));
   if (!state) throw py::error_already_set();
-  const py::handle slots[kSlotCount] = {entries, scope_var, miss, call_with_out, memo, access_capsule};
+  const py::handle slots[kSlotCount] = {entries, scope_var, miss, call_with_out, kernel_failed, memo, access_capsule};
   for (int i = 0; i < kSlotCount; ++i) PyStructSequence_SetItem(state.ptr(), i, slots[i].inc_ref().ptr());
   py::str module_name(module);
   PyObject* function = PyCFunction_NewEx(definition, state.ptr(), module_name.ptr());
@@ -280,9 +338,11 @@ void bind_front(py::module_& m) {
       .def("count_miss", &DecisionMemo::count_miss, "Count a miss of a front whose hit path is in Python.")
       .def("reset_counts", &DecisionMemo::reset_counts, "Zero hits and misses (kabi._stats.reset_stats).");
   m.def("make_binary_front", &make_binary_front, py::arg("name"), py::arg("doc"), py::arg("module"),
-        py::arg("entries"), py::arg("scope_var"), py::arg("miss"), py::arg("call_with_out"), py::arg("memo"),
+        py::arg("entries"), py::arg("scope_var"), py::arg("miss"), py::arg("call_with_out"),
+        py::arg("kernel_failed"), py::arg("memo"),
         py::arg("tensor_types"),
-        "The public function of a two-input op: the decision-cache hit path in C, misses and out= in Python. "
+        "The public function of a two-input op: the decision-cache hit path in C, misses and out= in Python; "
+        "kernel_failed(key, error) words the error of a cached kernel that raised a foreign exception. "
         "Calls with two tensors of exactly one of tensor_types (and no out) consult memo first.");
 }
 

@@ -94,6 +94,7 @@ def make_binary_front(
     scope_var: Any,
     miss: Callable[..., Any],
     call_with_out: Callable[..., Any],
+    kernel_failed: Callable[[Any, Exception], Exception],
     memo: DecisionMemo,
     tensor_types: Sequence[type],
 ) -> Callable[..., Any]: ...

@@ -1,8 +1,9 @@
 """The per-op decision caches and their invalidation.
 
 Each op front keeps a dict from its dispatch key to a ready-to-call implementation, and beside it the output facts
-(shape, dtype, device) each decision's problem produces, against which a caller's ``out=`` is checked. Both are
-cleared together and bounded together. Anything that can change a selection of an op moves that op's generation
+(shape, dtype, device) each decision's problem produces, against which a caller's ``out=`` is checked, and the name
+of each decision's kernel, which the error of a kernel that fails on a hit names. All are cleared together and
+bounded together. Anything that can change a selection of an op moves that op's generation
 in the core (``kabi_op_generation``): registering or unregistering one of its kernels, a plugin load that
 registered kernels of it, a tuning store for it, and replacing or clearing the tuning cache (every op's). The C hit
 path of two-input ops treats a call under a new generation as a miss, and a miss that sees a new generation clears
@@ -45,17 +46,18 @@ _caches: weakref.WeakSet[DecisionCache] = weakref.WeakSet()
 
 class DecisionCache:
     """Decisions of one op: ``entries`` maps a dispatch key to an implementation, ``expected_outputs`` the same key
-    to the (shape, dtype, device) of the result. Reads need no lock.
+    to the (shape, dtype, device) of the result, ``kernels`` the same key to the kernel's name. Reads need no lock.
 
     The generation the decisions were made under is kept in the memo (``memo.generation``), where the C hit path
     compares it with the op's on every call."""
 
-    __slots__ = ("op", "entries", "expected_outputs", "memo", "__weakref__")
+    __slots__ = ("op", "entries", "expected_outputs", "kernels", "memo", "__weakref__")
 
     def __init__(self, op: str) -> None:
         self.op = op
         self.entries: dict[Any, Callable[..., Any]] = {}
         self.expected_outputs: dict[Any, Any] = {}
+        self.kernels: dict[Any, str] = {}
         self.memo = _core.DecisionMemo()
         self.memo.generation = _core.op_generation(op)
         with _lock:
@@ -69,20 +71,26 @@ class DecisionCache:
                 self._reset(generation)
         return generation
 
-    def store(self, key: Any, implementation: Callable[..., Any], expected_output: Any, generation: int) -> None:
-        """Remember a decision made at ``generation`` and its problem's output facts, unless the op's kernels or
-        tuning records have changed since."""
+    def store(self, key: Any, implementation: Callable[..., Any], expected_output: Any, generation: int,
+              kernel: str = "") -> None:
+        """Remember a decision made at ``generation``, its problem's output facts and its kernel's name, unless the
+        op's kernels or tuning records have changed since."""
         with _lock:
             if _core.op_generation(self.op) == generation == self.memo.generation:
                 if len(self.entries) >= MAX_DECISIONS:
                     self._reset(generation)
                 # The output facts first: a hit path that finds the entry finds its facts.
                 self.expected_outputs[key] = expected_output
+                self.kernels[key] = kernel
                 self.entries[key] = implementation
 
     def expected_output(self, key: Any) -> Any | None:
         """The output facts of the decision stored under ``key``, or None once it has been forgotten."""
         return self.expected_outputs.get(key)
+
+    def kernel(self, key: Any) -> str | None:
+        """The name of the kernel of the decision stored under ``key``, or None once it has been forgotten."""
+        return self.kernels.get(key)
 
     def clear(self) -> None:
         with _lock:
@@ -94,6 +102,7 @@ class DecisionCache:
         self.entries.clear()
         self.memo.clear()
         self.expected_outputs.clear()
+        self.kernels.clear()
         self.memo.generation = generation
 
 

@@ -157,6 +157,7 @@ class OpFront:
         active_scope = _scopes.active_scope
         miss = self.miss
         call_with_out = self.call_with_out
+        kernel_failed = self.kernel_failed
 
         if len(self.input_names) == 2:
             # The hit path in C (csrc/python/front.cpp): same key, same entries; misses and out= come back here.
@@ -169,6 +170,7 @@ class OpFront:
                 _scopes.scope_variable,
                 miss,
                 call_with_out,
+                kernel_failed,
                 self.cache.memo,
                 [torch.Tensor, torch.nn.Parameter],
             )
@@ -183,9 +185,14 @@ class OpFront:
                 count_miss()
                 return miss(inputs, out)
             count_hit()
-            if out is None:
-                return implementation(*inputs)
-            return call_with_out(implementation, key, inputs, out)
+            try:
+                if out is None:
+                    return implementation(*inputs)
+                return call_with_out(implementation, key, inputs, out)
+            except KabiError:
+                raise
+            except Exception as error:
+                raise kernel_failed(key, error) from error
 
         op.__name__ = op.__qualname__ = self.name
         op.__module__ = "kabi.ops"
@@ -305,9 +312,8 @@ class OpFront:
             implementation = differentiable(self.name, implementation)
         key = _key(inputs, _scopes.active_scope())
         expected = (output_shape, torch_dtype(problem.dtype), torch_device(problem.device_type, problem.device_index))
-        self.cache.store(key, implementation, expected, generation)
-        # The first run of a decision comes through here; later runs call the implementation directly (the hit path
-        # stays free of wrappers), so a foreign exception there propagates as the kernel raised it.
+        self.cache.store(key, implementation, expected, generation, selection.kernel.name)
+        # The first run of a decision; later runs (the hit path) convert a foreign exception through kernel_failed.
         try:
             if out is None:
                 return implementation(*inputs)
@@ -339,8 +345,11 @@ class OpFront:
 
     def fresh_call(self, inputs: tuple, out: torch.Tensor | None) -> torch.Tensor:
         """Select with the real data pointers and run once, remembering nothing: the fallback when a cached native
-        kernel refuses this call's pointers (e.g. alignment). Errors of this launch propagate."""
-        selection = self.select(inputs, out, with_data=True)
+        kernel refuses this call's pointers (e.g. alignment). Errors of this launch propagate. The pick runs only
+        once it has passed the correctness gate on the problem: one without a verdict is gated first."""
+        from ._gate import gate_until_verified  # the gate sits above the front (it imports this module)
+
+        selection = gate_until_verified(self, inputs, out, self.select(inputs, out, with_data=True), with_data=True)
         kernel = selection.kernel
         if kernel.kind == "external":
             implementation = _kernels.python_implementation(self.name, kernel.name)
@@ -373,6 +382,11 @@ class OpFront:
         if kernel.alignment > 1:
             implementation = self._aligned(implementation, kernel.alignment)
         return implementation
+
+    def kernel_failed(self, key: Any, error: Exception) -> KernelFailedError:
+        """The error for a remembered decision's kernel that raised a foreign exception on a hit (the hit path,
+        csrc/python/front.cpp for two inputs, chains the original)."""
+        return self._kernel_failed(self.cache.kernel(key) or "(a decision forgotten since)", error)
 
     def _kernel_failed(self, kernel_name: str, error: Exception) -> KernelFailedError:
         """The kabi error for a Python kernel that raised a foreign exception (the caller chains the original).

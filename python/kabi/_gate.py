@@ -85,9 +85,11 @@ def _unverified(selection: Selection) -> bool:
     return picked is not None and picked.gate == "none"
 
 
-def gate_until_verified(front: OpFront, inputs: tuple, out: torch.Tensor | None, selection: Selection) -> Selection:
+def gate_until_verified(front: OpFront, inputs: tuple, out: torch.Tensor | None, selection: Selection, *,
+                        with_data: bool = False) -> Selection:
     """The selection to use for the call: ``selection`` when its pick has a verdict on the problem, else the first
-    pick that passes the gate (each pick gated once, its verdict recorded, then selected again). Raises
+    pick that passes the gate (each pick gated once, its verdict recorded, then selected again, with the inputs'
+    data pointers when ``with_data``, as ``selection`` was). Raises
     ``NoEligibleKernelError`` when every candidate fails, or when the gate cannot run now (capture, tracing)."""
     if not _unverified(selection) or inputs_are_fake(inputs):
         return selection
@@ -100,10 +102,10 @@ def gate_until_verified(front: OpFront, inputs: tuple, out: torch.Tensor | None,
             f"before capturing or compiling, or verify the problem offline (kabi verify {front.name} ...)"
         )
     with measurement_lock:
-        selection = front.select(inputs, out, allow_none=True)
+        selection = front.select(inputs, out, allow_none=True, with_data=with_data)
         while _unverified(selection):
             record_verdicts(front, inputs, {selection.kernel.name: gate_kernel(front, inputs, selection)})
-            selection = front.select(inputs, out, allow_none=True)
+            selection = front.select(inputs, out, allow_none=True, with_data=with_data)
     if selection.kernel is None:
         raise NoEligibleKernelError(selection.error)
     return selection

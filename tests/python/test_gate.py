@@ -206,3 +206,62 @@ def test_kabi_verify_prints_the_verdicts_and_exits_by_whether_a_kernel_passed(tm
             main(["verify", "matmul", "--suite", "nope"])
     finally:
         cache.set_directory(None)
+
+
+@pytest.mark.parametrize(
+    "raised",
+    [RuntimeError("lost the device"), kabi.InvalidArgumentError("matmul: a is odd"), KeyboardInterrupt()],
+    ids=["foreign", "kabi", "interrupt"],
+)
+def test_a_kernel_raising_on_a_hit_surfaces_as_it_does_on_the_first_call(cache_dir, registered, raised):
+    """A foreign exception becomes KernelFailedError naming the kernel, with the original chained, on the miss
+    path and on every hit path (C dict, C memo, out=) alike; kabi's errors and KeyboardInterrupt pass unchanged."""
+    a, b = torch.randn(6, 4), torch.randn(4, 3)
+
+    def fails_on_the_callers_data(x, y, out=None):
+        if x.data_ptr() == a.data_ptr():
+            raise raised
+        return torch.matmul(x, y, out=out)  # the gate's own inputs: it passes
+
+    registered(fails_on_the_callers_data, "test.fails_later", priority=100)
+    memo = kabi._dispatch.front_of("matmul").cache.memo
+    with kabi.tuning("off"):
+        for out in (None, None, None, torch.empty(6, 3)):  # a miss, a dict hit, a memo hit, a hit with out=
+            hits = memo.hits
+            with pytest.raises(type(raised)) as caught:
+                kabi.ops.matmul(a, b, out=out)
+            if isinstance(raised, kabi.KabiError) or not isinstance(raised, Exception):
+                assert caught.value is raised
+            else:
+                assert str(caught.value) == "kernel matmul/test.fails_later failed: RuntimeError: lost the device"
+                assert isinstance(caught.value, kabi.KernelFailedError)
+                assert caught.value.__cause__ is raised and caught.value.__context__ is raised
+        assert memo.hits == hits + 1, "the last call should have been a hit"
+    assert _verdicts()["test.fails_later"][0] == "passed"
+
+
+def _aligned_only(a, b, out=None):
+    assert a.data_ptr() % 64 == 0 and b.data_ptr() % 64 == 0
+    return torch.matmul(a, b, out=out)
+
+
+def test_the_fresh_selection_of_a_call_its_decision_refuses_gates_its_pick(cache_dir, registered):
+    """A decision whose kernel refuses this call's pointers (alignment) hands the call to a selection with the
+    pointers (OpFront.fresh_call): its pick, a wrong kernel without a verdict, is gated out before it serves."""
+    registered(_aligned_only, "test.aligned_only", alignment=64, priority=200)
+    registered(_plus_one, "test.plus_one", priority=100)
+    storage = torch.randn(2 * 64 + 16)
+    b = torch.randn(8, 8)
+    while b.data_ptr() % 64:
+        b = torch.randn(8, 8)
+    offset = next(i for i in range(16) if (storage.data_ptr() + 4 * i) % 64)
+    misaligned = storage[offset : offset + 64].view(8, 8)
+    with kabi.tuning("off"):
+        torch.testing.assert_close(kabi.ops.matmul(b, b), b @ b)
+        assert set(_verdicts()) == {"test.aligned_only"}
+        torch.testing.assert_close(kabi.ops.matmul(misaligned, b), misaligned @ b)
+    verdicts = _verdicts()
+    assert verdicts.pop("test.aligned_only")[0] == "passed"
+    assert verdicts.pop("test.plus_one")[0] == "failed"
+    ((_, (verdict, _)),) = verdicts.items()
+    assert verdict == "passed"
