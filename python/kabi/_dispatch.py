@@ -42,8 +42,8 @@ from ._errors import (
     InvalidArgumentError,
     KabiError,
     KernelFailedError,
-    NotFoundError,
     StaleDecisionError,
+    unknown_op,
 )
 from ._plugin_discovery import complete_registry
 from ._records import Candidate, KernelInfo, Problem
@@ -69,7 +69,7 @@ def front_of(op: Any) -> OpFront:
     try:
         return _fronts[op_name_of(op)]
     except (KeyError, ArgumentTypeError):
-        raise NotFoundError(f"unknown op {op!r}; kabi.ops has {', '.join(_fronts) or 'none'}") from None
+        raise unknown_op(op, _fronts) from None
 
 
 @dataclass(frozen=True)

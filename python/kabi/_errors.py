@@ -15,6 +15,8 @@ Example::
 
 from __future__ import annotations
 
+from typing import Iterable
+
 __all__ = [
     "AbiMismatchError",
     "AlreadyExistsError",
@@ -32,6 +34,7 @@ __all__ = [
     "StaleDecisionError",
     "UnavailableError",
     "UnsupportedDtypeError",
+    "unknown_op",
 ]
 
 
@@ -69,6 +72,11 @@ class NotFoundError(KabiError, LookupError):
     """An unknown op, kernel, device or plugin."""
 
     status = "KABI_STATUS_NOT_FOUND"
+
+
+def unknown_op(name: object, known: Iterable[str]) -> NotFoundError:
+    """The one wording of an unknown op, for the Python API and the command line alike."""
+    return NotFoundError(f"unknown op {name!r}; kabi has {', '.join(known) or 'none'}")
 
 
 class NoEligibleKernelError(KabiError, LookupError):

@@ -3,7 +3,6 @@ once, or run a tuned pick; every candidate row has a reason. Every test runs on 
 
 from __future__ import annotations
 
-import pytest
 import torch
 
 import kabi
@@ -11,15 +10,6 @@ from kabi import cache
 from kabi.cli import main
 
 QUICK_TUNING = {"warmup": 1, "repeat": 2, "min_time_s": 0.0}
-
-
-@pytest.fixture
-def cache_dir(tmp_path):
-    cache.set_directory(tmp_path)
-    try:
-        yield tmp_path
-    finally:
-        cache.set_directory(None)
 
 
 def _reasons(explanation):

@@ -14,16 +14,7 @@ import pytest
 import torch
 
 import kabi
-from kabi import _gate, _stats, cache
-
-
-@pytest.fixture
-def cache_dir(tmp_path):
-    cache.set_directory(tmp_path)
-    try:
-        yield tmp_path
-    finally:
-        cache.set_directory(None)
+from kabi import _gate, cache
 
 
 @pytest.fixture

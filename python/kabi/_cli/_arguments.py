@@ -14,7 +14,7 @@ import argparse
 import torch
 
 from .. import _core
-from .._errors import InvalidArgumentError, NotFoundError
+from .._errors import InvalidArgumentError, unknown_op
 from .._plugin_discovery import complete_registry
 from .._tensors import torch_dtype
 
@@ -25,7 +25,7 @@ def known_op(name: str) -> str:
     complete_registry()
     ops = _core.op_list()
     if name not in ops:
-        raise NotFoundError(f"unknown op {name!r}; kabi has {', '.join(ops)}")
+        raise unknown_op(name, ops)
     return name
 
 
