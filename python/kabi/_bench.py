@@ -55,6 +55,9 @@ class BenchResult:
     count: int
     mode: str
     calls_per_sample: int = 1
+    cpu_share: float | None = None
+    """CPU only: the process's CPU time (all threads) over the wall time of the timed samples. Well under 1 for
+    work that computes on the CPU means the process was starved (a busy machine) while it was timed."""
 
     def __str__(self) -> str:
         return (
@@ -156,7 +159,8 @@ def _first_tensor(value: Any) -> torch.Tensor | None:
     return None
 
 
-def _summarize(per_call_us: list[float], mode: str, calls_per_sample: int) -> BenchResult:
+def _summarize(per_call_us: list[float], mode: str, calls_per_sample: int,
+               cpu_share: float | None = None) -> BenchResult:
     return BenchResult(
         median_us=statistics.median(per_call_us),
         min_us=min(per_call_us),
@@ -164,20 +168,24 @@ def _summarize(per_call_us: list[float], mode: str, calls_per_sample: int) -> Be
         count=len(per_call_us),
         mode=mode,
         calls_per_sample=calls_per_sample,
+        cpu_share=cpu_share,
     )
 
 
 def _bench_cpu(fn: Callable[[], Any], repeat: int, min_time_s: float, estimate_ns: float) -> BenchResult:
     batch_ns = max(_MIN_CPU_BATCH_NS, min_time_s * 1e9 / repeat)
     calls = max(1, math.ceil(batch_ns / max(estimate_ns, 1.0)))
-    clock = time.perf_counter_ns
+    clock, cpu_clock = time.perf_counter_ns, time.process_time_ns
     per_call_us = []
+    wall_start, cpu_start = clock(), cpu_clock()
     for _ in range(repeat):
         start = clock()
         for _ in range(calls):
             fn()
         per_call_us.append((clock() - start) / calls / 1e3)
-    return _summarize(per_call_us, "cpu", calls)
+    wall_ns = clock() - wall_start
+    cpu_share = (cpu_clock() - cpu_start) / wall_ns if wall_ns > 0 else None
+    return _summarize(per_call_us, "cpu", calls, cpu_share)
 
 
 def _estimate_cuda_ms(fn: Callable[[], Any]) -> float:

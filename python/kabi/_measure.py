@@ -10,7 +10,9 @@ that rotates from round to round, so a burst of load from elsewhere lands on eve
 time is the median of its rounds and its spread ``(slowest - fastest) / median`` over them. A spread above
 ``settings.max_spread`` is measured again, together with the other noisy candidates, up to
 ``REMEASUREMENTS`` times; a candidate still noisy after that is marked ``noisy``: the tuner keeps its record for
-this process only, and later processes measure it again.
+this process only, and later processes measure it again. On the CPU a candidate whose samples got less than
+``settings.min_cpu_share`` of their wall time as CPU time was starved by other work (a load that slows every sample
+alike, so no spread shows it) and counts as noisy too.
 
 Example::
 
@@ -30,7 +32,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import torch
@@ -126,13 +128,13 @@ def measure_candidates(
     timed = [(name, fn) for name, fn in candidates if name not in timing.notes]
     rounds = timing.interleaved_rounds(timed, settings.warmup)
     for _ in range(REMEASUREMENTS):
-        noisy = [(name, fn) for name, fn in timed if name in rounds and _spread(rounds[name]) > settings.max_spread]
+        noisy = [(name, fn) for name, fn in timed if name in rounds and timing.is_noisy(rounds[name])]
         if not noisy:
             break
         for name, again in timing.interleaved_rounds(noisy, 1).items():
-            if _spread(again) < _spread(rounds[name]):
+            if timing.noise_rank(again) < timing.noise_rank(rounds[name]):
                 rounds[name] = again
-    return [timing.result(name, rounds.get(name, ())) for name, _ in candidates]
+    return [timing.result(name, rounds.get(name)) for name, _ in candidates]
 
 
 def _spread(rounds_us: Sequence[float]) -> float:
@@ -140,6 +142,18 @@ def _spread(rounds_us: Sequence[float]) -> float:
         return 0.0
     median = statistics.median(rounds_us)
     return (max(rounds_us) - min(rounds_us)) / median if median > 0 else 0.0
+
+
+@dataclass
+class _Rounds:
+    """One measurement of one candidate: each round's time, and the CPU share of each round's sample (CPU only)."""
+
+    times_us: list[float] = field(default_factory=list)
+    cpu_shares: list[float] = field(default_factory=list)
+
+    @property
+    def cpu_share(self) -> float | None:
+        return statistics.median(self.cpu_shares) if self.cpu_shares else None
 
 
 class _Timing:
@@ -159,12 +173,23 @@ class _Timing:
     def rebuild_inputs(self) -> None:
         self.inputs = self.make_inputs()
 
-    def interleaved_rounds(self, candidates: Sequence[tuple[str, Callable[..., Any]]], warmup: int) -> dict[str, list[float]]:
+    def is_noisy(self, rounds: _Rounds) -> bool:
+        return _spread(rounds.times_us) > self.settings.max_spread or self.is_starved(rounds)
+
+    def noise_rank(self, rounds: _Rounds) -> tuple[bool, float]:
+        """Lower is cleaner: a measurement that is not noisy, then the smaller spread."""
+        return self.is_noisy(rounds), _spread(rounds.times_us)
+
+    def is_starved(self, rounds: _Rounds) -> bool:
+        share = rounds.cpu_share
+        return share is not None and share < self.settings.min_cpu_share
+
+    def interleaved_rounds(self, candidates: Sequence[tuple[str, Callable[..., Any]]], warmup: int) -> dict[str, _Rounds]:
         """Each candidate's round times: ``settings.repeat`` rounds of one sample per candidate, the order rotating
         each round. A candidate that raises or writes into its inputs is noted and leaves the rounds."""
         self.attempts += 1
         repeat = self.settings.repeat
-        rounds: dict[str, list[float]] = {name: [] for name, _ in candidates}
+        rounds: dict[str, _Rounds] = {name: _Rounds() for name, _ in candidates}
         for round_index in range(repeat):
             active = [(name, fn) for name, fn in candidates if name not in self.notes]
             shift = round_index % max(len(active), 1)
@@ -184,17 +209,24 @@ class _Timing:
                     self.notes[name] = "wrote into its inputs while being timed"
                     self.rebuild_inputs()
                     continue
-                rounds[name].append(sample.median_us)
+                rounds[name].times_us.append(sample.median_us)
+                if sample.cpu_share is not None:
+                    rounds[name].cpu_shares.append(sample.cpu_share)
         return {name: values for name, values in rounds.items() if name not in self.notes}
 
-    def result(self, name: str, rounds_us: Sequence[float]) -> CandidateMeasurement:
+    def result(self, name: str, rounds: _Rounds | None) -> CandidateMeasurement:
         if name in self.notes:
             return CandidateMeasurement(name, math.inf, self.notes[name])
-        spread = _spread(rounds_us)
-        noisy = spread > self.settings.max_spread
-        note = (f"noisy: spread {spread:.0%} > {self.settings.max_spread:.0%} in each of {self.attempts} "
-                f"measurements; kept for this process only" if noisy else "")
-        return CandidateMeasurement(name, statistics.median(rounds_us), note, tuple(rounds_us), spread, noisy)
+        spread = _spread(rounds.times_us)
+        note = ""
+        if spread > self.settings.max_spread:
+            note = (f"noisy: spread {spread:.0%} > {self.settings.max_spread:.0%} in each of {self.attempts} "
+                    f"measurements; kept for this process only")
+        elif self.is_starved(rounds):
+            note = (f"starved: the process had {rounds.cpu_share:.0%} of a core while timed (a busy machine), "
+                    f"under {self.settings.min_cpu_share:.0%}; kept for this process only")
+        return CandidateMeasurement(name, statistics.median(rounds.times_us), note, tuple(rounds.times_us), spread,
+                                    bool(note))
 
 
 def fastest(results: Sequence[CandidateMeasurement]) -> CandidateMeasurement | None:

@@ -52,6 +52,7 @@ _ENVIRONMENT_VARIABLES = {
     "repeat": "KABI_TUNE_REPEAT",
     "min_time_s": "KABI_TUNE_MIN_TIME_S",
     "max_spread": "KABI_TUNE_MAX_SPREAD",
+    "min_cpu_share": "KABI_TUNE_MIN_CPU_SHARE",
 }
 
 
@@ -62,13 +63,18 @@ class TuningSettings:
 
     ``max_spread`` bounds the relative spread of a measurement's rounds ((slowest - fastest) / median): a candidate
     above it is measured again, and if it stays above, its time is used in this process but never persisted.
-    ``math.inf`` accepts every measurement."""
+    ``math.inf`` accepts every measurement.
+
+    ``min_cpu_share`` catches the load that a spread cannot see: a machine so busy that every sample waits alike.
+    On the CPU a candidate whose samples got less than this share of the process's wall time as CPU time (all its
+    threads together) was starved while timed; it is treated like a noisy one. 0 turns the check off."""
 
     mode: str = "first-call"
     warmup: int = 2
     repeat: int = 7
     min_time_s: float = 0.02
     max_spread: float = 0.25
+    min_cpu_share: float = 0.5
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -82,6 +88,10 @@ class TuningSettings:
         if isinstance(self.max_spread, bool) or not isinstance(self.max_spread, (int, float)) or not self.max_spread > 0:
             raise InvalidArgumentError(
                 f"tuning max_spread must be a fraction > 0 (0.25 = 25%, inf = any), got {self.max_spread!r}")
+        share = self.min_cpu_share
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share < float("inf"):
+            raise InvalidArgumentError(
+                f"tuning min_cpu_share must be a finite fraction >= 0 (0.5 = half a core, 0 = off), got {share!r}")
 
 
 _scoped_settings: contextvars.ContextVar[TuningSettings | None] = contextvars.ContextVar(
@@ -99,7 +109,7 @@ def _settings_from_environment() -> TuningSettings:
             values[field] = text.lower()
             continue
         try:
-            values[field] = float(text) if field in ("min_time_s", "max_spread") else int(text)
+            values[field] = float(text) if field in ("min_time_s", "max_spread", "min_cpu_share") else int(text)
         except ValueError:
             raise InvalidArgumentError(f"{variable}={text!r} is not a number") from None
     try:
@@ -122,10 +132,11 @@ def tuning(
     repeat: int | None = None,
     min_time_s: float | None = None,
     max_spread: float | None = None,
+    min_cpu_share: float | None = None,
 ) -> Iterator[TuningSettings]:
     """Scope the tuning policy: ``mode`` is ``"off"`` or ``"first-call"``; ``warmup``, ``repeat`` and
     ``min_time_s`` set how long each candidate is measured, ``max_spread`` how noisy a measurement may be and still
-    be persisted. Unset arguments keep the enclosing scope's (or the environment's) values.
+    be persisted, ``min_cpu_share`` how starved of CPU time. Unset arguments keep the enclosing scope's (or the environment's) values.
 
     Example::
 
@@ -135,7 +146,7 @@ def tuning(
     changes = {
         name: value
         for name, value in (("mode", mode), ("warmup", warmup), ("repeat", repeat), ("min_time_s", min_time_s),
-                            ("max_spread", max_spread))
+                            ("max_spread", max_spread), ("min_cpu_share", min_cpu_share))
         if value is not None
     }
     settings = dataclasses.replace(current_settings(), **changes)

@@ -23,6 +23,7 @@ class FakeClock:
 def fake_clock(monkeypatch):
     clock = FakeClock()
     monkeypatch.setattr(time, "perf_counter_ns", clock)
+    monkeypatch.setattr(time, "process_time_ns", clock)  # the work computes all the time it takes
     return clock
 
 
@@ -33,7 +34,8 @@ def test_cpu_median_min_max_follow_the_measured_call_times(fake_clock):
         fake_clock.now_ns += next(durations_ns)
 
     result = bench(work, warmup=2, repeat=5, min_time_s=0)
-    assert result == BenchResult(median_us=3.0, min_us=1.0, max_us=9.0, count=5, mode="cpu", calls_per_sample=1)
+    assert result == BenchResult(median_us=3.0, min_us=1.0, max_us=9.0, count=5, mode="cpu", calls_per_sample=1,
+                                 cpu_share=1.0)
 
 
 def test_cpu_batches_grow_until_the_samples_last_min_time(fake_clock):

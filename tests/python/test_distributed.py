@@ -16,7 +16,8 @@ from kabi._distributed import DecisionState, agree, agreement_active
 from kabi._measure import fastest, measure_candidates
 from kabi._tuning_policy import TuningSettings
 
-QUICK = TuningSettings(warmup=1, repeat=3, min_time_s=0.0)
+# The sleeping kernels below stand for slow kernels, not for a busy machine: no CPU-share check.
+QUICK = TuningSettings(warmup=1, repeat=3, min_time_s=0.0, min_cpu_share=0.0)
 
 
 def _delayed_on(slow_rank, delay_s):

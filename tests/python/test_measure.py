@@ -6,6 +6,7 @@ times are exact and the tests do not depend on this machine's load. A "burst of 
 (whichever candidate makes them) that take longer.
 """
 
+import dataclasses
 import math
 import time
 
@@ -26,22 +27,30 @@ SETTINGS = TuningSettings(warmup=1, repeat=7, min_time_s=0.0, max_spread=0.25)
 
 
 class FakeClock:
-    """A monotonic clock in nanoseconds that only the candidates advance; counts every call they make."""
+    """Monotonic wall and process-CPU clocks in nanoseconds that only the candidates advance; counts every call they
+    make."""
 
     def __init__(self) -> None:
         self.now_ns = 0
+        self.cpu_ns = 0
         self.calls = 0
 
     def __call__(self) -> int:
         return self.now_ns
 
-    def kernel(self, duration_us, log=None):
-        """A correct matmul whose call number ``n`` (counted over every candidate) takes ``duration_us(n)``."""
+    def process_time_ns(self) -> int:
+        return self.cpu_ns
+
+    def kernel(self, duration_us, log=None, cpu_share=1.0):
+        """A correct matmul whose call number ``n`` (counted over every candidate) takes ``duration_us(n)``, of
+        which the process computes ``cpu_share`` (less than 1: another process had the core the rest of the time)."""
 
         def run(a, b, out=None):
             index = self.calls
             self.calls += 1
-            self.now_ns += round(duration_us(index) * 1000)
+            duration_ns = round(duration_us(index) * 1000)
+            self.now_ns += duration_ns
+            self.cpu_ns += round(duration_ns * cpu_share)
             if log is not None:
                 log.append(index)
             return torch.matmul(a, b)
@@ -53,6 +62,7 @@ class FakeClock:
 def clock(monkeypatch):
     fake = FakeClock()
     monkeypatch.setattr(_bench.time, "perf_counter_ns", fake)
+    monkeypatch.setattr(_bench.time, "process_time_ns", fake.process_time_ns)
     return fake
 
 
@@ -197,3 +207,37 @@ def test_the_noise_bound_has_an_environment_twin_and_a_scope(monkeypatch):
 def test_a_bad_noise_bound_is_named(bad):
     with pytest.raises(ValueError, match="max_spread must be a fraction > 0"):
         TuningSettings(max_spread=bad)
+
+
+def test_a_starved_candidate_is_kept_for_this_process_only(clock):
+    """A machine so busy that every sample waits alike shows no spread; the process's share of the CPU shows it."""
+    starved, fed = clock.kernel(_steady(300), cpu_share=0.2), clock.kernel(_steady(300))
+    results = measure_candidates([("starved", starved), ("fed", fed)], _inputs, torch.matmul, FLOAT32, SETTINGS)
+    by_name = {result.kernel: result for result in results}
+    assert by_name["starved"].noisy and by_name["starved"].spread == 0.0
+    assert by_name["starved"].note.startswith("starved: the process had 20% of a core while timed")
+    assert not by_name["fed"].noisy and by_name["fed"].note == ""
+    assert by_name["starved"].time_us == pytest.approx(300)
+
+
+def test_the_cpu_share_check_can_be_turned_off(clock):
+    settings = dataclasses.replace(SETTINGS, min_cpu_share=0.0)
+    [result] = measure_candidates([("starved", clock.kernel(_steady(300), cpu_share=0.2))], _inputs, torch.matmul,
+                                  FLOAT32, settings)
+    assert not result.noisy and result.note == ""
+
+
+def test_bench_reports_the_cpu_share_of_its_samples():
+    sleeping = kabi.bench(lambda: time.sleep(0.002), warmup=1, repeat=3, min_time_s=0.0)
+    assert sleeping.cpu_share is not None and sleeping.cpu_share < 0.5
+
+
+@pytest.mark.parametrize("value", [-0.1, math.inf, "half"])
+def test_a_bad_min_cpu_share_is_refused(value):
+    with pytest.raises(kabi.InvalidArgumentError, match="min_cpu_share"):
+        TuningSettings(min_cpu_share=value)
+
+
+def test_min_cpu_share_comes_from_the_environment(monkeypatch):
+    monkeypatch.setenv("KABI_TUNE_MIN_CPU_SHARE", "0.75")
+    assert current_settings().min_cpu_share == 0.75
