@@ -13,6 +13,7 @@ cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/kabi-gpu-out}
 mkdir -p "$out"
 log="$out/run_gpu.log"
+started_marker=$(mktemp)
 exec > >(tee -a "$log") 2>&1
 export PYTHONUNBUFFERED=1
 
@@ -51,11 +52,15 @@ for step in "${steps[@]}"; do
     triton) run_step "triton matmul" timeout 240 python3 benchmarks/triton_matmul.py --out benchmarks/results ;;
     decode) run_step "decode at the memory roof" timeout 300 python3 benchmarks/decode.py \
               --output benchmarks/results/decode-nvidia-h200.json ;;
-    cpp) run_step "cpp app on cuda" timeout 180 bash examples/cpp_app/run_gpu_example.sh "$out/cpp_app" ;;
+    # The app's build and binaries stay on the machine (the device tool brings back only a few files); its logs
+    # come back as one archive.
+    cpp) run_step "cpp app on cuda" timeout 180 bash examples/cpp_app/run_gpu_example.sh /tmp/kabi-cpp-app
+         tar -czf "$out/cpp_app-logs.tar.gz" -C /tmp/kabi-cpp-app --exclude=binaries --exclude=build . 2>/dev/null || true ;;
     *) echo "unknown step $step"; status+=("$step|UNKNOWN|0s") ;;
   esac
 done
-cp benchmarks/results/*.json "$out"/ 2>/dev/null || true
+# Only what this run wrote comes back.
+find benchmarks/results -maxdepth 1 -name '*.json' -newer "$started_marker" -exec cp {} "$out"/ \; 2>/dev/null || true
 
 printf '\n%-36s %-8s %s\n' step result time
 for row in "${status[@]}"; do IFS='|' read -r a b c <<< "$row"; printf '%-36s %-8s %s\n' "$a" "$b" "$c"; done

@@ -48,7 +48,7 @@ for run in "16x4096x4096 bfloat16" "512x1024x1024 bfloat16" "64x64x64 float16"; 
   pick=$(sed -n 's/^pick: \([^ ]*\).*/\1/p' "$log")
   gpu_time=$(sed -n 's/^time: \([0-9.]* us\) per launch on the GPU.*, \([0-9.]* TFLOP\/s\).*/\1, \2/p' "$log")
   result=$(sed -n 's/^result: .*: \(ok\|WRONG\)$/\1/p' "$log")
-  if [ "$status" -ne 0 ] || ! grep -q '^kind: device binary, backend triton$' "$log"; then
+  if [ "$status" -ne 0 ] || ! grep -q '^kind: device binary, backend triton\($\|, \)' "$log"; then
     echo "run_gpu_example.sh: $shape $dtype FAILED (exit status $status)"
     result="FAILED (exit status $status)"
     failed=1
