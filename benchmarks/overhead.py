@@ -26,8 +26,7 @@ from typing import Any, Callable
 import torch
 
 import kabi
-from kabi._dispatch import _key as decision_key
-from kabi._dispatch import front_of
+from kabi.ops._front import _key as decision_key, front_of
 
 
 def batch_us(fn: Callable[[], Any], calls: int) -> float:
@@ -113,7 +112,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"wrote {args.output}")
 
 
-# -- torch integration: the custom op, arrays and autograd routing (kabi._torch_ops, _arrays, _autograd) ----------
+# -- torch integration: the custom op, arrays and autograd routing (kabi.ops._torch_ops, _arrays, _autograd) ----------
 
 
 @functools.cache

@@ -38,7 +38,7 @@ import torch
 import triton
 
 import kabi
-from kabi._bench import bench  # the project's one timing utility (DESIGN.md), shared with the tuner
+from kabi._selection.bench import bench  # the project's one timing utility (DESIGN.md), shared with the tuner
 from kabi.backends.triton import compile_to_binary, kernel_name, load_binaries, register_triton_kernels
 from kabi.backends.triton._families import FAMILIES, MatmulProblem, device_facts
 

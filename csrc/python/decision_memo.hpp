@@ -1,7 +1,7 @@
 // The decision memo: the first table a two-input op front consults, keyed by raw tensor metadata read in C.
 //
-// The op's decision cache (a Python dict, kabi/_decision_cache.py) is keyed by a tuple of Python objects; building,
-// hashing and comparing that tuple costs most of a microsecond per call. The memo keys the same decisions by what
+// The op's decision cache (a Python dict, kabi/_base/decision_cache.py) is keyed by a tuple of Python objects;
+// building, hashing and comparing that tuple costs most of a microsecond per call. The memo keys the same decisions by what
 // the tuple is made of, read without creating Python objects: each input's DLPack dtype, device, shape and strides
 // (through the tensor type's DLPack C exchange API, `__dlpack_c_exchange_api__`), its requires_grad, and the
 // identity of the active kabi.use scope. A memo entry is only ever copied from a dict hit, so the memo is a subset

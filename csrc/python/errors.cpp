@@ -9,7 +9,7 @@ namespace {
 
 constexpr int kStatusCount = KABI_STATUS_INTERNAL + 1;
 
-// Borrowed for the life of the process: the classes live in kabi._errors, which is never unloaded, and keeping
+// Borrowed for the life of the process: the classes live in kabi._base.errors, which is never unloaded, and keeping
 // them out of static py::object destructors avoids touching Python after the interpreter has finalized.
 std::array<PyObject*, kStatusCount> g_exception_of_status{};
 PyObject* g_stale_decision = nullptr;
@@ -18,7 +18,7 @@ PyObject* g_kabi_error = nullptr;
 }  // namespace
 
 void load_error_table() {
-  py::module_ errors = py::module_::import("kabi._errors");
+  py::module_ errors = py::module_::import("kabi._base.errors");
   py::dict table = errors.attr("STATUS_EXCEPTIONS");
   py::object fallback = errors.attr("InternalError");
   for (int status = 1; status < kStatusCount; ++status) {

@@ -1,6 +1,6 @@
 // The hit path of a two-input op front, in C: build the decision-cache key, look it up, call the cached
-// implementation. Everything else (misses, validation, `out=` checks) stays in Python (kabi/_dispatch.py), which
-// this function calls back. The key is the tuple the Python side builds too (kabi/_dispatch.py, _key):
+// implementation. Everything else (misses, validation, `out=` checks) stays in Python (kabi/ops/_front.py), which
+// this function calls back. The key is the tuple the Python side builds too (kabi/ops/_front.py, _key):
 //   (a.dtype, b.dtype, a.device, b.device, a.requires_grad, b.requires_grad, active kabi.use scope, a.dim(),
 //    *a.shape, *a.stride(), *b.shape, *b.stride())
 // Before building that tuple, a call with two tensors of the front's exact tensor types and no `out` looks in the
@@ -219,7 +219,7 @@ PyObject* call_miss(const MemoAccess& access, PyObject* state, PyObject* const* 
   return result;
 }
 
-PyObject* binary_front(PyObject* state, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+PyObject* two_input_front(PyObject* state, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   PyObject* out = Py_None;
   if (kwnames != nullptr) {
     const Py_ssize_t keyword_count = PyTuple_GET_SIZE(kwnames);
@@ -283,11 +283,10 @@ PyObject* binary_front(PyObject* state, PyObject* const* args, Py_ssize_t nargs,
   return result;
 }
 
-py::object make_binary_front(const std::string& name, const std::string& doc, const std::string& module,
-                             const py::dict& entries, const py::object& scope_var, const py::object& miss,
-                             const py::object& call_with_out, const py::object& kernel_failed,
-                             const py::object& memo,
-                             const std::vector<py::type>& tensor_types) {
+py::object make_two_input_front(const std::string& name, const std::string& doc, const std::string& module,
+                                const py::dict& entries, const py::object& scope_var, const py::object& miss,
+                                const py::object& call_with_out, const py::object& kernel_failed,
+                                const py::object& memo, const std::vector<py::type>& tensor_types) {
   if (!PyContextVar_CheckExact(scope_var.ptr())) throw py::type_error("scope_var must be a contextvars.ContextVar");
   auto access = std::make_unique<MemoAccess>();
   access->memo = memo.cast<DecisionMemo*>();
@@ -306,7 +305,7 @@ py::object make_binary_front(const std::string& name, const std::string& doc, co
   // The method definition must outlive the function object; fronts are made once per op, so it is kept forever.
   auto* definition = new PyMethodDef{};
   definition->ml_name = (new std::string(name))->c_str();
-  definition->ml_meth = reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&binary_front));
+  definition->ml_meth = reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&two_input_front));
   definition->ml_flags = METH_FASTCALL | METH_KEYWORDS;
   definition->ml_doc = (new std::string(doc))->c_str();
   PyTypeObject* state_type = front_state_type();
@@ -336,8 +335,8 @@ void bind_front(py::module_& m) {
       .def_property_readonly("misses", &DecisionMemo::misses, "Calls that went to the miss path.")
       .def("count_hit", &DecisionMemo::count_hit, "Count a hit of a front whose hit path is in Python.")
       .def("count_miss", &DecisionMemo::count_miss, "Count a miss of a front whose hit path is in Python.")
-      .def("reset_counts", &DecisionMemo::reset_counts, "Zero hits and misses (kabi._stats.reset_stats).");
-  m.def("make_binary_front", &make_binary_front, py::arg("name"), py::arg("doc"), py::arg("module"),
+      .def("reset_counts", &DecisionMemo::reset_counts, "Zero hits and misses (kabi.ops._stats.reset_stats).");
+  m.def("make_two_input_front", &make_two_input_front, py::arg("name"), py::arg("doc"), py::arg("module"),
         py::arg("entries"), py::arg("scope_var"), py::arg("miss"), py::arg("call_with_out"),
         py::arg("kernel_failed"), py::arg("memo"),
         py::arg("tensor_types"),

@@ -1,4 +1,4 @@
-// kabi._core: the thin pybind11 binding of libkabi's C ABI. Errors become the exceptions of kabi/_errors.py;
+// kabi._core: the thin pybind11 binding of libkabi's C ABI. Errors become the exceptions of kabi/_base/errors.py;
 // tensors cross as raw descriptors (see tensors.hpp). Everything user-facing is built in Python on top of this.
 #include <pybind11/pybind11.h>
 

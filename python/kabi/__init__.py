@@ -10,17 +10,12 @@ Example::
     >>> print(kabi.explain(kabi.ops.matmul, torch.randn(64, 32), torch.randn(32, 16)))
 """
 
-from . import _core
-from . import _startup  # noqa: F401  (loads plugins and registers the torch-native kernels)
-from . import ops
-from . import _cache_api as cache
-from . import _tuner  # noqa: F401  (turns tuning on: installs the op fronts' decision-miss hook)
-from . import _torch_ops  # noqa: F401  (torch.ops.kabi.<op>; kabi.ops traceable by torch.compile)
-from ._bench import BenchResult, bench
-from ._benchmarking import BenchmarkResults, benchmark
-from ._devices import DeviceInfo, device_info, devices
-from ._distributed import set_agreement_group
-from ._errors import (
+import sys
+
+from . import _bootstrap, _core, ops
+from ._base.core_answers import Candidate, KernelInfo, Problem
+from ._base.devices import DeviceInfo, device_info, devices
+from ._base.errors import (
     AbiMismatchError,
     AlreadyExistsError,
     ArgumentTypeError,
@@ -36,17 +31,22 @@ from ._errors import (
     UnavailableError,
     UnsupportedDtypeError,
 )
-from ._explain import Explanation, explain
-from ._kernels import kernel, kernel_info, kernels, register_kernel, unregister_kernel
-from ._plugins import PluginRecord, load_binaries, load_plugin, plugins
-from ._records import Candidate, KernelInfo, Problem
-from ._scopes import use
-from ._stats import Stats, stats
-from ._tuner import TuningReport, tune
-from ._tuning_policy import tuning
-from ._verify import VerifyReport, verify
+from ._benchmarking import BenchmarkResults, benchmark
+from ._plugins.loading import PluginRecord, load_binaries, load_plugin, plugins
+from ._selection import cache
+from ._selection.bench import BenchResult, bench
+from ._selection.distributed import set_agreement_group
+from ._selection.explain import Explanation, explain
+from ._selection.tuner import TuningReport, tune
+from ._selection.tuning_policy import tuning
+from ._selection.verify import VerifyReport, verify
+from .ops._kernel_registration import kernel, kernel_info, kernels, register_kernel, unregister_kernel
+from .ops._scopes import use
+from .ops._stats import Stats, stats
 
 __version__ = _core.library_version()
+
+_bootstrap.bootstrap(sys.modules[__name__])
 
 __all__ = [
     "AbiMismatchError",

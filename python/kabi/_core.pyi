@@ -86,7 +86,7 @@ class DecisionMemo:
 
 def dlpack_exchange_available(tensor_type: type) -> bool: ...
 
-def make_binary_front(
+def make_two_input_front(
     name: str,
     doc: str,
     module: str,

@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 
 import kabi
-from kabi._decision_cache import invalidate_all
+from kabi._base.decision_cache import invalidate_all
 
 
 @pytest.fixture
 def untuned(monkeypatch):
-    monkeypatch.setattr(kabi._dispatch, "_on_selection_miss", None)
+    monkeypatch.setattr(kabi.ops._front, "_on_selection_miss", None)
     invalidate_all()
     yield
     invalidate_all()

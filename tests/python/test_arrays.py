@@ -10,7 +10,7 @@ import torch
 import kabi
 from _front_isolation import untuned  # noqa: F401  (fixture)
 from _kernel_spy import spy  # noqa: F401  (fixture)
-from kabi._arrays import array_result, call_with_arrays, has_foreign_array, to_tensor
+from kabi.ops._arrays import array_result, call_with_arrays, has_foreign_array, to_tensor
 
 rng = np.random.default_rng()
 

@@ -6,7 +6,7 @@ import time
 import pytest
 import torch
 
-from kabi._bench import BenchResult, bench
+from kabi._selection.bench import BenchResult, bench
 
 
 class FakeClock:

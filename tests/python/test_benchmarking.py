@@ -14,11 +14,11 @@ import pytest
 import torch
 
 import kabi
+from kabi._base.declarations import RegistryError, load_op_file, op_spec, op_specs
 from kabi._benchmarking import _ops, _runner, read_document, validation_errors
 from kabi._benchmarking._peers import Peer
 from kabi._benchmarking._report import BEGIN_MARKER, END_MARKER
 from kabi._benchmarking._results import summarize
-from kabi._registry import RegistryError, load_op_file, op_spec, op_specs
 from kabi.cli import main
 
 QUICK_TIMING = ["--rounds", "2", "--repeat", "3", "--min-time-s", "0.002"]

@@ -24,7 +24,7 @@ _PROBE = r"""
 import dataclasses, json, sys
 import torch
 import kabi
-from kabi._plugin_discovery import plugin_records
+from kabi._plugins.discovery import plugin_records
 
 names = sys.argv[1:]
 

@@ -7,8 +7,8 @@ import torch
 
 import kabi
 from kabi import _core
-from kabi._errors import STATUS_EXCEPTIONS, StaleDecisionError
-from kabi._tensors import descriptor, meta_descriptor
+from kabi._base.errors import STATUS_EXCEPTIONS, StaleDecisionError
+from kabi._base.tensors import descriptor, meta_descriptor
 from _front_isolation import untuned  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.usefixtures("untuned")
@@ -87,7 +87,7 @@ def test_prepared_launch_refuses_to_run_after_the_kernel_table_changed():
 
 
 def test_a_stale_native_launcher_selects_again():
-    from kabi._dispatch import front_of
+    from kabi.ops._front import front_of
 
     front = front_of(kabi.ops.matmul)
     a, b = torch.randn(4, 3), torch.randn(3, 2)

@@ -10,10 +10,10 @@ import torch
 
 import kabi
 from kabi import _core, cli
-from kabi._cli.cache import _age
-from kabi._tensors import descriptor
-from kabi._tuning_keys import representative_inputs
-from kabi._tuning_policy import TuningSettings
+from kabi._base.tensors import descriptor
+from kabi._selection.tuning_keys import representative_inputs
+from kabi._selection.tuning_policy import TuningSettings
+from kabi.cli._commands.cache import _age
 
 # Quick and noise-blind: which problems retune selects must not depend on this machine's load.
 QUICK = TuningSettings(warmup=1, repeat=2, min_time_s=0.0, max_spread=math.inf)

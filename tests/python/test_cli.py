@@ -12,7 +12,7 @@ import pytest
 
 import kabi
 from kabi import _core
-from kabi._decision_cache import invalidate_all
+from kabi._base.decision_cache import invalidate_all
 from kabi.cli import main
 from _front_isolation import untuned  # noqa: F401  (fixture)
 
@@ -103,9 +103,9 @@ def test_console_script():
 def test_run_reports_the_decision_its_first_call_made(capsys, monkeypatch):
     # With tuning on (the default policy), the first call of a new problem tunes: `kabi run` must show that pick,
     # not the heuristic one that was current before the call.
-    from kabi import _tuner
+    from kabi._selection import tuner
 
-    monkeypatch.setattr(kabi._dispatch, "_on_selection_miss", _tuner.on_selection_miss)
+    monkeypatch.setattr(kabi.ops._front, "_on_selection_miss", tuner.on_selection_miss)
     invalidate_all()
     with kabi.tuning("first-call", repeat=3, min_time_s=0.0):
         status, output = run_cli(capsys, "run", "matmul", "--shape", "40x24x56", "--dtype", "float32", "--repeat", "3")

@@ -4,8 +4,8 @@ that wraps as the dtype does, complex results compared in complex128 on inputs w
 import pytest
 import torch
 
-from kabi._correctness import check_output, make_inputs_like, reference_output
-from kabi._registry import op_spec
+from kabi._base.declarations import op_spec
+from kabi._selection.correctness import check_output, make_inputs_like, reference_output
 
 INTEGER_DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
 

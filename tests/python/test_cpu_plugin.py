@@ -19,7 +19,7 @@ import torch
 
 import kabi
 from kabi import _core
-from kabi._tensors import descriptor
+from kabi._base.tensors import descriptor
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 KERNEL = "cpu.openblas.gemm"

@@ -6,9 +6,9 @@ import torch
 
 import kabi
 from kabi import _core
-from kabi._decision_cache import invalidate_all
-from kabi._stats import stats
-from kabi._tuning_policy import tuning
+from kabi._base.decision_cache import invalidate_all
+from kabi._selection.tuning_policy import tuning
+from kabi.ops._stats import stats
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 

@@ -9,8 +9,8 @@ import torch
 
 import kabi
 from kabi import _core
-from kabi._decision_cache import invalidate_all
-from kabi._dispatch import front_of
+from kabi._base.decision_cache import invalidate_all
+from kabi.ops._front import front_of
 from _front_isolation import untuned  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.usefixtures("untuned")
@@ -203,7 +203,7 @@ def test_a_kernel_registered_behind_pythons_back_reaches_remembered_problems(mem
     a, b = torch.randn(4, 6), torch.randn(6, 5)
     remember(a, b)
     recorder = Recorder()
-    monkeypatch.setattr(kabi._kernels, "invalidate_all", lambda: None)
+    monkeypatch.setattr(kabi.ops._kernel_registration, "invalidate_all", lambda: None)
     kabi.register_kernel("matmul", recorder, name="test.memo.behind", device="cpu", priority=1000)
     try:
         assert matches(kabi.ops.matmul(a, b), a, b)

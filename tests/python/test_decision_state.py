@@ -10,10 +10,11 @@ import pytest
 import torch
 
 import kabi
-from kabi import _core, _decision_cache
-from kabi._decision_cache import DecisionCache, invalidate_all
-from kabi._dispatch import _key, front_of
-from kabi._tensors import descriptor
+from kabi import _core
+from kabi._base import decision_cache as _decision_cache
+from kabi._base.decision_cache import DecisionCache, invalidate_all
+from kabi._base.tensors import descriptor
+from kabi.ops._front import _key, front_of
 from _front_isolation import untuned  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.usefixtures("untuned")
@@ -119,7 +120,7 @@ def test_out_on_a_decision_forgotten_meanwhile_is_decided_afresh():
 
 def test_stats_count_the_fronts_hits_and_misses():
     a, b = torch.randn(7, 2), torch.randn(2, 5)
-    kabi._stats.reset_stats()
+    kabi.ops._stats.reset_stats()
     assert (kabi.stats().decision_cache_hits, kabi.stats().decision_cache_misses) == (0, 0)
     kabi.ops.matmul(a, b)
     assert (kabi.stats().decision_cache_hits, kabi.stats().decision_cache_misses) == (0, 1)
@@ -127,5 +128,5 @@ def test_stats_count_the_fronts_hits_and_misses():
     kabi.ops.matmul(a, b)  # the memo, where this torch has the DLPack exchange API
     kabi.ops.matmul(a, b, out=torch.empty(7, 5))
     assert (kabi.stats().decision_cache_hits, kabi.stats().decision_cache_misses) == (3, 1)
-    kabi._stats.reset_stats()
+    kabi.ops._stats.reset_stats()
     assert (kabi.stats().decision_cache_hits, kabi.stats().decision_cache_misses) == (0, 0)

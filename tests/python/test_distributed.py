@@ -10,11 +10,11 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from kabi._correctness import make_inputs_like
-from kabi._registry import Tolerance
-from kabi._distributed import DecisionState, agree, agreement_active
-from kabi._measure import fastest, measure_candidates
-from kabi._tuning_policy import TuningSettings
+from kabi._base.declarations import Tolerance
+from kabi._selection.correctness import make_inputs_like
+from kabi._selection.distributed import DecisionState, agree, agreement_active
+from kabi._selection.measure import fastest, measure_candidates
+from kabi._selection.tuning_policy import TuningSettings
 
 # The sleeping kernels below stand for slow kernels, not for a busy machine: no CPU-share check.
 QUICK = TuningSettings(warmup=1, repeat=3, min_time_s=0.0, min_cpu_share=0.0)
@@ -95,7 +95,8 @@ def _rank_through_kabi(rank, world_size, init_file, result_dir):
     import datetime
 
     import kabi
-    from kabi import _decision_cache, _stats
+    from kabi._base import decision_cache as _decision_cache
+    from kabi.ops import _stats
 
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size,
                             timeout=datetime.timedelta(seconds=120))
@@ -148,7 +149,7 @@ def test_two_gloo_ranks_calling_kabi_ops_record_the_same_times_and_pick(tmp_path
 
 
 def test_agreed_times_keep_the_widest_spread_and_any_ranks_noise():
-    from kabi._distributed import _reduce
+    from kabi._selection.distributed import _reduce
 
     per_rank = [
         [("a", 10.0, "", 0.05, False), ("b", 12.0, "", 0.10, False)],

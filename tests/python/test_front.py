@@ -7,9 +7,9 @@ import pytest
 import torch
 
 import kabi
-from kabi._correctness import check_output, reference_output
-from kabi._dispatch import front_of
-from kabi._registry import op_spec
+from kabi._base.declarations import op_spec
+from kabi._selection.correctness import check_output, reference_output
+from kabi.ops._front import front_of
 from _front_isolation import untuned  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.usefixtures("untuned")
@@ -169,7 +169,7 @@ def test_registering_a_kernel_invalidates_cached_decisions():
 
 
 def test_tuning_hook_runs_on_misses_only(monkeypatch):
-    import kabi._dispatch as dispatch
+    import kabi.ops._front as dispatch
 
     seen = []
     monkeypatch.setattr(dispatch, "_on_selection_miss", lambda front, inputs, out, selection: seen.append(selection.kernel.name))
@@ -180,7 +180,7 @@ def test_tuning_hook_runs_on_misses_only(monkeypatch):
 
 
 def test_tuning_hook_can_replace_the_selection(monkeypatch):
-    import kabi._dispatch as dispatch
+    import kabi.ops._front as dispatch
 
     def prefer_torch(front, inputs, out, selection):
         with kabi.use(matmul="torch"):

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import kabi
-from kabi import _dispatch
+from kabi.ops import _front
 from _front_isolation import untuned  # noqa: F401  (fixture)
 from _kernel_spy import spy  # noqa: F401  (fixture)
 
@@ -27,7 +27,7 @@ def test_vectors_give_torch_matmuls_result_through_the_matrix_kernel(a_shape, b_
 
 def test_a_vector_call_is_decided_once_then_remembered(monkeypatch, untuned):
     misses = []
-    monkeypatch.setattr(_dispatch, "_on_selection_miss", lambda front, inputs, out, selection: misses.append(
+    monkeypatch.setattr(_front, "_on_selection_miss", lambda front, inputs, out, selection: misses.append(
         tuple(tuple(tensor.shape) for tensor in inputs)))
     a, b = torch.randn(4, 3), torch.randn(3)
     for _ in range(3):

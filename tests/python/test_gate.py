@@ -14,7 +14,8 @@ import pytest
 import torch
 
 import kabi
-from kabi import _gate, cache
+from kabi import cache
+from kabi._selection import gate as _gate
 
 
 @pytest.fixture
@@ -171,14 +172,14 @@ def test_verify_records_a_verdict_for_every_eligible_kernel_and_c_selection_then
     assert {kernel: verdict for kernel, (verdict, _) in _verdicts().items()} == {
         "cpu.openblas.gemm": "passed", "torch.matmul.cpu": "passed", "test.plus_one": "failed"}
     # What a C caller gets: strict selection (no allow_unverified) now has a verified pick.
-    descriptors = [kabi._tensors.descriptor(t, name, "matmul") for t, name in zip((a, b), ("a", "b"))]
+    descriptors = [kabi._base.tensors.descriptor(t, name, "matmul") for t, name in zip((a, b), ("a", "b"))]
     raw = kabi._core.select("matmul", [(0, *d[1:]) for d in descriptors])
     assert raw["verified"] and raw["kernel"]["name"] in ("cpu.openblas.gemm", "torch.matmul.cpu")
 
 
 def test_strict_selection_refuses_an_unverified_problem_naming_the_remedy(cache_dir):
     a, b = torch.randn(13, 7), torch.randn(7, 5)
-    descriptors = [kabi._tensors.descriptor(t, name, "matmul") for t, name in zip((a, b), ("a", "b"))]
+    descriptors = [kabi._base.tensors.descriptor(t, name, "matmul") for t, name in zip((a, b), ("a", "b"))]
     with pytest.raises(kabi.NoEligibleKernelError, match="no eligible kernel has passed the correctness gate.*kabi verify matmul"):
         kabi._core.select("matmul", [(0, *d[1:]) for d in descriptors])
 
@@ -215,7 +216,7 @@ def test_a_kernel_raising_on_a_hit_surfaces_as_it_does_on_the_first_call(cache_d
         return torch.matmul(x, y, out=out)  # the gate's own inputs: it passes
 
     registered(fails_on_the_callers_data, "test.fails_later", priority=100)
-    memo = kabi._dispatch.front_of("matmul").cache.memo
+    memo = kabi.ops._front.front_of("matmul").cache.memo
     with kabi.tuning("off"):
         for out in (None, None, None, torch.empty(6, 3)):  # a miss, a dict hit, a memo hit, a hit with out=
             hits = memo.hits

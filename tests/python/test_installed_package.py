@@ -242,7 +242,7 @@ def test_cpp_app_uses_the_decision_python_tuned(installation: Installation, app:
 
 _ENTRY_POINT_PLUGIN = r"""
 import json, torch, kabi
-from kabi._plugin_discovery import discover_plugins
+from kabi._plugins.discovery import discover_plugins
 records = [r for r in discover_plugins() if r.entry_point.startswith("acme =")]
 a, b = torch.randn(7, 33), torch.randn(33, 20)
 with kabi.use(matmul="acme.avx2.small_gemm"):

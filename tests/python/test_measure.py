@@ -14,13 +14,14 @@ import pytest
 import torch
 
 import kabi
-from kabi import _bench, _core
-from kabi._dispatch import front_of
-from kabi._measure import REMEASUREMENTS, SAMPLES_PER_ROUND, fastest, measure_candidates
-from kabi._registry import Tolerance
-from kabi._tensors import descriptor
-from kabi._tuner import _measure_and_record
-from kabi._tuning_policy import TuningSettings, current_settings, tuning
+from kabi import _core
+from kabi._base.declarations import Tolerance
+from kabi._base.tensors import descriptor
+from kabi._selection import bench as _bench
+from kabi._selection.measure import REMEASUREMENTS, SAMPLES_PER_ROUND, fastest, measure_candidates
+from kabi._selection.tuner import _measure_and_record
+from kabi._selection.tuning_policy import TuningSettings, current_settings, tuning
+from kabi.ops._front import front_of
 
 FLOAT32 = Tolerance(norm=2e-5, extreme=1e-4)
 SETTINGS = TuningSettings(warmup=1, repeat=7, min_time_s=0.0, max_spread=0.25)

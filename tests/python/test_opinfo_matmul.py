@@ -21,8 +21,8 @@ with warnings.catch_warnings():
 
 import kabi
 from _front_isolation import untuned  # noqa: F401  (fixture)
-from kabi._correctness import check_output, reference_output
-from kabi._registry import op_spec
+from kabi._base.declarations import op_spec
+from kabi._selection.correctness import check_output, reference_output
 
 _OP_NAMES = ("matmul", "mm", "bmm", "__rmatmul__", "linalg.matmul")
 

@@ -20,7 +20,7 @@ import json, sys
 import torch
 import kabi
 from kabi import _core
-from kabi._tensors import descriptor
+from kabi._base.tensors import descriptor
 
 paths = json.loads(sys.argv[1])
 report = {"loads": {}, "reloads": {}}

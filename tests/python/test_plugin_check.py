@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import _cmake
-from kabi._plugin_check import PluginVerdict, check_plugins
+from kabi._plugins.check import PluginVerdict, check_plugins
 from kabi.cli import main
 
 

@@ -64,7 +64,7 @@ _PROBE = r"""
 import dataclasses, json, sys
 import torch
 import kabi
-from kabi._plugin_discovery import discover_plugins, plugin_records
+from kabi._plugins.discovery import discover_plugins, plugin_records
 
 report = {"imported_at_import": "fake_kabi_plugins" in sys.modules}
 records = discover_plugins()

@@ -1,5 +1,5 @@
-"""Every file under registry/ follows the schema (kabi/_registry.py); a broken file fails naming the file and field;
-the declarations agree with what is registered."""
+"""Every file under registry/ follows the schema (kabi/_base/declarations.py); a broken file fails naming the file and
+field; the declarations agree with what is registered."""
 
 from __future__ import annotations
 
@@ -9,10 +9,17 @@ from pathlib import Path
 import pytest
 
 import kabi
-from kabi._registry import (
-    DTYPE_NAMES, RegistryError, Tolerance, kernel_specs, load_kernel_file, load_op_file, op_specs, registry_root,
+from kabi._base.declarations import (
+    DTYPE_NAMES,
+    RegistryError,
+    Tolerance,
+    kernel_specs,
+    load_kernel_file,
+    load_op_file,
+    op_specs,
+    registry_root,
 )
-from kabi._tensors import dtype_name, torch_dtype
+from kabi._base.tensors import dtype_name, torch_dtype
 
 REGISTRY = Path(__file__).resolve().parents[2] / "registry"
 OP_FILES = sorted((REGISTRY / "ops").glob("*.toml"))

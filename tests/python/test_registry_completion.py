@@ -73,7 +73,7 @@ def test_import_stays_light(plugin_environment):
 def test_tune_before_any_call_measures_the_plugin_kernels(plugin_environment):
     report = _python(plugin_environment, """
 import json, torch, kabi
-from kabi._tuning_policy import TuningSettings
+from kabi._selection.tuning_policy import TuningSettings
 report = kabi.tune(kabi.ops.matmul, torch.randn(16, 8), torch.randn(8, 12),
                    settings=TuningSettings(warmup=1, repeat=2, min_time_s=0.0))
 print(json.dumps([measurement.kernel for measurement in report.measurements]))

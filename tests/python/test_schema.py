@@ -6,8 +6,8 @@ import torch
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 import kabi
-from kabi._registry import op_specs
-from kabi._schema import parse_schema
+from kabi._base.declarations import op_specs
+from kabi.ops._schema import parse_schema
 
 MATMUL = "a: [..., M, K], b: [..., K, N] -> out: [..., M, N]"
 

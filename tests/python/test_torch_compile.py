@@ -11,7 +11,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 import kabi
 from _front_isolation import untuned  # noqa: F401  (fixture)
 from _kernel_spy import spy  # noqa: F401  (fixture)
-from kabi._torch_ops import torch_op
+from kabi.ops._torch_ops import torch_op
 
 BROADCAST_SHAPES = [
     ((4, 3), (3, 5)),

@@ -12,13 +12,13 @@ import pytest
 import torch
 
 import kabi
-from kabi import _cache_api as cache
-from kabi import _stats, _tuner
-
-from kabi._correctness import check_output, make_input_like, make_inputs_like, reference_output
-from kabi._registry import Tolerance
-from kabi._measure import fastest, measure_candidates
-from kabi._tuning_policy import TuningSettings, current_settings, tuning, tuning_blocked_reason
+from kabi._base.declarations import Tolerance
+from kabi._selection import cache, tuner
+from kabi._selection.correctness import check_output, make_input_like, make_inputs_like, reference_output
+from kabi._selection.explain import gate_notes
+from kabi._selection.measure import fastest, measure_candidates
+from kabi._selection.tuning_policy import TuningSettings, current_settings, tuning, tuning_blocked_reason
+from kabi.ops import _stats
 
 FLOAT32 = Tolerance(norm=2e-5, extreme=1e-4)
 # Quick and noise-blind: these tests are about gating, ordering and the cache, not about this machine's load
@@ -320,7 +320,7 @@ def test_the_tuned_pick_is_the_measured_faster_of_torch_and_openblas(cache_dir):
     after = _stats.stats()
     assert after.tuning_runs == before.tuning_runs + 1
     assert after.candidates_benchmarked == before.candidates_benchmarked + len(recorded)
-    report = _tuner.last_report("matmul", "cpu", explanation.problem_key)
+    report = tuner.last_report("matmul", "cpu", explanation.problem_key)
     assert report.pick == explanation.pick
     assert {m.kernel: m.time_us for m in report.measurements} == pytest.approx(recorded, rel=1e-9)
 
@@ -357,17 +357,17 @@ def test_wrong_raising_and_nan_kernels_are_never_picked_and_say_why(cache_dir, r
     assert notes["test.raises"] == "raised RuntimeError: this kernel always fails"
     assert notes["test.nan"] == "NaN in output (1 elements)"
     rejected = {k: v for k, v in notes.items() if v}
-    report = _tuner.last_report("matmul", "cpu", explanation.problem_key)
+    report = tuner.last_report("matmul", "cpu", explanation.problem_key)
     assert {m.kernel: m.note for m in report.measurements if not m.passed} == rejected
-    assert _tuner.gate_notes("matmul", explanation.problem) == rejected
+    assert gate_notes("matmul", explanation.problem) == rejected
     assert explanation.gate_failures == rejected
     rows = {row[0]: row for row in explanation._rows()}
     for name, note in rejected.items():
         assert rows[name][5] == "failed gate" and rows[name][7] == f"failed the correctness gate on this problem: {note}"
         (line,) = [line for line in str(explanation).splitlines() if line.split()[:1] == [name]]
         assert "failed gate" in line and line.endswith(note)
-    _tuner._reports.clear()  # a later process knows only what the tuning cache kept
-    assert _tuner.gate_notes("matmul", explanation.problem) == rejected
+    tuner._reports.clear()  # a later process knows only what the tuning cache kept
+    assert gate_notes("matmul", explanation.problem) == rejected
     assert kabi.explain(kabi.ops.matmul, a, b).gate_failures == rejected
 
 
@@ -408,15 +408,14 @@ def test_a_new_fingerprint_invalidates_the_kernels_records(cache_dir, registered
 
 CHILD = """
 import json, sys, torch, kabi
-from kabi import _stats, _cache_api
 m, n, k = map(int, sys.argv[1:4])
 torch.manual_seed(m)
 a, b = torch.randn(m, k), torch.randn(k, n)
 torch.testing.assert_close(kabi.ops.matmul(a, b), a @ b)
 explanation = kabi.explain(kabi.ops.matmul, a, b)
-stats = _stats.stats()
+stats = kabi.stats()
 print(json.dumps({"tuning_runs": stats.tuning_runs, "pick": explanation.pick, "reason": explanation.pick_reason,
-                  "corrupt": _cache_api.stats().corrupt_records}))
+                  "corrupt": kabi.cache.stats().corrupt_records}))
 """
 
 

@@ -50,7 +50,7 @@ def test_tune_shapes_prints_a_table_per_shape_and_records_every_candidate(cache_
 def test_tune_a_suite_tunes_each_of_its_shapes(cache_dir, capsys):
     status, output = _kabi(capsys, "tune", "matmul", "--suite", "smoke", *QUICK)
     assert status == 0
-    suite = kabi._registry.op_spec("matmul").suites["smoke"]
+    suite = kabi._base.declarations.op_spec("matmul").suites["smoke"]
     assert output.count("pick:") == len(suite.shapes) * len(suite.dtypes)
     assert len(_problems()) == len(suite.shapes)
 
@@ -145,7 +145,8 @@ def test_cache_import_refuses_missing_and_foreign_files(cache_dir, capsys, tmp_p
 
 def test_cache_api_filters_counts_and_checks_its_arguments(cache_dir):
     assert kabi.cache.directory() == cache_dir
-    kabi.tune(kabi.ops.matmul, torch.empty(6, 5), torch.empty(5, 4), settings=kabi._tuning_policy.TuningSettings(repeat=2, min_time_s=0))
+    settings = kabi._selection.tuning_policy.TuningSettings(repeat=2, min_time_s=0)
+    kabi.tune(kabi.ops.matmul, torch.empty(6, 5), torch.empty(5, 4), settings=settings)
     stats = kabi.cache.stats()
     assert (stats.records, stats.corrupt_records, stats.path) == (len(kabi.cache.show()), 0, cache_dir)
     assert kabi.cache.show("no-such-op") == []

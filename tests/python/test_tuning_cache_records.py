@@ -10,7 +10,7 @@ import torch
 
 import kabi
 from kabi import _core
-from kabi._tensors import descriptor
+from kabi._base.tensors import descriptor
 
 GATE_ONLY = _core.TUNING_RECORD_GATE_ONLY
 MEMORY_ONLY = _core.TUNING_RECORD_MEMORY_ONLY

@@ -37,12 +37,12 @@ def test_backend_and_kernel_names_and_nesting():
 
 def test_forcing_changes_which_implementation_runs():
     a, b = torch.randn(5, 3), torch.randn(3, 4)
-    from kabi._dispatch import _key, front_of
+    from kabi.ops._front import _key, front_of
 
     entries = front_of(kabi.ops.matmul).cache.entries
     with kabi.use(matmul="torch"):
         kabi.ops.matmul(a, b)
-        from kabi._scopes import active_scope
+        from kabi.ops._scopes import active_scope
 
         assert entries[_key((a, b), active_scope())] is torch.matmul
     kabi.ops.matmul(a, b)
@@ -143,7 +143,7 @@ def test_kabi_force_with_no_eligible_kernel_fails_clearly(tmp_path):
 
 
 def test_kabi_force_is_parsed_by_the_core(monkeypatch):
-    from kabi import _scopes
+    from kabi.ops import _scopes
 
     monkeypatch.setenv("KABI_FORCE", " other = cpu , matmul = torch ")
     assert _scopes.environment_choice("matmul") == "torch"
@@ -164,7 +164,7 @@ def test_kabi_force_is_parsed_by_the_core(monkeypatch):
     ],
 )
 def test_kabi_force_that_says_two_things_is_refused_everywhere(monkeypatch, value, message):
-    from kabi import _scopes
+    from kabi.ops import _scopes
 
     monkeypatch.setenv("KABI_FORCE", value)
     quoted = f'KABI_FORCE="{value}"'

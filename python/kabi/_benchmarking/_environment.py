@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import torch
 
-from .._devices import device_info
+from .._base.devices import device_info
 
 __all__ = ["environment"]
 

@@ -8,7 +8,7 @@ Example::
 
 from __future__ import annotations
 
-from .._errors import NotFoundError
+from .._base.errors import NotFoundError
 from ._matmul import MATMUL
 from ._problems import OpBenchmark
 

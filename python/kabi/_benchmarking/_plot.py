@@ -16,7 +16,7 @@ import importlib.util
 from pathlib import Path
 from typing import Any, Mapping
 
-from .._errors import UnavailableError
+from .._base.errors import UnavailableError
 from ._results import geometric_mean
 
 __all__ = ["plot_results", "require_matplotlib"]

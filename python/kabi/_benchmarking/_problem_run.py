@@ -20,14 +20,14 @@ from typing import Any, Sequence
 
 import torch
 
-from .._correctness import check_output, reference_output
-from .._dispatch import front_of
-from .._explain import explain
-from .._registry import op_spec
-from .._scopes import use
-from .._stats import stats
-from .._gate import resolve_reference
-from .._tuning_policy import tuning
+from .._base.declarations import op_spec
+from .._selection.correctness import check_output, reference_output
+from .._selection.explain import explain
+from .._selection.gate import resolve_reference
+from .._selection.tuning_policy import tuning
+from ..ops._front import front_of
+from ..ops._scopes import use
+from ..ops._stats import stats
 from ._peers import Peer, missing_requirement
 from ._problems import BenchProblem, OpBenchmark
 from ._results import problem_ratios

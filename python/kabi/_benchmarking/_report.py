@@ -16,8 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .._errors import InvalidArgumentError
-from .._registry import op_spec
+from .._base.declarations import op_spec
+from .._base.errors import InvalidArgumentError
 from ._results import INDUCTOR_PEER
 
 __all__ = ["BEGIN_MARKER", "END_MARKER", "render_markdown", "replace_section"]

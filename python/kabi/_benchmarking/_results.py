@@ -21,7 +21,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from .._errors import KabiIOError
+from .._base.errors import KabiIOError
 
 __all__ = ["BenchmarkResults", "TARGETS", "geometric_mean", "problem_ratios", "read_document", "summarize",
            "write_document"]

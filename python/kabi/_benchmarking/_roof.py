@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from .._bench import bench
+from .._selection.bench import bench
 from ._peers import preferred_blas
 
 __all__ = ["Roof", "measure_roof"]

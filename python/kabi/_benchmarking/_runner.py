@@ -25,9 +25,9 @@ import torch
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .. import _cache_api
-from .._errors import InvalidArgumentError, NotFoundError, UnavailableError
-from .._registry import op_name_of, op_spec
+from .._base.declarations import op_name_of, op_spec
+from .._base.errors import InvalidArgumentError, NotFoundError, UnavailableError
+from .._selection import cache as tuning_cache
 from ._environment import environment
 from ._ops import op_benchmark
 from ._peers import Peer
@@ -141,11 +141,11 @@ def benchmark(
     roof = Roof.from_json(document["roof"])
     done = {problem["key"] for problem in document["problems"]}
     pending = [problem for problem in problems if problem.key not in done]
-    previous_cache = _cache_api.directory()
+    previous_cache = tuning_cache.directory()
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with tempfile.TemporaryDirectory(prefix="kabi-bench-cache-") as cache_directory, \
             Progress(*columns, console=console, disable=not console.is_terminal) as progress:
-        _cache_api.set_directory(cache_directory)
+        tuning_cache.set_directory(cache_directory)
         try:
             task = progress.add_task(f"{name} {suite}", total=len(problems), completed=len(problems) - len(pending))
             for problem in pending:
@@ -158,7 +158,7 @@ def benchmark(
                     write_document(out_path, document)
                 progress.advance(task)
         finally:
-            _cache_api.set_directory(previous_cache)
+            tuning_cache.set_directory(previous_cache)
             # An interrupted run (Ctrl-C, `timeout -s INT`) still leaves the plot of what it measured.
             if plot is not None and document["problems"]:
                 plot_results(document, Path(plot))

@@ -22,7 +22,7 @@ from typing import Any, Callable, ContextManager, Sequence
 
 import torch
 
-from .._bench import bench
+from .._selection.bench import bench
 
 __all__ = ["ModeTiming", "Subject", "TimingSettings", "describe_error", "measure_interleaved", "synchronize"]
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import torch
 
-from .._kernels import register_declared
-from .._records import KernelInfo
-from .._registry import kernel_specs
+from .._base.core_answers import KernelInfo
+from .._base.declarations import kernel_specs
+from ..ops._kernel_registration import register_declared
 
 __all__ = ["matmul", "register"]
 

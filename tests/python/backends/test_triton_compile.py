@@ -8,7 +8,7 @@ import pytest
 
 triton = pytest.importorskip("triton")
 
-from kabi.backends.triton import (  # noqa: E402
+from kabi.backends.triton import (
     HOPPER_CONFIGS,
     SMALL_M_CONFIGS,
     TILED_CONFIGS,

@@ -21,11 +21,7 @@ torch = pytest.importorskip("torch")
 triton = pytest.importorskip("triton")
 
 from kabi.backends.triton import compile_all, compile_to_binary  # noqa: E402
-from kabi.backends.triton._decode_configs import (  # noqa: E402
-    DECODE_CONFIGS,
-    DecodeConfig,
-    decode_unsupported_reason,
-)
+from kabi.backends.triton._decode_configs import DECODE_CONFIGS, DecodeConfig, decode_unsupported_reason
 from kabi.backends.triton._families import FAMILIES, MatmulProblem, device_facts  # noqa: E402
 from kabi.backends.triton._registration import _Supports  # noqa: E402
 
@@ -257,7 +253,7 @@ def test_split_k_sum_waits_for_the_decode_kernel_on_the_gpu_only():
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from kabi.backends.triton._decode_kernels import split_k_sum_kernel
+    from kabi.backends.triton._decode_jit_kernels import split_k_sum_kernel
 
     def ptx(pdl):
         signature = {"partial_ptr": "*fp32", "c_ptr": "*bf16", "M": "i32", "N": "i32", "stride_cm": "i32",

@@ -7,7 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from kabi.backends.triton import (  # noqa: E402
+from kabi.backends.triton import (
     HOPPER_CONFIGS,
     SMALL_M_CONFIGS,
     TILED_CONFIGS,

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..._plugins import loading
+
 
 def load_binaries(path: str | Path) -> int:
     """Register every ``*.kabi-manifest`` in the directory ``path`` as a native device-binary kernel; returns
@@ -21,6 +23,4 @@ def load_binaries(path: str | Path) -> int:
     directory = Path(path)
     if not directory.is_dir():
         raise ValueError(f"path must be a directory holding *.kabi-manifest files, got {str(path)!r}")
-    import kabi
-
-    return kabi.load_binaries(directory)
+    return loading.load_binaries(directory)

@@ -23,7 +23,7 @@ import torch
 import triton
 from triton.runtime import _allocation
 
-from . import _decode_kernels, _kernels
+from . import _decode_jit_kernels, _jit_kernels
 from ._configs import HOPPER_CONFIGS, SMALL_M_CONFIGS, TILED_CONFIGS, MatmulConfig, fits_problem
 from ._decode_configs import DECODE_CONFIGS, DecodeConfig, decode_unsupported_reason
 from ._manifest import ManifestParam
@@ -189,7 +189,7 @@ _MATMUL_STRIDES = ((0, -2, "stride_am"), (0, -1, "stride_ak"), (1, -2, "stride_b
 
 class TiledFamily(KernelFamily):
     name = "tiled"
-    kernel = _kernels.matmul_tiled_kernel
+    kernel = _jit_kernels.matmul_tiled_kernel
     configs = TILED_CONFIGS
 
     def _launch(self, config, a, b, c, m, n, k, strides):
@@ -215,7 +215,7 @@ class TiledFamily(KernelFamily):
 
 class SmallMFamily(KernelFamily):
     name = "small_m"
-    kernel = _kernels.matmul_small_m_kernel
+    kernel = _jit_kernels.matmul_small_m_kernel
     configs = SMALL_M_CONFIGS
     _REDUCE_BLOCK = 1024
 
@@ -231,7 +231,7 @@ class SmallMFamily(KernelFamily):
                           SPLIT_K=config.split_k, INPUT_PRECISION=_INPUT_PRECISION, CHECK_ROW_PITCHES=False,
                           num_warps=config.num_warps, num_stages=config.num_stages, enable_fp_fusion=True)
         if config.split_k > 1:
-            _kernels.split_k_reduce_kernel[(triton.cdiv(m * n, self._REDUCE_BLOCK),)](
+            _jit_kernels.split_k_reduce_kernel[(triton.cdiv(m * n, self._REDUCE_BLOCK),)](
                 out, c, m, n, strides[4], strides[5], SPLIT_K=config.split_k, BLOCK=self._REDUCE_BLOCK, num_warps=4,
                 enable_fp_fusion=True)
 
@@ -258,7 +258,7 @@ class SmallMFamily(KernelFamily):
 
 class PersistentTmaFamily(KernelFamily):
     name = "persistent_tma"
-    kernel = _kernels.matmul_persistent_tma_kernel
+    kernel = _jit_kernels.matmul_persistent_tma_kernel
     configs = HOPPER_CONFIGS
     exact_archs = (90,)
     dtypes = (torch.float16, torch.bfloat16)
@@ -341,7 +341,7 @@ class DecodeFamily(KernelFamily):
     [K, N] matrix or as the transposed view of an nn.Linear weight [N, K], read in place (never copied)."""
 
     name = "decode"
-    kernel = _decode_kernels.matmul_decode_kernel
+    kernel = _decode_jit_kernels.matmul_decode_kernel
     configs = DECODE_CONFIGS
     # Above the general small-M kernel (10, less its config rank), so that an untuned decode call starts from a
     # kernel built for it.
@@ -375,7 +375,7 @@ class DecodeFamily(KernelFamily):
                           INPUT_PRECISION=_INPUT_PRECISION, NUM_STAGES=config.num_stages, PDL=pdl,
                           num_warps=config.num_warps, enable_fp_fusion=True)
         if config.split_k > 1:
-            _decode_kernels.split_k_sum_kernel[(triton.cdiv(m * n, self._REDUCE_BLOCK),)](
+            _decode_jit_kernels.split_k_sum_kernel[(triton.cdiv(m * n, self._REDUCE_BLOCK),)](
                 out, c, m, n, strides[4], strides[5], SPLIT_K=config.split_k, BLOCK=self._REDUCE_BLOCK, PDL=pdl,
                 num_warps=4, enable_fp_fusion=True, launch_pdl=pdl)
 

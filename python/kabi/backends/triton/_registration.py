@@ -1,7 +1,8 @@
 """Registering the Triton kernels into kabi: one Python kernel per (family, config).
 
-kabi calls ``register_triton_kernels()`` the first time the registry is read for CUDA where a CUDA device exists
-(``kabi._plugin_discovery.complete_registry``), so ``import kabi`` never pays for importing Triton. Without Triton installed it registers nothing.
+kabi's bootstrap hands ``register_triton_kernels`` to plugin discovery, which calls it the first time the registry is
+read for CUDA where a CUDA device exists (``kabi._plugins.discovery.complete_registry``), so ``import kabi`` never
+pays for importing Triton. Without Triton installed it registers nothing.
 
 On a machine without a GPU, Triton's interpreter (``TRITON_INTERPRET=1``, set before Triton is first imported)
 runs the same kernels on CPU tensors; ``register_triton_kernels(device="cpu")`` then registers them for the CPU so
@@ -35,7 +36,7 @@ _PYTHON_LAYOUTS = {
     # Each config reads one weight layout (its supports predicate says which); any strides are correct.
     "decode": ("contiguous", "row_strided", "col_strided", "general"),
 }
-_KERNEL_SOURCES = ("_kernels.py", "_decode_kernels.py")
+_KERNEL_SOURCES = ("_jit_kernels.py", "_decode_jit_kernels.py")
 
 _registered_devices: set[str] = set()
 _lock = threading.Lock()
@@ -102,13 +103,13 @@ def register_triton_kernels(device: str = "cuda") -> list[str]:
 
 
 def _register(device: str) -> list[str]:
-    import kabi
     from triton.runtime.interpreter import InterpretedFunction
 
-    from . import _kernels
+    from ...ops._kernel_registration import register_kernel
+    from . import _jit_kernels
     from ._families import DTYPE_NAMES, FAMILIES
 
-    interpreted = isinstance(_kernels.matmul_tiled_kernel, InterpretedFunction)
+    interpreted = isinstance(_jit_kernels.matmul_tiled_kernel, InterpretedFunction)
     if device == "cpu" and not interpreted:
         raise ValueError("device='cpu' runs the kernels in Triton's interpreter: set TRITON_INTERPRET=1 before "
                          "triton is first imported")
@@ -125,7 +126,7 @@ def _register(device: str) -> list[str]:
             archs = set(family.exact_archs) if family.exact_archs else (family.arch_min, None)
         for rank, config in enumerate(family.configs):
             name = kernel_name(family.name, config.tag, device)
-            kabi.register_kernel(
+            register_kernel(
                 "matmul", functools.partial(family.launch, config), name=name, backend="triton", device=device,
                 archs=archs, dtypes=dtypes, layouts=_PYTHON_LAYOUTS[family.name], batch="none",
                 alignment=family.alignment, priority=family.priority - rank, supports=_Supports(family, config),

@@ -1,0 +1,163 @@
+"""Frozen records of what the core reports: a problem, a kernel's declaration, a candidate of a selection.
+
+The binding hands these over as dicts with bit masks; here they become small dataclasses with names, so that
+``kabi.explain``, ``kabi.kernels()`` and ``supports`` predicates read ``problem.dims["M"]`` or
+``kernel.dtypes == ("float32", "float64")``.
+
+Example::
+
+    >>> problem.dims, problem.dtype, problem.layouts
+    ({'M': 8, 'K': 8, 'N': 8}, 'float32', ('contiguous', 'contiguous'))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from .. import _core
+from .tensors import device_type_name
+
+__all__ = ["Candidate", "KernelInfo", "Problem", "bit_names", "names_to_bits"]
+
+_BATCH_MODE_NAMES = {value: name for name, value in _core.BATCH_MODES.items()}
+
+
+def bit_names(mask: int, table: Mapping[str, int]) -> tuple[str, ...]:
+    """The names of the bits set in ``mask`` (``table`` maps name -> bit)."""
+    return tuple(name for name, bit in table.items() if mask & bit)
+
+
+def names_to_bits(names: Any, table: Mapping[str, int], what: str, owner: str) -> int:
+    """OR of the bits of ``names``; an unknown name raises ``ValueError`` naming ``what`` and the known ones."""
+    mask = 0
+    for name in names:
+        try:
+            mask |= table[name]
+        except (KeyError, TypeError):
+            raise ValueError(f"{owner}: unknown {what} {name!r}; expected one of {', '.join(table)}") from None
+    return mask
+
+
+def _layout_name(bit: int) -> str:
+    names = bit_names(bit, _core.LAYOUTS)
+    return names[0] if len(names) == 1 else "|".join(names) or "none"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What the core derived from one call: device, dtype, named dims, batch, input layouts, output shape, key."""
+
+    device: str
+    device_type: int
+    device_index: int
+    dtype: str
+    dims: Mapping[str, int]
+    batch_shape: tuple[int, ...]
+    batch_size: int
+    layouts: tuple[str, ...]
+    batch_mode: str
+    output_shape: tuple[int, ...]
+    key: str
+
+    @classmethod
+    def from_core(cls, raw: Mapping[str, Any]) -> Problem:
+        device = device_type_name(raw["device_type"])
+        return cls(
+            device=device if device == "cpu" else f"{device}:{raw['device_index']}",
+            device_type=raw["device_type"],
+            device_index=raw["device_index"],
+            dtype=raw["dtype"],
+            dims=dict(raw["dims"]),
+            batch_shape=tuple(raw["batch_shape"]),
+            batch_size=raw["batch_size"],
+            layouts=tuple(_layout_name(bit) for bit in raw["layouts"]),
+            batch_mode=_BATCH_MODE_NAMES.get(raw["batch_mode"], str(raw["batch_mode"])),
+            output_shape=tuple(raw["output_shape"]),
+            key=raw["key"],
+        )
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """A registered kernel's declaration, as the core holds it."""
+
+    op: str
+    name: str
+    backend: str
+    kind: str
+    device: str
+    archs: tuple[int, ...]
+    arch_range: tuple[int, int]
+    features: tuple[str, ...]
+    dtypes: tuple[str, ...]
+    layouts: tuple[str, ...]
+    batch_mode: str
+    alignment: int
+    priority: int
+    plugin: str
+    fingerprint: str
+
+    @classmethod
+    def from_core(cls, raw: Mapping[str, Any]) -> KernelInfo:
+        return cls(
+            op=raw["op"],
+            name=raw["name"],
+            backend=raw["backend"],
+            kind=raw["kind"],
+            device=device_type_name(raw["device_type"]),
+            archs=tuple(raw["archs"]),
+            arch_range=(raw["arch_min"], raw["arch_max"]),
+            features=bit_names(raw["required_features"], _core.FEATURES),
+            dtypes=bit_names(raw["dtypes"], _core.DTYPES),
+            layouts=bit_names(raw["layouts"], _core.LAYOUTS),
+            batch_mode=_BATCH_MODE_NAMES.get(raw["batch_mode"], str(raw["batch_mode"])),
+            alignment=raw["alignment"],
+            priority=raw["priority"],
+            plugin=raw["plugin"],
+            fingerprint=raw["fingerprint"],
+        )
+
+    @property
+    def archs_text(self) -> str:
+        """``"90"``, ``"80-89"``, ``"80+"`` or ``"any"``."""
+        if self.archs:
+            return ",".join(map(str, self.archs))
+        low, high = self.arch_range
+        if not low and not high:
+            return "any"
+        if not high:
+            return f"{low}+"
+        return f"{low or 0}-{high}"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One kernel as a selection saw it: eligible or the reason it is not, its tuned time, its correctness-gate
+    verdict on the problem ("none", "passed, timed", "passed, untimed" or "failed"), whether it won."""
+
+    kernel: KernelInfo
+    eligible: bool
+    picked: bool
+    reason: str
+    tuned_time_us: float | None
+    gate: str
+
+    @property
+    def passed_gate(self) -> bool:
+        return self.gate.startswith("passed")
+
+    @property
+    def name(self) -> str:
+        return self.kernel.name
+
+    @classmethod
+    def from_core(cls, raw: Mapping[str, Any]) -> Candidate:
+        return cls(
+            kernel=KernelInfo.from_core(raw),
+            eligible=raw["eligible"],
+            picked=raw["picked"],
+            reason=raw["reason"],
+            tuned_time_us=raw["tuned_time_us"],
+            gate=raw["gate"],
+        )

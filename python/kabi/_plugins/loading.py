@@ -1,0 +1,77 @@
+"""Native plugins and device binaries: loading them into libkabi and reporting what happened.
+
+``import kabi`` loads the built-in plugins that ship beside libkabi (the CPU OpenBLAS plugin, the CUDA plugin
+where built); the first reader of the registry also loads those of ``KABI_PLUGIN_PATH`` and of entry points
+(``kabi._plugins.discovery.complete_registry``). The CPU plugin finds OpenBLAS through
+``KABI_OPENBLAS_LIBRARY``; when that is unset, kabi points it at the library of the ``scipy-openblas32`` package.
+Every load, successful or refused, is recorded with its reason.
+
+Example::
+
+    >>> for record in kabi.plugins():
+    ...     print(record.name, record.kind, record.loaded, record.num_kernels, record.message)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from .. import _core
+from .._base.decision_cache import invalidate_all
+from .discovery import PluginRecord, complete_registry, plugin_records
+
+__all__ = ["PluginRecord", "load_binaries", "load_builtin_plugins", "load_plugin", "plugins"]
+
+
+def _point_at_scipy_openblas() -> None:
+    """Set KABI_OPENBLAS_LIBRARY to scipy-openblas32's library unless the user chose one."""
+    if os.environ.get("KABI_OPENBLAS_LIBRARY"):
+        return
+    try:
+        import scipy_openblas32
+    except ImportError:
+        return
+    suffix = {"darwin": ".dylib", "win32": ".dll"}.get(sys.platform, ".so")
+    library = Path(scipy_openblas32.get_lib_dir()) / f"lib{scipy_openblas32.get_library()}{suffix}"
+    if library.exists():
+        os.environ["KABI_OPENBLAS_LIBRARY"] = str(library)
+
+
+def load_builtin_plugins() -> None:
+    """Load the plugins shipped beside libkabi (refusals are recorded, not raised). Those of KABI_PLUGIN_PATH and
+    of entry points load when the registry is first read (``kabi._plugins.discovery.complete_registry``)."""
+    _point_at_scipy_openblas()
+    try:
+        _core.plugin_load_builtin()
+    finally:
+        invalidate_all()
+
+
+def load_plugin(path: str | os.PathLike[str]) -> PluginRecord:
+    """Load a plugin shared library and return its record; a refusal raises (e.g. ``AbiMismatchError``) with
+    the plugin's name and why, and leaves kabi working."""
+    try:
+        _core.plugin_load(os.fspath(path))
+    finally:
+        invalidate_all()
+    resolved = os.path.realpath(path)
+    records = plugin_records()
+    matching = [r for r in records if os.path.realpath(r.path) == resolved]
+    return matching[-1] if matching else records[-1]
+
+
+def plugins() -> list[PluginRecord]:
+    """Every plugin of this process, loaded and refused, after completing the registry (the plugins of
+    KABI_PLUGIN_PATH and of the ``kabi.plugins`` entry points among them)."""
+    complete_registry()
+    return plugin_records()
+
+
+def load_binaries(directory: str | os.PathLike[str]) -> int:
+    """Register every device binary (``NAME.kabi-manifest``) in ``directory``; returns how many were registered."""
+    try:
+        return _core.binaries_load(os.fspath(directory))
+    finally:
+        invalidate_all()

@@ -1,0 +1,185 @@
+"""``kabi.explain``: what a call will do, and why.
+
+The record lists every candidate for the problem's device type, each with a reason: the pick and why, an eligible
+kernel that was not picked and why (slower, passed the gate untimed, no verdict yet), a rejected one and the filter
+or the correctness-gate failure (wrong result, NaN, raised) that rejected it. Its plan says what the next call of
+the problem will do under the current policy: use a tuned pick, tune (naming the kernels it will measure, the
+current heuristic pick being provisional), or gate the heuristic's pick once before using it. It prints as plain
+text (``str``) and as a rich table (``rich.print(record)``).
+
+Example::
+
+    >>> print(kabi.explain(kabi.ops.matmul, torch.randn(64, 32), torch.randn(32, 16)))
+    matmul on cpu, problem float32|contiguous,contiguous|1|64|16|32
+    pick: cpu.openblas.gemm (provisional; heuristic: any arch, priority 10, among 2 eligible; ...)
+    plan: will tune: measures cpu.openblas.gemm, torch.matmul.cpu on the first call
+    ...
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import _core
+from .._base.core_answers import Candidate, Problem
+from ..ops._front import Selection, front_of
+from .cache import show
+from .tuner import last_report
+from .tuning_policy import tuning_blocked_reason
+
+__all__ = ["Explanation", "explain", "gate_notes"]
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """What selection decided for one call, and why."""
+
+    op: str
+    device: str
+    problem_key: str
+    problem: Problem | None
+    candidates: tuple[Candidate, ...]
+    pick: str | None
+    pick_reason: str
+    reason: str
+    forced: str | None
+    error: str
+    gate_failures: dict[str, str] = field(default_factory=dict)
+    """Why each candidate that failed the correctness gate on the problem failed, by kernel name."""
+    plan: str = ""
+    """What the next call of the problem will do under the current tuning policy ("" when nothing can run)."""
+    provisional: bool = False
+    """Whether the first call will replace the pick (it tunes the problem)."""
+
+    @classmethod
+    def from_selection(cls, selection: Selection, gate_failures: dict[str, str] | None = None, plan: str = "",
+                       provisional: bool = False) -> Explanation:
+        problem = selection.problem
+        return cls(
+            op=selection.op,
+            device=problem.device if problem is not None else "",
+            problem_key=problem.key if problem is not None else "",
+            problem=problem,
+            candidates=selection.candidates,
+            pick=selection.kernel.name if selection.kernel is not None else None,
+            pick_reason=selection.pick_reason,
+            reason=selection.reason,
+            forced=selection.forced,
+            error=selection.error,
+            gate_failures=dict(gate_failures or {}),
+            plan=plan,
+            provisional=provisional,
+        )
+
+    def _reason(self, candidate: Candidate, verdict: str) -> str:
+        if verdict == "picked":
+            return ("provisional: " if self.provisional else "") + (self.reason or self.pick_reason)
+        if verdict == "not forced":
+            return f"not forced: the call is forced to {self.forced}"
+        if verdict != "eligible":
+            return candidate.reason
+        if candidate.gate == "passed, timed":
+            return f"eligible, not picked: slower ({candidate.tuned_time_us:.2f} us)"
+        if candidate.gate == "passed, untimed":
+            return "eligible, not picked: passed the gate, untimed"
+        return "eligible, not picked: no verdict yet (not gated on this problem)"
+
+    def _rows(self) -> list[tuple[str, ...]]:
+        rows = []
+        for candidate in self.candidates:
+            kernel = candidate.kernel
+            tuned = candidate.tuned_time_us
+            time = "-" if tuned is None else ("failed" if math.isinf(tuned) else f"{tuned:.2f} us")
+            verdict = "picked" if candidate.picked else ("eligible" if candidate.eligible else "rejected")
+            if candidate.gate == "failed" and not candidate.picked:
+                verdict = "failed gate"
+            if verdict == "eligible" and self.forced and self.forced not in (kernel.name, kernel.backend):
+                verdict = "not forced"
+            rows.append((kernel.name, kernel.backend, kernel.kind, kernel.archs_text, str(kernel.priority), verdict,
+                         time, self._reason(candidate, verdict)))
+        return rows
+
+    _HEADERS = ("kernel", "backend", "kind", "archs", "priority", "verdict", "tuned", "reason")
+
+    def _title(self) -> str:
+        forced = f", forced: {self.forced}" if self.forced else ""
+        return f"{self.op} on {self.device or '?'}, problem {self.problem_key or '?'}{forced}"
+
+    def _summary(self) -> str:
+        if self.pick is None:
+            return f"no eligible kernel: {self.error}"
+        provisional = "provisional; " if self.provisional else ""
+        return f"pick: {self.pick} ({provisional}{self.reason or self.pick_reason})"
+
+    def __str__(self) -> str:
+        rows = [self._HEADERS, *self._rows()]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(self._HEADERS) - 1)]
+        lines = [self._title(), self._summary(), *([f"plan: {self.plan}"] if self.plan else [])]
+        for row in rows:
+            cells = [cell.ljust(width) for cell, width in zip(row, widths)]
+            lines.append("  " + "  ".join([*cells, row[-1]]).rstrip())
+        return "\n".join(lines)
+
+    def __rich__(self) -> Any:
+        from rich.console import Group
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(title=self._title(), title_justify="left", show_lines=False)
+        for header in self._HEADERS:
+            table.add_column(header, overflow="fold")
+        styles = {"picked": "bold green", "eligible": "", "not forced": "dim", "rejected": "dim", "failed gate": "red"}
+        for row in self._rows():
+            table.add_row(*row, style=styles[row[5]])
+        summary = Text(self._summary(), style="bold" if self.pick else "bold red")
+        return Group(table, summary, *([Text(f"plan: {self.plan}")] if self.plan else []))
+
+
+def _plan(selection: Selection, inputs: tuple) -> tuple[str, bool]:
+    """What the next call will do under the current policy, and whether it replaces the current pick (see
+    :func:`kabi._selection.tuner.on_selection_miss`)."""
+    pick = selection.kernel.name
+    gated_first = "" if selection.verified else ", after gating it once (it has no verdict on this problem yet; " \
+                                                "if it fails, the next pick is gated)"
+    if selection.pick_reason == "forced":
+        return f"runs the forced {pick}{gated_first}", False
+    if selection.pick_reason == "tuned":
+        return f"runs {pick}, the tuned pick", False
+    blocked = tuning_blocked_reason(inputs)
+    if blocked is None:
+        measured = ", ".join(candidate.name for candidate in selection.candidates if candidate.eligible)
+        return f"will tune: measures {measured} on the first call, then runs the fastest that passes the gate", True
+    return f"will not tune ({blocked}): runs the heuristic's pick {pick}{gated_first}", False
+
+
+def gate_notes(op: str, problem: Problem) -> dict[str, str]:
+    """Why candidates were rejected when ``problem`` was tuned, by kernel name (only rejected ones): from this
+    process's last tuning report, else from the notes the tuning cache keeps. For ``kabi.explain``."""
+    report = last_report(op, problem.device, problem.key)
+    if report is not None:
+        return {item.kernel: item.note for item in report.measurements if not item.passed}
+    signature = _core.device_signature(problem.device_type, problem.device_index)
+    return {record.kernel: record.note for record in show(op)
+            if record.device == signature and record.problem == problem.key and record.note}
+
+
+def explain(op: Any, *inputs: Any, out: Any = None) -> Explanation:
+    """Select for ``op(*inputs, out=out)`` as a call would, without running or caching, and say why and what the
+    call will do (its plan: use a tuned pick, tune first, or gate the heuristic's pick once).
+
+    ``op`` is a ``kabi.ops`` function or an op name. Validation errors raise as the call would; a problem that
+    no kernel can run returns a record with ``pick`` None and every rejection.
+
+    Example::
+
+        >>> kabi.explain(kabi.ops.matmul, a, b).pick
+        'cpu.openblas.gemm'
+    """
+    selection = front_of(op).select(inputs, out, allow_none=True)
+    plan, provisional = _plan(selection, inputs) if selection.kernel is not None else ("", False)
+    failed = any(candidate.gate == "failed" for candidate in selection.candidates)
+    if not failed or selection.problem is None:
+        return Explanation.from_selection(selection, plan=plan, provisional=provisional)
+    return Explanation.from_selection(selection, gate_notes(selection.op, selection.problem), plan, provisional)

@@ -1,0 +1,241 @@
+"""The tuner: on a decision miss, measure every eligible candidate, record the results, let the core pick.
+
+The op front (:mod:`kabi.ops._front`) calls :func:`on_selection_miss` when a call's problem has no cached decision
+(kabi's bootstrap installs it as the fronts' miss handler). Unless the selection was forced or is already tuned, and
+if the policy (:mod:`kabi._selection.tuning_policy`) allows, the tuner
+
+1. makes fresh inputs shaped like the caller's (never touching the caller's tensors),
+2. gates every eligible candidate against the op's float64 reference and times those that pass, through the same
+   implementation callable the front would cache for the caller (:mod:`kabi._selection.measure`),
+3. in a distributed job, agrees with the other ranks on the times (:mod:`kabi._selection.distributed`),
+4. records every result with ``kabi_tuning_store`` (failures as inf with a note) and selects again, so the tuned
+   pick is used now, in this process and in every later one.
+
+Whatever the policy, the pick it returns has then passed the correctness gate on the problem: a pick without a
+verdict (tuning off, forced, tracing) is gated once first (:mod:`kabi._selection.gate`). In a distributed job, tuning is
+agreed among the ranks as before, while that gate runs on each rank on its own.
+
+The last report per problem is kept for ``kabi.explain``, which shows why candidates were rejected.
+
+Example::
+
+    >>> report = kabi.tune(kabi.ops.matmul, torch.empty(256, 256), torch.empty(256, 256))  # doctest: +SKIP
+    >>> print(report)                                                                       # doctest: +SKIP
+    matmul float32|CC|1|256|256|256 on cpu: pick cpu.openblas.gemm (measured, tuned in 0.21 s)
+      * cpu.openblas.gemm      612.40 us
+        torch.matmul.cpu       655.10 us
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import math
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+
+from .. import _core
+from .._base.errors import NoEligibleKernelError
+from .._base.tensors import descriptor, torch_dtype
+from ..ops import _stats
+from ..ops._front import OpFront, Selection, front_of
+from . import distributed as _distributed
+from .correctness import make_inputs_like
+from .gate import gate_until_verified, inside_measurement, measurement_lock, resolve_reference
+from .measure import CandidateMeasurement, fastest, measure_candidates
+from .tuning_policy import TuningSettings, current_settings, tuning_blocked_reason
+
+__all__ = ["TuningReport", "last_report", "on_selection_miss", "tune"]
+
+# Problems whose last tuning report explain can show; the oldest are dropped first.
+_REPORTS_KEPT = 512
+_reports: collections.OrderedDict[tuple[str, str, str], TuningReport] = collections.OrderedDict()
+_reports_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class TuningReport:
+    """One tuning run: every candidate's time or rejection note, the pick, what it cost and how it was agreed."""
+
+    op: str
+    problem: str
+    device: str
+    measurements: tuple[CandidateMeasurement, ...]
+    pick: str | None
+    seconds: float
+    source: str
+
+    def measurement(self, kernel: str) -> CandidateMeasurement | None:
+        """The result of one candidate, or None if it was not measured."""
+        return next((item for item in self.measurements if item.kernel == kernel), None)
+
+    def __str__(self) -> str:
+        width = max((len(item.kernel) for item in self.measurements), default=6)
+        lines = [f"{self.op} {self.problem} on {self.device}: pick {self.pick or 'none'} "
+                 f"({self.source}, tuned in {self.seconds:.3f} s)"]
+        for item in self.measurements:
+            outcome = (f"{item.time_us:12.2f} us  spread {item.spread:4.0%}" + (f"  {item.note}" if item.note else "")
+                       if item.passed else f"rejected: {item.note}")
+            lines.append(f"  {'*' if item.kernel == self.pick else ' '} {item.kernel:<{width}} {outcome}")
+        return "\n".join(lines)
+
+
+def last_report(op: str, device: str, problem: str) -> TuningReport | None:
+    """This process's last tuning report for a problem (``problem`` is the core's tuning key), or None."""
+    with _reports_lock:
+        return _reports.get((op, device, problem))
+
+
+def _remember(report: TuningReport) -> TuningReport:
+    key = (report.op, report.device, report.problem)
+    with _reports_lock:
+        _reports[key] = report
+        _reports.move_to_end(key)
+        while len(_reports) > _REPORTS_KEPT:
+            _reports.popitem(last=False)
+    return report
+
+
+def _measure(front: OpFront, inputs: Sequence[torch.Tensor], selection: Selection, kernels: Sequence[str],
+             settings: TuningSettings) -> list[CandidateMeasurement]:
+    """Gate and time ``kernels`` on fresh inputs like ``inputs``, each through the implementation the front would
+    cache for the caller."""
+    problem = selection.problem
+    by_name = {candidate.name: candidate for candidate in selection.candidates}
+    make_inputs = lambda: make_inputs_like(list(inputs))
+    template = tuple(make_inputs())
+    candidates, unavailable = [], {}
+    for name in kernels:
+        try:
+            implementation = front.implementation(dataclasses.replace(selection, kernel=by_name[name].kernel), template)
+            candidates.append((name, implementation))
+        except Exception as error:
+            unavailable[name] = CandidateMeasurement(name, math.inf, f"cannot be prepared: {type(error).__name__}: {error}")
+    token = inside_measurement.set(True)
+    try:
+        measured = measure_candidates(candidates, make_inputs, resolve_reference(front.spec.reference),
+                                      front.spec.tolerance[problem.dtype], settings,
+                                      expected_dtype=torch_dtype(problem.dtype))
+    finally:
+        inside_measurement.reset(token)
+    results = {item.kernel: item for item in measured} | unavailable
+    return [results[name] for name in kernels]
+
+
+def _record(front: OpFront, inputs: Sequence[torch.Tensor], selection: Selection,
+            measurements: Sequence[CandidateMeasurement], seconds: float, source: str) -> TuningReport:
+    """Store every measurement (a noisy one for this process only) and remember the report for explain."""
+    descriptors = [descriptor(tensor, name, front.name) for tensor, name in zip(inputs, front.input_names)]
+    _core.tuning_store(front.name, descriptors, [], [
+        (item.kernel, item.time_us, item.note, _core.TUNING_RECORD_MEMORY_ONLY if item.noisy else 0, item.spread)
+        for item in measurements
+    ])
+    pick = fastest(measurements)
+    problem = selection.problem
+    return _remember(TuningReport(front.name, problem.key, problem.device, tuple(measurements),
+                                  pick.kernel if pick is not None else None, seconds, source))
+
+
+def _count(measurements: Sequence[CandidateMeasurement], seconds: float) -> None:
+    _stats.count("tuning_runs")
+    _stats.count("candidates_benchmarked", sum(item.passed for item in measurements))
+    _stats.count("gate_failures", sum(not item.passed for item in measurements))
+    _stats.count("tuning_seconds", seconds)
+
+
+def _measure_and_record(front, inputs, selection, kernels, settings, source="measured") -> TuningReport:
+    start = time.perf_counter()
+    measurements = _measure(front, inputs, selection, kernels, settings)
+    seconds = time.perf_counter() - start
+    _count(measurements, seconds)
+    return _record(front, inputs, selection, measurements, seconds, source)
+
+
+def tune(op: Any, *inputs: torch.Tensor, settings: TuningSettings | None = None) -> TuningReport:
+    """Measure every eligible kernel of ``op`` now on a problem like ``inputs`` (only their shapes, strides,
+    dtypes and devices are used), whatever the cache holds, and record the results. This is ``kabi tune``.
+
+    Example::
+
+        report = kabi.tune(kabi.ops.matmul, torch.empty(64, 32), torch.empty(32, 16))
+        report.pick  # e.g. "cpu.openblas.gemm"
+    """
+    front = front_of(op)
+    with measurement_lock:
+        selection = front.select(inputs, allow_none=True)
+        kernels = [candidate.name for candidate in selection.candidates if candidate.eligible]
+        if selection.kernel is None or not kernels:
+            raise NoEligibleKernelError(f"tune: nothing to measure: {selection.error}")
+        return _measure_and_record(front, inputs, selection, kernels,
+                                   settings if settings is not None else current_settings())
+
+
+def _remembered(eligible: Sequence[Any]) -> tuple[tuple[str, float, str], ...] | None:
+    if any(candidate.tuned_time_us is None for candidate in eligible):
+        return None
+    return tuple((candidate.name, candidate.tuned_time_us,
+                  "" if math.isfinite(candidate.tuned_time_us) else "failed when it was tuned")
+                 for candidate in eligible)
+
+
+def on_selection_miss(front: OpFront, inputs: tuple, out: torch.Tensor | None, selection: Selection) -> Selection | None:
+    """The front's miss hook: tune the problem if it should be, make sure the pick has passed the correctness gate
+    on it, and return the selection to use instead (None keeps the front's). See the module docstring."""
+    if selection.kernel is None or inside_measurement.get():
+        return None
+    tuned = None if selection.pick_reason == "forced" else _tune(front, inputs, out, selection)
+    current = tuned if tuned is not None else selection
+    verified = gate_until_verified(front, inputs, out, current)
+    return verified if verified is not current else tuned
+
+
+def _tune(front: OpFront, inputs: tuple, out: torch.Tensor | None, selection: Selection) -> Selection | None:
+    """Measure the problem if the policy allows and it is not tuned yet; the new selection, or None."""
+    eligible = [candidate for candidate in selection.candidates if candidate.eligible]
+    settings = current_settings()
+    blocked = tuning_blocked_reason(inputs, settings)
+    # No collectives while tracing or capturing: the remembered or heuristic pick stands there.
+    tracing = blocked is not None and settings.mode != "off"
+    if _distributed.agreement_active() and not tracing:
+        return _agree(front, inputs, out, selection, eligible, settings, blocked)
+    if _remembered(eligible) is not None:
+        return None  # tuned, or every candidate failed when it was: measuring again would not change that
+    if blocked is not None:
+        _stats.count("tuning_skipped")
+        return None
+    with measurement_lock:
+        again = front.select(inputs, out)
+        if _remembered([candidate for candidate in again.candidates if candidate.eligible]) is None:
+            _measure_and_record(front, inputs, selection, [candidate.name for candidate in eligible], settings)
+            again = front.select(inputs, out)
+    return again
+
+
+def _agree(front, inputs, out, selection, eligible, settings, blocked) -> Selection | None:
+    kernels = tuple(candidate.name for candidate in eligible)
+    remembered = _remembered(eligible)
+    state = _distributed.DecisionState(f"{front.name}|{selection.problem.key}", kernels, remembered, blocked is None)
+    local: list[CandidateMeasurement] = []
+
+    def measure() -> list[CandidateMeasurement]:
+        local.extend(_measure(front, inputs, selection, kernels, settings))
+        return local
+
+    with measurement_lock:
+        start = time.perf_counter()
+        agreement = _distributed.agree(state, measure)
+        seconds = time.perf_counter() - start
+        if local:
+            _count(local, seconds)
+        elif blocked is not None and remembered is None:
+            _stats.count("tuning_skipped")
+        agreed = agreement.measurements
+        if agreed is None or remembered == tuple((item.kernel, item.time_us, item.note) for item in agreed):
+            return None
+        _record(front, inputs, selection, agreed, seconds, agreement.source)
+        return front.select(inputs, out)
+

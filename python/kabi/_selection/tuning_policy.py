@@ -1,0 +1,198 @@
+"""When kabi may tune, and how long it may measure: ``KABI_TUNE`` and the ``kabi.tuning(...)`` context.
+
+Modes:
+
+- ``"first-call"`` (the default): the first call of a problem that no process has tuned before measures every
+  eligible candidate and remembers the fastest correct one in the persistent tuning cache. Later calls, in this
+  process and in every later process on the same device, reuse that decision without measuring.
+- ``"off"``: never measure; use what the tuning cache remembers, else the heuristic.
+
+Why first-call by default: the cost is paid once per (device, op, problem key, kernel versions) across all
+processes and restarts, and it is bounded (each candidate gets ``warmup`` calls plus ``repeat`` interleaved rounds
+lasting ``min_time_s`` together, and a noisy candidate at most two measurements more), while the heuristic alone is
+often wrong about which kernel is fastest. Latency-critical
+services can pre-fill the cache offline (``kabi tune``, ``kabi cache export/import``) and run with ``KABI_TUNE=off``.
+
+Whatever the mode, no tuning happens while a CUDA graph is being captured or while torch.compile traces: measuring
+would record launches into the graph or run kernels on fake tensors. Those calls use the remembered or heuristic
+decision.
+
+Example::
+
+    >>> import kabi
+    >>> with kabi.tuning("off"):
+    ...     pass  # calls here never benchmark
+    >>> with kabi.tuning(repeat=5, min_time_s=0.0):
+    ...     pass  # calls here tune with quick, noisier measurements
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import os
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensor
+
+from .._base.errors import InvalidArgumentError
+
+__all__ = [
+    "TuningSettings", "tuning", "current_settings", "inputs_are_fake", "measurement_blocked_reason",
+    "tuning_blocked_reason",
+]
+
+MODES = ("off", "first-call")
+_ENVIRONMENT_VARIABLES = {
+    "mode": "KABI_TUNE",
+    "warmup": "KABI_TUNE_WARMUP",
+    "repeat": "KABI_TUNE_REPEAT",
+    "min_time_s": "KABI_TUNE_MIN_TIME_S",
+    "max_spread": "KABI_TUNE_MAX_SPREAD",
+    "min_cpu_share": "KABI_TUNE_MIN_CPU_SHARE",
+}
+
+
+@dataclass(frozen=True)
+class TuningSettings:
+    """The tuning mode and the measurement budget of each candidate: ``warmup`` calls, then ``repeat`` rounds
+    interleaved with the other candidates', lasting at least ``min_time_s`` together (see
+    :mod:`kabi._selection.measure`).
+
+    ``max_spread`` bounds the relative spread of a measurement's rounds ((slowest - fastest) / median): a candidate
+    above it is measured again, and if it stays above, its time is used in this process but never persisted.
+    ``math.inf`` accepts every measurement.
+
+    ``min_cpu_share`` catches the load that a spread cannot see: a machine so busy that every sample waits alike.
+    On the CPU a candidate whose samples got less than this share of the process's wall time as CPU time (all its
+    threads together) was starved while timed; it is treated like a noisy one. 0 turns the check off."""
+
+    mode: str = "first-call"
+    warmup: int = 2
+    repeat: int = 7
+    min_time_s: float = 0.02
+    max_spread: float = 0.25
+    min_cpu_share: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise InvalidArgumentError(f"tuning mode must be one of {', '.join(map(repr, MODES))}, got {self.mode!r}")
+        for name in ("warmup", "repeat"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidArgumentError(f"tuning {name} must be an integer >= 1, got {value!r}")
+        if isinstance(self.min_time_s, bool) or not isinstance(self.min_time_s, (int, float)) or not self.min_time_s >= 0:
+            raise InvalidArgumentError(f"tuning min_time_s must be a number of seconds >= 0, got {self.min_time_s!r}")
+        if isinstance(self.max_spread, bool) or not isinstance(self.max_spread, (int, float)) or not self.max_spread > 0:
+            raise InvalidArgumentError(
+                f"tuning max_spread must be a fraction > 0 (0.25 = 25%, inf = any), got {self.max_spread!r}")
+        share = self.min_cpu_share
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share < float("inf"):
+            raise InvalidArgumentError(
+                f"tuning min_cpu_share must be a finite fraction >= 0 (0.5 = half a core, 0 = off), got {share!r}")
+
+
+_scoped_settings: contextvars.ContextVar[TuningSettings | None] = contextvars.ContextVar(
+    "kabi_tuning_settings", default=None
+)
+
+
+def _settings_from_environment() -> TuningSettings:
+    values: dict[str, object] = {}
+    for field, variable in _ENVIRONMENT_VARIABLES.items():
+        text = os.environ.get(variable, "").strip()
+        if not text:
+            continue
+        if field == "mode":
+            values[field] = text.lower()
+            continue
+        try:
+            values[field] = float(text) if field in ("min_time_s", "max_spread", "min_cpu_share") else int(text)
+        except ValueError:
+            raise InvalidArgumentError(f"{variable}={text!r} is not a number") from None
+    try:
+        return TuningSettings(**values)
+    except ValueError as error:
+        raise InvalidArgumentError(f"bad tuning environment ({', '.join(_ENVIRONMENT_VARIABLES.values())}): {error}") from None
+
+
+def current_settings() -> TuningSettings:
+    """The innermost ``kabi.tuning(...)`` scope's settings, else those of the environment, else the defaults."""
+    scoped = _scoped_settings.get()
+    return scoped if scoped is not None else _settings_from_environment()
+
+
+@contextlib.contextmanager
+def tuning(
+    mode: str | None = None,
+    *,
+    warmup: int | None = None,
+    repeat: int | None = None,
+    min_time_s: float | None = None,
+    max_spread: float | None = None,
+    min_cpu_share: float | None = None,
+) -> Iterator[TuningSettings]:
+    """Scope the tuning policy: ``mode`` is ``"off"`` or ``"first-call"``; ``warmup``, ``repeat`` and
+    ``min_time_s`` set how long each candidate is measured, ``max_spread`` how noisy a measurement may be and still
+    be persisted, ``min_cpu_share`` how starved of CPU time. Unset arguments keep the enclosing scope's (or the environment's) values.
+
+    Example::
+
+        with kabi.tuning("first-call", repeat=5):
+            kabi.ops.matmul(a, b)
+    """
+    changes = {
+        name: value
+        for name, value in (("mode", mode), ("warmup", warmup), ("repeat", repeat), ("min_time_s", min_time_s),
+                            ("max_spread", max_spread), ("min_cpu_share", min_cpu_share))
+        if value is not None
+    }
+    settings = dataclasses.replace(current_settings(), **changes)
+    token = _scoped_settings.set(settings)
+    try:
+        yield settings
+    finally:
+        _scoped_settings.reset(token)
+
+
+def _is_compiling() -> bool:
+    compiler = getattr(torch, "compiler", None)
+    if compiler is not None and hasattr(compiler, "is_compiling"):
+        return bool(compiler.is_compiling())
+    return bool(torch._dynamo.is_compiling())
+
+
+def _is_capturing_cuda_graph() -> bool:
+    # Without an initialized CUDA context no capture can be under way, and asking would initialize one.
+    return torch.cuda.is_available() and torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing()
+
+
+def inputs_are_fake(inputs: Sequence[torch.Tensor]) -> bool:
+    """Whether any input is a fake or meta tensor: a call on them runs no kernel on data."""
+    return any(
+        isinstance(tensor, FakeTensor) or tensor.device.type == "meta"
+        for tensor in inputs
+        if isinstance(tensor, torch.Tensor)
+    )
+
+
+def measurement_blocked_reason(inputs: Sequence[torch.Tensor] = ()) -> str | None:
+    """Why no candidate may be run for measuring or gating right now, whatever the tuning mode, or None."""
+    if _is_compiling():
+        return "torch.compile is tracing"
+    if _is_capturing_cuda_graph():
+        return "a CUDA graph is being captured"
+    if inputs_are_fake(inputs):
+        return "the inputs are fake or meta tensors (tracing)"
+    return None
+
+
+def tuning_blocked_reason(inputs: Sequence[torch.Tensor] = (), settings: TuningSettings | None = None) -> str | None:
+    """Why tuning may not run for a call with these inputs right now, or None when it may."""
+    settings = settings if settings is not None else current_settings()
+    if settings.mode == "off":
+        return "tuning is off (KABI_TUNE=off or kabi.tuning('off'))"
+    return measurement_blocked_reason(inputs)

@@ -1,0 +1,118 @@
+"""``kabi tune OP (--shape MxNxK ... | --suite NAME) [--dtype D] [--device DEV]``: tune offline.
+
+Measures every eligible kernel on each problem (whatever the tuning cache already holds), records the results in
+the tuning cache so later processes start tuned, and prints one table per problem: every candidate of the op on the
+device, with its median time or why it was rejected (by selection, e.g. for the dtype, or by the correctness gate),
+and the pick. Exits 1 if some problem has no correct candidate.
+
+Example::
+
+    $ kabi tune matmul --shape 256x256x256 --shape 1x1024x1024 --dtype float32 --device cpu
+    $ kabi tune matmul --suite cpu
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ..._base.core_answers import Candidate
+from ..._base.declarations import op_spec
+from ..._base.errors import InvalidArgumentError
+from ..._selection.explain import explain
+from ..._selection.tuner import TuningReport, tune
+from ..._selection.tuning_policy import TuningSettings, current_settings
+from ...ops._front import front_of
+from .._arguments import known_op, make_inputs, parse_shape, resolve_device
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("tune", help="measure every eligible kernel on given shapes and record the picks")
+    parser.add_argument("op", help="the op, e.g. matmul")
+    problems = parser.add_mutually_exclusive_group(required=True)
+    problems.add_argument("--shape", type=parse_shape, action="append", help="MxNxK or BxMxNxK; repeat for more")
+    problems.add_argument("--suite", help="a shape suite of the op's registry file (e.g. smoke, cpu)")
+    parser.add_argument("--dtype", action="append", help="a dtype to tune; repeat for more (default: the suite's, "
+                        "else float32)")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
+    parser.add_argument("--transpose-a", action="store_true", help="tune for a column-major (transposed) a")
+    parser.add_argument("--transpose-b", action="store_true", help="tune for a column-major (transposed) b")
+    parser.add_argument("--warmup", type=int, help="calls before timing each candidate (default from KABI_TUNE_WARMUP or 2)")
+    parser.add_argument("--repeat", type=int, help="timed samples per candidate (default from KABI_TUNE_REPEAT or 11)")
+    parser.add_argument("--min-time-s", type=float, help="least time the samples of one candidate last together")
+    parser.set_defaults(handler=run)
+
+
+def _problems(arguments: argparse.Namespace) -> list[tuple[tuple[int, ...], str]]:
+    spec = op_spec(arguments.op)
+    if arguments.suite is not None:
+        if arguments.suite not in spec.suites:
+            raise InvalidArgumentError(f"--suite: {arguments.op} has no suite {arguments.suite!r}; "
+                                       f"{spec.path.name} declares {', '.join(spec.suites) or 'none'}")
+        suite = spec.suites[arguments.suite]
+        shapes, dtypes = list(suite.shapes), list(arguments.dtype or suite.dtypes)
+    else:
+        shapes, dtypes = arguments.shape, list(arguments.dtype or ["float32"])
+    unknown = [dtype for dtype in dtypes if dtype not in spec.dtypes]
+    if unknown:
+        raise InvalidArgumentError(f"--dtype: {arguments.op} is not defined for {', '.join(unknown)}; "
+                                   f"expected among {', '.join(spec.dtypes)}")
+    return [(tuple(shape), dtype) for dtype in dtypes for shape in shapes]
+
+
+def _settings(arguments: argparse.Namespace) -> TuningSettings:
+    base = current_settings()
+    return TuningSettings(
+        mode="first-call",
+        warmup=arguments.warmup if arguments.warmup is not None else base.warmup,
+        repeat=arguments.repeat if arguments.repeat is not None else base.repeat,
+        min_time_s=arguments.min_time_s if arguments.min_time_s is not None else base.min_time_s,
+        max_spread=base.max_spread,
+    )
+
+
+def _table(shape: tuple[int, ...], dtype: str, report: TuningReport, candidates: tuple[Candidate, ...]) -> Table:
+    """Measured candidates, fastest first, then those selection rejected before measuring. Only the result column
+    wraps, at word boundaries: kernel names and times stay whole."""
+    table = Table(title=f"{'x'.join(map(str, shape))} {dtype} on {report.device}  ({report.problem})",
+                  title_justify="left")
+    table.add_column("kernel", no_wrap=True)
+    table.add_column("median", justify="right", no_wrap=True)
+    table.add_column("result", overflow="fold")
+    for item in sorted(report.measurements, key=lambda item: item.time_us):
+        if item.passed:
+            verdict = "[bold green]pick[/]" if item.kernel == report.pick else ""
+            table.add_row(item.kernel, f"{item.time_us:.2f} us", verdict)
+        else:
+            table.add_row(item.kernel, "-", f"[red]rejected:[/] {item.note}", style="dim")
+    measured = {item.kernel for item in report.measurements}
+    for candidate in candidates:
+        if not candidate.eligible and candidate.name not in measured:
+            table.add_row(candidate.name, "-", f"[red]rejected:[/] {candidate.reason}", style="dim")
+    return table
+
+
+def run(arguments: argparse.Namespace, console) -> int:
+    function = front_of(known_op(arguments.op)).function  # an unknown op fails here, before anything is measured
+    device = resolve_device(arguments.device)
+    problems = _problems(arguments)
+    settings = _settings(arguments)
+    reports = []
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task(f"tuning {arguments.op}", total=len(problems))
+        for shape, dtype in problems:
+            progress.update(task, description=f"tuning {arguments.op} {'x'.join(map(str, shape))} {dtype}")
+            problem = argparse.Namespace(shape=shape, dtype=dtype, device=str(device),
+                                         transpose_a=arguments.transpose_a, transpose_b=arguments.transpose_b)
+            inputs = make_inputs(problem, seed=0)
+            report = tune(function, *inputs, settings=settings)
+            reports.append((shape, dtype, report, explain(function, *inputs).candidates))
+            progress.advance(task)
+    for shape, dtype, report, candidates in reports:
+        console.print(_table(shape, dtype, report, candidates))
+        pick = f"[bold]{report.pick}[/]" if report.pick else "[bold red]none: every candidate was rejected[/]"
+        console.print(f"pick: {pick}  (measured in {report.seconds:.2f} s)\n")
+    return 0 if all(report.pick is not None for _, _, report, _ in reports) else 1

@@ -1,0 +1,85 @@
+"""``kabi verify OP (--shape MxNxK ... | --suite NAME) [--dtype D] [--device DEV]``: run the correctness gate offline.
+
+Gates every eligible kernel (plugins included) once on each problem and records the verdicts in the tuning cache,
+so that C callers, which select only kernels that passed the gate, can serve those problems. Prints one table per
+problem: each kernel and its verdict. Exits 1 if no kernel passed some problem.
+
+Example::
+
+    $ kabi verify matmul --shape 64x64x64 --shape 1x1024x1024 --dtype float32 --device cpu
+    $ KABI_PLUGIN_PATH=libacme_kabi.so kabi verify matmul --suite cpu
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+from rich.table import Table
+
+from ..._base.declarations import op_spec
+from ..._selection.verify import VerifyReport, verify
+from ...ops._front import front_of
+from .._arguments import make_inputs, parse_shape
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("verify", help="gate every eligible kernel on given shapes and record the verdicts")
+    parser.add_argument("op", help="the op, e.g. matmul")
+    problems = parser.add_mutually_exclusive_group(required=True)
+    problems.add_argument("--shape", type=parse_shape, action="append", help="MxNxK or BxMxNxK; repeat for more")
+    problems.add_argument("--suite", help="a shape suite of the op's registry file (e.g. smoke, cpu)")
+    parser.add_argument("--dtype", action="append", help="a dtype to verify; repeat for more (default: the suite's, "
+                        "else float32)")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
+    parser.add_argument("--transpose-a", action="store_true", help="verify for a column-major (transposed) a")
+    parser.add_argument("--transpose-b", action="store_true", help="verify for a column-major (transposed) b")
+    parser.set_defaults(handler=run)
+
+
+def _problems(arguments: argparse.Namespace) -> list[tuple[tuple[int, ...], str]]:
+    spec = op_spec(arguments.op)
+    if arguments.suite is not None:
+        if arguments.suite not in spec.suites:
+            raise SystemExit(f"kabi verify: {arguments.op} has no suite {arguments.suite!r}; "
+                             f"{spec.path.name} declares {', '.join(spec.suites) or 'none'}")
+        suite = spec.suites[arguments.suite]
+        shapes, dtypes = list(suite.shapes), list(arguments.dtype or suite.dtypes)
+    else:
+        shapes, dtypes = arguments.shape, list(arguments.dtype or ["float32"])
+    unknown = [dtype for dtype in dtypes if dtype not in spec.dtypes]
+    if unknown:
+        raise SystemExit(f"kabi verify: {arguments.op} is not defined for {', '.join(unknown)}; "
+                         f"expected among {', '.join(spec.dtypes)}")
+    return [(tuple(shape), dtype) for dtype in dtypes for shape in shapes]
+
+
+def _table(shape: tuple[int, ...], dtype: str, report: VerifyReport) -> Table:
+    table = Table(title=f"{'x'.join(map(str, shape))} {dtype} on {report.device}  ({report.problem})",
+                  title_justify="left")
+    for header in ("kernel", "verdict", "note"):
+        table.add_column(header)
+    for verdict in report.verdicts:
+        earlier = "" if verdict.gated_now else " (recorded earlier)"
+        if verdict.passed:
+            table.add_row(verdict.kernel, "[green]passed[/]", "")
+        else:
+            table.add_row(verdict.kernel, f"[red]failed[/]{earlier}", verdict.note)
+    return table
+
+
+def run(arguments: argparse.Namespace, console) -> int:
+    function = front_of(arguments.op).function  # an unknown op fails here, before anything runs
+    device = torch.device(arguments.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("kabi verify: --device cuda, but torch sees no CUDA device here")
+    passed = True
+    for shape, dtype in _problems(arguments):
+        problem = argparse.Namespace(shape=shape, dtype=dtype, device=str(device),
+                                     transpose_a=arguments.transpose_a, transpose_b=arguments.transpose_b)
+        report = verify(function, *make_inputs(problem, seed=0))
+        console.print(_table(shape, dtype, report))
+        if not report.passed:
+            console.print("[bold red]no kernel passed: C callers cannot serve this problem[/]\n")
+        passed = passed and report.passed
+    return 0 if passed else 1

@@ -1,0 +1,255 @@
+"""Registering Python implementations of ops: ``kabi.register_kernel``, ``@kabi.kernel`` and
+``kabi.unregister_kernel``.
+
+A Python kernel is registered in the core as an EXTERNAL kernel: it takes part in selection with the same filters
+as native kernels (device, archs, features, dtypes, layouts, batch mode, alignment, priority, ``supports``), and
+when it wins, the op front calls it directly with the caller's tensors: ``fn(*inputs, out=None)``, returning the
+result (written into ``out`` and returned when ``out`` is given).
+
+Example::
+
+    >>> @kabi.kernel("matmul", name="mine.matmul", dtypes=["float32"], priority=5)
+    ... def my_matmul(a, b, out=None):
+    ...     return torch.matmul(a, b, out=out)
+    >>> kabi.unregister_kernel("matmul", "mine.matmul")
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import threading
+from typing import Any, Callable, Iterable, TypeVar
+
+import torch
+
+from .. import _core
+from .._base.core_answers import KernelInfo, Problem, names_to_bits
+from .._base.decision_cache import invalidate_all
+from .._base.declarations import KernelSpec, op_name_of
+from .._base.errors import AlreadyExistsError, ArgumentTypeError, InvalidArgumentError, UnavailableError
+from .._base.tensors import device_type_code, dtype_name
+from .._plugins.discovery import complete_registry
+
+__all__ = [
+    "kernel",
+    "kernel_info",
+    "kernels",
+    "python_implementation",
+    "register_declared",
+    "register_kernel",
+    "unregister_kernel",
+]
+
+KernelFunction = TypeVar("KernelFunction", bound=Callable[..., Any])
+
+_lock = threading.Lock()
+_implementations: dict[tuple[str, str], Callable[..., Any]] = {}
+
+
+def _arch_bounds(archs: Any, owner: str) -> tuple[int, int, list[int]]:
+    """(arch_min, arch_max, exact archs) from None, an int, a set/list of ints, or a (min, max) tuple."""
+    if archs is None:
+        return 0, 0, []
+    if isinstance(archs, int) and not isinstance(archs, bool):
+        return 0, 0, [archs]
+    if isinstance(archs, tuple) and len(archs) == 2 and all(a is None or isinstance(a, int) for a in archs):
+        low, high = (a or 0 for a in archs)
+        if high and low > high:
+            raise InvalidArgumentError(f"{owner}: archs range ({low}, {high}) is empty")
+        return low, high, []
+    if isinstance(archs, (set, frozenset, list)) and all(isinstance(a, int) and a > 0 for a in archs):
+        return 0, 0, sorted(archs)
+    raise InvalidArgumentError(
+        f"{owner}: archs must be None, an int (90), a set of ints ({{80, 90}}) or a (min, max) range ((80, None)); "
+        f"got {archs!r}"
+    )
+
+
+def _dtype_bits(dtypes: Iterable[Any] | None, op_dtypes: int, owner: str) -> int:
+    if dtypes is None:
+        return op_dtypes
+    names = [dtype_name(d) if isinstance(d, torch.dtype) else d for d in dtypes]
+    return names_to_bits(names, _core.DTYPES, "dtype", owner)
+
+
+def _layout_bits(layouts: str | Iterable[str], owner: str) -> int:
+    if layouts == "any":
+        return sum(_core.LAYOUTS.values())
+    if isinstance(layouts, str):
+        layouts = [layouts]
+    return names_to_bits(layouts, _core.LAYOUTS, "layout", owner)
+
+
+def _default_fingerprint(fn: Callable[..., Any]) -> str | None:
+    """A hash of a Python function's bytecode and constants, so editing it invalidates its tuning records."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    digest = hashlib.sha256(code.co_code + repr(code.co_consts).encode()).hexdigest()[:16]
+    return f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', '')}@{digest}"
+
+
+def _problem_predicate(supports: Callable[[Problem], Any], owner: str) -> Callable[[dict], bool | str]:
+    """Adapt a user's ``supports(problem)`` to the binding's dict-in, True-or-reason-out convention."""
+
+    def predicate(raw: dict) -> bool | str:
+        try:
+            verdict = supports(Problem.from_core(raw))
+        except Exception as error:  # a predicate that raises declines the problem, with the error as the reason
+            return f"supports raised {type(error).__name__}: {error}"
+        if isinstance(verdict, str):
+            return verdict
+        return True if verdict else f"declined by {owner}'s supports predicate"
+
+    return predicate
+
+
+def register_kernel(
+    op: Any,
+    fn: Callable[..., Any],
+    *,
+    name: str,
+    backend: str = "python",
+    device: str = "cpu",
+    archs: Any = None,
+    features: Iterable[str] = (),
+    dtypes: Iterable[Any] | None = None,
+    layouts: str | Iterable[str] = "any",
+    batch: str = "any",
+    alignment: int = 0,
+    priority: int = 0,
+    supports: Callable[[Problem], bool | str] | None = None,
+    fingerprint: str | None = None,
+) -> KernelInfo:
+    """Register ``fn`` as an implementation of ``op`` and return its declaration.
+
+    ``fn(*inputs, out=None)`` returns the result. ``archs`` is None (any), an int, a set of ints (exact) or a
+    ``(min, max)`` range with None for an open end. ``dtypes`` defaults to all of the op's. ``layouts`` is "any"
+    or names among contiguous/row_strided/col_strided/general; ``batch`` is "none", "uniform" or "any".
+    ``supports(problem)`` returns True, or a string saying why the kernel declines the problem.
+    A name already registered for the op raises ``AlreadyExistsError``.
+
+    Example::
+
+        >>> kabi.register_kernel("matmul", torch.matmul, name="my.matmul", dtypes=["float64"], priority=20)
+    """
+    op_name = op_name_of(op)
+    owner = f"kernel {name!r}"
+    if not callable(fn):
+        raise ArgumentTypeError(f"{owner}: fn must be callable, got {type(fn).__name__}")
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidArgumentError(f"kernel name must be a non-empty string, got {name!r}")
+    if supports is not None and not callable(supports):
+        raise ArgumentTypeError(f"{owner}: supports must be callable or None, got {type(supports).__name__}")
+    op_info = _core.op_info(op_name)
+    arch_min, arch_max, exact_archs = _arch_bounds(archs, owner)
+    if batch not in _core.BATCH_MODES:
+        raise InvalidArgumentError(f"{owner}: batch must be one of {', '.join(_core.BATCH_MODES)}, got {batch!r}")
+    if not isinstance(alignment, int) or alignment < 0:
+        raise InvalidArgumentError(f"{owner}: alignment must be a non-negative int, got {alignment!r}")
+    declaration = dict(
+        op=op_name,
+        name=name,
+        backend=backend,
+        device_type=device_type_code(device),
+        arch_min=arch_min,
+        arch_max=arch_max,
+        archs=exact_archs,
+        priority=int(priority),
+        required_features=names_to_bits(features, _core.FEATURES, "feature", owner),
+        dtypes=_dtype_bits(dtypes, op_info["dtypes"], owner),
+        layouts=_layout_bits(layouts, owner),
+        alignment=alignment,
+        batch_mode=_core.BATCH_MODES[batch],
+        supports=_problem_predicate(supports, owner) if supports is not None else None,
+        fingerprint=fingerprint if fingerprint is not None else _default_fingerprint(fn),
+    )
+    key = (op_name, name)
+    with _lock:
+        if key in _implementations:
+            raise AlreadyExistsError(f"{op_name}: a kernel named {name!r} is already registered")
+        _implementations[key] = fn
+        try:
+            _core.kernel_register_external(**declaration)
+        except BaseException:
+            del _implementations[key]
+            raise
+    invalidate_all()
+    return KernelInfo.from_core(_core.kernel_info(op_name, name))  # registering reads no other kernel: no completion
+
+
+def kernel(op: Any, *, name: str | None = None, **declaration: Any) -> Callable[[KernelFunction], KernelFunction]:
+    """Decorator form of ``register_kernel``; ``name`` defaults to the function's module and qualified name.
+
+    Example::
+
+        >>> @kabi.kernel("matmul", dtypes=["float32"])
+        ... def matmul_f32(a, b, out=None):
+        ...     return torch.matmul(a, b, out=out)
+    """
+
+    def decorate(fn: KernelFunction) -> KernelFunction:
+        register_kernel(op, fn, name=name or f"{fn.__module__}.{fn.__qualname__}", **declaration)
+        return fn
+
+    return decorate
+
+
+def unregister_kernel(op: Any, name: str) -> None:
+    """Remove a kernel of ``op`` by name (``NotFoundError`` if there is none)."""
+    op_name = op_name_of(op)
+    with _lock:
+        _core.kernel_unregister(op_name, name)
+        _implementations.pop((op_name, name), None)
+    invalidate_all()
+
+
+def kernels(op: Any = None) -> tuple[KernelInfo, ...]:
+    """Every registered kernel (of one op, or of all), in registration order: with the plugins' and, where a CUDA
+    device exists, the CUDA backends' kernels, as a call would see them."""
+    complete_registry()
+    return tuple(KernelInfo.from_core(raw) for raw in _core.kernel_list(None if op is None else op_name_of(op)))
+
+
+def kernel_info(op: Any, name: str) -> KernelInfo:
+    """The declaration of one kernel (``NotFoundError`` if unknown)."""
+    complete_registry()
+    return KernelInfo.from_core(_core.kernel_info(op_name_of(op), name))
+
+
+def python_implementation(op: str, name: str) -> Callable[..., Any]:
+    """The callable behind an EXTERNAL kernel; ``UnavailableError`` if this process registered none."""
+    try:
+        return _implementations[(op, name)]
+    except KeyError:
+        raise UnavailableError(
+            f"{op}: kernel {name!r} runs outside libkabi and has no Python implementation in this process"
+        ) from None
+
+
+def register_declared(spec: KernelSpec) -> KernelInfo:
+    """Register a Python kernel declared in ``registry/kernels`` (its ``implementation`` is ``module:attribute``)."""
+    module_name, _, attribute = spec.implementation.partition(":")
+    fn = getattr(importlib.import_module(module_name), attribute)
+    if spec.archs:
+        archs: Any = set(spec.archs)
+    elif spec.arch_min or spec.arch_max:
+        archs = (spec.arch_min or None, spec.arch_max or None)
+    else:
+        archs = None
+    return register_kernel(
+        spec.op,
+        fn,
+        name=spec.name,
+        backend=spec.backend,
+        device=spec.device,
+        archs=archs,
+        features=spec.features,
+        dtypes=spec.dtypes,
+        layouts="any" if "any" in spec.layouts else spec.layouts,
+        batch=spec.batch_mode,
+        alignment=spec.alignment,
+        priority=spec.priority,
+        fingerprint=spec.fingerprint or None,
+    )

@@ -1,0 +1,300 @@
+"""An op's schema string (``"a: [..., M, K], b: [..., K, N] -> out: [..., M, N]"``) as data, and its shape rule.
+
+Each tensor names its dimensions: an identifier (``M``) must agree wherever it appears, an integer is a fixed size,
+and a leading ``...`` stands for batch dimensions that broadcast across inputs as in torch (right-aligned, a size 1
+stretches). The output shapes follow from the sizes the inputs bind.
+
+An op may also take a vector where a tensor has no batch and one named dimension less (torch.matmul's rule, the
+op's ``vectors``: ``{"a": "M", "b": "N"}``): the missing dimension is taken as size 1, and every output drops it, so
+for matmul a vector @ matrix is a vector and a vector @ vector a 0-d tensor (:class:`VectorPromotion`).
+
+The rule runs on plain ints and on torch's symbolic sizes alike (comparisons of ``SymInt`` become guards; sizes
+known only at run time are assumed not to be 1, as torch's own broadcasting does, and to agree, which torch then
+checks), which is what a fake implementation under ``torch.compile`` needs: no data, no call into the core.
+
+Example::
+
+    >>> schema_text = "a: [..., M, K], b: [..., K, N] -> out: [..., M, N]"
+    >>> schema = parse_schema(schema_text)
+    >>> schema.input_names
+    ('a', 'b')
+    >>> schema.output_shapes("matmul", [(2, 1, 4, 3), (5, 3, 6)])
+    [(2, 5, 4, 6)]
+    >>> parse_schema(schema_text, (("a", "M"), ("b", "N"))).output_shapes("matmul", [(3,), (5, 3, 6)])
+    [(5, 6)]
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+
+from .._base.errors import InvalidArgumentError
+
+__all__ = ["OpSchema", "TensorPattern", "VectorPromotion", "parse_schema"]
+
+BATCH = "..."
+
+
+@dataclass(frozen=True)
+class TensorPattern:
+    """One tensor of a schema: its name, whether it has leading batch dimensions, and its named trailing dims."""
+
+    name: str
+    batched: bool
+    dims: tuple[str | int, ...]
+
+    @property
+    def dims_text(self) -> str:
+        """The dimensions as written in the schema: ``[..., M, K]``."""
+        return f"[{', '.join(([BATCH] if self.batched else []) + [str(d) for d in self.dims])}]"
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.dims_text}"
+
+
+@dataclass(frozen=True)
+class VectorPromotion:
+    """Vectors of one call as the tensors the schema names: the size-1 dimension each promoted input gains, and
+    the dimensions each output loses, as positions counted from the end (``-2`` for ``M`` in ``[..., M, K]``).
+
+    Example::
+
+        >>> promotion = parse_schema(schema_text, (("a", "M"), ("b", "N"))).vector_promotion("matmul", [(3,), (3,)])
+        >>> promotion.promote_input(0, torch.ones(3)).shape, promotion.demote_output(0, torch.ones(1, 1)).shape
+        (torch.Size([1, 3]), torch.Size([]))
+    """
+
+    inputs: tuple[int | None, ...]
+    outputs: tuple[tuple[int, ...], ...]
+
+    def input_shape(self, index: int, shape: Sequence[Any]) -> tuple[Any, ...]:
+        position = self.inputs[index]
+        if position is None:
+            return tuple(shape)
+        cut = len(shape) + 1 + position
+        return (*shape[:cut], 1, *shape[cut:])
+
+    def output_shape(self, index: int, shape: Sequence[Any]) -> tuple[Any, ...]:
+        dropped = {len(shape) + position for position in self.outputs[index]}
+        return tuple(size for axis, size in enumerate(shape) if axis not in dropped)
+
+    def promote_input(self, index: int, tensor: torch.Tensor) -> torch.Tensor:
+        position = self.inputs[index]
+        return tensor if position is None else tensor.unsqueeze(position)
+
+    def promote_output(self, index: int, tensor: torch.Tensor) -> torch.Tensor:
+        """A caller's ``out`` as a view of the rank the kernels write."""
+        full_rank = tensor.dim() + len(self.outputs[index])
+        for position in sorted(self.outputs[index]):
+            tensor = tensor.unsqueeze(full_rank + position)
+        return tensor
+
+    def demote_output(self, index: int, tensor: torch.Tensor) -> torch.Tensor:
+        positions = self.outputs[index]
+        return tensor.squeeze(positions) if positions else tensor
+
+
+@dataclass(frozen=True)
+class OpSchema:
+    """A parsed schema: input and output tensor patterns, and which inputs may be vectors (input name -> the
+    dimension a vector lacks)."""
+
+    inputs: tuple[TensorPattern, ...]
+    outputs: tuple[TensorPattern, ...]
+    vectors: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        return tuple(pattern.name for pattern in self.inputs)
+
+    def vector_promotion(self, op: str, shapes: Sequence[Sequence[Any]]) -> VectorPromotion | None:
+        """How vectors among inputs of these shapes become the schema's tensors; None when no input is a vector.
+        ``InvalidArgumentError`` naming the argument when one that may be a vector has too few dimensions."""
+        lacking = dict(self.vectors)
+        positions: list[int | None] = []
+        dropped: set[str] = set()
+        for pattern, shape in zip(self.inputs, shapes):
+            vector_rank = len(pattern.dims) - 1
+            if pattern.name not in lacking or len(shape) > vector_rank:
+                positions.append(None)
+                continue
+            if len(shape) < vector_rank:
+                raise InvalidArgumentError(
+                    f"{op}: {pattern.name} has shape {list(shape)} (rank {len(shape)}); expected "
+                    f"{pattern.dims_text} or a vector of rank {vector_rank} (without {lacking[pattern.name]})"
+                )
+            dim = lacking[pattern.name]
+            positions.append(pattern.dims.index(dim) - len(pattern.dims))
+            dropped.add(dim)
+        if not dropped:
+            return None
+        outputs = tuple(
+            tuple(index - len(pattern.dims) for index, dim in enumerate(pattern.dims) if dim in dropped)
+            for pattern in self.outputs
+        )
+        return VectorPromotion(tuple(positions), outputs)
+
+    def output_shapes(self, op: str, shapes: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
+        """The output shapes for inputs of these shapes; ``InvalidArgumentError`` naming the argument otherwise."""
+        if len(shapes) != len(self.inputs):
+            raise InvalidArgumentError(
+                f"{op} takes {len(self.inputs)} inputs ({', '.join(self.input_names)}), got {len(shapes)}"
+            )
+        promotion = self.vector_promotion(op, shapes)
+        if promotion is not None:
+            full = self.output_shapes(op, [promotion.input_shape(i, shape) for i, shape in enumerate(shapes)])
+            return [promotion.output_shape(i, shape) for i, shape in enumerate(full)]
+        sizes: dict[str, tuple[Any, str, tuple]] = {}
+        leading: list[tuple[str, tuple, tuple]] = []
+        for pattern, shape in zip(self.inputs, shapes):
+            shape = tuple(shape)
+            named = len(pattern.dims)
+            if len(shape) < named or (not pattern.batched and len(shape) != named):
+                expected = f"rank at least {named}" if pattern.batched else f"rank {named}"
+                raise InvalidArgumentError(
+                    f"{op}: {pattern.name} has shape {list(shape)} (rank {len(shape)}); "
+                    f"expected {pattern.dims_text} ({expected})"
+                )
+            for position, (dim, size) in enumerate(zip(pattern.dims, shape[len(shape) - named:])):
+                index = position - named
+                if isinstance(dim, int):
+                    if _differ(size, dim):
+                        raise InvalidArgumentError(
+                            f"{op}: {pattern.name} has shape {list(shape)}; its dimension {index} must be {dim}"
+                        )
+                elif dim not in sizes:
+                    sizes[dim] = (size, pattern.name, shape)
+                elif _differ(size, sizes[dim][0]):
+                    bound, owner, owner_shape = sizes[dim]
+                    raise InvalidArgumentError(
+                        f"{op}: {pattern.name} has shape {list(shape)} but {owner} has shape {list(owner_shape)}: "
+                        f"{pattern.name}'s dimension {dim} ({index}) must be {bound}"
+                    )
+            if pattern.batched:
+                leading.append((pattern.name, shape, shape[: len(shape) - named]))
+        batch = _broadcast(op, leading)
+        return [
+            (batch if pattern.batched else ()) + tuple(d if isinstance(d, int) else sizes[d][0] for d in pattern.dims)
+            for pattern in self.outputs
+        ]
+
+    def __str__(self) -> str:
+        return f"{', '.join(map(str, self.inputs))} -> {', '.join(map(str, self.outputs))}"
+
+
+def _guard_or_true(condition: Any) -> bool:
+    """``condition`` as a bool; for a symbolic one, torch's guard (True when it cannot be decided). Symbolic sizes
+    exist only while torch traces, so the symbolic-shapes module (a third of a second to import, with sympy) is
+    imported only then, not with kabi."""
+    if isinstance(condition, bool):
+        return condition
+    from torch.fx.experimental.symbolic_shapes import guard_or_true
+
+    return guard_or_true(condition)
+
+
+def _guard_or_false(condition: Any) -> bool:
+    """``condition`` as a bool; for a symbolic one, torch's guard (False when it cannot be decided)."""
+    if isinstance(condition, bool):
+        return condition
+    from torch.fx.experimental.symbolic_shapes import guard_or_false
+
+    return guard_or_false(condition)
+
+
+def _differ(size: Any, expected: Any) -> bool:
+    """Whether two sizes differ. A size known only at run time (an unbacked symbol, e.g. after ``nonzero``) is taken
+    to be equal, and torch checks it when the graph runs."""
+    same = size == expected
+    if _guard_or_true(same):
+        if not isinstance(same, bool):
+            torch._check(same)
+        return False
+    return True
+
+
+def _broadcast(op: str, leading: list[tuple[str, tuple, tuple]]) -> tuple:
+    """Broadcast the batch dimensions of every batched input (torch's rule); on failure name two that disagree."""
+    width = max((len(batch) for _, _, batch in leading), default=0)
+    result = []
+    for position in range(-width, 0):
+        size, owner = 1, None
+        for name, shape, batch in leading:
+            if len(batch) < -position or _guard_or_false(batch[position] == 1):
+                continue
+            if owner is None:
+                size, owner = batch[position], (name, shape)
+            elif _differ(batch[position], size):
+                raise InvalidArgumentError(
+                    f"{op}: the leading dimensions of {owner[0]} {list(owner[1])} and {name} {list(shape)} do not "
+                    f"broadcast: batch dimension {position} is {size} in {owner[0]} and {batch[position]} in {name}"
+                )
+        result.append(size)
+    return tuple(result)
+
+
+def _split_top_level(text: str) -> list[str]:
+    parts, depth, current = [], 0, []
+    for char in text:
+        depth += (char == "[") - (char == "]")
+        if char == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    parts.append("".join(current))
+    return [part.strip() for part in parts]
+
+
+def _parse_tensor(text: str, schema: str) -> TensorPattern:
+    name, colon, dims_text = text.partition(":")
+    name, dims_text = name.strip(), dims_text.strip()
+    if not colon or not name.isidentifier() or not (dims_text.startswith("[") and dims_text.endswith("]")):
+        raise InvalidArgumentError(f"schema {schema!r}: {text!r} is not of the form 'name: [dims]'")
+    dims = [dim.strip() for dim in dims_text[1:-1].split(",")] if dims_text[1:-1].strip() else []
+    batched = bool(dims) and dims[0] == BATCH
+    named: list[str | int] = []
+    for dim in dims[batched:]:
+        if dim.isdigit():
+            named.append(int(dim))
+        elif dim.isidentifier():
+            named.append(dim)
+        else:
+            raise InvalidArgumentError(
+                f"schema {schema!r}: {name} has dimension {dim!r}; expected a name, a size, or a leading '...'"
+            )
+    return TensorPattern(name, batched, tuple(named))
+
+
+@functools.lru_cache(maxsize=None)
+def parse_schema(schema: str, vectors: tuple[tuple[str, str], ...] = ()) -> OpSchema:
+    """Parse ``"inputs -> outputs"`` with the inputs that may be vectors (``(("a", "M"),)``: ``a`` may lack its
+    ``M``); ``InvalidArgumentError`` quoting the schema when it is malformed."""
+    inputs_text, arrow, outputs_text = schema.partition("->")
+    if not arrow:
+        raise InvalidArgumentError(f"schema {schema!r}: expected 'inputs -> outputs'")
+    inputs = tuple(_parse_tensor(part, schema) for part in _split_top_level(inputs_text))
+    outputs = tuple(_parse_tensor(part, schema) for part in _split_top_level(outputs_text))
+    names = [pattern.name for pattern in inputs + outputs]
+    if len(set(names)) != len(names):
+        raise InvalidArgumentError(f"schema {schema!r}: tensor names must be unique")
+    bound = {dim for pattern in inputs for dim in pattern.dims if isinstance(dim, str)}
+    for pattern in outputs:
+        unbound = [dim for dim in pattern.dims if isinstance(dim, str) and dim not in bound]
+        if unbound:
+            raise InvalidArgumentError(
+                f"schema {schema!r}: output {pattern.name} uses {unbound[0]}, which no input names"
+            )
+        if pattern.batched and not any(p.batched for p in inputs):
+            raise InvalidArgumentError(f"schema {schema!r}: output {pattern.name} has '...' but no input does")
+    patterns = {pattern.name: pattern for pattern in inputs}
+    for name, dim in vectors:
+        if name not in patterns or dim not in patterns[name].dims:
+            raise InvalidArgumentError(
+                f"schema {schema!r}: vectors names {name}'s dimension {dim}, which the schema does not have"
+            )
+    return OpSchema(inputs, outputs, vectors)
