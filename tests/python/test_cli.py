@@ -251,3 +251,17 @@ def test_without_a_terminal_tables_are_not_squeezed_to_80_columns(capsys, monkey
     status, output = run_cli(capsys, "list", "matmul")
     assert status == 0
     assert max(map(len, output.splitlines())) > 80
+
+
+@pytest.mark.parametrize("command", ["tune", "verify"])
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--suite", "no-such-suite"], "--suite: matmul has no suite 'no-such-suite'"),
+        (["--shape", "8x8x8", "--dtype", "float8_e4m3fn"], "--dtype: matmul is not defined for float8_e4m3fn"),
+        (["--shape", "8x8x8", "--device", "tpu"], "--device 'tpu' is not a device of this machine"),
+    ],
+)
+def test_tune_and_verify_word_a_bad_problem_alike(capsys, command, arguments, message):
+    assert main([command, "matmul", *arguments]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {message}")

@@ -14,6 +14,7 @@ import argparse
 import torch
 
 from .. import _core
+from .._base.declarations import op_spec
 from .._base.errors import InvalidArgumentError, unknown_op
 from .._base.tensors import torch_dtype
 from .._plugins.discovery import complete_registry
@@ -88,3 +89,22 @@ def make_inputs(arguments: argparse.Namespace, seed: int | None = None) -> tuple
         return values.transpose(-1, -2) if transposed else values
 
     return matrix(m, k, arguments.transpose_a), matrix(k, n, arguments.transpose_b)
+
+
+def suite_or_shapes(arguments: argparse.Namespace) -> list[tuple[tuple[int, ...], str]]:
+    """The (shape, dtype) problems of ``--suite`` (its dtypes unless ``--dtype``) or of the ``--shape`` options
+    (float32 unless ``--dtype``), each dtype checked against the op's declaration."""
+    spec = op_spec(arguments.op)
+    if arguments.suite is not None:
+        if arguments.suite not in spec.suites:
+            raise InvalidArgumentError(f"--suite: {arguments.op} has no suite {arguments.suite!r}; "
+                                       f"{spec.path.name} declares {', '.join(spec.suites) or 'none'}")
+        suite = spec.suites[arguments.suite]
+        shapes, dtypes = list(suite.shapes), list(arguments.dtype or suite.dtypes)
+    else:
+        shapes, dtypes = arguments.shape, list(arguments.dtype or ["float32"])
+    unknown = [dtype for dtype in dtypes if dtype not in spec.dtypes]
+    if unknown:
+        raise InvalidArgumentError(f"--dtype: {arguments.op} is not defined for {', '.join(unknown)}; "
+                                   f"expected among {', '.join(spec.dtypes)}")
+    return [(tuple(shape), dtype) for dtype in dtypes for shape in shapes]

@@ -19,13 +19,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..._base.core_answers import Candidate
-from ..._base.declarations import op_spec
-from ..._base.errors import InvalidArgumentError
 from ..._selection.explain import explain
 from ..._selection.tuner import TuningReport, tune
 from ..._selection.tuning_policy import TuningSettings, current_settings
 from ...ops._front import front_of
-from .._arguments import known_op, make_inputs, parse_shape, resolve_device
+from .._arguments import known_op, make_inputs, parse_shape, resolve_device, suite_or_shapes
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -43,23 +41,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--repeat", type=int, help="timed samples per candidate (default from KABI_TUNE_REPEAT or 11)")
     parser.add_argument("--min-time-s", type=float, help="least time the samples of one candidate last together")
     parser.set_defaults(handler=run)
-
-
-def _problems(arguments: argparse.Namespace) -> list[tuple[tuple[int, ...], str]]:
-    spec = op_spec(arguments.op)
-    if arguments.suite is not None:
-        if arguments.suite not in spec.suites:
-            raise InvalidArgumentError(f"--suite: {arguments.op} has no suite {arguments.suite!r}; "
-                                       f"{spec.path.name} declares {', '.join(spec.suites) or 'none'}")
-        suite = spec.suites[arguments.suite]
-        shapes, dtypes = list(suite.shapes), list(arguments.dtype or suite.dtypes)
-    else:
-        shapes, dtypes = arguments.shape, list(arguments.dtype or ["float32"])
-    unknown = [dtype for dtype in dtypes if dtype not in spec.dtypes]
-    if unknown:
-        raise InvalidArgumentError(f"--dtype: {arguments.op} is not defined for {', '.join(unknown)}; "
-                                   f"expected among {', '.join(spec.dtypes)}")
-    return [(tuple(shape), dtype) for dtype in dtypes for shape in shapes]
 
 
 def _settings(arguments: argparse.Namespace) -> TuningSettings:
@@ -97,7 +78,7 @@ def _table(shape: tuple[int, ...], dtype: str, report: TuningReport, candidates:
 def run(arguments: argparse.Namespace, console) -> int:
     function = front_of(known_op(arguments.op)).function  # an unknown op fails here, before anything is measured
     device = resolve_device(arguments.device)
-    problems = _problems(arguments)
+    problems = suite_or_shapes(arguments)
     settings = _settings(arguments)
     reports = []
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())

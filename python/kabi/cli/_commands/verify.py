@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import argparse
 
-import torch
 from rich.table import Table
 
-from ..._base.declarations import op_spec
 from ..._selection.verify import VerifyReport, verify
 from ...ops._front import front_of
-from .._arguments import make_inputs, parse_shape
+from .._arguments import known_op, make_inputs, parse_shape, resolve_device, suite_or_shapes
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -35,23 +33,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--transpose-a", action="store_true", help="verify for a column-major (transposed) a")
     parser.add_argument("--transpose-b", action="store_true", help="verify for a column-major (transposed) b")
     parser.set_defaults(handler=run)
-
-
-def _problems(arguments: argparse.Namespace) -> list[tuple[tuple[int, ...], str]]:
-    spec = op_spec(arguments.op)
-    if arguments.suite is not None:
-        if arguments.suite not in spec.suites:
-            raise SystemExit(f"kabi verify: {arguments.op} has no suite {arguments.suite!r}; "
-                             f"{spec.path.name} declares {', '.join(spec.suites) or 'none'}")
-        suite = spec.suites[arguments.suite]
-        shapes, dtypes = list(suite.shapes), list(arguments.dtype or suite.dtypes)
-    else:
-        shapes, dtypes = arguments.shape, list(arguments.dtype or ["float32"])
-    unknown = [dtype for dtype in dtypes if dtype not in spec.dtypes]
-    if unknown:
-        raise SystemExit(f"kabi verify: {arguments.op} is not defined for {', '.join(unknown)}; "
-                         f"expected among {', '.join(spec.dtypes)}")
-    return [(tuple(shape), dtype) for dtype in dtypes for shape in shapes]
 
 
 def _table(shape: tuple[int, ...], dtype: str, report: VerifyReport) -> Table:
@@ -69,12 +50,10 @@ def _table(shape: tuple[int, ...], dtype: str, report: VerifyReport) -> Table:
 
 
 def run(arguments: argparse.Namespace, console) -> int:
-    function = front_of(arguments.op).function  # an unknown op fails here, before anything runs
-    device = torch.device(arguments.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("kabi verify: --device cuda, but torch sees no CUDA device here")
+    function = front_of(known_op(arguments.op)).function  # an unknown op fails here, before anything runs
+    device = resolve_device(arguments.device)
     passed = True
-    for shape, dtype in _problems(arguments):
+    for shape, dtype in suite_or_shapes(arguments):
         problem = argparse.Namespace(shape=shape, dtype=dtype, device=str(device),
                                      transpose_a=arguments.transpose_a, transpose_b=arguments.transpose_b)
         report = verify(function, *make_inputs(problem, seed=0))
