@@ -25,3 +25,17 @@ def cache_dir(tmp_path_factory, monkeypatch):
     kabi.cache.set_directory(directory)
     yield directory
     kabi.cache.set_directory(None)
+
+
+@pytest.fixture
+def registered():
+    """``register(fn, name, **declaration)``: a float32 matmul test kernel, unregistered when the test ends."""
+    names = []
+
+    def register(fn, name, **declaration):
+        kabi.register_kernel("matmul", fn, name=name, dtypes=["float32"], **declaration)
+        names.append(name)
+
+    yield register
+    for name in names:
+        kabi.unregister_kernel("matmul", name)

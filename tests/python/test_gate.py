@@ -18,19 +18,6 @@ from kabi import cache
 from kabi._selection import gate as _gate
 
 
-@pytest.fixture
-def registered():
-    names = []
-
-    def register(fn, name, **declaration):
-        kabi.register_kernel("matmul", fn, name=name, dtypes=["float32"], **declaration)
-        names.append(name)
-
-    yield register
-    for name in names:
-        kabi.unregister_kernel("matmul", name)
-
-
 def _plus_one(a, b, out=None):
     return torch.matmul(a, b) + 1
 

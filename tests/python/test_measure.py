@@ -141,19 +141,6 @@ def test_a_looser_bound_accepts_the_same_measurement(clock):
     assert result.spread > 1 and not result.noisy and result.note == ""
 
 
-@pytest.fixture
-def registered():
-    names = []
-
-    def register(fn, name):
-        kabi.register_kernel("matmul", fn, name=name, dtypes=["float32"])
-        names.append(name)
-
-    yield register
-    for name in names:
-        kabi.unregister_kernel("matmul", name)
-
-
 def _tune_only(kernels):
     """Measure and record just ``kernels`` (test kernels on the fake clock) through the tuner, as a miss would."""
     a, b = _inputs()

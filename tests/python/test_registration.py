@@ -20,7 +20,7 @@ def matmul_via_torch(a, b, out=None):
 
 
 @pytest.fixture
-def registered():
+def registered_names():
     """Names registered by a test, unregistered afterwards even if it fails."""
     names: list[str] = []
     yield names
@@ -31,7 +31,7 @@ def registered():
             pass
 
 
-def test_register_call_and_unregister(registered):
+def test_register_call_and_unregister(registered_names):
     calls = []
 
     def scaled(a, b, out=None):
@@ -39,7 +39,7 @@ def test_register_call_and_unregister(registered):
         return torch.matmul(a, b, out=out)
 
     info = kabi.register_kernel("matmul", scaled, name="test.reg.scaled", dtypes=["float64"], priority=100)
-    registered.append("test.reg.scaled")
+    registered_names.append("test.reg.scaled")
     assert info.kind == "external" and info.backend == "python" and info.dtypes == ("float64",)
     a, b = torch.randn(3, 4, dtype=torch.float64), torch.randn(4, 5, dtype=torch.float64)
     torch.testing.assert_close(kabi.ops.matmul(a, b), a @ b)
@@ -53,10 +53,10 @@ def test_register_call_and_unregister(registered):
     assert "test.reg.scaled" not in {k.name for k in kabi.kernels("matmul")}
 
 
-def test_duplicate_name_raises_and_keeps_the_first(registered):
+def test_duplicate_name_raises_and_keeps_the_first(registered_names):
     first = lambda a, b, out=None: torch.matmul(a, b, out=out)  # noqa: E731
     kabi.register_kernel("matmul", first, name="test.reg.dup", priority=100)
-    registered.append("test.reg.dup")
+    registered_names.append("test.reg.dup")
     with pytest.raises(kabi.AlreadyExistsError, match="test.reg.dup"):
         kabi.register_kernel("matmul", matmul_via_torch, name="test.reg.dup")
     with pytest.raises(kabi.AlreadyExistsError, match="cpu.openblas.gemm"):
@@ -64,23 +64,23 @@ def test_duplicate_name_raises_and_keeps_the_first(registered):
     assert kabi.explain(kabi.ops.matmul, torch.randn(2, 2), torch.randn(2, 2)).pick == "test.reg.dup"
 
 
-def test_decorator_registers_and_returns_the_function(registered):
+def test_decorator_registers_and_returns_the_function(registered_names):
     @kabi.kernel("matmul", name="test.reg.decorated", priority=100)
     def decorated(a, b, out=None):
         return torch.matmul(a, b, out=out)
 
-    registered.append("test.reg.decorated")
+    registered_names.append("test.reg.decorated")
     assert callable(decorated)
     assert kabi.explain(kabi.ops.matmul, torch.randn(2, 3), torch.randn(3, 2)).pick == "test.reg.decorated"
 
 
-def test_decorator_default_name_is_the_qualified_name(registered):
+def test_decorator_default_name_is_the_qualified_name(registered_names):
     @kabi.kernel("matmul", dtypes=[torch.float16])
     def half_only(a, b, out=None):
         return torch.matmul(a, b, out=out)
 
     name = f"{__name__}.test_decorator_default_name_is_the_qualified_name.<locals>.half_only"
-    registered.append(name)
+    registered_names.append(name)
     assert kabi.kernel_info("matmul", name).dtypes == ("float16",)
 
 
@@ -120,16 +120,16 @@ def test_non_callable_fn_and_empty_name():
         kabi.register_kernel("matmul", matmul_via_torch, name=" ")
 
 
-def test_archs_forms(registered):
+def test_archs_forms(registered_names):
     kabi.register_kernel("matmul", matmul_via_torch, name="test.reg.exact", device="cuda", archs={80, 90})
     kabi.register_kernel("matmul", matmul_via_torch, name="test.reg.range", device="cuda", archs=(80, None))
-    registered.extend(["test.reg.exact", "test.reg.range"])
+    registered_names.extend(["test.reg.exact", "test.reg.range"])
     assert kabi.kernel_info("matmul", "test.reg.exact").archs == (80, 90)
     ranged = kabi.kernel_info("matmul", "test.reg.range")
     assert ranged.arch_range == (80, 0) and ranged.archs_text == "80+"
 
 
-def test_supports_predicate_sees_the_problem_and_can_decline(registered):
+def test_supports_predicate_sees_the_problem_and_can_decline(registered_names):
     seen = []
 
     def square_only(problem):
@@ -138,7 +138,7 @@ def test_supports_predicate_sees_the_problem_and_can_decline(registered):
         return True if dims["M"] == dims["N"] == dims["K"] else f"not square: {dims}"
 
     kabi.register_kernel("matmul", matmul_via_torch, name="test.reg.square", priority=100, supports=square_only)
-    registered.append("test.reg.square")
+    registered_names.append("test.reg.square")
     square = kabi.explain(kabi.ops.matmul, torch.randn(4, 4), torch.randn(4, 4))
     assert square.pick == "test.reg.square"
     problem = seen[-1]
@@ -150,19 +150,19 @@ def test_supports_predicate_sees_the_problem_and_can_decline(registered):
     assert not candidate.eligible and "not square" in candidate.reason
 
 
-def test_supports_predicate_that_raises_declines_with_the_error(registered):
+def test_supports_predicate_that_raises_declines_with_the_error(registered_names):
     def broken(problem):
         raise ZeroDivisionError("oops")
 
     kabi.register_kernel("matmul", matmul_via_torch, name="test.reg.broken", priority=100, supports=broken)
-    registered.append("test.reg.broken")
+    registered_names.append("test.reg.broken")
     explanation = kabi.explain(kabi.ops.matmul, torch.randn(3, 3), torch.randn(3, 3))
     (candidate,) = [c for c in explanation.candidates if c.name == "test.reg.broken"]
     assert not candidate.eligible and "ZeroDivisionError: oops" in candidate.reason
     assert explanation.pick == "cpu.openblas.gemm"
 
 
-def test_python_kernel_receives_out(registered):
+def test_python_kernel_receives_out(registered_names):
     received = []
 
     def writes_out(a, b, out=None):
@@ -170,7 +170,7 @@ def test_python_kernel_receives_out(registered):
         return torch.matmul(a, b, out=out)
 
     kabi.register_kernel("matmul", writes_out, name="test.reg.out", priority=100)
-    registered.append("test.reg.out")
+    registered_names.append("test.reg.out")
     a, b = torch.randn(3, 2), torch.randn(2, 5)
     out = torch.empty(3, 5)
     assert kabi.ops.matmul(a, b, out=out) is out

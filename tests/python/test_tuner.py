@@ -287,19 +287,6 @@ QUICK_ENVIRONMENT = {"KABI_TUNE": "first-call", "KABI_TUNE_WARMUP": "1", "KABI_T
                      "KABI_TUNE_MAX_SPREAD": "inf"}
 
 
-@pytest.fixture
-def registered():
-    names = []
-
-    def register(fn, name, **declaration):
-        kabi.register_kernel("matmul", fn, name=name, dtypes=["float32"], **declaration)
-        names.append(name)
-
-    yield register
-    for name in names:
-        kabi.unregister_kernel("matmul", name)
-
-
 def _explained(a, b):
     explanation = kabi.explain(kabi.ops.matmul, a, b)
     recorded = {c.name: c.tuned_time_us for c in explanation.candidates if c.eligible or c.gate == "failed"}
