@@ -183,7 +183,6 @@ Choice choose(const std::vector<CandidateVerdict*>& pool, const SelectOptions& o
   const Kernel& kernel = *choice.pick->kernel;
   choice.reason = "heuristic: " + describe_specificity(kernel) + ", priority " + std::to_string(kernel.priority) +
                   ", among " + std::to_string(pool.size()) + " eligible; " + verification;
-  if (tier != &verified && !verified.empty()) choice.reason += " (" + std::to_string(verified.size()) + " verified)";
   if (options.use_tuning_cache && measured > 0 && !untimed.empty()) {
     choice.reason += " (tuning record ignored: " + untimed + " has no measurement under its current fingerprint)";
   }
