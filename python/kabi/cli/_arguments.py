@@ -91,6 +91,20 @@ def make_inputs(arguments: argparse.Namespace, seed: int | None = None) -> tuple
     return matrix(m, k, arguments.transpose_a), matrix(k, n, arguments.transpose_b)
 
 
+def add_suite_or_shapes_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
+    """op, --shape (repeatable) or --suite, --dtype (repeatable), --device, --transpose-a/-b: the problems of a
+    command that works through many of them (``kabi tune``, ``kabi verify``), read by :func:`suite_or_shapes`."""
+    parser.add_argument("op", help="the op, e.g. matmul")
+    problems = parser.add_mutually_exclusive_group(required=True)
+    problems.add_argument("--shape", type=parse_shape, action="append", help="MxNxK or BxMxNxK; repeat for more")
+    problems.add_argument("--suite", help="a shape suite of the op's registry file (e.g. smoke, cpu)")
+    parser.add_argument("--dtype", action="append", help=f"a dtype to {verb}; repeat for more (default: the suite's, "
+                        "else float32)")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
+    parser.add_argument("--transpose-a", action="store_true", help=f"{verb} for a column-major (transposed) a")
+    parser.add_argument("--transpose-b", action="store_true", help=f"{verb} for a column-major (transposed) b")
+
+
 def suite_or_shapes(arguments: argparse.Namespace) -> list[tuple[tuple[int, ...], str]]:
     """The (shape, dtype) problems of ``--suite`` (its dtypes unless ``--dtype``) or of the ``--shape`` options
     (float32 unless ``--dtype``), each dtype checked against the op's declaration."""

@@ -23,20 +23,12 @@ from ..._selection.explain import explain
 from ..._selection.tuner import TuningReport, tune
 from ..._selection.tuning_policy import TuningSettings, current_settings
 from ...ops._front import front_of
-from .._arguments import known_op, make_inputs, parse_shape, resolve_device, suite_or_shapes
+from .._arguments import add_suite_or_shapes_arguments, known_op, make_inputs, resolve_device, suite_or_shapes
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("tune", help="measure every eligible kernel on given shapes and record the picks")
-    parser.add_argument("op", help="the op, e.g. matmul")
-    problems = parser.add_mutually_exclusive_group(required=True)
-    problems.add_argument("--shape", type=parse_shape, action="append", help="MxNxK or BxMxNxK; repeat for more")
-    problems.add_argument("--suite", help="a shape suite of the op's registry file (e.g. smoke, cpu)")
-    parser.add_argument("--dtype", action="append", help="a dtype to tune; repeat for more (default: the suite's, "
-                        "else float32)")
-    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
-    parser.add_argument("--transpose-a", action="store_true", help="tune for a column-major (transposed) a")
-    parser.add_argument("--transpose-b", action="store_true", help="tune for a column-major (transposed) b")
+    add_suite_or_shapes_arguments(parser, "tune")
     parser.add_argument("--warmup", type=int, help="calls before timing each candidate (default from KABI_TUNE_WARMUP or 2)")
     parser.add_argument("--repeat", type=int, help="timed samples per candidate (default from KABI_TUNE_REPEAT or 11)")
     parser.add_argument("--min-time-s", type=float, help="least time the samples of one candidate last together")

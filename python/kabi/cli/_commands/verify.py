@@ -18,20 +18,12 @@ from rich.table import Table
 
 from ..._selection.verify import VerifyReport, verify
 from ...ops._front import front_of
-from .._arguments import known_op, make_inputs, parse_shape, resolve_device, suite_or_shapes
+from .._arguments import add_suite_or_shapes_arguments, known_op, make_inputs, resolve_device, suite_or_shapes
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("verify", help="gate every eligible kernel on given shapes and record the verdicts")
-    parser.add_argument("op", help="the op, e.g. matmul")
-    problems = parser.add_mutually_exclusive_group(required=True)
-    problems.add_argument("--shape", type=parse_shape, action="append", help="MxNxK or BxMxNxK; repeat for more")
-    problems.add_argument("--suite", help="a shape suite of the op's registry file (e.g. smoke, cpu)")
-    parser.add_argument("--dtype", action="append", help="a dtype to verify; repeat for more (default: the suite's, "
-                        "else float32)")
-    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
-    parser.add_argument("--transpose-a", action="store_true", help="verify for a column-major (transposed) a")
-    parser.add_argument("--transpose-b", action="store_true", help="verify for a column-major (transposed) b")
+    add_suite_or_shapes_arguments(parser, "verify")
     parser.set_defaults(handler=run)
 
 
