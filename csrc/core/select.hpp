@@ -54,6 +54,13 @@ struct SelectionResult {
   std::vector<CandidateVerdict> candidates;
 };
 
+// "dtype of T bfloat16 not in {float32, float64}" for the first type variable whose bound dtype the kernel does not
+// accept; "" when it accepts them all.
+std::string dtype_mismatch(const Kernel& kernel, const kabi_problem& problem);
+// "b is general; kernel takes {contiguous, row_strided}" for the first given input whose layout class the kernel does
+// not take; "" when it takes them all.
+std::string layout_mismatch(const Kernel& kernel, const kabi_problem& problem);
+
 // Never throws for "nothing eligible": the result says so, so callers can still report every candidate.
 SelectionResult select_kernel(const Op& op, const kabi_args& args, const kabi_problem& problem,
                               const SelectOptions& options);

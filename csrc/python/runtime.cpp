@@ -155,7 +155,7 @@ void bind_runtime(py::module_& m) {
   m.def("device_info", &device_info, py::arg("device_type"), py::arg("device_index") = 0,
         "What libkabi knows of one device, as a dict.");
   m.def("device_signature", &device_signature, py::arg("device_type"), py::arg("device_index") = 0,
-        "The signature that keys tuning decisions, e.g. 'cuda|NVIDIA H200|sm90|drv13000|abi1'.");
+        "The signature that keys tuning decisions, e.g. 'cuda|NVIDIA H200|sm90|drv13000|abi2'.");
 
   m.def("plugin_load", [](const std::string& path) { check(kabi_plugin_load(path.c_str())); }, py::arg("path"),
         "Load a plugin shared library; a refusal raises and is recorded.");

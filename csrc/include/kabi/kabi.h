@@ -191,7 +191,7 @@ KABI_EXPORT kabi_status kabi_device_count(int32_t device_type, int32_t* out_coun
 KABI_EXPORT kabi_status kabi_device_info_get(int32_t device_type, int32_t device_index, kabi_device_info* out_info);
 
 /** The device signature that keys tuning decisions: type, name, arch, features, driver and kabi ABI versions,
- *  e.g. "cuda|NVIDIA H200|sm90|drv13000|abi1". Writes a NUL-terminated string of at most buffer_size bytes. */
+ *  e.g. "cuda|NVIDIA H200|sm90|drv13000|abi2". Writes a NUL-terminated string of at most buffer_size bytes. */
 KABI_EXPORT kabi_status kabi_device_signature(int32_t device_type, int32_t device_index, char* buffer,
                                               size_t buffer_size);
 
