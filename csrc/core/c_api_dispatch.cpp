@@ -187,7 +187,8 @@ KABI_EXPORT kabi_status kabi_kernel_workspace_size(kabi_kernel handle, const kab
     if (out_bytes == nullptr) throw Error(KABI_STATUS_INVALID_ARGUMENT, "kabi_kernel_workspace_size: out_bytes is NULL");
     const KernelPtr kernel = Registry::instance().acquire(handle);
     const CallArgs call(*kernel->op, args, "kabi_kernel_workspace_size");
-    *out_bytes = workspace_size(*kernel, describe_problem(*kernel->op, call.args(), ProblemUse::kLaunch));
+    // Outputs are optional here, as for kabi_select: the size may be wanted before they exist.
+    *out_bytes = workspace_size(*kernel, describe_problem(*kernel->op, call.args(), ProblemUse::kDescribe));
   });
 }
 
