@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "device.hpp"
+#include "launch.hpp"
 #include "names.hpp"
 #include "problem.hpp"
 #include "struct_io.hpp"
@@ -119,12 +120,10 @@ std::string rejection(const Kernel& kernel, const kabi_device_info* device, cons
       return reason[0] != '\0' ? std::string("declined: ") + reason : "declined by its supports predicate";
     }
   }
-  if (kernel.workspace != nullptr) {
-    size_t bytes = 0;
-    set_last_error("");
-    if (kernel.workspace(kernel.user_data, &problem, &bytes) != KABI_STATUS_OK) {
-      return std::string("its workspace function failed: ") + last_error();
-    }
+  try {
+    workspace_size(kernel, problem);
+  } catch (const Error& error) {
+    return error.what();
   }
   return "";
 }

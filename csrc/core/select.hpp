@@ -1,8 +1,8 @@
 // Selection: which registered kernel runs a problem, and why.
 //
-// Candidates are the op's kernels for the problem's device type. Filters run in order (arch, features, dtype,
-// layout of each input, batch mode, the kernel's own supports predicate, a failed correctness-gate verdict) and the
-// first that fails is the candidate's reason. Among the eligible: forced (options or KABI_FORCE) > tuned (the
+// Candidates are the op's kernels for the problem's device type. Filters run in order (arch, features, the dtype of
+// each type variable, layout of each given input, batch mode, the kernel's own supports predicate, its workspace
+// function, a failed correctness-gate verdict) and the first that fails is the candidate's reason. Among the eligible: forced (options or KABI_FORCE) > tuned (the
 // tuning cache) > heuristic (kernels that passed the gate on the problem first, then the most specific arch match,
 // the highest priority, the earliest registered). The pick must have passed the gate unless the caller allows
 // unverified picks: nothing serves a problem before it has passed the op's gate on it.
