@@ -1,7 +1,9 @@
 """Generate libkabi's table of built-in ops from registry/ops/*.toml.
 
 The op files are the single source of truth: the Python front and the C++ core both read them, the core through
-this generated C++ source. Only the fields the core needs are emitted (name, schema, dtypes, tuning key).
+this generated C++ source. Only the fields the core needs are emitted (name, schema, type variables, tuning key);
+the core parses them (it is the one parser of schemas), so this script only joins the `[types]` table into the
+type_variables text, "T: float16, bfloat16; F8: float8_e4m3fn".
 
 Example:
     python cmake/generate_builtin_ops.py --output build/builtin_ops_generated.cpp registry/ops/matmul.toml
@@ -12,20 +14,12 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
-import re
 import sys
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:
     import tomli as tomllib
-
-# The KABI_DTYPE_* bits, read from the C ABI that defines them: KABI_DTYPE_FLOAT8_E4M3FN is "float8_e4m3fn".
-_HEADER = pathlib.Path(__file__).resolve().parent.parent / "csrc" / "include" / "kabi" / "kabi.h"
-DTYPE_BITS = {
-    name.lower(): 1 << int(shift)
-    for name, shift in re.findall(r"^#define KABI_DTYPE_(\w+) \(1u << (\d+)\)$", _HEADER.read_text(), re.MULTILINE)
-}
 
 
 def c_string(text: str) -> str:
@@ -36,19 +30,14 @@ def c_string(text: str) -> str:
 def read_op(path: pathlib.Path) -> dict:
     with path.open("rb") as handle:
         data = tomllib.load(handle)
-    for field in ("name", "schema", "dtypes"):
+    for field in ("name", "schema"):
         if field not in data:
             raise SystemExit(f"{path}: missing required field '{field}'")
-    unknown = [name for name in data["dtypes"] if name not in DTYPE_BITS]
-    if unknown:
-        raise SystemExit(f"{path}: unknown dtypes {unknown}; known: {sorted(DTYPE_BITS)}")
-    dtype_bits = 0
-    for name in data["dtypes"]:
-        dtype_bits |= DTYPE_BITS[name]
+    types = data.get("types", {})
     return {
         "name": data["name"],
         "schema": data["schema"],
-        "dtypes": dtype_bits,
+        "type_variables": "; ".join(f"{variable}: {', '.join(dtypes)}" for variable, dtypes in types.items()),
         "tuning_key": data.get("tuning", {}).get("key", ""),
         "source": path.name,
     }
@@ -66,10 +55,11 @@ def render(ops: list[dict]) -> str:
     for op in ops:
         lines.append(f"    // {op['source']}")
         lines.append(
-            f"    {{{c_string(op['name'])}, {c_string(op['schema'])}, {op['dtypes']}u, {c_string(op['tuning_key'])}}},"
+            f"    {{{c_string(op['name'])}, {c_string(op['schema'])}, {c_string(op['type_variables'])}, "
+            f"{c_string(op['tuning_key'])}}},"
         )
     if not ops:
-        lines.append("    {nullptr, nullptr, 0u, nullptr},")
+        lines.append("    {nullptr, nullptr, nullptr, nullptr},")
     lines += [
         "};",
         "",

@@ -10,7 +10,7 @@ namespace kabi::core {
 struct BuiltinOp {
   const char* name;
   const char* schema;
-  uint32_t dtypes;  // KABI_DTYPE_* bits
+  const char* type_variables;
   const char* tuning_key;
 };
 

@@ -1,5 +1,6 @@
 // The extern "C" functions of kabi.h for errors, versions, devices, dtypes, ops and kernels. Each body runs
 // through c_boundary() so no exception crosses the ABI.
+#include <algorithm>
 #include <cstring>
 
 #include "device.hpp"
@@ -25,6 +26,13 @@ std::string require_name(const char* name, const char* function, const char* wha
 Op& op_from_handle(kabi_op handle, const char* function) {
   if (handle == nullptr) throw Error(KABI_STATUS_INVALID_ARGUMENT, std::string(function) + ": op is NULL");
   return *static_cast<Op*>(handle);
+}
+
+void check_index(int32_t index, int32_t count, const char* function, const Op& op, const char* what) {
+  if (index < 0 || index >= count) {
+    throw Error(KABI_STATUS_NOT_FOUND, std::string(function) + ": index " + std::to_string(index) + " is outside [0, " +
+                                           std::to_string(count) + "), the " + what + " of op " + op.name);
+  }
 }
 
 }  // namespace
@@ -61,6 +69,10 @@ KABI_EXPORT uint32_t kabi_dtype_bit(DLDataType dtype) {
 
 KABI_EXPORT const char* kabi_dtype_name(uint32_t bit) {
   return dtype_name(bit);
+}
+
+KABI_EXPORT uint32_t kabi_dtype_from_name(const char* name) {
+  return name != nullptr ? dtype_bit_from_name(name) : 0;
 }
 
 KABI_EXPORT kabi_status kabi_device_count(int32_t device_type, int32_t* out_count) {
@@ -121,11 +133,75 @@ KABI_EXPORT kabi_status kabi_op_info_get(kabi_op handle, kabi_op_info* out_info)
     info.struct_size = sizeof info;
     info.name = op.name.c_str();
     info.schema = op.schema_text.c_str();
-    info.dtypes = op.dtypes;
+    info.type_variables = op.type_variables_text.c_str();
+    info.tuning_key = op.tuning_key_text.c_str();
     info.num_inputs = static_cast<int32_t>(op.schema.inputs.size());
     info.num_outputs = static_cast<int32_t>(op.schema.outputs.size());
-    info.tuning_key = op.tuning_key_text.c_str();
+    info.num_attributes = static_cast<int32_t>(op.schema.attributes.size());
+    info.num_type_variables = static_cast<int32_t>(op.schema.type_variables.size());
+    info.num_dims = static_cast<int32_t>(op.schema.dim_names.size());
+    info.dim_names = op.dim_name_pointers.data();
     write_output_struct(out_info, info);
+  });
+}
+
+KABI_EXPORT kabi_status kabi_op_tensor_get(kabi_op handle, int32_t index, kabi_tensor_decl* out_decl) {
+  return c_boundary([&] {
+    const Op& op = op_from_handle(handle, "kabi_op_tensor_get");
+    check_output_struct(out_decl, "kabi_op_tensor_get: out_decl", KABI_STRUCT_SIZE_THROUGH(kabi_tensor_decl, name));
+    const auto inputs = static_cast<int32_t>(op.schema.inputs.size());
+    const auto count = inputs + static_cast<int32_t>(op.schema.outputs.size());
+    check_index(index, count, "kabi_op_tensor_get", op, "tensors");
+    const SchemaTensor& tensor = index < inputs ? op.schema.inputs[static_cast<size_t>(index)]
+                                                : op.schema.outputs[static_cast<size_t>(index - inputs)];
+    kabi_tensor_decl decl{};
+    decl.struct_size = sizeof decl;
+    decl.name = tensor.name.c_str();
+    decl.is_output = tensor.is_output ? 1 : 0;
+    decl.optional = tensor.optional ? 1 : 0;
+    decl.has_batch = tensor.has_batch ? 1 : 0;
+    decl.num_dims = static_cast<int32_t>(tensor.dims.size());
+    std::copy(tensor.dims.begin(), tensor.dims.end(), decl.dims);
+    decl.type_variable = tensor.type_variable;
+    decl.dtypes = tensor.dtypes;
+    write_output_struct(out_decl, decl);
+  });
+}
+
+KABI_EXPORT kabi_status kabi_op_attribute_get(kabi_op handle, int32_t index, kabi_attribute_decl* out_decl) {
+  return c_boundary([&] {
+    const Op& op = op_from_handle(handle, "kabi_op_attribute_get");
+    check_output_struct(out_decl, "kabi_op_attribute_get: out_decl",
+                        KABI_STRUCT_SIZE_THROUGH(kabi_attribute_decl, name));
+    check_index(index, static_cast<int32_t>(op.schema.attributes.size()), "kabi_op_attribute_get", op, "attributes");
+    const SchemaAttribute& attribute = op.schema.attributes[static_cast<size_t>(index)];
+    const std::vector<const char*>& values = op.enum_value_pointers[static_cast<size_t>(index)];
+    kabi_attribute_decl decl{};
+    decl.struct_size = sizeof decl;
+    decl.name = attribute.name.c_str();
+    decl.type = attribute.type;
+    decl.has_default = attribute.has_default ? 1 : 0;
+    decl.default_value = attribute.default_value;
+    decl.num_enum_values = static_cast<int32_t>(values.size());
+    decl.enum_values = values.data();
+    decl.in_tuning_key = attribute.in_tuning_key ? 1 : 0;
+    write_output_struct(out_decl, decl);
+  });
+}
+
+KABI_EXPORT kabi_status kabi_op_type_variable_get(kabi_op handle, int32_t index, kabi_type_variable_decl* out_decl) {
+  return c_boundary([&] {
+    const Op& op = op_from_handle(handle, "kabi_op_type_variable_get");
+    check_output_struct(out_decl, "kabi_op_type_variable_get: out_decl",
+                        KABI_STRUCT_SIZE_THROUGH(kabi_type_variable_decl, name));
+    check_index(index, static_cast<int32_t>(op.schema.type_variables.size()), "kabi_op_type_variable_get", op,
+                "type variables");
+    const TypeVariable& variable = op.schema.type_variables[static_cast<size_t>(index)];
+    kabi_type_variable_decl decl{};
+    decl.struct_size = sizeof decl;
+    decl.name = variable.name.c_str();
+    decl.dtypes = variable.dtypes;
+    write_output_struct(out_decl, decl);
   });
 }
 
@@ -188,9 +264,11 @@ KABI_EXPORT kabi_status kabi_kernel_info_get(kabi_kernel handle, kabi_kernel_inf
     info.kind = kernel->kind;
     info.required_features = kernel->required_features;
     info.dtypes = kernel->dtypes;
+    info.type_constraints = kernel->type_constraints.c_str();
     info.layouts = kernel->layouts;
     info.alignment = kernel->alignment;
     info.batch_mode = kernel->batch_mode;
+    info.has_workspace = kernel->workspace != nullptr ? 1 : 0;
     write_output_struct(out_info, info);
   });
 }

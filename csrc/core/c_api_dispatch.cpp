@@ -6,6 +6,7 @@
 #include "device.hpp"
 #include "error.hpp"
 #include "launch.hpp"
+#include "memory.hpp"
 #include "plugin.hpp"
 #include "problem.hpp"
 #include "select.hpp"
@@ -77,10 +78,10 @@ extern "C" {
 KABI_EXPORT kabi_status kabi_problem_describe(kabi_op handle, const kabi_args* args, kabi_problem* out_problem) {
   return c_boundary([&] {
     const Op& op = op_from_handle(handle, "kabi_problem_describe");
-    const kabi_args call = read_args(args, "kabi_problem_describe");
+    const CallArgs call(op, args, "kabi_problem_describe");
     check_output_struct(out_problem, "kabi_problem_describe: out_problem",
                         KABI_STRUCT_SIZE_THROUGH(kabi_problem, device_type));
-    write_output_struct(out_problem, describe_problem(op, call, ProblemUse::kDescribe));
+    write_output_struct(out_problem, describe_problem(op, call.args(), ProblemUse::kDescribe));
   });
 }
 
@@ -88,13 +89,13 @@ KABI_EXPORT kabi_status kabi_select(kabi_op handle, const kabi_args* args, const
                                     kabi_selection* out_selection) {
   return c_boundary([&] {
     const Op& op = op_from_handle(handle, "kabi_select");
-    const kabi_args call = read_args(args, "kabi_select");
+    const CallArgs call(op, args, "kabi_select");
     check_output_struct(out_selection, "kabi_select: out_selection", KABI_STRUCT_SIZE_THROUGH(kabi_selection, kernel));
-    const kabi_problem problem = describe_problem(op, call, ProblemUse::kDescribe);
-    check_outputs_do_not_alias_inputs(op, call);
+    const kabi_problem problem = describe_problem(op, call.args(), ProblemUse::kDescribe);
+    check_outputs_do_not_alias_inputs(op, call.args());
     SelectOptions resolved = resolve_select_options(op, options);
     resolve_gate_options(options, resolved);
-    const SelectionResult result = select_kernel(op, call, problem, resolved);
+    const SelectionResult result = select_kernel(op, call.args(), problem, resolved);
     // Written even when nothing qualifies, so callers can show every candidate and why it was rejected.
     write_selection(out_selection, result, problem);
     if (!result.kernel) throw Error(result.status, result.reason);
@@ -111,20 +112,25 @@ KABI_EXPORT kabi_status kabi_op_environment_force(kabi_op handle, char* buffer, 
 KABI_EXPORT kabi_status kabi_launch(kabi_kernel handle, const kabi_args* args) {
   return c_boundary([&] {
     const KernelPtr kernel = Registry::instance().acquire(handle);
-    const kabi_args call = read_args(args, "kabi_launch");
-    launch_kernel(*kernel, call, describe_problem(*kernel->op, call, ProblemUse::kLaunch));
+    const CallArgs call(*kernel->op, args, "kabi_launch");
+    launch_kernel(*kernel, call.args(), describe_problem(*kernel->op, call.args(), ProblemUse::kLaunch));
   });
 }
 
 KABI_EXPORT kabi_status kabi_call(kabi_op handle, const kabi_args* args, const kabi_select_options* options) {
-  return c_boundary([&] { call_op(op_from_handle(handle, "kabi_call"), read_args(args, "kabi_call"), options); });
+  return c_boundary([&] {
+    Op& op = op_from_handle(handle, "kabi_call");
+    const CallArgs call(op, args, "kabi_call");
+    call_op(op, call.args(), options);
+  });
 }
 
 KABI_EXPORT kabi_status kabi_tuning_store(kabi_op handle, const kabi_args* args, const kabi_tuning_record* records,
                                           int32_t num_records) {
   return c_boundary([&] {
     Op& op = op_from_handle(handle, "kabi_tuning_store");
-    const kabi_problem problem = describe_problem(op, read_args(args, "kabi_tuning_store"), ProblemUse::kDescribe);
+    const CallArgs call(op, args, "kabi_tuning_store");
+    const kabi_problem problem = describe_problem(op, call.args(), ProblemUse::kDescribe);
     if (num_records < 0) throw Error(KABI_STATUS_INVALID_ARGUMENT, "kabi_tuning_store: num_records is negative");
     std::vector<TuningEntry> entries;
     if (num_records > 0) {
@@ -145,7 +151,7 @@ KABI_EXPORT kabi_status kabi_tuning_store(kabi_op handle, const kabi_args* args,
           throw Error(KABI_STATUS_INVALID_ARGUMENT, what + ": time_us must be >= 0 or INFINITY");
         }
         TuningEntry entry{kernel->name, kernel->fingerprint, record.time_us, record.note != nullptr ? record.note : ""};
-        // Fields past struct_size read as zero: an ABI 1.1 caller stores persistent, untimed-spread records.
+        // Fields past struct_size read as zero: an older caller stores persistent, untimed-spread records.
         entry.flags = record.flags;
         entry.spread = record.spread;
         entry.recorded_at = record.recorded_at;
@@ -156,6 +162,33 @@ KABI_EXPORT kabi_status kabi_tuning_store(kabi_op handle, const kabi_args* args,
                                   entries);
     // Only this op's records changed: other ops keep their decisions.
     Registry::instance().bump_generation({&op});
+  });
+}
+
+KABI_EXPORT kabi_status kabi_allocator_set(const kabi_allocator* allocator) {
+  return c_boundary([&] { set_allocator(allocator); });
+}
+
+KABI_EXPORT kabi_status kabi_memory_allocate(int32_t device_type, int32_t device_index, size_t bytes, void* stream,
+                                             void** out_pointer) {
+  return c_boundary([&] {
+    if (out_pointer == nullptr) throw Error(KABI_STATUS_INVALID_ARGUMENT, "kabi_memory_allocate: out_pointer is NULL");
+    *out_pointer = allocate_memory(device_type, device_index, bytes, stream);
+  });
+}
+
+KABI_EXPORT void kabi_memory_release(int32_t device_type, int32_t device_index, void* pointer, size_t bytes,
+                                     void* stream) {
+  release_memory(device_type, device_index, pointer, bytes, stream);
+}
+
+KABI_EXPORT kabi_status kabi_kernel_workspace_size(kabi_kernel handle, const kabi_args* args, size_t* out_bytes) {
+  return c_boundary([&] {
+    if (out_bytes == nullptr) throw Error(KABI_STATUS_INVALID_ARGUMENT, "kabi_kernel_workspace_size: out_bytes is NULL");
+    const KernelPtr kernel = Registry::instance().acquire(handle);
+    const CallArgs call(*kernel->op, args, "kabi_kernel_workspace_size");
+    // Outputs are optional here, as for kabi_select: the size may be wanted before they exist.
+    *out_bytes = workspace_size(*kernel, describe_problem(*kernel->op, call.args(), ProblemUse::kDescribe));
   });
 }
 

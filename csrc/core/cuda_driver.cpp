@@ -6,6 +6,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "error.hpp"
 
@@ -181,6 +183,37 @@ const CudaDriver& cuda_driver() {
 void check_cuda(cuda::CUresult result, const std::string& what) {
   if (result == cuda::CUDA_SUCCESS) return;
   throw Error(KABI_STATUS_KERNEL_FAILED, what + ": " + describe_result(driver_state().driver, result));
+}
+
+CudaContextScope::CudaContextScope(const CudaDriver& driver, int32_t device_index, const std::string& what)
+    : driver_(driver) {
+  check_cuda(driver.cuCtxGetCurrent(&previous_), "cuCtxGetCurrent for ", what);
+  cuda::CUdevice current_device = -1;
+  if (previous_ != nullptr && driver.cuCtxGetDevice(&current_device) == cuda::CUDA_SUCCESS &&
+      current_device == device_index) {
+    return;
+  }
+  cuda::CUdevice device = 0;
+  cuda::CUcontext primary = nullptr;
+  check_cuda(driver.cuDeviceGet(&device, device_index), "cuDeviceGet for ", what);
+  // Retained once per device and never released: the primary context then outlives every module loaded into it.
+  static std::mutex retain_mutex;
+  static std::map<int32_t, cuda::CUcontext> retained;
+  {
+    std::lock_guard<std::mutex> lock(retain_mutex);
+    auto found = retained.find(device_index);
+    if (found == retained.end()) {
+      check_cuda(driver.cuDevicePrimaryCtxRetain(&primary, device), "cuDevicePrimaryCtxRetain for " + what);
+      found = retained.emplace(device_index, primary).first;
+    }
+    primary = found->second;
+  }
+  check_cuda(driver.cuCtxSetCurrent(primary), "cuCtxSetCurrent for ", what);
+  switched_ = true;
+}
+
+CudaContextScope::~CudaContextScope() {
+  if (switched_) driver_.cuCtxSetCurrent(previous_);
 }
 
 }  // namespace kabi::core

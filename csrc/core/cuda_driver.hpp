@@ -96,6 +96,22 @@ inline void check_cuda(cuda::CUresult result, const char* operation, const std::
   if (result != cuda::CUDA_SUCCESS) check_cuda(result, operation + subject);
 }
 
+// Makes a device's context current for a launch or an allocation (the calling thread's current context when it
+// belongs to the device, else the device's primary context), restoring the previous context afterwards. `what` names
+// the work in errors.
+class CudaContextScope {
+ public:
+  CudaContextScope(const CudaDriver& driver, int32_t device_index, const std::string& what);
+  ~CudaContextScope();
+  CudaContextScope(const CudaContextScope&) = delete;
+  CudaContextScope& operator=(const CudaContextScope&) = delete;
+
+ private:
+  const CudaDriver& driver_;
+  cuda::CUcontext previous_ = nullptr;
+  bool switched_ = false;
+};
+
 // Probed once, thread-safely: every CUDA device with its name, compute capability, SM count, memory, driver
 // version and KABI_FEATURE_* bits (tensor cores, bf16 mma, fp8, tma, wgmma by compute capability).
 const std::vector<kabi_device_info>& cuda_devices();

@@ -1,6 +1,6 @@
-// kabi_call's per-op memory of selections: exact problem (dims, batch shape, layouts, dtype, device, data
-// alignment) and forcing -> kernel, valid while the op's generation is unchanged. Keys are plain values, so a
-// hit costs a hash and a compare, no allocation.
+// kabi_call's per-op memory of selections: exact problem (dims, batch shape, layouts, type bindings, given inputs,
+// attributes, device, data alignment) and forcing -> kernel, valid while the op's generation is unchanged. Keys are
+// plain values, so a hit costs a hash and a compare, no allocation.
 #pragma once
 
 #include <array>
@@ -18,14 +18,18 @@ namespace kabi::core {
 struct Kernel;
 
 struct DecisionKey {
-  std::array<int64_t, 8> dims{};
-  std::array<int64_t, 8> batch_shape{};
-  std::array<uint32_t, 8> layouts{};
+  std::array<int64_t, KABI_MAX_DIMS> dims{};
+  std::array<int64_t, KABI_MAX_BATCH_RANK> batch_shape{};
+  std::array<uint32_t, KABI_MAX_TENSORS> layouts{};
+  std::array<uint32_t, KABI_MAX_TYPE_VARIABLES> type_bindings{};
+  // Every attribute, not only those of the tuning key: a supports predicate may tell their values apart.
+  std::array<kabi_attribute_value, KABI_MAX_ATTRIBUTES> attributes{};
+  int32_t num_attributes = 0;
+  uint32_t inputs_present = 0;
   int32_t device_type = 0;
   int32_t device_index = 0;
   int32_t batch_rank = 0;
   int32_t batch_mode = 0;
-  uint32_t dtype = 0;
   uint32_t alignment = 0;
   bool use_tuning_cache = true;
   bool allow_unverified = false;
@@ -34,11 +38,12 @@ struct DecisionKey {
 
   DecisionKey(const kabi_problem& problem, uint32_t data_alignment, bool use_tuning, const std::string& forced,
               bool unverified_allowed, bool failed_gate_allowed)
-      : device_type(problem.device_type),
+      : num_attributes(problem.num_attributes),
+        inputs_present(problem.inputs_present),
+        device_type(problem.device_type),
         device_index(problem.device_index),
         batch_rank(problem.batch_rank),
         batch_mode(problem.batch_mode),
-        dtype(problem.dtype),
         alignment(data_alignment),
         use_tuning_cache(use_tuning),
         allow_unverified(unverified_allowed),
@@ -47,14 +52,29 @@ struct DecisionKey {
     std::memcpy(dims.data(), problem.dims, sizeof(int64_t) * static_cast<size_t>(problem.num_dims));
     std::memcpy(batch_shape.data(), problem.batch_shape, sizeof(int64_t) * static_cast<size_t>(problem.batch_rank));
     std::memcpy(layouts.data(), problem.input_layouts, sizeof layouts);
+    std::memcpy(type_bindings.data(), problem.type_bindings, sizeof type_bindings);
+    std::memcpy(attributes.data(), problem.attributes,
+                sizeof(kabi_attribute_value) * static_cast<size_t>(problem.num_attributes));
   }
 
   bool operator==(const DecisionKey& other) const {
+    const auto same_attributes = [&] {
+      for (int32_t i = 0; i < num_attributes; ++i) {
+        const auto index = static_cast<size_t>(i);
+        if (attributes[index].integer != other.attributes[index].integer ||
+            std::memcmp(&attributes[index].real, &other.attributes[index].real, sizeof(double)) != 0) {
+          return false;
+        }
+      }
+      return true;
+    };
     return dims == other.dims && batch_shape == other.batch_shape && layouts == other.layouts &&
-           device_type == other.device_type && device_index == other.device_index && batch_rank == other.batch_rank &&
-           batch_mode == other.batch_mode && dtype == other.dtype && alignment == other.alignment &&
-           use_tuning_cache == other.use_tuning_cache && allow_unverified == other.allow_unverified &&
-           allow_failed_gate == other.allow_failed_gate && force == other.force;
+           type_bindings == other.type_bindings && num_attributes == other.num_attributes && same_attributes() &&
+           inputs_present == other.inputs_present && device_type == other.device_type &&
+           device_index == other.device_index && batch_rank == other.batch_rank && batch_mode == other.batch_mode &&
+           alignment == other.alignment && use_tuning_cache == other.use_tuning_cache &&
+           allow_unverified == other.allow_unverified && allow_failed_gate == other.allow_failed_gate &&
+           force == other.force;
   }
 };
 
@@ -68,7 +88,9 @@ struct DecisionKeyHash {
     for (int64_t dim : key.dims) mix(static_cast<uint64_t>(dim));
     for (int32_t d = 0; d < key.batch_rank; ++d) mix(static_cast<uint64_t>(key.batch_shape[static_cast<size_t>(d)]));
     for (uint32_t layout : key.layouts) mix(layout);
-    mix((static_cast<uint64_t>(static_cast<uint32_t>(key.device_type)) << 32) | key.dtype);
+    for (uint32_t binding : key.type_bindings) mix(binding);
+    for (int32_t i = 0; i < key.num_attributes; ++i) mix(static_cast<uint64_t>(key.attributes[static_cast<size_t>(i)].integer));
+    mix((static_cast<uint64_t>(static_cast<uint32_t>(key.device_type)) << 32) | key.inputs_present);
     mix((static_cast<uint64_t>(key.alignment) << 32) | static_cast<uint32_t>(key.device_index));
     return static_cast<size_t>(hash ^ std::hash<std::string>()(key.force));
   }

@@ -21,26 +21,58 @@ Kernel::~Kernel() {
 }
 
 std::unique_ptr<Op> make_op(const kabi_op_desc* caller) {
-  const kabi_op_desc desc = read_input_struct(caller, "op desc", KABI_STRUCT_SIZE_THROUGH(kabi_op_desc, dtypes));
+  const kabi_op_desc desc = read_input_struct(caller, "op desc", KABI_STRUCT_SIZE_THROUGH(kabi_op_desc, schema));
+  walk_extensions(desc.extensions, "op desc");
   auto op = std::make_unique<Op>();
   op->name = required_string(desc.name, "op desc: name");
   op->schema_text = required_string(desc.schema, "op " + op->name + ": schema");
-  op->dtypes = desc.dtypes;
-  if ((op->dtypes & kAllDtypes) == 0 || (op->dtypes & ~kAllDtypes) != 0) {
-    throw Error(KABI_STATUS_INVALID_ARGUMENT, "op " + op->name + ": dtypes " + std::to_string(op->dtypes) +
-                                                  " must be a non-empty set of KABI_DTYPE_* bits");
-  }
-  op->schema = parse_schema(op->name, op->schema_text);
+  op->type_variables_text = desc.type_variables != nullptr ? desc.type_variables : "";
+  op->schema = parse_schema(op->name, op->schema_text, op->type_variables_text);
   op->tuning_key_text = desc.tuning_key != nullptr && *desc.tuning_key != '\0' ? std::string(desc.tuning_key)
                                                                                : default_tuning_key(op->schema);
   op->tuning_key = parse_tuning_key(op->name, op->tuning_key_text, op->schema);
   for (const std::string& name : op->schema.dim_names) op->dim_name_pointers.push_back(name.c_str());
+  for (const SchemaAttribute& attribute : op->schema.attributes) {
+    std::vector<const char*> values;
+    for (const std::string& value : attribute.enum_values) values.push_back(value.c_str());
+    op->enum_value_pointers.push_back(std::move(values));
+  }
   return op;
 }
+
+namespace {
+
+// The dtypes a kernel accepts per type variable of its op: type_constraints where it names the variable, else
+// `dtypes`; each must share a dtype with the variable.
+std::vector<uint32_t> accepted_dtypes(const Op& op, const Kernel& kernel, const std::string& what) {
+  const std::vector<TypeVariable> constraints = parse_type_variables(what + ": type_constraints", kernel.type_constraints);
+  const auto& variables = op.schema.type_variables;
+  std::vector<uint32_t> accepted(variables.size(), kernel.dtypes);
+  for (const TypeVariable& constraint : constraints) {
+    const auto found = std::find_if(variables.begin(), variables.end(),
+                                    [&](const TypeVariable& variable) { return variable.name == constraint.name; });
+    if (found == variables.end()) {
+      throw Error(KABI_STATUS_INVALID_ARGUMENT, what + ": type_constraints names " + constraint.name +
+                                                    ", which is not a type variable of op " + op.name);
+    }
+    accepted[static_cast<size_t>(found - variables.begin())] = constraint.dtypes;
+  }
+  for (size_t v = 0; v < variables.size(); ++v) {
+    if ((accepted[v] & variables[v].dtypes) == 0) {
+      throw Error(KABI_STATUS_INVALID_ARGUMENT, what + ": accepts " + describe_dtype_set(accepted[v]) + " for " +
+                                                    variables[v].name + ", none of the op's " +
+                                                    describe_dtype_set(variables[v].dtypes));
+    }
+  }
+  return accepted;
+}
+
+}  // namespace
 
 KernelPtr make_kernel(const kabi_kernel_desc* caller, Op& op) {
   const kabi_kernel_desc desc =
       read_input_struct(caller, "kernel desc", KABI_STRUCT_SIZE_THROUGH(kabi_kernel_desc, function));
+  walk_extensions(desc.extensions, "kernel desc");
   auto kernel = std::make_shared<Kernel>();
   kernel->op = &op;
   kernel->name = required_string(desc.name, "kernel desc for op " + op.name + ": name");
@@ -64,10 +96,8 @@ KernelPtr make_kernel(const kabi_kernel_desc* caller, Op& op) {
   kernel->required_features = desc.required_features;
   kernel->dtypes = desc.dtypes;
   if ((kernel->dtypes & ~kAllDtypes) != 0) invalid("dtypes has bits that are not KABI_DTYPE_* values");
-  if ((kernel->dtypes & op.dtypes) == 0) {
-    invalid("dtypes " + describe_dtype_set(kernel->dtypes) + " share none with the op's " +
-            describe_dtype_set(op.dtypes));
-  }
+  kernel->type_constraints = desc.type_constraints != nullptr ? desc.type_constraints : "";
+  kernel->accepted_dtypes = accepted_dtypes(op, *kernel, what);
   kernel->layouts = desc.layouts;
   if ((kernel->layouts & KABI_LAYOUT_ANY) == 0) invalid("layouts names no KABI_LAYOUT_* class");
   kernel->alignment = desc.alignment;
@@ -81,19 +111,13 @@ KernelPtr make_kernel(const kabi_kernel_desc* caller, Op& op) {
   kernel->kind = desc.kind;
   switch (desc.kind) {
     case KABI_KERNEL_FUNCTION:
-      if (desc.function == nullptr && desc.function_with_problem == nullptr) {
-        invalid("kind is KABI_KERNEL_FUNCTION but function is NULL (and so is function_with_problem)");
-      }
-      if (desc.function != nullptr && desc.function_with_problem != nullptr) {
-        invalid("sets both function and function_with_problem; set exactly one");
-      }
+      if (desc.function == nullptr) invalid("kind is KABI_KERNEL_FUNCTION but function is NULL");
       kernel->function = desc.function;
-      kernel->function_with_problem = desc.function_with_problem;
       break;
     case KABI_KERNEL_DEVICE_BINARY:
       if (desc.binary == nullptr) invalid("kind is KABI_KERNEL_DEVICE_BINARY but binary is NULL");
       try {
-        kernel->binary = make_device_binary(desc.binary);
+        kernel->binary = make_device_binary(desc.binary, op.schema);
       } catch (const Error& error) {
         throw Error(error.status(), what + ": " + error.what());
       }
@@ -102,6 +126,7 @@ KernelPtr make_kernel(const kabi_kernel_desc* caller, Op& op) {
     default: invalid("kind " + std::to_string(static_cast<int>(desc.kind)) + " is not a kabi_kernel_kind");
   }
   kernel->supports = desc.supports;
+  kernel->workspace = desc.workspace;
   kernel->user_data = desc.user_data;
   if (desc.fingerprint != nullptr && *desc.fingerprint != '\0') {
     kernel->fingerprint = desc.fingerprint;

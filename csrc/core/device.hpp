@@ -20,8 +20,8 @@ const kabi_device_info* find_device(int32_t device_type, int32_t device_index);
 // Like find_device, but a missing device is Error(KABI_STATUS_NOT_FOUND) saying what exists.
 const kabi_device_info& get_device(int32_t device_type, int32_t device_index);
 
-// "cpu|<brand>|x86-64-v3|avx,avx2,fma|abi1" or "cuda|NVIDIA H200|sm90|drv13000|abi1"; for a device kabi cannot
-// describe, "<type>:<index>|unknown|abi1" so its tuning entries still stay apart from other devices'.
+// "cpu|<brand>|x86-64-v3|avx,avx2,fma|abi2" or "cuda|NVIDIA H200|sm90|drv13000|abi2"; for a device kabi cannot
+// describe, "<type>:<index>|unknown|abi2" so its tuning entries still stay apart from other devices'.
 const std::string& device_signature(int32_t device_type, int32_t device_index);
 
 }  // namespace kabi::core

@@ -30,6 +30,7 @@ struct LaunchParam {
   int32_t dim = 0;
   std::string name;
   int64_t value = 0;
+  bool real_attribute = false;  // ATTRIBUTE of a float attribute: passed as a float or double
 };
 
 class DeviceBinary {
@@ -40,6 +41,7 @@ class DeviceBinary {
   std::string entry;
   std::vector<LaunchParam> params;
   std::vector<GridExpression> grid;
+  int32_t num_inputs = 0;  // of the op's schema: tensor indices below it are inputs, the rest outputs
   int32_t block[3] = {1, 1, 1};
   int32_t shared_memory_bytes = 0;
   int32_t cluster_size = 1;
@@ -71,7 +73,8 @@ LaunchParam copy_param(const kabi_launch_param& raw, size_t index) {
   param.dim = raw.dim;
   param.value = raw.value;
   const std::string label = param_label(index);
-  const bool integer = raw.kind == KABI_PARAM_DIM || raw.kind == KABI_PARAM_STRIDE || raw.kind == KABI_PARAM_CONSTANT;
+  const bool integer = raw.kind == KABI_PARAM_DIM || raw.kind == KABI_PARAM_STRIDE ||
+                       raw.kind == KABI_PARAM_CONSTANT || raw.kind == KABI_PARAM_ATTRIBUTE;
   if (integer && raw.size_bytes != 4 && raw.size_bytes != 8) {
     throw invalid(label + ".size_bytes is " + std::to_string(raw.size_bytes) + "; expected 4 or 8");
   }
@@ -94,9 +97,32 @@ LaunchParam copy_param(const kabi_launch_param& raw, size_t index) {
     case KABI_PARAM_SCRATCH:
       if (raw.value < 0) throw invalid(label + ".value is " + std::to_string(raw.value) + "; expected bytes >= 0");
       break;
+    case KABI_PARAM_ATTRIBUTE:
+      if (raw.index < 0) throw invalid(label + ".index is " + std::to_string(raw.index) + "; expected >= 0");
+      break;
+    case KABI_PARAM_WORKSPACE: break;
     default: throw invalid(label + ".kind is " + std::to_string(raw.kind) + "; expected a kabi_param_kind");
   }
   return param;
+}
+
+// Checks the indices a parameter reads against the op's schema, and marks float attributes.
+void bind_param_to_schema(LaunchParam& param, size_t index, const Schema& schema) {
+  const std::string label = param_label(index);
+  const auto tensors = static_cast<int32_t>(schema.inputs.size() + schema.outputs.size());
+  const bool reads_tensor = param.kind == KABI_PARAM_TENSOR_DATA || param.kind == KABI_PARAM_STRIDE;
+  if (reads_tensor && param.index >= tensors) {
+    throw invalid(label + ".index is " + std::to_string(param.index) + "; the op has " + std::to_string(tensors) +
+                  " tensors");
+  }
+  if (param.kind == KABI_PARAM_ATTRIBUTE) {
+    const auto attributes = static_cast<int32_t>(schema.attributes.size());
+    if (param.index >= attributes) {
+      throw invalid(label + ".index is " + std::to_string(param.index) + "; the op has " + std::to_string(attributes) +
+                    " attributes");
+    }
+    param.real_attribute = schema.attributes[static_cast<size_t>(param.index)].type == KABI_ATTRIBUTE_FLOAT;
+  }
 }
 
 // Bytes of a cubin must form an ELF file; a PTX must be text.
@@ -120,7 +146,7 @@ void check_image(const kabi_device_binary& desc) {
 
 int64_t dim_value(const std::string& name, const kabi_problem& problem) {
   if (name == "batch") return problem.batch_size;
-  for (int32_t i = 0; i < problem.num_dims && i < 8; ++i) {
+  for (int32_t i = 0; i < problem.num_dims; ++i) {
     if (problem.dim_names[i] != nullptr && name == problem.dim_names[i]) return problem.dims[i];
   }
   throw invalid("device binary parameter names dimension " + name + ", which the problem does not have");
@@ -150,13 +176,25 @@ void store_integer(uint64_t& slot, int64_t value, const LaunchParam& param) {
       const std::string what = param.kind == KABI_PARAM_DIM ? param.name
                                : param.kind == KABI_PARAM_STRIDE
                                    ? "stride " + std::to_string(param.dim) + " of tensor " + std::to_string(param.index)
-                                   : std::string("constant");
+                               : param.kind == KABI_PARAM_ATTRIBUTE ? "attribute " + std::to_string(param.index)
+                                                                    : std::string("constant");
       throw invalid(what + " = " + std::to_string(value) + " does not fit the kernel's 4-byte parameter");
     }
     const int32_t narrow = static_cast<int32_t>(value);
     std::memcpy(&slot, &narrow, sizeof narrow);
   } else {
     std::memcpy(&slot, &value, sizeof value);
+  }
+}
+
+void store_attribute(uint64_t& slot, const kabi_attribute_value& value, const LaunchParam& param) {
+  if (!param.real_attribute) {
+    store_integer(slot, value.integer, param);
+  } else if (param.size_bytes == 4) {
+    const auto narrow = static_cast<float>(value.real);
+    std::memcpy(&slot, &narrow, sizeof narrow);
+  } else {
+    std::memcpy(&slot, &value.real, sizeof value.real);
   }
 }
 
@@ -195,46 +233,6 @@ bool stream_is_capturing(const CudaDriver& driver, cuda::CUstream stream) {
   check_cuda(driver.cuStreamIsCapturing(stream, &status), "cuStreamIsCapturing");
   return status != cuda::CU_STREAM_CAPTURE_STATUS_NONE;
 }
-
-// Makes the problem's device current for the launch, restoring the previous context afterwards.
-class ContextScope {
- public:
-  ContextScope(const CudaDriver& driver, int32_t device_index, const std::string& entry) : driver_(driver) {
-    check_cuda(driver.cuCtxGetCurrent(&previous_), "cuCtxGetCurrent for ", entry);
-    cuda::CUdevice current_device = -1;
-    if (previous_ != nullptr && driver.cuCtxGetDevice(&current_device) == cuda::CUDA_SUCCESS &&
-        current_device == device_index) {
-      return;
-    }
-    cuda::CUdevice device = 0;
-    cuda::CUcontext primary = nullptr;
-    check_cuda(driver.cuDeviceGet(&device, device_index), "cuDeviceGet for ", entry);
-    // Retained once per device and never released: the primary context then outlives every module loaded into it.
-    static std::mutex retain_mutex;
-    static std::map<int32_t, cuda::CUcontext> retained;
-    {
-      std::lock_guard<std::mutex> lock(retain_mutex);
-      auto found = retained.find(device_index);
-      if (found == retained.end()) {
-        check_cuda(driver.cuDevicePrimaryCtxRetain(&primary, device), "cuDevicePrimaryCtxRetain for " + entry);
-        found = retained.emplace(device_index, primary).first;
-      }
-      primary = found->second;
-    }
-    check_cuda(driver.cuCtxSetCurrent(primary), "cuCtxSetCurrent for ", entry);
-    switched_ = true;
-  }
-  ~ContextScope() {
-    if (switched_) driver_.cuCtxSetCurrent(previous_);
-  }
-  ContextScope(const ContextScope&) = delete;
-  ContextScope& operator=(const ContextScope&) = delete;
-
- private:
-  const CudaDriver& driver_;
-  cuda::CUcontext previous_ = nullptr;
-  bool switched_ = false;
-};
 
 }  // namespace
 
@@ -295,9 +293,10 @@ uint64_t fnv1a64(const void* data, size_t size, uint64_t hash) {
   return hash;
 }
 
-std::shared_ptr<DeviceBinary> make_device_binary(const kabi_device_binary* desc_pointer) {
+std::shared_ptr<DeviceBinary> make_device_binary(const kabi_device_binary* desc_pointer, const Schema& schema) {
   const kabi_device_binary desc =
       read_input_struct(desc_pointer, "binary", KABI_STRUCT_SIZE_THROUGH(kabi_device_binary, cluster_size));
+  walk_extensions(desc.extensions, "binary");
   check_image(desc);
   auto binary = std::make_shared<DeviceBinary>();
   binary->format = desc.format;
@@ -324,8 +323,10 @@ std::shared_ptr<DeviceBinary> make_device_binary(const kabi_device_binary* desc_
       std::memset(&raw, 0, sizeof raw);
       std::memcpy(&raw, base + i * stride, std::min(stride, sizeof raw));
       binary->params.push_back(copy_param(raw, i));
+      bind_param_to_schema(binary->params.back(), i, schema);
     }
   }
+  binary->num_inputs = static_cast<int32_t>(schema.inputs.size());
   for (int axis = 0; axis < 3; ++axis) {
     try {
       binary->grid.emplace_back(desc.grid[axis] != nullptr ? std::string(desc.grid[axis]) : std::string("1"));
@@ -392,19 +393,15 @@ void launch_device_binary(DeviceBinary& binary, const kabi_problem& problem, con
                   ", not a multiple of its cluster size " + std::to_string(binary.cluster_size));
   }
 
-  ContextScope context(driver, problem.device_index, binary.entry);
+  CudaContextScope context(driver, problem.device_index, binary.entry);
   const cuda::CUfunction function = binary.function_on(driver, problem.device_index);
 
   auto stream = static_cast<cuda::CUstream>(args.stream);
   CapturedScratch captured_scratch(driver, stream);
   int capturing = -1;  // asked only when a scratch parameter needs memory
-  const int32_t num_tensors = args.num_inputs + args.num_outputs;
-  const auto tensor = [&](int32_t index, size_t param) -> const DLTensor& {
-    if (index >= num_tensors) {
-      throw invalid(binary.entry + " " + param_label(param) + " reads tensor " + std::to_string(index) +
-                    " but the call has " + std::to_string(num_tensors));
-    }
-    return index < args.num_inputs ? args.inputs[index] : args.outputs[index - args.num_inputs];
+  // args holds every input of the schema (the core completes trailing optional ones), then the outputs.
+  const auto tensor = [&](int32_t index) -> const DLTensor& {
+    return index < binary.num_inputs ? args.inputs[index] : args.outputs[index - binary.num_inputs];
   };
   uint64_t slots[kMaxParams] = {};
   void* pointers[kMaxParams] = {};
@@ -413,12 +410,19 @@ void launch_device_binary(DeviceBinary& binary, const kabi_problem& problem, con
     void* pointer = nullptr;
     switch (param.kind) {
       case KABI_PARAM_TENSOR_DATA: {
-        const DLTensor& data = tensor(param.index, i);
-        pointer = static_cast<char*>(data.data) + data.byte_offset;
+        const DLTensor& data = tensor(param.index);
+        // An absent optional input passes NULL.
+        pointer = data.data != nullptr ? static_cast<char*>(data.data) + data.byte_offset : nullptr;
         break;
       }
       case KABI_PARAM_DIM: store_integer(slots[i], dim_value(param.name, problem), param); break;
-      case KABI_PARAM_STRIDE: store_integer(slots[i], stride_value(tensor(param.index, i), param.dim), param); break;
+      case KABI_PARAM_STRIDE: {
+        const DLTensor& strided = tensor(param.index);
+        store_integer(slots[i], strided.dtype.bits == 0 ? 0 : stride_value(strided, param.dim), param);
+        break;
+      }
+      case KABI_PARAM_ATTRIBUTE: store_attribute(slots[i], problem.attributes[param.index], param); break;
+      case KABI_PARAM_WORKSPACE: pointer = args.workspace; break;
       case KABI_PARAM_CONSTANT: store_integer(slots[i], param.value, param); break;
       case KABI_PARAM_SCRATCH:
         if (param.value > 0) {
@@ -429,7 +433,8 @@ void launch_device_binary(DeviceBinary& binary, const kabi_problem& problem, con
         }
         break;
     }
-    if (param.kind == KABI_PARAM_TENSOR_DATA || param.kind == KABI_PARAM_SCRATCH) {
+    if (param.kind == KABI_PARAM_TENSOR_DATA || param.kind == KABI_PARAM_SCRATCH ||
+        param.kind == KABI_PARAM_WORKSPACE) {
       std::memcpy(&slots[i], &pointer, sizeof pointer);
     }
     pointers[i] = &slots[i];

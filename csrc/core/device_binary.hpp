@@ -8,15 +8,16 @@
 #include <vector>
 
 #include "kabi/kabi.h"
+#include "schema.hpp"
 
 namespace kabi::core {
 
 class DeviceBinary;  // the copied image and spec; loads a module per device lazily and thread-safely
 
-// Validate and deep-copy a kabi_device_binary (reads only what desc->struct_size covers; a NULL grid axis means "1",
-// a cluster_size of 0 means 1). Throws
+// Validate and deep-copy a kabi_device_binary for an op of this schema (reads only what desc->struct_size covers; a
+// NULL grid axis means "1", a cluster_size of 0 means 1; tensor and attribute indices must exist in the schema). Throws
 // kabi::core::Error(KABI_STATUS_INVALID_ARGUMENT, ...) naming the bad field.
-std::shared_ptr<DeviceBinary> make_device_binary(const kabi_device_binary* desc);
+std::shared_ptr<DeviceBinary> make_device_binary(const kabi_device_binary* desc, const Schema& schema);
 
 // FNV-1a, 64-bit: the hash manifests record for their images (image_fnv1a64) and the base of default fingerprints.
 uint64_t fnv1a64(const void* data, size_t size, uint64_t hash = 0xcbf29ce484222325ull);

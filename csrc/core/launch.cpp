@@ -4,6 +4,7 @@
 
 #include "device_binary.hpp"
 #include "error.hpp"
+#include "memory.hpp"
 #include "names.hpp"
 #include "problem.hpp"
 #include "select.hpp"
@@ -60,22 +61,16 @@ void check_constraints(const Kernel& kernel, const kabi_args& args, const kabi_p
     violated(kernel,
              "runs on " + device_type_name(kernel.device_type) + ", not on " + device_type_name(problem.device_type));
   }
-  if ((kernel.dtypes & problem.dtype) == 0) {
-    violated(kernel,
-             std::string("dtype ") + dtype_name(problem.dtype) + " not in " + describe_dtype_set(kernel.dtypes));
-  }
-  const auto& inputs = kernel.op->schema.inputs;
-  for (size_t i = 0; i < inputs.size() && i < 8; ++i) {
-    if (!layout_accepted(kernel.layouts, problem.input_layouts[i])) {
-      violated(kernel, inputs[i].name + " is " + layout_name(problem.input_layouts[i]) + "; kernel takes " +
-                           describe_layout_set(kernel.layouts));
-    }
-  }
+  if (std::string mismatch = dtype_mismatch(kernel, problem); !mismatch.empty()) violated(kernel, mismatch);
+  if (std::string mismatch = layout_mismatch(kernel, problem); !mismatch.empty()) violated(kernel, mismatch);
   if (problem.batch_mode > kernel.batch_mode) {
     violated(kernel, std::string("needs batch mode ") + batch_mode_name(problem.batch_mode) + "; kernel takes " +
                          batch_mode_name(kernel.batch_mode));
   }
-  for (int32_t i = 0; i < args.num_inputs; ++i) check_data(kernel, args.inputs[i], inputs[static_cast<size_t>(i)].name);
+  const auto& inputs = kernel.op->schema.inputs;
+  for (int32_t i = 0; i < args.num_inputs; ++i) {
+    if (input_present(problem, i)) check_data(kernel, args.inputs[i], inputs[static_cast<size_t>(i)].name);
+  }
   for (int32_t i = 0; i < args.num_outputs; ++i) {
     check_data(kernel, args.outputs[i], kernel.op->schema.outputs[static_cast<size_t>(i)].name);
   }
@@ -97,7 +92,7 @@ KernelPtr decide(Op& op, const kabi_args& args, kabi_problem& problem, const kab
                         resolved.allow_unverified, resolved.allow_failed_gate);
   const uint64_t generation = op.generation.load(std::memory_order_acquire);
   if (KernelPtr kernel = op.decisions.find(key, generation)) return kernel;
-  format_problem_key(op, args.num_inputs, problem);
+  format_problem_key(op, problem);
   SelectionResult selection = select_kernel(op, args, problem, resolved);
   if (!selection.kernel) throw Error(selection.status, selection.reason);
   op.decisions.remember(key, generation, selection.kernel);
@@ -125,17 +120,38 @@ void check_outputs_do_not_alias_inputs(const Op& op, const kabi_args& args) {
   }
 }
 
+size_t workspace_size(const Kernel& kernel, const kabi_problem& problem) {
+  if (kernel.workspace == nullptr) return 0;
+  size_t bytes = 0;
+  set_last_error("");
+  const kabi_status status = kernel.workspace(kernel.user_data, &problem, &bytes);
+  if (status != KABI_STATUS_OK) {
+    const std::string message = last_error();
+    throw Error(KABI_STATUS_KERNEL_FAILED, "kernel " + kernel.op->name + "/" + kernel.name +
+                                               ": its workspace function failed: " +
+                                               (message.empty() ? std::string(status_name(status)) : message));
+  }
+  return bytes;
+}
+
 void launch_kernel(const Kernel& kernel, const kabi_args& args, const kabi_problem& problem) {
   check_outputs_do_not_alias_inputs(*kernel.op, args);
   check_constraints(kernel, args, problem);
+  // What the kernel sees: every input in schema order (CallArgs completed them), every attribute with the defaults
+  // filled in, and its workspace.
+  kabi_args full = args;
+  full.struct_size = sizeof full;
+  full.attributes = problem.attributes;
+  full.num_attributes = problem.num_attributes;
+  full.workspace = nullptr;
+  full.workspace_size = workspace_size(kernel, problem);
+  if (full.workspace_size > 0) {
+    full.workspace = thread_workspace(problem.device_type, problem.device_index, args.stream, full.workspace_size);
+  }
   switch (kernel.kind) {
     case KABI_KERNEL_FUNCTION: {
-      kabi_args full = args;
-      full.struct_size = sizeof full;
       set_last_error("");
-      const kabi_status status = kernel.function_with_problem != nullptr
-                                     ? kernel.function_with_problem(kernel.user_data, &problem, &full)
-                                     : kernel.function(kernel.user_data, &full);
+      const kabi_status status = kernel.function(kernel.user_data, &problem, &full);
       if (status != KABI_STATUS_OK) {
         const std::string message = last_error();
         throw Error(KABI_STATUS_KERNEL_FAILED, "kernel " + kernel.op->name + "/" + kernel.name + " failed: " +
@@ -143,7 +159,7 @@ void launch_kernel(const Kernel& kernel, const kabi_args& args, const kabi_probl
       }
       return;
     }
-    case KABI_KERNEL_DEVICE_BINARY: launch_device_binary(*kernel.binary, problem, args); return;
+    case KABI_KERNEL_DEVICE_BINARY: launch_device_binary(*kernel.binary, problem, full); return;
     case KABI_KERNEL_EXTERNAL:
       throw Error(KABI_STATUS_UNAVAILABLE, "kernel " + kernel.op->name + "/" + kernel.name +
                                                " runs outside the core (registered as external, e.g. a Python "

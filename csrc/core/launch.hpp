@@ -2,6 +2,8 @@
 // kabi_call's select-and-launch with a per-op decision cache.
 #pragma once
 
+#include <cstddef>
+
 #include "kabi/kabi.h"
 #include "registry.hpp"
 
@@ -11,11 +13,16 @@ namespace kabi::core {
 // kernel's dtype, layout, batch and device constraints: KABI_STATUS_CONSTRAINT_VIOLATED), then runs the kernel.
 void launch_kernel(const Kernel& kernel, const kabi_args& args, const kabi_problem& problem);
 
+// The workspace bytes the kernel asks for the problem (0 without a workspace function); KABI_STATUS_KERNEL_FAILED
+// when its workspace function fails.
+size_t workspace_size(const Kernel& kernel, const kabi_problem& problem);
+
 // KABI_STATUS_INVALID_ARGUMENT naming the output and the input when an output's bytes overlap an input's on the
 // same device. Tensors without data pointers (selection before the memory exists) overlap nothing.
 void check_outputs_do_not_alias_inputs(const Op& op, const kabi_args& args);
 
-// Select (remembering the decision per problem key, device and forcing until the op's generation changes) and launch.
+// Select (remembering the decision per problem, device and forcing until the op's generation changes) and launch.
+// `args` as CallArgs completed them.
 void call_op(Op& op, const kabi_args& args, const kabi_select_options* options);
 
 }  // namespace kabi::core

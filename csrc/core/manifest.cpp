@@ -24,10 +24,9 @@ constexpr char kManifestSuffix[] = ".kabi-manifest";
 const char* const kRequiredKeys[] = {"abi_major", "op",      "name",  "backend",      "device",
                                      "dtypes",    "layouts", "image", "image_format", "image_fnv1a64",
                                      "arch",      "entry",   "grid",  "block"};
-const char* const kOptionalKeys[] = {"archs",        "arch_min",    "arch_max",
-                                     "priority",     "features",    "alignment",
-                                     "batch_mode",   "fingerprint", "shared_memory_bytes",
-                                     "cluster_size", "param"};
+const char* const kOptionalKeys[] = {"archs",        "arch_min",    "arch_max",         "priority",
+                                     "features",     "alignment",   "batch_mode",       "fingerprint",
+                                     "shared_memory_bytes", "cluster_size", "type_constraints", "param"};
 
 struct Line {
   std::string key;
@@ -97,7 +96,8 @@ class Manifest {
     const Line& abi = required("abi_major");
     if (integer(abi, 0, INT32_MAX) != KABI_ABI_VERSION_MAJOR) {
       fail(abi.number, abi.key,
-           "is " + abi.value + "; this libkabi implements ABI major " + std::to_string(KABI_ABI_VERSION_MAJOR),
+           "is " + abi.value + "; this libkabi implements ABI major " + std::to_string(KABI_ABI_VERSION_MAJOR) +
+               ": rebuild the binary and its manifest against this kabi (kabi binaries compile)",
            KABI_STATUS_ABI_MISMATCH);
     }
     std::map<std::string, int> seen;
@@ -223,11 +223,13 @@ void read_param(const Manifest& manifest, const Line& line, const Op& op, Declar
       {"dim", {KABI_PARAM_DIM, {"name", "size"}}},
       {"stride", {KABI_PARAM_STRIDE, {"index", "dim", "size"}}},
       {"constant", {KABI_PARAM_CONSTANT, {"value", "size"}}},
-      {"scratch", {KABI_PARAM_SCRATCH, {"value"}}}};
+      {"scratch", {KABI_PARAM_SCRATCH, {"value"}}},
+      {"attribute", {KABI_PARAM_ATTRIBUTE, {"index", "size"}}},
+      {"workspace", {KABI_PARAM_WORKSPACE, {}}}};
   const auto kind = kinds.find(kind_name);
   if (kind == kinds.end()) {
     manifest.fail(line.number, "param",
-                  "kind \"" + kind_name + "\"; expected tensor, dim, stride, constant or scratch");
+                  "kind \"" + kind_name + "\"; expected tensor, dim, stride, constant, scratch, attribute or workspace");
   }
   std::map<std::string, std::string> fields;
   for (size_t position = 1; position < items.size(); ++position) {
@@ -244,13 +246,16 @@ void read_param(const Manifest& manifest, const Line& line, const Op& op, Declar
   param.struct_size = sizeof param;
   param.kind = kind->second.first;
   param.size_bytes = 8;
-  const int64_t tensors = static_cast<int64_t>(op.schema.inputs.size() + op.schema.outputs.size());
+  // The index of an attribute parameter counts the op's attributes; every other one counts its tensors.
+  const int64_t indexed = param.kind == KABI_PARAM_ATTRIBUTE
+                              ? static_cast<int64_t>(op.schema.attributes.size())
+                              : static_cast<int64_t>(op.schema.inputs.size() + op.schema.outputs.size());
   for (const std::string& field : kind->second.second) {
     const auto found = fields.find(field);
     if (found == fields.end()) manifest.fail(line.number, "param", kind_name + " needs " + field + "=");
     const std::string label = "param " + field;
     if (field == "index")
-      param.index = static_cast<int32_t>(manifest.parse_integer(line, found->second, label, 0, tensors - 1));
+      param.index = static_cast<int32_t>(manifest.parse_integer(line, found->second, label, 0, indexed - 1));
     if (field == "dim") param.dim = static_cast<int32_t>(manifest.parse_integer(line, found->second, label, -16, 15));
     if (field == "value") param.value = manifest.parse_integer(line, found->second, label, INT64_MIN, INT64_MAX);
     if (field == "size") {
@@ -363,6 +368,9 @@ KernelPtr read_kernel(const std::filesystem::path& path) {
   }
   kernel.dtypes = parse_bits(manifest, manifest.required("dtypes"), dtype_bit_from_name);
   kernel.layouts = parse_bits(manifest, manifest.required("layouts"), layout_bit_from_name);
+  if (const Line* constraints = manifest.find("type_constraints")) {
+    kernel.type_constraints = declaration.keep(constraints->value);
+  }
   if (const Line* alignment = manifest.find("alignment"))
     kernel.alignment = static_cast<uint32_t>(manifest.integer(*alignment, 0, 4096));
   kernel.batch_mode = KABI_BATCH_NONE;

@@ -68,8 +68,9 @@ void initialize(PluginLoad& load, void* library) {
   load.abi_version = abi_version();
   if (KABI_ABI_VERSION_MAJOR_OF(load.abi_version) != KABI_ABI_VERSION_MAJOR) {
     throw Error(KABI_STATUS_ABI_MISMATCH, plugin + " was built for kabi ABI " + version_text(load.abi_version) +
-                                              "; this kabi is " + version_text(KABI_ABI_VERSION) +
-                                              " (major versions must match)");
+                                              "; this kabi implements ABI " + version_text(KABI_ABI_VERSION) +
+                                              " (major versions must match): rebuild the plugin against this kabi's "
+                                              "headers");
   }
   auto init = reinterpret_cast<kabi_plugin_init_fn>(dlsym(library, KABI_PLUGIN_INIT_SYMBOL));
   if (init == nullptr) throw Error(KABI_STATUS_NOT_FOUND, plugin + " does not export " KABI_PLUGIN_INIT_SYMBOL);
@@ -278,6 +279,8 @@ const kabi_host_api& host_api() {
     table.device_info_get = &kabi_device_info_get;
     table.set_error = &set_error_from_plugin;
     table.last_error = &last_error_for_plugin;
+    table.memory_allocate = &kabi_memory_allocate;
+    table.memory_release = &kabi_memory_release;
     return table;
   }();
   return api;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cstring>
 
 #include "names.hpp"
@@ -11,7 +12,7 @@ namespace kabi::core {
 namespace {
 
 constexpr int32_t kMaxRank = 16;
-constexpr int32_t kMaxBatchRank = 8;
+constexpr int32_t kMaxBatchRank = KABI_MAX_BATCH_RANK;
 
 // The stride of dimension d in elements (DLPack's NULL strides mean compact row-major).
 int64_t stride_of(const DLTensor& tensor, int32_t d) {
@@ -47,23 +48,48 @@ std::string schema_shape(const Op& op, const SchemaTensor& tensor) {
   return "[" + join(items, ", ") + "]";
 }
 
+std::string input_list(const Schema& schema) {
+  std::vector<std::string> names;
+  for (const SchemaTensor& tensor : schema.inputs) names.push_back(tensor.name + (tensor.optional ? "?" : ""));
+  return join(names, ", ");
+}
+
+std::string attribute_value_text(const SchemaAttribute& attribute, const kabi_attribute_value& value) {
+  switch (attribute.type) {
+    case KABI_ATTRIBUTE_INT: return std::to_string(value.integer);
+    case KABI_ATTRIBUTE_BOOL: return value.integer != 0 ? "true" : "false";
+    case KABI_ATTRIBUTE_ENUM: return attribute.enum_values[static_cast<size_t>(value.integer)];
+    case KABI_ATTRIBUTE_FLOAT: {
+      char text[32];
+      const auto result = std::to_chars(text, text + sizeof text, value.real);
+      return std::string(text, result.ptr);
+    }
+  }
+  return "";
+}
+
 class Binder {
  public:
-  Binder(const Op& op, const kabi_args& args) : op_(op), args_(args) {}
+  Binder(const Op& op, const kabi_args& args) : op_(op), schema_(op.schema), args_(args) {}
 
   kabi_problem bind(ProblemUse use) {
     const bool outputs_required = use != ProblemUse::kDescribe;
     std::memset(&problem_, 0, sizeof problem_);
     problem_.struct_size = sizeof problem_;
-    check_counts(outputs_required);
-    for (int32_t i = 0; i < args_.num_inputs; ++i) check_tensor(args_.inputs[i], input_name(i));
+    problem_.num_inputs = static_cast<int32_t>(schema_.inputs.size());
+    problem_.num_outputs = static_cast<int32_t>(schema_.outputs.size());
+    problem_.num_type_variables = static_cast<int32_t>(schema_.type_variables.size());
+    problem_.num_attributes = static_cast<int32_t>(schema_.attributes.size());
+    check_outputs(outputs_required);
+    find_present_inputs();
     for (int32_t i = 0; i < args_.num_outputs; ++i) check_tensor(args_.outputs[i], output_name(i));
     check_dtypes_and_devices();
+    bind_attributes();
     bind_dimensions();
     broadcast_batch();
     derive_outputs();
     classify_inputs();
-    if (use == ProblemUse::kDescribe) format_problem_key(op_, args_.num_inputs, problem_);
+    if (use == ProblemUse::kDescribe) format_problem_key(op_, problem_);
     return problem_;
   }
 
@@ -71,28 +97,35 @@ class Binder {
   [[noreturn]] void fail(kabi_status status, const std::string& message) const {
     throw Error(status, op_.name + ": " + message);
   }
-  const std::string& input_name(int32_t i) const { return op_.schema.inputs[static_cast<size_t>(i)].name; }
-  const std::string& output_name(int32_t i) const { return op_.schema.outputs[static_cast<size_t>(i)].name; }
+  const std::string& input_name(int32_t i) const { return schema_.inputs[static_cast<size_t>(i)].name; }
+  const std::string& output_name(int32_t i) const { return schema_.outputs[static_cast<size_t>(i)].name; }
+  bool present(int32_t i) const { return input_present(problem_, i); }
 
-  void check_counts(bool outputs_required) const {
-    const auto expected_inputs = static_cast<int32_t>(op_.schema.inputs.size());
-    const auto expected_outputs = static_cast<int32_t>(op_.schema.outputs.size());
-    auto names = [](const std::vector<SchemaTensor>& tensors) {
-      std::vector<std::string> list;
-      for (const SchemaTensor& tensor : tensors) list.push_back(tensor.name);
-      return join(list, ", ");
-    };
-    if (args_.num_inputs != expected_inputs) {
-      fail(KABI_STATUS_INVALID_ARGUMENT, "expected " + std::to_string(expected_inputs) + " inputs (" +
-                                             names(op_.schema.inputs) + "), got " + std::to_string(args_.num_inputs));
-    }
-    if (args_.inputs == nullptr) fail(KABI_STATUS_INVALID_ARGUMENT, "args->inputs is NULL");
+  void check_outputs(bool outputs_required) const {
+    const auto expected_outputs = static_cast<int32_t>(schema_.outputs.size());
     const bool outputs_given = args_.num_outputs != 0;
     if ((outputs_required || outputs_given) && args_.num_outputs != expected_outputs) {
+      std::vector<std::string> names;
+      for (const SchemaTensor& tensor : schema_.outputs) names.push_back(tensor.name);
       fail(KABI_STATUS_INVALID_ARGUMENT, "expected " + std::to_string(expected_outputs) + " outputs (" +
-                                             names(op_.schema.outputs) + "), got " + std::to_string(args_.num_outputs));
+                                             join(names, ", ") + "), got " + std::to_string(args_.num_outputs));
     }
     if (outputs_given && args_.outputs == nullptr) fail(KABI_STATUS_INVALID_ARGUMENT, "args->outputs is NULL");
+  }
+
+  void find_present_inputs() {
+    for (int32_t i = 0; i < args_.num_inputs; ++i) {
+      const SchemaTensor& schema = schema_.inputs[static_cast<size_t>(i)];
+      if (args_.inputs[i].dtype.bits == 0) {
+        if (!schema.optional) {
+          fail(KABI_STATUS_INVALID_ARGUMENT, "input " + schema.name +
+                                                 " is required but was passed absent (a DLTensor with dtype.bits 0)");
+        }
+        continue;
+      }
+      check_tensor(args_.inputs[i], schema.name);
+      problem_.inputs_present |= 1u << i;
+    }
   }
 
   void check_tensor(const DLTensor& tensor, const std::string& name) const {
@@ -109,72 +142,143 @@ class Binder {
     }
   }
 
-  void check_dtypes_and_devices() {
-    const DLTensor& first = args_.inputs[0];
-    problem_.dtype = dtype_bit(first.dtype);
-    if (problem_.dtype == 0) {
+  // The dtype of one tensor against its declaration: a known dtype, in its set, and the same as every other tensor
+  // of its type variable (the first one binds the variable).
+  void check_dtype(const SchemaTensor& schema, const DLTensor& tensor) {
+    const uint32_t bit = dtype_bit(tensor.dtype);
+    if (bit == 0) {
       fail(KABI_STATUS_UNSUPPORTED_DTYPE,
-           input_name(0) + " has " + describe_dtype(first.dtype) + ", which kabi does not support");
+           schema.name + " has " + describe_dtype(tensor.dtype) + ", which kabi does not support");
     }
-    for (int32_t i = 1; i < args_.num_inputs; ++i) {
+    if (schema.type_variable < 0) {
+      if (bit != schema.dtypes) {
+        fail(KABI_STATUS_UNSUPPORTED_DTYPE,
+             schema.name + " is " + describe_dtype(tensor.dtype) + "; expected " + dtype_name(schema.dtypes));
+      }
+      return;
+    }
+    const auto variable = static_cast<size_t>(schema.type_variable);
+    const std::string& variable_name = schema_.type_variables[variable].name;
+    const uint32_t bound = problem_.type_bindings[variable];
+    if (bound != 0 && bound != bit) {
+      const std::string& binder = *bound_by_[variable];
+      const std::string both = " (both have type " + variable_name + ")";
+      if (schema.is_output) {
+        fail(KABI_STATUS_UNSUPPORTED_DTYPE, schema.name + " is " + describe_dtype(tensor.dtype) + " but " + binder +
+                                                " is " + dtype_name(bound) + both);
+      }
+      fail(KABI_STATUS_UNSUPPORTED_DTYPE,
+           binder + " is " + dtype_name(bound) + " but " + schema.name + " is " + describe_dtype(tensor.dtype) + both);
+    }
+    if ((schema.dtypes & bit) == 0) {
+      fail(KABI_STATUS_UNSUPPORTED_DTYPE, schema.name + " is " + describe_dtype(tensor.dtype) + ", which " +
+                                              variable_name + " does not take (" + variable_name + ": " +
+                                              describe_dtype_set(schema.dtypes) + ")");
+    }
+    if (bound == 0) {
+      problem_.type_bindings[variable] = bit;
+      bound_by_[variable] = &schema.name;
+    }
+  }
+
+  void check_device(const std::string& name, const DLTensor& tensor, const std::string& first_name,
+                    const DLDevice& first) const {
+    if (tensor.device.device_type != first.device_type || tensor.device.device_id != first.device_id) {
+      fail(KABI_STATUS_INVALID_ARGUMENT, first_name + " is on " + describe_device(first) + " but " + name + " is on " +
+                                             describe_device(tensor.device));
+    }
+  }
+
+  void check_dtypes_and_devices() {
+    int32_t first = -1;
+    for (int32_t i = 0; i < args_.num_inputs; ++i) {
+      if (!present(i)) continue;
       const DLTensor& tensor = args_.inputs[i];
-      if (dtype_bit(tensor.dtype) != problem_.dtype) {
-        fail(KABI_STATUS_UNSUPPORTED_DTYPE, input_name(0) + " is " + describe_dtype(first.dtype) + " but " +
-                                                input_name(i) + " is " + describe_dtype(tensor.dtype));
-      }
-      if (tensor.device.device_type != first.device.device_type || tensor.device.device_id != first.device.device_id) {
-        fail(KABI_STATUS_INVALID_ARGUMENT, input_name(0) + " is on " + describe_device(first.device) + " but " +
-                                               input_name(i) + " is on " + describe_device(tensor.device));
-      }
-    }
-    if ((op_.dtypes & problem_.dtype) == 0) {
-      fail(KABI_STATUS_UNSUPPORTED_DTYPE, "dtype " + describe_dtype(first.dtype) +
-                                              " is not supported (supported: " + describe_dtype_set(op_.dtypes) + ")");
+      if (first < 0) first = i;
+      check_dtype(schema_.inputs[static_cast<size_t>(i)], tensor);
+      check_device(input_name(i), tensor, input_name(first), args_.inputs[first].device);
     }
     for (int32_t i = 0; i < args_.num_outputs; ++i) {
       const DLTensor& tensor = args_.outputs[i];
-      if (dtype_bit(tensor.dtype) != problem_.dtype) {
-        fail(KABI_STATUS_UNSUPPORTED_DTYPE, output_name(i) + " is " + describe_dtype(tensor.dtype) +
-                                                " but the inputs are " + describe_dtype(first.dtype));
-      }
-      if (tensor.device.device_type != first.device.device_type || tensor.device.device_id != first.device.device_id) {
+      check_dtype(schema_.outputs[static_cast<size_t>(i)], tensor);
+      const DLDevice& device = args_.inputs[first].device;
+      if (tensor.device.device_type != device.device_type || tensor.device.device_id != device.device_id) {
         fail(KABI_STATUS_INVALID_ARGUMENT, output_name(i) + " is on " + describe_device(tensor.device) +
-                                               " but the inputs are on " + describe_device(first.device));
+                                               " but the inputs are on " + describe_device(device));
       }
     }
-    problem_.device_type = first.device.device_type;
-    problem_.device_index = first.device.device_id;
+    problem_.dtype = problem_.num_type_variables > 0 ? problem_.type_bindings[0] : 0;
+    problem_.device_type = args_.inputs[first].device.device_type;
+    problem_.device_index = args_.inputs[first].device.device_id;
+  }
+
+  void bind_attributes() {
+    const auto declared = static_cast<int32_t>(schema_.attributes.size());
+    if (args_.num_attributes < 0 || args_.num_attributes > declared) {
+      std::vector<std::string> names;
+      for (const SchemaAttribute& attribute : schema_.attributes) names.push_back(attribute.name);
+      fail(KABI_STATUS_INVALID_ARGUMENT, "expected at most " + std::to_string(declared) + " attributes (" +
+                                             join(names, ", ") + "), got " + std::to_string(args_.num_attributes));
+    }
+    if (args_.num_attributes > 0 && args_.attributes == nullptr) {
+      fail(KABI_STATUS_INVALID_ARGUMENT, "args->attributes is NULL but num_attributes is " +
+                                             std::to_string(args_.num_attributes));
+    }
+    for (int32_t i = 0; i < declared; ++i) {
+      const SchemaAttribute& attribute = schema_.attributes[static_cast<size_t>(i)];
+      if (i >= args_.num_attributes) {
+        if (!attribute.has_default) {
+          fail(KABI_STATUS_INVALID_ARGUMENT,
+               "attribute " + attribute.name + " was not passed and has no default; every call must give it");
+        }
+        problem_.attributes[i] = attribute.default_value;
+        continue;
+      }
+      const kabi_attribute_value value = args_.attributes[i];
+      const std::string given = "attribute " + attribute.name + " is " + std::to_string(value.integer);
+      if (attribute.type == KABI_ATTRIBUTE_BOOL && value.integer != 0 && value.integer != 1) {
+        fail(KABI_STATUS_INVALID_ARGUMENT, given + "; expected 0 or 1 (a bool)");
+      }
+      if (attribute.type == KABI_ATTRIBUTE_ENUM &&
+          (value.integer < 0 || value.integer >= static_cast<int64_t>(attribute.enum_values.size()))) {
+        fail(KABI_STATUS_INVALID_ARGUMENT, given + "; expected an index below " +
+                                               std::to_string(attribute.enum_values.size()) + " (" +
+                                               join(attribute.enum_values, ", ") + ")");
+      }
+      problem_.attributes[i] = value;
+    }
   }
 
   void bind_dimensions() {
-    const size_t dim_count = op_.schema.dim_names.size();
-    bound_by_.fill(-1);
+    const size_t dim_count = schema_.dim_names.size();
+    bound_dim_by_.fill(-1);
     problem_.num_dims = static_cast<int32_t>(dim_count);
     for (size_t d = 0; d < dim_count; ++d) problem_.dim_names[d] = op_.dim_name_pointers[d];
     for (int32_t i = 0; i < args_.num_inputs; ++i) {
-      const SchemaTensor& schema = op_.schema.inputs[static_cast<size_t>(i)];
+      if (!present(i)) continue;
+      const SchemaTensor& schema = schema_.inputs[static_cast<size_t>(i)];
       const DLTensor& tensor = args_.inputs[i];
       const auto needed = static_cast<int32_t>(schema.dims.size());
       const bool rank_ok = schema.has_batch ? tensor.ndim >= needed : tensor.ndim == needed;
       if (!rank_ok) {
         fail(KABI_STATUS_INVALID_ARGUMENT, schema.name + " has shape " + shape_of(tensor) + " (rank " +
-                                               std::to_string(tensor.ndim) + "); expected " +
-                                               schema_shape(op_, schema) + " (rank " +
-                                               (schema.has_batch ? "at least " : "") + std::to_string(needed) + ")");
+                                               std::to_string(tensor.ndim) + "); expected " + schema_shape(op_, schema) +
+                                               " (rank " + (schema.has_batch ? "at least " : "") +
+                                               std::to_string(needed) + ")");
       }
       for (int32_t j = 0; j < needed; ++j) {
         const int32_t dim = schema.dims[static_cast<size_t>(j)];
         const int64_t value = tensor.shape[tensor.ndim - needed + j];
-        if (bound_by_[static_cast<size_t>(dim)] < 0) {
-          bound_by_[static_cast<size_t>(dim)] = i;
+        const int32_t owner = bound_dim_by_[static_cast<size_t>(dim)];
+        if (owner < 0) {
+          bound_dim_by_[static_cast<size_t>(dim)] = i;
           problem_.dims[dim] = value;
         } else if (problem_.dims[dim] != value) {
-          const DLTensor& other = args_.inputs[bound_by_[static_cast<size_t>(dim)]];
           fail(KABI_STATUS_INVALID_ARGUMENT,
-               schema.name + " has shape " + shape_of(tensor) + " but " +
-                   input_name(bound_by_[static_cast<size_t>(dim)]) + " has shape " + shape_of(other) + ": " +
-                   schema.name + "'s dimension " + op_.schema.dim_names[static_cast<size_t>(dim)] + " (" +
-                   std::to_string(j - needed) + ") must be " + std::to_string(problem_.dims[dim]));
+               schema.name + " has shape " + shape_of(tensor) + " but " + input_name(owner) + " has shape " +
+                   shape_of(args_.inputs[owner]) + ": " + schema.name + "'s dimension " +
+                   schema_.dim_names[static_cast<size_t>(dim)] + " (" + std::to_string(j - needed) + ") must be " +
+                   std::to_string(problem_.dims[dim]));
         }
       }
     }
@@ -187,8 +291,8 @@ class Binder {
     std::array<int32_t, kMaxBatchRank> sized_by{};  // which input gave each batch dim its size
     int32_t batch_rank = 0;
     for (int32_t i = 0; i < args_.num_inputs; ++i) {
-      const SchemaTensor& schema = op_.schema.inputs[static_cast<size_t>(i)];
-      if (!schema.has_batch) continue;
+      const SchemaTensor& schema = schema_.inputs[static_cast<size_t>(i)];
+      if (!schema.has_batch || !present(i)) continue;
       const DLTensor& tensor = args_.inputs[i];
       const int32_t rank = tensor.ndim - static_cast<int32_t>(schema.dims.size());
       if (rank > kMaxBatchRank) {
@@ -225,33 +329,34 @@ class Binder {
     }
   }
 
-  // Writes the shape an output must have into shape (at most kMaxRank values); returns its rank.
+  // Writes the shape an output must have into shape; returns its rank.
   int32_t expected_output_shape(const SchemaTensor& schema, int64_t* shape) const {
     int32_t rank = 0;
     if (schema.has_batch) {
       for (int32_t d = 0; d < problem_.batch_rank; ++d) shape[rank++] = problem_.batch_shape[d];
     }
-    for (int32_t dim : schema.dims) {
-      if (rank == kMaxRank) {
-        fail(KABI_STATUS_INVALID_ARGUMENT, schema.name + " would have rank above " + std::to_string(kMaxRank));
-      }
-      shape[rank++] = problem_.dims[dim];
-    }
+    for (int32_t dim : schema.dims) shape[rank++] = problem_.dims[dim];
     return rank;
   }
 
   void derive_outputs() {
-    problem_.output_rank = expected_output_shape(op_.schema.outputs[0], problem_.output_shape);
-    for (int32_t i = 0; i < args_.num_outputs; ++i) {
-      const DLTensor& tensor = args_.outputs[i];
-      int64_t expected[kMaxRank];
-      const int32_t rank = expected_output_shape(op_.schema.outputs[static_cast<size_t>(i)], expected);
+    for (int32_t o = 0; o < problem_.num_outputs; ++o) {
+      const SchemaTensor& schema = schema_.outputs[static_cast<size_t>(o)];
+      int64_t* expected = problem_.output_shapes[o];
+      const int32_t rank = expected_output_shape(schema, expected);
+      if (rank > kMaxRank) {
+        fail(KABI_STATUS_INVALID_ARGUMENT, schema.name + " would have rank " + std::to_string(rank) +
+                                               ", above kabi's " + std::to_string(kMaxRank));
+      }
+      problem_.output_ranks[o] = rank;
+      if (o >= args_.num_outputs) continue;
+      const DLTensor& tensor = args_.outputs[o];
       if (tensor.ndim != rank || !std::equal(expected, expected + rank, tensor.shape)) {
         fail(KABI_STATUS_INVALID_ARGUMENT,
-             output_name(i) + " has shape " + shape_of(tensor) + "; expected " + format_shape(expected, rank));
+             schema.name + " has shape " + shape_of(tensor) + "; expected " + format_shape(expected, rank));
       }
       if (!is_contiguous(tensor)) {
-        fail(KABI_STATUS_INVALID_ARGUMENT, output_name(i) + " must be contiguous (row-major); its strides are " +
+        fail(KABI_STATUS_INVALID_ARGUMENT, schema.name + " must be contiguous (row-major); its strides are " +
                                                format_shape(tensor.strides, tensor.ndim));
       }
     }
@@ -261,7 +366,7 @@ class Binder {
   // non-unit batch dim is broadcast (stride 0) or they nest like a dense array's.
   bool batch_flattens(int32_t input) const {
     const DLTensor& tensor = args_.inputs[input];
-    const SchemaTensor& schema = op_.schema.inputs[static_cast<size_t>(input)];
+    const SchemaTensor& schema = schema_.inputs[static_cast<size_t>(input)];
     const int32_t rank = tensor.ndim - static_cast<int32_t>(schema.dims.size());
     bool any_broadcast = false;
     bool any_materialized = false;
@@ -269,8 +374,8 @@ class Binder {
     for (int32_t k = 1; k <= problem_.batch_rank; ++k) {
       const int64_t size = problem_.batch_shape[problem_.batch_rank - k];
       if (size == 1) continue;
-      const bool present = k <= rank && tensor.shape[rank - k] != 1;
-      const int64_t stride = present ? stride_of(tensor, rank - k) : 0;
+      const bool has_dim = k <= rank && tensor.shape[rank - k] != 1;
+      const int64_t stride = has_dim ? stride_of(tensor, rank - k) : 0;
       if (stride == 0) {
         any_broadcast = true;
         continue;
@@ -283,12 +388,14 @@ class Binder {
   }
 
   void classify_inputs() {
-    for (int32_t i = 0; i < args_.num_inputs && i < 8; ++i) problem_.input_layouts[i] = layout_class(args_.inputs[i]);
+    for (int32_t i = 0; i < args_.num_inputs; ++i) {
+      if (present(i)) problem_.input_layouts[i] = layout_class(args_.inputs[i]);
+    }
     problem_.batch_mode = KABI_BATCH_NONE;
     if (problem_.batch_rank == 0) return;
     problem_.batch_mode = KABI_BATCH_UNIFORM;
     for (int32_t i = 0; i < args_.num_inputs; ++i) {
-      if (op_.schema.inputs[static_cast<size_t>(i)].has_batch && !batch_flattens(i)) {
+      if (present(i) && schema_.inputs[static_cast<size_t>(i)].has_batch && !batch_flattens(i)) {
         problem_.batch_mode = KABI_BATCH_ANY;
         return;
       }
@@ -296,41 +403,66 @@ class Binder {
   }
 
   const Op& op_;
+  const Schema& schema_;
   const kabi_args& args_;
   kabi_problem problem_{};
-  std::array<int32_t, 8> bound_by_{};  // the input that first bound each named dim
+  std::array<int32_t, KABI_MAX_DIMS> bound_dim_by_{};                      // the input that first bound each dim
+  std::array<const std::string*, KABI_MAX_TYPE_VARIABLES> bound_by_{};  // the tensor that bound each type variable
 };
 
 }  // namespace
 
-kabi_args read_args(const kabi_args* args, const char* function) {
+CallArgs::CallArgs(const Op& op, const kabi_args* caller, const char* function) {
   constexpr size_t kNeeded = KABI_STRUCT_SIZE_THROUGH(kabi_args, outputs);
-  if (args == nullptr || args->struct_size < kNeeded) {
-    read_input_struct(args, (std::string(function) + ": args").c_str(), kNeeded);  // throws the message
+  args_ = read_input_struct(caller, (std::string(function) + ": args").c_str(), kNeeded);
+  walk_extensions(args_.extensions, function);
+  const auto expected = static_cast<int32_t>(op.schema.inputs.size());
+  if (args_.num_inputs > 0 && args_.inputs == nullptr) {
+    throw Error(KABI_STATUS_INVALID_ARGUMENT, op.name + ": args->inputs is NULL");
   }
-  kabi_args copy{};
-  std::memcpy(&copy, args, std::min(args->struct_size, sizeof copy));
-  return copy;
+  int32_t required = expected;
+  while (required > 0 && op.schema.inputs[static_cast<size_t>(required - 1)].optional) --required;
+  if (args_.num_inputs < required || args_.num_inputs > expected) {
+    const std::string count =
+        required == expected ? std::to_string(expected) : std::to_string(required) + " to " + std::to_string(expected);
+    throw Error(KABI_STATUS_INVALID_ARGUMENT, op.name + ": expected " + count + " inputs (" + input_list(op.schema) +
+                                                  "), got " + std::to_string(args_.num_inputs));
+  }
+  if (args_.num_inputs == expected) return;
+  // Trailing optional inputs left out: absent, as if passed zero-filled.
+  std::copy(args_.inputs, args_.inputs + args_.num_inputs, completed_inputs_.begin());
+  args_.inputs = completed_inputs_.data();
+  args_.num_inputs = expected;
 }
 
 kabi_problem describe_problem(const Op& op, const kabi_args& args, ProblemUse use) {
   return Binder(op, args).bind(use);
 }
 
-void format_problem_key(const Op& op, int32_t num_inputs, kabi_problem& problem) {
+void format_problem_key(const Op& op, kabi_problem& problem) {
+  const Schema& schema = op.schema;
   std::string key;
   for (const TuningKeyItem& item : op.tuning_key) {
     if (!key.empty()) key += '|';
     switch (item.kind) {
-      case TuningKeyItem::Kind::kDtype: key += dtype_name(problem.dtype); break;
+      case TuningKeyItem::Kind::kDtype:
+        for (int32_t v = 0; v < problem.num_type_variables; ++v) {
+          const char* name = dtype_name(problem.type_bindings[v]);
+          key += (v ? "," : "");
+          key += name != nullptr ? name : "absent";
+        }
+        break;
       case TuningKeyItem::Kind::kLayout:
-        for (int32_t i = 0; i < num_inputs && i < 8; ++i) {
+        for (int32_t i = 0; i < problem.num_inputs; ++i) {
           key += (i ? "," : "");
-          key += layout_name(problem.input_layouts[i]);
+          key += input_present(problem, i) ? layout_name(problem.input_layouts[i]) : "absent";
         }
         break;
       case TuningKeyItem::Kind::kBatch: key += std::to_string(bucket_dimension(item, problem.batch_size)); break;
-      case TuningKeyItem::Kind::kDim: key += std::to_string(bucket_dimension(item, problem.dims[item.dim])); break;
+      case TuningKeyItem::Kind::kDim: key += std::to_string(bucket_dimension(item, problem.dims[item.index])); break;
+      case TuningKeyItem::Kind::kAttribute:
+        key += attribute_value_text(schema.attributes[static_cast<size_t>(item.index)], problem.attributes[item.index]);
+        break;
     }
   }
   if (key.size() >= sizeof problem.key) {
@@ -338,6 +470,17 @@ void format_problem_key(const Op& op, int32_t num_inputs, kabi_problem& problem)
                                                   std::to_string(sizeof problem.key - 1) + " characters");
   }
   copy_truncated(problem.key, key);
+}
+
+std::string describe_bindings(const Op& op, const kabi_problem& problem) {
+  const auto& variables = op.schema.type_variables;
+  std::vector<std::string> bindings;
+  for (size_t v = 0; v < variables.size(); ++v) {
+    const char* name = dtype_name(problem.type_bindings[v]);
+    const std::string dtype = name != nullptr ? name : "absent";
+    bindings.push_back(variables.size() == 1 ? dtype : variables[v].name + "=" + dtype);
+  }
+  return join(bindings, ", ");
 }
 
 uint32_t data_alignment(const kabi_args& args) {

@@ -32,7 +32,7 @@ Registry::Registry() {
     desc.struct_size = sizeof desc;
     desc.name = builtin.name;
     desc.schema = builtin.schema;
-    desc.dtypes = builtin.dtypes;
+    desc.type_variables = builtin.type_variables;
     desc.tuning_key = builtin.tuning_key;
     std::unique_ptr<Op> op = make_op(&desc);
     ops_by_name_[op->name] = op.get();

@@ -29,11 +29,13 @@ struct Kernel;
 struct Op : kabi_op_s {
   std::string name;
   std::string schema_text;
+  std::string type_variables_text;
   std::string tuning_key_text;
-  uint32_t dtypes = 0;
   Schema schema;
   std::vector<TuningKeyItem> tuning_key;
   std::vector<const char*> dim_name_pointers;  // into schema.dim_names, for kabi_problem.dim_names
+  // Per attribute, pointers into its enum_values, for kabi_attribute_decl.enum_values.
+  std::vector<std::vector<const char*>> enum_value_pointers;
 
   // Guarded by the registry's lock: the op's kernels in registration order, and per device type.
   std::vector<std::shared_ptr<Kernel>> kernels;
@@ -60,14 +62,18 @@ struct Kernel : kabi_kernel_s {
   int32_t priority = 0;
   uint64_t required_features = 0;
   uint32_t dtypes = 0;
+  std::string type_constraints;  // as declared
+  // The dtypes it accepts for each of the op's type variables: type_constraints' set where it names the variable,
+  // else `dtypes`.
+  std::vector<uint32_t> accepted_dtypes;
   uint32_t layouts = 0;
   uint32_t alignment = 0;
   int32_t batch_mode = KABI_BATCH_NONE;
   kabi_kernel_kind kind = KABI_KERNEL_FUNCTION;
   kabi_kernel_fn function = nullptr;
-  kabi_kernel_problem_fn function_with_problem = nullptr;
   std::shared_ptr<DeviceBinary> binary;
   kabi_supports_fn supports = nullptr;
+  kabi_workspace_fn workspace = nullptr;
   void* user_data = nullptr;
   void (*user_data_free)(void*) = nullptr;
   uint64_t serial = 0;  // registration order across all ops; earlier wins heuristic ties

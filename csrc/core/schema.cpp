@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
+#include <cstdlib>
 
 #include "error.hpp"
+#include "names.hpp"
 
 namespace kabi::core {
 namespace {
@@ -22,15 +25,15 @@ bool is_identifier(const std::string& text) {
                      [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
 }
 
-// Splits at top-level commas (not inside brackets).
-std::vector<std::string> split_top_level(const std::string& text) {
+// Splits at `separator` outside brackets and parentheses.
+std::vector<std::string> split_top_level(const std::string& text, char separator) {
   std::vector<std::string> parts;
   int depth = 0;
   std::string current;
   for (char c : text) {
-    if (c == '[') ++depth;
-    if (c == ']') --depth;
-    if (c == ',' && depth == 0) {
+    if (c == '[' || c == '(') ++depth;
+    if (c == ']' || c == ')') --depth;
+    if (c == separator && depth == 0) {
       parts.push_back(current);
       current.clear();
     } else {
@@ -41,18 +44,38 @@ std::vector<std::string> split_top_level(const std::string& text) {
   return parts;
 }
 
+bool parse_int64(const std::string& text, int64_t& value) {
+  const auto result = std::from_chars(text.data(), text.data() + text.size(), value);
+  return !text.empty() && result.ec == std::errc() && result.ptr == text.data() + text.size();
+}
+
+bool parse_double(const std::string& text, double& value) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  value = std::strtod(text.c_str(), &end);
+  return end == text.c_str() + text.size();
+}
+
 class SchemaParser {
  public:
-  SchemaParser(const std::string& op_name, const std::string& text) : op_name_(op_name), text_(text) {}
+  SchemaParser(const std::string& op_name, const std::string& text, const std::string& type_variables)
+      : op_name_(op_name), text_(text) {
+    schema_.type_variables = parse_type_variables("op " + op_name + ": type_variables", type_variables);
+  }
 
   Schema parse() {
     const size_t arrow = text_.find("->");
     if (arrow == std::string::npos) fail("expected '->' between inputs and outputs");
     if (text_.find("->", arrow + 2) != std::string::npos) fail("more than one '->'");
-    parse_side(text_.substr(0, arrow), /*is_output=*/false);
-    parse_side(text_.substr(arrow + 2), /*is_output=*/true);
-    if (schema_.inputs.empty()) fail("no inputs");
+    for (const std::string& raw : split_top_level(text_.substr(0, arrow), ',')) parse_input(trim(raw));
+    for (const std::string& raw : split_top_level(text_.substr(arrow + 2), ',')) parse_output(trim(raw));
+    if (std::none_of(schema_.inputs.begin(), schema_.inputs.end(),
+                     [](const SchemaTensor& input) { return !input.optional; })) {
+      fail("no required input tensor (a call's device comes from its inputs)");
+    }
     if (schema_.outputs.empty()) fail("no outputs");
+    check_limits();
+    check_type_variables_bound();
     return schema_;
   }
 
@@ -61,57 +84,209 @@ class SchemaParser {
     throw Error(KABI_STATUS_INVALID_ARGUMENT, "op " + op_name_ + ": schema \"" + text_ + "\": " + what);
   }
 
-  void parse_side(const std::string& side, bool is_output) {
-    for (const std::string& raw : split_top_level(side)) parse_tensor(trim(raw), is_output);
+  // Splits "name: rest" (or "name?: rest"); returns rest.
+  std::string split_name(const std::string& text, std::string& name, bool& optional) const {
+    const size_t colon = text.find(':');
+    if (colon == std::string::npos) fail("expected 'name: [dims] dtype' or 'name: type', got \"" + text + "\"");
+    name = trim(text.substr(0, colon));
+    optional = !name.empty() && name.back() == '?';
+    if (optional) name = trim(name.substr(0, name.size() - 1));
+    if (!is_identifier(name)) fail("\"" + name + "\" is not a valid name");
+    if (name_taken(name)) fail("the name \"" + name + "\" appears twice");
+    return trim(text.substr(colon + 1));
   }
 
-  void parse_tensor(const std::string& text, bool is_output) {
-    const size_t colon = text.find(':');
-    if (colon == std::string::npos) fail("expected 'name: [dims]', got \"" + text + "\"");
-    SchemaTensor tensor;
-    tensor.name = trim(text.substr(0, colon));
-    if (!is_identifier(tensor.name)) fail("\"" + tensor.name + "\" is not a valid tensor name");
-    if (seen_tensor(tensor.name)) fail("tensor name \"" + tensor.name + "\" appears twice");
-    const std::string dims_text = trim(text.substr(colon + 1));
-    if (dims_text.size() < 2 || dims_text.front() != '[' || dims_text.back() != ']') {
-      fail(tensor.name + ": expected dimensions in brackets, got \"" + dims_text + "\"");
+  void parse_input(const std::string& text) {
+    std::string name;
+    bool optional = false;
+    const std::string rest = split_name(text, name, optional);
+    if (!rest.empty() && rest.front() == '[') {
+      if (!schema_.attributes.empty()) {
+        fail(name + ": tensor after attribute " + schema_.attributes.back().name + "; tensors come first");
+      }
+      SchemaTensor tensor = parse_tensor(name, rest, /*is_output=*/false);
+      tensor.optional = optional;
+      schema_.has_optional_inputs = schema_.has_optional_inputs || optional;
+      schema_.has_batch = schema_.has_batch || tensor.has_batch;
+      schema_.inputs.push_back(std::move(tensor));
+      return;
     }
-    const std::string inner = trim(dims_text.substr(1, dims_text.size() - 2));
+    if (optional) fail("attribute " + name + " is marked optional; give it a default instead (\"= value\")");
+    parse_attribute(name, rest);
+  }
+
+  void parse_output(const std::string& text) {
+    std::string name;
+    bool optional = false;
+    const std::string rest = split_name(text, name, optional);
+    if (optional) fail("output " + name + " is marked optional; every output is written");
+    if (rest.empty() || rest.front() != '[') fail("output " + name + ": expected '[dims] dtype', got \"" + rest + "\"");
+    SchemaTensor tensor = parse_tensor(name, rest, /*is_output=*/true);
+    if (tensor.has_batch && !schema_.has_batch) fail("output " + name + " has \"...\" but no input does");
+    schema_.outputs.push_back(std::move(tensor));
+  }
+
+  SchemaTensor parse_tensor(const std::string& name, const std::string& text, bool is_output) {
+    SchemaTensor tensor;
+    tensor.name = name;
+    tensor.is_output = is_output;
+    const size_t close = text.find(']');
+    if (close == std::string::npos) fail(name + ": expected dimensions in brackets, got \"" + text + "\"");
+    const std::string inner = trim(text.substr(1, close - 1));
     if (!inner.empty()) {
-      const std::vector<std::string> items = split_top_level(inner);
+      const std::vector<std::string> items = split_top_level(inner, ',');
       for (size_t i = 0; i < items.size(); ++i) {
         const std::string item = trim(items[i]);
         if (item == "...") {
-          if (i != 0) fail(tensor.name + ": \"...\" must come first");
+          if (i != 0) fail(name + ": \"...\" must come first");
           tensor.has_batch = true;
           continue;
         }
-        if (!is_identifier(item)) fail(tensor.name + ": \"" + item + "\" is not a dimension name");
-        tensor.dims.push_back(dimension_index(item, tensor.name, is_output));
+        if (!is_identifier(item)) fail(name + ": \"" + item + "\" is not a dimension name");
+        tensor.dims.push_back(dimension_index(item, name, is_output));
       }
     }
-    if (is_output) {
-      if (tensor.has_batch && !schema_.has_batch) fail(tensor.name + ": output has \"...\" but no input does");
-      schema_.outputs.push_back(tensor);
-    } else {
-      schema_.has_batch = schema_.has_batch || tensor.has_batch;
-      schema_.inputs.push_back(tensor);
+    if (tensor.dims.size() > KABI_MAX_DIMS) fail(name + ": more than " + std::to_string(KABI_MAX_DIMS) + " dimensions");
+    const std::string dtype = trim(text.substr(close + 1));
+    if (dtype.empty()) fail(name + ": expected a type variable or dtype after its dimensions");
+    for (size_t v = 0; v < schema_.type_variables.size(); ++v) {
+      if (schema_.type_variables[v].name == dtype) {
+        tensor.type_variable = static_cast<int32_t>(v);
+        tensor.dtypes = schema_.type_variables[v].dtypes;
+        return tensor;
+      }
     }
+    tensor.dtypes = dtype_bit_from_name(dtype);
+    if (tensor.dtypes == 0) {
+      fail(name + ": \"" + dtype + "\" is neither a declared type variable (" + variable_names() +
+           ") nor a dtype kabi knows");
+    }
+    return tensor;
   }
 
-  bool seen_tensor(const std::string& name) const {
-    auto same = [&](const SchemaTensor& t) { return t.name == name; };
+  void parse_attribute(const std::string& name, const std::string& text) {
+    SchemaAttribute attribute;
+    attribute.name = name;
+    const size_t equals = text.find('=');
+    const std::string type = trim(text.substr(0, equals));
+    if (type == "int") {
+      attribute.type = KABI_ATTRIBUTE_INT;
+    } else if (type == "float") {
+      attribute.type = KABI_ATTRIBUTE_FLOAT;
+    } else if (type == "bool") {
+      attribute.type = KABI_ATTRIBUTE_BOOL;
+    } else if (type.rfind("enum", 0) == 0) {
+      attribute.type = KABI_ATTRIBUTE_ENUM;
+      const std::string values = trim(type.substr(4));
+      if (values.size() < 2 || values.front() != '(' || values.back() != ')') {
+        fail("attribute " + name + ": enum needs its values, as in enum(none, relu)");
+      }
+      const std::string inner = trim(values.substr(1, values.size() - 2));
+      if (inner.empty()) fail("attribute " + name + ": enum() has no values");
+      for (const std::string& raw : split_top_level(inner, ',')) {
+        const std::string value = trim(raw);
+        if (!is_identifier(value)) fail("attribute " + name + ": enum value \"" + value + "\" is not a name");
+        if (std::find(attribute.enum_values.begin(), attribute.enum_values.end(), value) !=
+            attribute.enum_values.end()) {
+          fail("attribute " + name + ": enum value " + value + " appears twice");
+        }
+        attribute.enum_values.push_back(value);
+      }
+    } else {
+      fail("attribute " + name + ": \"" + type + "\" is not int, float, bool or enum(...)");
+    }
+    if (equals != std::string::npos) {
+      attribute.has_default = true;
+      attribute.default_value = parse_default(attribute, trim(text.substr(equals + 1)));
+    }
+    schema_.attributes.push_back(std::move(attribute));
+  }
+
+  kabi_attribute_value parse_default(const SchemaAttribute& attribute, const std::string& text) const {
+    kabi_attribute_value value{};
+    const std::string what = "attribute " + attribute.name + ": default \"" + text + "\"";
+    switch (attribute.type) {
+      case KABI_ATTRIBUTE_INT:
+        if (!parse_int64(text, value.integer)) fail(what + " is not an integer");
+        break;
+      case KABI_ATTRIBUTE_FLOAT:
+        if (!parse_double(text, value.real)) fail(what + " is not a number");
+        break;
+      case KABI_ATTRIBUTE_BOOL:
+        if (text != "true" && text != "false") fail(what + " is not true or false");
+        value.integer = text == "true" ? 1 : 0;
+        break;
+      case KABI_ATTRIBUTE_ENUM: {
+        const auto& values = attribute.enum_values;
+        const auto found = std::find(values.begin(), values.end(), text);
+        if (found == values.end()) fail(what + " is not one of its values (" + join(values, ", ") + ")");
+        value.integer = found - values.begin();
+        break;
+      }
+    }
+    return value;
+  }
+
+  bool name_taken(const std::string& name) const {
+    auto same = [&](const auto& item) { return item.name == name; };
     return std::any_of(schema_.inputs.begin(), schema_.inputs.end(), same) ||
-           std::any_of(schema_.outputs.begin(), schema_.outputs.end(), same);
+           std::any_of(schema_.outputs.begin(), schema_.outputs.end(), same) ||
+           std::any_of(schema_.attributes.begin(), schema_.attributes.end(), same) ||
+           std::find(schema_.dim_names.begin(), schema_.dim_names.end(), name) != schema_.dim_names.end();
   }
 
   int32_t dimension_index(const std::string& name, const std::string& tensor, bool is_output) {
     auto found = std::find(schema_.dim_names.begin(), schema_.dim_names.end(), name);
-    if (found != schema_.dim_names.end()) return static_cast<int32_t>(found - schema_.dim_names.begin());
-    if (is_output) fail(tensor + ": dimension " + name + " is not defined by any input");
-    if (schema_.dim_names.size() == 8) fail("more than 8 named dimensions");
+    if (found != schema_.dim_names.end()) {
+      if (is_output && !bound_by_required_input(found - schema_.dim_names.begin())) {
+        fail("output " + tensor + ": dimension " + name + " is defined only by optional inputs");
+      }
+      return static_cast<int32_t>(found - schema_.dim_names.begin());
+    }
+    if (is_output) fail("output " + tensor + ": dimension " + name + " is not defined by any input");
+    if (name_taken(name)) fail("dimension " + name + " has the name of a tensor or attribute");
+    if (schema_.dim_names.size() == KABI_MAX_DIMS) {
+      fail("more than " + std::to_string(KABI_MAX_DIMS) + " named dimensions");
+    }
     schema_.dim_names.push_back(name);
     return static_cast<int32_t>(schema_.dim_names.size() - 1);
+  }
+
+  bool bound_by_required_input(std::ptrdiff_t dim) const {
+    return std::any_of(schema_.inputs.begin(), schema_.inputs.end(), [&](const SchemaTensor& input) {
+      return !input.optional && std::find(input.dims.begin(), input.dims.end(), dim) != input.dims.end();
+    });
+  }
+
+  std::string variable_names() const {
+    std::vector<std::string> names;
+    for (const TypeVariable& variable : schema_.type_variables) names.push_back(variable.name);
+    return names.empty() ? std::string("none declared") : join(names, ", ");
+  }
+
+  void check_limits() const {
+    if (schema_.inputs.size() + schema_.outputs.size() > KABI_MAX_TENSORS) {
+      fail("more than " + std::to_string(KABI_MAX_TENSORS) + " tensors");
+    }
+    if (schema_.outputs.size() > KABI_MAX_OUTPUTS) fail("more than " + std::to_string(KABI_MAX_OUTPUTS) + " outputs");
+    if (schema_.attributes.size() > KABI_MAX_ATTRIBUTES) {
+      fail("more than " + std::to_string(KABI_MAX_ATTRIBUTES) + " attributes");
+    }
+  }
+
+  // Every declared variable types some tensor, and one that types an output is bound by a required input, so a
+  // call always knows each output's dtype.
+  void check_type_variables_bound() const {
+    for (size_t v = 0; v < schema_.type_variables.size(); ++v) {
+      const auto typed = [&](const SchemaTensor& tensor) { return tensor.type_variable == static_cast<int32_t>(v); };
+      const std::string& name = schema_.type_variables[v].name;
+      const bool bound = std::any_of(schema_.inputs.begin(), schema_.inputs.end(),
+                                     [&](const SchemaTensor& input) { return typed(input) && !input.optional; });
+      const bool types_input = std::any_of(schema_.inputs.begin(), schema_.inputs.end(), typed);
+      const bool types_output = std::any_of(schema_.outputs.begin(), schema_.outputs.end(), typed);
+      if (!types_input && !types_output) fail("type variable " + name + " types no tensor");
+      if (types_output && !bound) fail("type variable " + name + " types an output but no required input");
+    }
   }
 
   std::string op_name_;
@@ -121,37 +296,71 @@ class SchemaParser {
 
 }  // namespace
 
-Schema parse_schema(const std::string& op_name, const std::string& text) {
-  Schema schema = SchemaParser(op_name, text).parse();
-  if (schema.inputs.size() > 8) {
-    throw Error(KABI_STATUS_INVALID_ARGUMENT, "op " + op_name + ": schema has more than 8 inputs");
+std::vector<TypeVariable> parse_type_variables(const std::string& context, const std::string& text) {
+  std::vector<TypeVariable> variables;
+  if (trim(text).empty()) return variables;
+  auto fail = [&](const std::string& what) {
+    throw Error(KABI_STATUS_INVALID_ARGUMENT, context + " \"" + text + "\": " + what);
+  };
+  for (const std::string& raw : split_top_level(text, ';')) {
+    const std::string entry = trim(raw);
+    const size_t colon = entry.find(':');
+    if (colon == std::string::npos) fail("\"" + entry + "\" is not 'NAME: dtype, dtype'");
+    TypeVariable variable;
+    variable.name = trim(entry.substr(0, colon));
+    if (!is_identifier(variable.name)) fail("\"" + variable.name + "\" is not a valid type variable name");
+    if (dtype_bit_from_name(variable.name) != 0) fail("type variable " + variable.name + " has the name of a dtype");
+    for (const TypeVariable& other : variables) {
+      if (other.name == variable.name) fail("type variable " + variable.name + " is declared twice");
+    }
+    for (const std::string& item : split_top_level(entry.substr(colon + 1), ',')) {
+      const std::string dtype = trim(item);
+      const uint32_t bit = dtype_bit_from_name(dtype);
+      if (bit == 0) fail("type variable " + variable.name + ": unknown dtype \"" + dtype + "\"");
+      variable.dtypes |= bit;
+    }
+    variables.push_back(std::move(variable));
   }
-  return schema;
+  if (variables.size() > KABI_MAX_TYPE_VARIABLES) {
+    fail("more than " + std::to_string(KABI_MAX_TYPE_VARIABLES) + " type variables");
+  }
+  return variables;
 }
 
-std::vector<TuningKeyItem> parse_tuning_key(const std::string& op_name, const std::string& text, const Schema& schema) {
+Schema parse_schema(const std::string& op_name, const std::string& text, const std::string& type_variables) {
+  return SchemaParser(op_name, text, type_variables).parse();
+}
+
+std::vector<TuningKeyItem> parse_tuning_key(const std::string& op_name, const std::string& text, Schema& schema) {
   auto fail = [&](const std::string& what) {
     throw Error(KABI_STATUS_INVALID_ARGUMENT, "op " + op_name + ": tuning key \"" + text + "\": " + what);
   };
   std::vector<TuningKeyItem> items;
-  for (const std::string& raw : split_top_level(text)) {
+  bool has_layout = false;
+  for (const std::string& raw : split_top_level(text, ',')) {
     const std::string token = trim(raw);
     const size_t colon = token.find(':');
     const std::string name = trim(token.substr(0, colon));
     TuningKeyItem item;
+    const auto dim = std::find(schema.dim_names.begin(), schema.dim_names.end(), name);
+    const auto attribute = std::find_if(schema.attributes.begin(), schema.attributes.end(),
+                                        [&](const SchemaAttribute& candidate) { return candidate.name == name; });
     if (name == "dtype") {
       item.kind = TuningKeyItem::Kind::kDtype;
     } else if (name == "layout") {
       item.kind = TuningKeyItem::Kind::kLayout;
+      has_layout = true;
     } else if (name == "batch") {
       item.kind = TuningKeyItem::Kind::kBatch;
-    } else {
-      auto found = std::find(schema.dim_names.begin(), schema.dim_names.end(), name);
-      if (found == schema.dim_names.end()) {
-        fail("\"" + name + "\" is neither dtype, layout, batch nor a dimension of the schema");
-      }
+    } else if (dim != schema.dim_names.end()) {
       item.kind = TuningKeyItem::Kind::kDim;
-      item.dim = static_cast<int32_t>(found - schema.dim_names.begin());
+      item.index = static_cast<int32_t>(dim - schema.dim_names.begin());
+    } else if (attribute != schema.attributes.end()) {
+      item.kind = TuningKeyItem::Kind::kAttribute;
+      item.index = static_cast<int32_t>(attribute - schema.attributes.begin());
+      attribute->in_tuning_key = true;
+    } else {
+      fail("\"" + name + "\" is neither dtype, layout, batch, a dimension nor an attribute of the schema");
     }
     if (colon != std::string::npos) {
       const std::string bucket = trim(token.substr(colon + 1));
@@ -163,24 +372,25 @@ std::vector<TuningKeyItem> parse_tuning_key(const std::string& op_name, const st
       } else if (bucket.rfind("pow2<=", 0) == 0) {
         item.pow2 = true;
         const std::string cap = bucket.substr(6);
-        if (cap.empty() ||
-            !std::all_of(cap.begin(), cap.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
-          fail("bucket \"" + bucket + "\" needs an integer cap, as in pow2<=4096");
+        if (!parse_int64(cap, item.pow2_cap) || item.pow2_cap <= 0) {
+          fail("bucket \"" + bucket + "\" needs a positive integer cap, as in pow2<=4096");
         }
-        item.pow2_cap = std::stoll(cap);
       } else {
         fail("unknown bucket \"" + bucket + "\" (expected pow2 or pow2<=N)");
       }
     }
     items.push_back(item);
   }
+  if (schema.has_optional_inputs && !has_layout) {
+    fail("the op has optional inputs, so its key must name \"layout\" (kernels differ by which inputs are given)");
+  }
   return items;
 }
 
 std::string default_tuning_key(const Schema& schema) {
-  std::string key = "dtype,layout";
-  if (schema.has_batch) key += ",batch";
+  std::string key = "dtype,layout,batch";
   for (const std::string& name : schema.dim_names) key += "," + name;
+  for (const SchemaAttribute& attribute : schema.attributes) key += "," + attribute.name;
   return key;
 }
 

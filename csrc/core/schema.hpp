@@ -1,46 +1,78 @@
-// An op's shape schema ("a: [..., M, K], b: [..., K, N] -> out: [..., M, N]") and tuning key
-// ("dtype,layout,batch,M:pow2<=4096,N,K"), parsed once when the op is registered.
+// An op's schema ("x: [..., K] T, w: [N, K] T, bias?: [N] T, activation: enum(none, relu) = none -> out: [..., N] T"),
+// its type variables ("T: float16, bfloat16; F8: float8_e4m3fn", also the syntax of a kernel's type_constraints) and
+// its tuning key ("dtype,layout,batch,M:pow2<=4096,N,K,activation"), parsed once when the op is registered. The one
+// parser of each: everything else (the Python package included) reads the parsed form.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "kabi/kabi.h"
+
 namespace kabi::core {
 
-// One tensor of a schema: its name, whether it starts with the "..." broadcast group, and its named trailing dims
-// as indices into Schema::dim_names.
+// One tensor of a schema: its name, whether it is an optional input or starts with the "..." broadcast group, its
+// named trailing dims as indices into Schema::dim_names, and its dtype (a type variable or one concrete dtype).
 struct SchemaTensor {
   std::string name;
+  bool is_output = false;
+  bool optional = false;
   bool has_batch = false;
   std::vector<int32_t> dims;
+  int32_t type_variable = -1;  // index into Schema::type_variables, or -1 for a concrete dtype
+  uint32_t dtypes = 0;         // the variable's set, or the concrete dtype's bit
+};
+
+struct TypeVariable {
+  std::string name;
+  uint32_t dtypes = 0;
+};
+
+struct SchemaAttribute {
+  std::string name;
+  kabi_attribute_type type = KABI_ATTRIBUTE_INT;
+  bool has_default = false;
+  kabi_attribute_value default_value{};
+  std::vector<std::string> enum_values;
+  bool in_tuning_key = false;
 };
 
 struct Schema {
   std::vector<SchemaTensor> inputs;
   std::vector<SchemaTensor> outputs;
+  std::vector<SchemaAttribute> attributes;
+  std::vector<TypeVariable> type_variables;
   // Named dimensions in order of first appearance.
   std::vector<std::string> dim_names;
   bool has_batch = false;  // some input carries "..."
+  bool has_optional_inputs = false;
 };
 
-// Throws Error(KABI_STATUS_INVALID_ARGUMENT) naming the op and the problem on a syntax error, a repeated tensor
-// name, an output dimension no input defines, or an output "..." without an input one.
-Schema parse_schema(const std::string& op_name, const std::string& text);
+// "T: float16, bfloat16; F8: float8_e4m3fn" -> its variables in order. `context` starts every error message ("op
+// linear: type_variables", "kernel linear/x: type_constraints"). Throws Error(KABI_STATUS_INVALID_ARGUMENT) naming the
+// part on a malformed entry, a repeated or invalid name, an empty list or an unknown dtype. "" gives none.
+std::vector<TypeVariable> parse_type_variables(const std::string& context, const std::string& text);
+
+// Throws Error(KABI_STATUS_INVALID_ARGUMENT) naming the op and the part on a syntax error, an undeclared type variable
+// or unknown dtype, a repeated name, an attribute without a type or enum values, a default its type cannot take, an
+// optional output, an output dimension no required input defines, or a limit of kabi.h exceeded.
+Schema parse_schema(const std::string& op_name, const std::string& text, const std::string& type_variables);
 
 // One item of a tuning key.
 struct TuningKeyItem {
-  enum class Kind { kDtype, kLayout, kBatch, kDim };
+  enum class Kind { kDtype, kLayout, kBatch, kDim, kAttribute };
   Kind kind = Kind::kDim;
-  int32_t dim = -1;      // index into Schema::dim_names for kDim
+  int32_t index = -1;    // into Schema::dim_names for kDim, Schema::attributes for kAttribute
   bool pow2 = false;     // round up to the next power of two
   int64_t pow2_cap = 0;  // with pow2: values above this stay exact (0: no cap)
 };
 
-// Throws Error(KABI_STATUS_INVALID_ARGUMENT) on an unknown item or a malformed bucket.
-std::vector<TuningKeyItem> parse_tuning_key(const std::string& op_name, const std::string& text, const Schema& schema);
+// Throws Error(KABI_STATUS_INVALID_ARGUMENT) on an unknown item, a malformed bucket, a bucketed item that is not a
+// dimension or batch, and a key without "layout" for an op with optional inputs. Marks the attributes it names.
+std::vector<TuningKeyItem> parse_tuning_key(const std::string& op_name, const std::string& text, Schema& schema);
 
-// The default key when an op gives none: "dtype,layout,batch," then every dimension.
+// The default key when an op gives none: "dtype,layout,batch," then every dimension and every attribute.
 std::string default_tuning_key(const Schema& schema);
 
 // The bucketed value of a dimension under an item ("M:pow2<=4096": 100 -> 128, 5000 -> 5000).

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "device.hpp"
+#include "launch.hpp"
 #include "names.hpp"
 #include "problem.hpp"
 #include "struct_io.hpp"
@@ -50,6 +51,35 @@ std::string describe_specificity(const Kernel& kernel) {
   return "any arch";
 }
 
+}  // namespace
+
+std::string dtype_mismatch(const Kernel& kernel, const kabi_problem& problem) {
+  const auto& variables = kernel.op->schema.type_variables;
+  for (size_t v = 0; v < variables.size(); ++v) {
+    const uint32_t bound = problem.type_bindings[v];
+    // 0: the variable types only absent optional inputs, so no dtype of it reaches the kernel.
+    if (bound != 0 && (kernel.accepted_dtypes[v] & bound) == 0) {
+      return "dtype of " + variables[v].name + " " + dtype_name(bound) + " not in " +
+             describe_dtype_set(kernel.accepted_dtypes[v]);
+    }
+  }
+  return "";
+}
+
+std::string layout_mismatch(const Kernel& kernel, const kabi_problem& problem) {
+  const auto& inputs = kernel.op->schema.inputs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const auto index = static_cast<int32_t>(i);
+    if (input_present(problem, index) && !layout_accepted(kernel.layouts, problem.input_layouts[i])) {
+      return inputs[i].name + " is " + layout_name(problem.input_layouts[i]) + "; kernel takes " +
+             describe_layout_set(kernel.layouts);
+    }
+  }
+  return "";
+}
+
+namespace {
+
 // The first filter the kernel fails, or "" if it passes them all.
 std::string rejection(const Kernel& kernel, const kabi_device_info* device, const kabi_problem& problem,
                       const kabi_args& args) {
@@ -69,16 +99,8 @@ std::string rejection(const Kernel& kernel, const kabi_device_info* device, cons
   if (const uint64_t missing = kernel.required_features & ~device_features) {
     return "device lacks " + join(feature_names(missing), ", ");
   }
-  if ((kernel.dtypes & problem.dtype) == 0) {
-    return std::string("dtype ") + dtype_name(problem.dtype) + " not in " + describe_dtype_set(kernel.dtypes);
-  }
-  const auto& inputs = kernel.op->schema.inputs;
-  for (size_t i = 0; i < inputs.size() && i < 8; ++i) {
-    if (!layout_accepted(kernel.layouts, problem.input_layouts[i])) {
-      return inputs[i].name + " is " + layout_name(problem.input_layouts[i]) + "; kernel takes " +
-             describe_layout_set(kernel.layouts);
-    }
-  }
+  if (std::string mismatch = dtype_mismatch(kernel, problem); !mismatch.empty()) return mismatch;
+  if (std::string mismatch = layout_mismatch(kernel, problem); !mismatch.empty()) return mismatch;
   if (problem.batch_mode > kernel.batch_mode) {
     return std::string("needs batch mode ") + batch_mode_name(problem.batch_mode) + "; kernel takes " +
            batch_mode_name(kernel.batch_mode);
@@ -97,6 +119,11 @@ std::string rejection(const Kernel& kernel, const kabi_device_info* device, cons
       reason[sizeof reason - 1] = '\0';
       return reason[0] != '\0' ? std::string("declined: ") + reason : "declined by its supports predicate";
     }
+  }
+  try {
+    workspace_size(kernel, problem);
+  } catch (const Error& error) {
+    return error.what();
   }
   return "";
 }
@@ -189,8 +216,8 @@ Choice choose(const std::vector<CandidateVerdict*>& pool, const SelectOptions& o
   return choice;
 }
 
-std::string describe_problem_briefly(const kabi_problem& problem) {
-  return std::string(dtype_name(problem.dtype)) + " " + problem.key + " on " +
+std::string describe_problem_briefly(const Op& op, const kabi_problem& problem) {
+  return describe_bindings(op, problem) + " " + problem.key + " on " +
          describe_device(DLDevice{static_cast<DLDeviceType>(problem.device_type), problem.device_index});
 }
 
@@ -208,6 +235,7 @@ SelectOptions resolve_select_options(const Op& op, const kabi_select_options* ca
   options.use_tuning_cache = 1;
   if (caller != nullptr) {
     options = read_input_struct(caller, "select options", KABI_STRUCT_SIZE_THROUGH(kabi_select_options, force));
+    walk_extensions(options.extensions, "select options");
     if (caller->struct_size < KABI_STRUCT_SIZE_THROUGH(kabi_select_options, use_environment))
       options.use_environment = 1;
     if (caller->struct_size < KABI_STRUCT_SIZE_THROUGH(kabi_select_options, use_tuning_cache))
@@ -299,12 +327,12 @@ std::string describe_gate_failure(const std::string& note) {
 
 std::string verify_remedy(const Op& op, const kabi_problem& problem) {
   std::vector<std::string> dims;
-  for (int32_t i = 0; i < problem.num_dims && i < 8; ++i) {
+  for (int32_t i = 0; i < problem.num_dims; ++i) {
     dims.push_back(std::string(problem.dim_names[i] != nullptr ? problem.dim_names[i] : "?") + "=" +
                    std::to_string(problem.dims[i]));
   }
   return "verify it first (`kabi verify " + op.name + "` for this shape, " + join(dims, " ") + ", dtype " +
-         dtype_name(problem.dtype) + "), or call it once from Python (which gates and tunes it), or set "
+         describe_bindings(op, problem) + "), or call it once from Python (which gates and tunes it), or set "
          "allow_unverified in kabi_select_options (KABI_ALLOW_UNVERIFIED=1) for development";
 }
 
@@ -352,7 +380,7 @@ SelectionResult select_kernel(const Op& op, const kabi_args& args, const kabi_pr
       result.reason = op.name + ": " + forced +
                       (forced_rejected.empty()
                            ? " names no backend or kernel registered for " + device_type_name(problem.device_type)
-                           : " has no eligible kernel for " + describe_problem_briefly(problem) + ": " +
+                           : " has no eligible kernel for " + describe_problem_briefly(op, problem) + ": " +
                                  list_rejections(forced_rejected));
       if (failed_gate) result.reason += " (to run it anyway: kabi.use(..., allow_failed_gate=True) in Python, the allow_failed_gate select option in C)";
       return result;
@@ -365,7 +393,7 @@ SelectionResult select_kernel(const Op& op, const kabi_args& args, const kabi_pr
       std::vector<CandidateVerdict*> all;
       for (CandidateVerdict& candidate : result.candidates) all.push_back(&candidate);
       result.status = KABI_STATUS_NO_ELIGIBLE_KERNEL;
-      result.reason = op.name + ": no eligible kernel for " + describe_problem_briefly(problem) +
+      result.reason = op.name + ": no eligible kernel for " + describe_problem_briefly(op, problem) +
                       (all.empty() ? ": no kernels are registered for " + device_type_name(problem.device_type)
                                    : " among " + std::to_string(all.size()) + " candidates: " + list_rejections(all));
       return result;
@@ -376,7 +404,7 @@ SelectionResult select_kernel(const Op& op, const kabi_args& args, const kabi_pr
   if (choice.pick == nullptr) {
     result.status = KABI_STATUS_NO_ELIGIBLE_KERNEL;
     result.reason = op.name + ": " + (options.force.empty() ? std::string() : forced + ": ") + choice.reason +
-                    " for " + describe_problem_briefly(problem) + "; " + verify_remedy(op, problem);
+                    " for " + describe_problem_briefly(op, problem) + "; " + verify_remedy(op, problem);
     return result;
   }
   result.kernel = choice.pick->kernel;

@@ -1,8 +1,8 @@
 // Selection: which registered kernel runs a problem, and why.
 //
-// Candidates are the op's kernels for the problem's device type. Filters run in order (arch, features, dtype,
-// layout of each input, batch mode, the kernel's own supports predicate, a failed correctness-gate verdict) and the
-// first that fails is the candidate's reason. Among the eligible: forced (options or KABI_FORCE) > tuned (the
+// Candidates are the op's kernels for the problem's device type. Filters run in order (arch, features, the dtype of
+// each type variable, layout of each given input, batch mode, the kernel's own supports predicate, its workspace
+// function, a failed correctness-gate verdict) and the first that fails is the candidate's reason. Among the eligible: forced (options or KABI_FORCE) > tuned (the
 // tuning cache) > heuristic (kernels that passed the gate on the problem first, then the most specific arch match,
 // the highest priority, the earliest registered). The pick must have passed the gate unless the caller allows
 // unverified picks: nothing serves a problem before it has passed the op's gate on it.
@@ -53,6 +53,13 @@ struct SelectionResult {
   bool verified = false;  // the pick passed the correctness gate on the problem
   std::vector<CandidateVerdict> candidates;
 };
+
+// "dtype of T bfloat16 not in {float32, float64}" for the first type variable whose bound dtype the kernel does not
+// accept; "" when it accepts them all.
+std::string dtype_mismatch(const Kernel& kernel, const kabi_problem& problem);
+// "b is general; kernel takes {contiguous, row_strided}" for the first given input whose layout class the kernel does
+// not take; "" when it takes them all.
+std::string layout_mismatch(const Kernel& kernel, const kabi_problem& problem);
 
 // Never throws for "nothing eligible": the result says so, so callers can still report every candidate.
 SelectionResult select_kernel(const Op& op, const kabi_args& args, const kabi_problem& problem,

@@ -33,6 +33,25 @@ Struct read_input_struct(const Struct* caller, const char* what, size_t minimum_
   return copy;
 }
 
+// Walks an extension chain (kabi_extension), checking that each link is at least a kabi_extension. No extension type
+// is defined yet, so every link is skipped as unknown; a later MINOR recognizes its types here. A chain longer than any
+// real one is refused, since it is most likely a cycle.
+inline void walk_extensions(const kabi_extension* chain, const char* what) {
+  constexpr int kMaxLinks = 64;
+  int links = 0;
+  for (; chain != nullptr; chain = chain->next) {
+    if (chain->struct_size < sizeof(kabi_extension)) {
+      throw Error(KABI_STATUS_INVALID_ARGUMENT, std::string(what) + ": extension of type " +
+                                                    std::to_string(chain->type) + " has struct_size " +
+                                                    std::to_string(chain->struct_size) + ", below sizeof(kabi_extension)");
+    }
+    if (++links > kMaxLinks) {
+      throw Error(KABI_STATUS_INVALID_ARGUMENT, std::string(what) + ": extension chain longer than " +
+                                                    std::to_string(kMaxLinks) + " links (a cycle?)");
+    }
+  }
+}
+
 // Checks an output struct before anything is computed, so a bad one fails fast.
 template <class Struct>
 void check_output_struct(const Struct* caller, const char* what, size_t minimum_size) {

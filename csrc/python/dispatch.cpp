@@ -46,22 +46,23 @@ const char* gate_verdict_name(kabi_gate_verdict verdict) {
   return "none";
 }
 
-py::dict describe(const std::string& op_name, const py::sequence& inputs, const py::sequence& outputs) {
+py::dict describe(const std::string& op_name, const py::sequence& inputs, const py::sequence& outputs,
+                  const py::sequence& attributes) {
   kabi_op op = find_op(op_name);
-  CallTensors tensors(inputs, outputs, 0);
+  CallTensors tensors(op, inputs, outputs, 0, attributes);
   kabi_problem problem{};
   problem.struct_size = sizeof(problem);
   check(kabi_problem_describe(op, &tensors.args(), &problem));
-  return problem_to_dict(problem, tensors.args().num_inputs);
+  return problem_to_dict(op, problem);
 }
 
 // Select a kernel; with allow_none, a problem no kernel can run still returns the candidates (kernel None and
 // "error" holding libkabi's message) so that explain can show every rejection.
 py::dict select(const std::string& op_name, const py::sequence& inputs, const py::sequence& outputs,
                 const std::optional<std::string>& force, bool use_environment, bool use_tuning_cache,
-                bool allow_unverified, bool allow_failed_gate, bool allow_none) {
+                bool allow_unverified, bool allow_failed_gate, bool allow_none, const py::sequence& attributes) {
   kabi_op op = find_op(op_name);
-  CallTensors tensors(inputs, outputs, 0);
+  CallTensors tensors(op, inputs, outputs, 0, attributes);
   kabi_select_options options{};
   options.struct_size = sizeof(options);
   options.force = force ? force->c_str() : nullptr;
@@ -113,10 +114,10 @@ py::dict select(const std::string& op_name, const py::sequence& inputs, const py
     candidate_list.append(entry);
   }
   result["candidates"] = candidate_list;
-  result["problem"] =
-      status == KABI_STATUS_OK || selection.problem.output_rank > 0
-          ? py::object(problem_to_dict(selection.problem, tensors.args().num_inputs))
-          : py::object(py::none());
+  // A selection that found nothing still describes its problem; one that failed validation has none.
+  result["problem"] = status == KABI_STATUS_OK || selection.problem.num_outputs > 0
+                          ? py::object(problem_to_dict(op, selection.problem))
+                          : py::object(py::none());
   return result;
 }
 
@@ -129,9 +130,9 @@ std::optional<std::string> environment_force(const std::string& op_name) {
 }
 
 void launch(const std::string& op_name, const std::string& kernel_name, const py::sequence& inputs,
-            const py::sequence& outputs, std::uintptr_t stream) {
+            const py::sequence& outputs, std::uintptr_t stream, const py::sequence& attributes) {
   kabi_kernel kernel = find_kernel(op_name, kernel_name);
-  CallTensors tensors(inputs, outputs, stream);
+  CallTensors tensors(find_op(op_name), inputs, outputs, stream, attributes);
   kabi_status status;
   {
     py::gil_scoped_release release;
@@ -151,18 +152,18 @@ constexpr double kReleaseGilWork = 1 << 18;
 class PreparedLaunch {
  public:
   PreparedLaunch(const std::string& op_name, const std::string& kernel_name, const py::sequence& inputs,
-                 const py::sequence& outputs, std::uintptr_t stream)
+                 const py::sequence& outputs, std::uintptr_t stream, const py::sequence& attributes)
       : op_name_(op_name),
         kernel_name_(kernel_name),
         op_(find_op(op_name)),
         generation_(kabi_op_generation(op_)),
         kernel_(find_kernel(op_name, kernel_name)),
-        tensors_(std::make_unique<CallTensors>(inputs, outputs, stream)) {
+        tensors_(std::make_unique<CallTensors>(op_, inputs, outputs, stream, attributes)) {
     kabi_problem problem{};
     problem.struct_size = sizeof(problem);
     check(kabi_problem_describe(op_, &tensors_->args(), &problem));
     double work = static_cast<double>(problem.batch_size > 0 ? problem.batch_size : 1);
-    for (int32_t i = 0; i < problem.num_dims && i < 8; ++i) work *= static_cast<double>(problem.dims[i]);
+    for (int32_t i = 0; i < problem.num_dims; ++i) work *= static_cast<double>(problem.dims[i]);
     release_gil_ = work >= kReleaseGilWork;
     tensor_count_ = tensors_->inputs().size() + tensors_->outputs().size();
   }
@@ -213,7 +214,8 @@ class PreparedLaunch {
     for (const DLTensor& tensor : tensors_->inputs()) call_tensors[position++] = tensor;
     for (const DLTensor& tensor : tensors_->outputs()) call_tensors[position++] = tensor;
     for (position = 0; position < tensor_count_; ++position) {
-      call_tensors[position].data = data_pointer(tensors, position);
+      // An absent optional input (passed as None) stays the zero-filled DLTensor it was prepared as.
+      if (call_tensors[position].dtype.bits != 0) call_tensors[position].data = data_pointer(tensors, position);
     }
     kabi_args args = tensors_->args();
     args.stream = stream;
@@ -264,17 +266,21 @@ class PreparedLaunch {
 
 void bind_dispatch(py::module_& m) {
   m.def("describe", &describe, py::arg("op"), py::arg("inputs"), py::arg("outputs") = py::tuple(),
-        "Validate a call (tensor descriptors) against its op and return the problem as a dict.");
+        py::arg("attributes") = py::tuple(),
+        "Validate a call (tensor descriptors, None for an absent optional input; attribute values in schema order) "
+        "against its op and return the problem as a dict.");
   m.def("select", &select, py::arg("op"), py::arg("inputs"), py::arg("outputs") = py::tuple(),
         py::arg("force") = py::none(), py::arg("use_environment") = true, py::arg("use_tuning_cache") = true,
         py::arg("allow_unverified") = false, py::arg("allow_failed_gate") = false, py::arg("allow_none") = false,
+        py::arg("attributes") = py::tuple(),
         "Pick a kernel: a dict with kernel (info dict or None), pick_reason, reason, error, verified (the pick passed "
         "the correctness gate), candidates (each with its gate verdict), problem.");
   m.def("environment_force", &environment_force, py::arg("op"),
         "The op's choice in KABI_FORCE as selection applies it, or None; InvalidArgumentError for a malformed "
         "value or an op named twice.");
   m.def("launch", &launch, py::arg("op"), py::arg("kernel"), py::arg("inputs"), py::arg("outputs"),
-        py::arg("stream") = 0, "Run a native kernel on tensor descriptors (outputs allocated by the caller).");
+        py::arg("stream") = 0, py::arg("attributes") = py::tuple(),
+        "Run a native kernel on tensor descriptors (outputs allocated by the caller).");
   m.def("registry_generation", &kabi_registry_generation,
         "A counter that changes with every change to ops, kernels or the tuning cache.");
   m.def(
@@ -285,8 +291,9 @@ void bind_dispatch(py::module_& m) {
   py::class_<PreparedLaunch>(m, "PreparedLaunch",
                              "A native kernel bound to one problem; call it with the tensors (inputs, then outputs).")
       .def(py::init<const std::string&, const std::string&, const py::sequence&, const py::sequence&,
-                    std::uintptr_t>(),
-           py::arg("op"), py::arg("kernel"), py::arg("inputs"), py::arg("outputs"), py::arg("stream") = 0)
+                    std::uintptr_t, const py::sequence&>(),
+           py::arg("op"), py::arg("kernel"), py::arg("inputs"), py::arg("outputs"), py::arg("stream") = 0,
+           py::arg("attributes") = py::tuple())
       .def("__call__", &PreparedLaunch::operator())
       .def("on_stream", &PreparedLaunch::on_stream, py::arg("stream"),
            "Launch on a CUstream (an integer) instead of the one given at preparation.")

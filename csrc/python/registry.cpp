@@ -28,18 +28,130 @@ const char* kind_name(kabi_kernel_kind kind) {
   return "unknown";
 }
 
-py::dict op_to_dict(kabi_op op) {
+kabi_op_info op_info_of(kabi_op op) {
   kabi_op_info info{};
   info.struct_size = sizeof(info);
   check(kabi_op_info_get(op, &info));
+  return info;
+}
+
+py::dict op_to_dict(kabi_op op) {
+  const kabi_op_info info = op_info_of(op);
   py::dict result;
   result["name"] = info.name;
   result["schema"] = info.schema;
-  result["dtypes"] = info.dtypes;
+  result["type_variables"] = info.type_variables;
   result["num_inputs"] = info.num_inputs;
   result["num_outputs"] = info.num_outputs;
-  result["tuning_key"] = info.tuning_key != nullptr ? info.tuning_key : "";
+  result["num_attributes"] = info.num_attributes;
+  result["tuning_key"] = info.tuning_key;
   return result;
+}
+
+// The names of the KABI_DTYPE_* bits in a mask, in bit order.
+py::tuple dtype_names(uint32_t dtypes) {
+  py::list names;
+  for (int bit = 0; bit < 32; ++bit) {
+    if ((dtypes >> bit) & 1u) names.append(py::str(kabi_dtype_name(1u << bit)));
+  }
+  return py::tuple(names);
+}
+
+const char* attribute_type_name(kabi_attribute_type type) {
+  switch (type) {
+    case KABI_ATTRIBUTE_INT:
+      return "int";
+    case KABI_ATTRIBUTE_FLOAT:
+      return "float";
+    case KABI_ATTRIBUTE_BOOL:
+      return "bool";
+    case KABI_ATTRIBUTE_ENUM:
+      return "enum";
+  }
+  return "unknown";
+}
+
+// The op's schema as the core parsed it, in plain Python values, so Python never parses schema text itself.
+py::dict op_schema(const std::string& name) {
+  kabi_op op = find_op(name);
+  const kabi_op_info info = op_info_of(op);
+  py::tuple dims(info.num_dims);
+  for (int32_t d = 0; d < info.num_dims; ++d) dims[d] = py::str(info.dim_names[d]);
+  py::dict type_variables;
+  std::vector<std::string> variable_names;
+  for (int32_t v = 0; v < info.num_type_variables; ++v) {
+    kabi_type_variable_decl decl{};
+    decl.struct_size = sizeof(decl);
+    check(kabi_op_type_variable_get(op, v, &decl));
+    type_variables[py::str(decl.name)] = dtype_names(decl.dtypes);
+    variable_names.emplace_back(decl.name);
+  }
+  py::list inputs;
+  py::list outputs;
+  for (int32_t t = 0; t < info.num_inputs + info.num_outputs; ++t) {
+    kabi_tensor_decl decl{};
+    decl.struct_size = sizeof(decl);
+    check(kabi_op_tensor_get(op, t, &decl));
+    py::tuple tensor_dims(decl.num_dims);
+    for (int32_t d = 0; d < decl.num_dims; ++d) tensor_dims[d] = dims[decl.dims[d]];
+    py::dict tensor;
+    tensor["name"] = decl.name;
+    tensor["optional"] = decl.optional != 0;
+    tensor["has_batch"] = decl.has_batch != 0;
+    tensor["dims"] = tensor_dims;
+    tensor["type_variable"] =
+        decl.type_variable >= 0 ? py::object(py::str(variable_names[static_cast<std::size_t>(decl.type_variable)]))
+                                : py::object(py::none());
+    tensor["dtype"] = decl.type_variable < 0 ? py::object(py::str(kabi_dtype_name(decl.dtypes))) : py::object(py::none());
+    tensor["dtypes"] = dtype_names(decl.dtypes);
+    (decl.is_output ? outputs : inputs).append(tensor);
+  }
+  py::list attributes;
+  for (int32_t a = 0; a < info.num_attributes; ++a) {
+    kabi_attribute_decl decl{};
+    decl.struct_size = sizeof(decl);
+    check(kabi_op_attribute_get(op, a, &decl));
+    py::tuple values(decl.num_enum_values);
+    for (int32_t v = 0; v < decl.num_enum_values; ++v) values[v] = py::str(decl.enum_values[v]);
+    py::object default_value = py::none();
+    if (decl.has_default) {
+      switch (decl.type) {
+        case KABI_ATTRIBUTE_INT: default_value = py::int_(decl.default_value.integer); break;
+        case KABI_ATTRIBUTE_FLOAT: default_value = py::float_(decl.default_value.real); break;
+        case KABI_ATTRIBUTE_BOOL: default_value = py::bool_(decl.default_value.integer != 0); break;
+        case KABI_ATTRIBUTE_ENUM: default_value = values[decl.default_value.integer]; break;
+      }
+    }
+    py::dict attribute;
+    attribute["name"] = decl.name;
+    attribute["type"] = attribute_type_name(decl.type);
+    attribute["enum_values"] = values;
+    attribute["has_default"] = decl.has_default != 0;
+    attribute["default"] = default_value;
+    attribute["in_tuning_key"] = decl.in_tuning_key != 0;
+    attributes.append(attribute);
+  }
+  py::dict result;
+  result["name"] = info.name;
+  result["schema"] = info.schema;
+  result["inputs"] = py::tuple(inputs);
+  result["outputs"] = py::tuple(outputs);
+  result["attributes"] = py::tuple(attributes);
+  result["type_variables"] = type_variables;
+  result["dims"] = dims;
+  result["tuning_key"] = info.tuning_key;
+  return result;
+}
+
+void register_op(const std::string& name, const std::string& schema, const std::optional<std::string>& type_variables,
+                 const std::optional<std::string>& tuning_key) {
+  kabi_op_desc desc{};
+  desc.struct_size = sizeof(desc);
+  desc.name = name.c_str();
+  desc.schema = schema.c_str();
+  desc.type_variables = type_variables ? type_variables->c_str() : nullptr;
+  desc.tuning_key = tuning_key ? tuning_key->c_str() : nullptr;
+  check(kabi_op_register(&desc, nullptr));
 }
 
 void write_reason(char* buffer, std::size_t size, const std::string& text) {
@@ -49,9 +161,16 @@ void write_reason(char* buffer, std::size_t size, const std::string& text) {
   buffer[length] = '\0';
 }
 
+// What an EXTERNAL kernel with a Python supports predicate hands libkabi as user_data: the predicate (a strong
+// reference) and its op, which decodes the problem's attributes.
+struct PythonPredicate {
+  PyObject* predicate;
+  kabi_op op;
+};
+
 // The supports trampoline: libkabi may call it from any thread, with or without the GIL held. The predicate
 // (a Python callable taking the problem as a dict) returns True, or a str saying why the kernel declines.
-int32_t python_supports(void* user_data, const kabi_problem* problem, const kabi_args* args, char* reason,
+int32_t python_supports(void* user_data, const kabi_problem* problem, const kabi_args* /*args*/, char* reason,
                         std::size_t reason_size) {
   if (!Py_IsInitialized()) {
     write_reason(reason, reason_size, "its Python predicate cannot run: the interpreter has shut down");
@@ -59,8 +178,9 @@ int32_t python_supports(void* user_data, const kabi_problem* problem, const kabi
   }
   py::gil_scoped_acquire gil;
   try {
-    auto predicate = py::reinterpret_borrow<py::object>(static_cast<PyObject*>(user_data));
-    py::object verdict = predicate(problem_to_dict(*problem, args != nullptr ? args->num_inputs : 0));
+    const auto& bound = *static_cast<const PythonPredicate*>(user_data);
+    auto predicate = py::reinterpret_borrow<py::object>(bound.predicate);
+    py::object verdict = predicate(problem_to_dict(bound.op, *problem));
     if (py::isinstance<py::str>(verdict)) {
       write_reason(reason, reason_size, verdict.cast<std::string>());
       return 0;
@@ -76,18 +196,22 @@ int32_t python_supports(void* user_data, const kabi_problem* problem, const kabi
   }
 }
 
-void release_python_object(void* user_data) {
+void release_python_predicate(void* user_data) {
+  auto* bound = static_cast<PythonPredicate*>(user_data);
   // At process exit libkabi may outlive the interpreter: the reference is then simply abandoned.
-  if (user_data == nullptr || !Py_IsInitialized()) return;
-  py::gil_scoped_acquire gil;
-  Py_DECREF(static_cast<PyObject*>(user_data));
+  if (Py_IsInitialized()) {
+    py::gil_scoped_acquire gil;
+    Py_DECREF(bound->predicate);
+  }
+  delete bound;
 }
 
 void register_external_kernel(const std::string& op, const std::string& name, const std::string& backend,
                               int32_t device_type, int32_t arch_min, int32_t arch_max,
                               const std::vector<int32_t>& archs, int32_t priority, uint64_t required_features,
-                              uint32_t dtypes, uint32_t layouts, uint32_t alignment, int32_t batch_mode,
-                              const py::object& supports, const std::optional<std::string>& fingerprint) {
+                              uint32_t dtypes, const std::optional<std::string>& type_constraints, uint32_t layouts,
+                              uint32_t alignment, int32_t batch_mode, const py::object& supports,
+                              const std::optional<std::string>& fingerprint) {
   kabi_kernel_desc desc{};
   desc.struct_size = sizeof(desc);
   desc.op = op.c_str();
@@ -101,6 +225,7 @@ void register_external_kernel(const std::string& op, const std::string& name, co
   desc.priority = priority;
   desc.required_features = required_features;
   desc.dtypes = dtypes;
+  desc.type_constraints = type_constraints ? type_constraints->c_str() : nullptr;
   desc.layouts = layouts;
   desc.alignment = alignment;
   desc.batch_mode = batch_mode;
@@ -111,14 +236,14 @@ void register_external_kernel(const std::string& op, const std::string& name, co
       raise_status(KABI_STATUS_INVALID_ARGUMENT, "kernel " + name + ": supports must be callable");
     }
     desc.supports = &python_supports;
-    desc.user_data = supports.inc_ref().ptr();
-    desc.user_data_free = &release_python_object;
+    desc.user_data = new PythonPredicate{supports.inc_ref().ptr(), find_op(op)};
+    desc.user_data_free = &release_python_predicate;
   }
   kabi_kernel kernel = nullptr;
   const kabi_status status = kabi_kernel_register(&desc, &kernel);
   if (status != KABI_STATUS_OK) {
-    // libkabi did not take ownership: drop the reference handed over above.
-    if (desc.user_data != nullptr) Py_DECREF(static_cast<PyObject*>(desc.user_data));
+    // libkabi did not take ownership: release what was handed over above.
+    if (desc.user_data != nullptr) release_python_predicate(desc.user_data);
     raise_status(status);
   }
 }
@@ -158,16 +283,27 @@ py::dict kernel_to_dict(kabi_kernel kernel) {
   result["kind"] = kind_name(info.kind);
   result["required_features"] = info.required_features;
   result["dtypes"] = info.dtypes;
+  result["type_constraints"] = info.type_constraints;
   result["layouts"] = info.layouts;
   result["alignment"] = info.alignment;
   result["batch_mode"] = info.batch_mode;
+  result["has_workspace"] = info.has_workspace != 0;
   return result;
 }
 
 void bind_registry(py::module_& m) {
   m.def(
       "op_info", [](const std::string& name) { return op_to_dict(find_op(name)); }, py::arg("name"),
-      "Facts about an op as a dict (name, schema, dtypes bit mask, num_inputs, num_outputs, tuning_key).");
+      "Facts about an op as a dict (name, schema, type_variables, num_inputs, num_outputs, num_attributes, "
+      "tuning_key).");
+  m.def("op_schema", &op_schema, py::arg("name"),
+        "The op's schema as libkabi parsed it: a dict of inputs and outputs (each with name, optional, has_batch, "
+        "dims, type_variable or dtype, dtypes), attributes (name, type, enum_values, has_default, default, "
+        "in_tuning_key), type_variables ({name: dtype names}), dims and tuning_key.");
+  m.def("register_op", &register_op, py::arg("name"), py::arg("schema"), py::arg("type_variables") = py::none(),
+        py::arg("tuning_key") = py::none(),
+        "Register an op (kabi_op_register): its schema and type variables in kabi.h's syntax, and its tuning key "
+        "(None: the default one).");
   m.def(
       "op_list",
       []() {
@@ -201,7 +337,8 @@ void bind_registry(py::module_& m) {
       py::arg("op") = py::none(), "Every kernel of an op (or of all ops) as dicts, in registration order.");
   m.def("kernel_register_external", &register_external_kernel, py::arg("op"), py::arg("name"),
         py::arg("backend"), py::arg("device_type"), py::arg("arch_min"), py::arg("arch_max"), py::arg("archs"),
-        py::arg("priority"), py::arg("required_features"), py::arg("dtypes"), py::arg("layouts"),
+        py::arg("priority"), py::arg("required_features"), py::arg("dtypes"), py::arg("type_constraints"),
+        py::arg("layouts"),
         py::arg("alignment"), py::arg("batch_mode"), py::arg("supports"), py::arg("fingerprint"),
         "Register an EXTERNAL kernel (its code runs in Python); supports(problem_dict) -> True | reason str.");
   m.def(

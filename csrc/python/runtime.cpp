@@ -69,9 +69,9 @@ py::list plugin_records() {
 using TuningMeasurement = std::tuple<std::string, double, std::string, uint32_t, double>;
 
 void tuning_store(const std::string& op_name, const py::sequence& inputs, const py::sequence& outputs,
-                  const std::vector<TuningMeasurement>& measurements) {
+                  const std::vector<TuningMeasurement>& measurements, const py::sequence& attributes) {
   kabi_op op = find_op(op_name);
-  CallTensors tensors(inputs, outputs, 0);
+  CallTensors tensors(op, inputs, outputs, 0, attributes);
   std::vector<kabi_tuning_record> records;
   records.reserve(measurements.size());
   for (const auto& [kernel_name, time_us, note, flags, spread] : measurements) {
@@ -155,7 +155,7 @@ void bind_runtime(py::module_& m) {
   m.def("device_info", &device_info, py::arg("device_type"), py::arg("device_index") = 0,
         "What libkabi knows of one device, as a dict.");
   m.def("device_signature", &device_signature, py::arg("device_type"), py::arg("device_index") = 0,
-        "The signature that keys tuning decisions, e.g. 'cuda|NVIDIA H200|sm90|drv13000|abi1'.");
+        "The signature that keys tuning decisions, e.g. 'cuda|NVIDIA H200|sm90|drv13000|abi2'.");
 
   m.def("plugin_load", [](const std::string& path) { check(kabi_plugin_load(path.c_str())); }, py::arg("path"),
         "Load a plugin shared library; a refusal raises and is recorded.");
@@ -174,7 +174,7 @@ void bind_runtime(py::module_& m) {
       py::arg("directory"), "Register every NAME.kabi-manifest device binary in a directory; returns the count.");
 
   m.def("tuning_store", &tuning_store, py::arg("op"), py::arg("inputs"), py::arg("outputs"),
-        py::arg("measurements"),
+        py::arg("measurements"), py::arg("attributes") = py::tuple(),
         "Record measured candidates (kernel name, time in us or inf, note, kabi_tuning_flag bits, relative spread) "
         "for a call's problem.");
   m.attr("TUNING_RECORD_GATE_ONLY") = static_cast<uint32_t>(KABI_TUNING_RECORD_GATE_ONLY);

@@ -140,7 +140,7 @@ bool output_matches(const kabi_args& args, const Matrix& a, const Matrix& b, flo
   return dense && !overlaps(*out, count, a) && !overlaps(*out, count, b);
 }
 
-kabi_status small_gemm_kernel(void* /*user_data*/, const kabi_args* args) {
+kabi_status small_gemm_kernel(void* /*user_data*/, const kabi_problem* /*problem*/, const kabi_args* args) {
   Matrix a{}, b{};
   float* out = nullptr;
   if (const char* reason = unsupported(*args, &a, &b)) {

@@ -4,6 +4,10 @@ from typing import Any, Callable, Sequence
 
 # A tensor as the binding takes it: (data_ptr, shape, strides, dtype_code, dtype_bits, device_type, device_index).
 Descriptor = tuple[int, Sequence[int], Sequence[int], int, int, int, int]
+# An input as the binding takes it: a descriptor, or None for an optional input left out.
+InputDescriptor = Descriptor | None
+# An attribute value in schema order: an int, float or bool, or an enum attribute's value name (or index).
+AttributeValue = int | float | bool | str
 
 HEADER_ABI_VERSION: int
 DTYPES: dict[str, int]
@@ -17,6 +21,8 @@ def status_name(status: int) -> str: ...
 
 # Ops and kernels.
 def op_info(name: str) -> dict[str, Any]: ...
+def op_schema(name: str) -> dict[str, Any]: ...
+def register_op(name: str, schema: str, type_variables: str | None = None, tuning_key: str | None = None) -> None: ...
 def op_list() -> list[str]: ...
 def kernel_info(op: str, name: str) -> dict[str, Any]: ...
 def kernel_list(op: str | None = None) -> list[dict[str, Any]]: ...
@@ -31,6 +37,7 @@ def kernel_register_external(
     priority: int,
     required_features: int,
     dtypes: int,
+    type_constraints: str | None,
     layouts: int,
     alignment: int,
     batch_mode: int,
@@ -40,10 +47,15 @@ def kernel_register_external(
 def kernel_unregister(op: str, name: str) -> None: ...
 
 # Validation, selection, launch.
-def describe(op: str, inputs: Sequence[Descriptor], outputs: Sequence[Descriptor] = ()) -> dict[str, Any]: ...
+def describe(
+    op: str,
+    inputs: Sequence[InputDescriptor],
+    outputs: Sequence[Descriptor] = (),
+    attributes: Sequence[AttributeValue] = (),
+) -> dict[str, Any]: ...
 def select(
     op: str,
-    inputs: Sequence[Descriptor],
+    inputs: Sequence[InputDescriptor],
     outputs: Sequence[Descriptor] = (),
     force: str | None = None,
     use_environment: bool = True,
@@ -51,8 +63,16 @@ def select(
     allow_unverified: bool = False,
     allow_failed_gate: bool = False,
     allow_none: bool = False,
+    attributes: Sequence[AttributeValue] = (),
 ) -> dict[str, Any]: ...
-def launch(op: str, kernel: str, inputs: Sequence[Descriptor], outputs: Sequence[Descriptor], stream: int = 0) -> None: ...
+def launch(
+    op: str,
+    kernel: str,
+    inputs: Sequence[InputDescriptor],
+    outputs: Sequence[Descriptor],
+    stream: int = 0,
+    attributes: Sequence[AttributeValue] = (),
+) -> None: ...
 def registry_generation() -> int: ...
 def op_generation(op: str) -> int: ...
 def environment_force(op: str) -> str | None: ...
@@ -61,7 +81,13 @@ class PreparedLaunch:
     """A native kernel bound to one problem; call it with the tensors (inputs, then outputs)."""
 
     def __init__(
-        self, op: str, kernel: str, inputs: Sequence[Descriptor], outputs: Sequence[Descriptor], stream: int = 0
+        self,
+        op: str,
+        kernel: str,
+        inputs: Sequence[InputDescriptor],
+        outputs: Sequence[Descriptor],
+        stream: int = 0,
+        attributes: Sequence[AttributeValue] = (),
     ) -> None: ...
     def __call__(self, *tensors: Any) -> None: ...
     def on_stream(self, stream: int, *tensors: Any) -> None: ...
@@ -117,9 +143,10 @@ TUNING_RECORD_MEMORY_ONLY: int
 
 def tuning_store(
     op: str,
-    inputs: Sequence[Descriptor],
+    inputs: Sequence[InputDescriptor],
     outputs: Sequence[Descriptor],
     measurements: Sequence[tuple[str, float, str, int, float]],
+    attributes: Sequence[AttributeValue] = (),
 ) -> None: ...
 def cache_list(op: str | None = None) -> list[dict[str, Any]]: ...
 def cache_directory() -> str: ...

@@ -1,4 +1,4 @@
-/* Shared by the ABI test plugins: each registers its own op, "<prefix>_double" (x: [N] -> out: [N], float32),
+/* Shared by the ABI test plugins: each registers its own op, "<prefix>_double" (x: [N] float32 -> out: [N] float32),
  * with one kernel computing out = 2 * x, so a test can tell whose kernels exist without touching real ops. */
 #ifndef KABI_TESTS_ABI_TEST_PLUGIN_H_
 #define KABI_TESTS_ABI_TEST_PLUGIN_H_
@@ -8,12 +8,13 @@
 
 #include "kabi/kabi.h"
 
-static kabi_status abi_test_double(void* user_data, const kabi_args* args) {
+static kabi_status abi_test_double(void* user_data, const kabi_problem* problem, const kabi_args* args) {
   const DLTensor* x = &args->inputs[0];
   const DLTensor* out = &args->outputs[0];
   const float* source = (const float*)((const char*)x->data + x->byte_offset);
   float* target = (float*)((char*)out->data + out->byte_offset);
   (void)user_data;
+  (void)problem;
   for (int64_t i = 0; i < x->shape[0]; ++i) target[i] = 2.0f * source[i];
   return KABI_STATUS_OK;
 }
@@ -35,8 +36,7 @@ static kabi_status abi_test_register(const kabi_host_api* host, const char* pref
   op = (kabi_op_desc){0};
   op.struct_size = op_size;
   op.name = op_name;
-  op.schema = "x: [N] -> out: [N]";
-  op.dtypes = KABI_DTYPE_FLOAT32;
+  op.schema = "x: [N] float32 -> out: [N] float32";
   status = host->op_register(&op, &op_handle);
   if (status != KABI_STATUS_OK) return status;
 

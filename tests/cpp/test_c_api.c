@@ -60,7 +60,7 @@ static void test_versions_and_names(void) {
   CHECK(info.device_type == kDLCPU && info.compute_units >= 1 && info.total_memory_bytes > 0);
   CHECK(strlen(info.name) > 0);
   CHECK(kabi_device_signature(kDLCPU, 0, signature, sizeof signature) == KABI_STATUS_OK);
-  CHECK(strncmp(signature, "cpu|", 4) == 0 && strstr(signature, "|abi1") != NULL);
+  CHECK(strncmp(signature, "cpu|", 4) == 0 && strstr(signature, "|abi2") != NULL);
   CHECK_STATUS(kabi_device_signature(kDLCPU, 0, signature, 3), KABI_STATUS_INVALID_ARGUMENT, "too small");
   CHECK_STATUS(kabi_device_info_get(kDLCPU, 5, &info), KABI_STATUS_NOT_FOUND, "no device cpu:5");
   info.struct_size = 4;
@@ -76,11 +76,13 @@ static void test_builtin_op(void) {
   info.struct_size = sizeof info;
   CHECK(kabi_op_info_get(matmul, &info) == KABI_STATUS_OK);
   CHECK(info.num_inputs == 2 && info.num_outputs == 1);
-  CHECK(strcmp(info.schema, "a: [..., M, K], b: [..., K, N] -> out: [..., M, N]") == 0);
+  CHECK(strcmp(info.schema, "a: [..., M, K] T, b: [..., K, N] T -> out: [..., M, N] T") == 0);
   /* Every dtype torch.matmul takes on the CPU (registry/ops/matmul.toml). */
-  CHECK(info.dtypes == (KABI_DTYPE_FLOAT16 | KABI_DTYPE_BFLOAT16 | KABI_DTYPE_FLOAT32 | KABI_DTYPE_FLOAT64 |
-                        KABI_DTYPE_COMPLEX64 | KABI_DTYPE_COMPLEX128 | KABI_DTYPE_UINT8 | KABI_DTYPE_INT8 |
-                        KABI_DTYPE_INT16 | KABI_DTYPE_INT32 | KABI_DTYPE_INT64));
+  CHECK(strcmp(info.type_variables,
+               "T: float16, bfloat16, float32, float64, complex64, complex128, uint8, int8, int16, int32, int64") == 0);
+  CHECK(info.num_type_variables == 1 && info.num_attributes == 0 && info.num_dims == 3);
+  CHECK(strcmp(info.dim_names[0], "M") == 0 && strcmp(info.dim_names[1], "K") == 0 &&
+        strcmp(info.dim_names[2], "N") == 0);
   CHECK_STATUS(kabi_op_find("no_such_op", &missing), KABI_STATUS_NOT_FOUND, "no_such_op");
   CHECK_STATUS(kabi_op_find(NULL, &missing), KABI_STATUS_INVALID_ARGUMENT, "name is NULL");
 }
@@ -190,7 +192,7 @@ static void test_error_paths(void) {
   out_shape[1] = 5;
   outputs[0].dtype = test_float64();
   CHECK_STATUS(kabi_select(matmul, &args, NULL, &selection), KABI_STATUS_UNSUPPORTED_DTYPE,
-               "out is float64 but the inputs are float32");
+               "out is float64 but a is float32 (both have type T)");
   outputs[0].dtype = test_float32();
   inputs[0].shape = NULL;
   CHECK_STATUS(kabi_select(matmul, &args, NULL, &selection), KABI_STATUS_INVALID_ARGUMENT, "a.shape is NULL");
@@ -199,14 +201,17 @@ static void test_error_paths(void) {
   /* No eligible kernel: the only CPU kernels take float32/float64, not float16. */
   inputs[0].dtype = inputs[1].dtype = outputs[0].dtype = test_float16();
   CHECK_STATUS(kabi_select(matmul, &args, NULL, &selection), KABI_STATUS_NO_ELIGIBLE_KERNEL,
-               "dtype float16 not in {float32, float64}");
+               "dtype of T float16 not in {float32, float64}");
   CHECK(selection.kernel == NULL && selection.num_candidates >= 1);
   inputs[0].dtype = inputs[1].dtype = outputs[0].dtype = test_float32();
 
   memset(&problem, 0, sizeof problem);
   problem.struct_size = sizeof problem;
   CHECK(kabi_problem_describe(matmul, &args, &problem) == KABI_STATUS_OK);
-  CHECK(problem.output_rank == 2 && problem.output_shape[0] == 2 && problem.output_shape[1] == 5);
+  CHECK(problem.num_outputs == 1 && problem.output_ranks[0] == 2 && problem.output_shapes[0][0] == 2 &&
+        problem.output_shapes[0][1] == 5);
+  CHECK(problem.num_type_variables == 1 && problem.type_bindings[0] == KABI_DTYPE_FLOAT32 &&
+        problem.dtype == KABI_DTYPE_FLOAT32 && problem.num_inputs == 2 && problem.inputs_present == 3u);
   CHECK(problem.batch_mode == KABI_BATCH_NONE && problem.batch_size == 1);
 
   /* Registration errors. */
@@ -325,7 +330,7 @@ static void test_environment_force(void) {
 static int64_t seen_batch_size = -1;
 static int64_t seen_batch_strides[2] = {-1, -1};
 
-/* A function_with_problem kernel: notes the batch stride of each input as kabi.h says to derive it, then computes
+/* A kernel that reads the problem: notes the batch stride of each input as kabi.h says to derive it, then computes
  * with the naive kernel. */
 static kabi_status problem_kernel(void* user_data, const kabi_problem* problem, const kabi_args* args) {
   int t;
@@ -341,10 +346,10 @@ static kabi_status problem_kernel(void* user_data, const kabi_problem* problem, 
       break;
     }
   }
-  return test_naive_matmul(user_data, args);
+  return test_naive_matmul(user_data, problem, args);
 }
 
-static void test_function_with_problem(void) {
+static void test_kernel_reads_problem(void) {
   /* a: [3, 2, 4] (batch stride 8), b: [4, 5] broadcast over the batch. */
   static float a[3 * 2 * 4], b[4 * 5], out[3 * 2 * 5];
   int64_t a_shape[3] = {3, 2, 4}, a_strides[3] = {8, 4, 1}, b_shape[2] = {4, 5}, b_strides[2] = {5, 1};
@@ -352,16 +357,13 @@ static void test_function_with_problem(void) {
   DLTensor inputs[2], outputs[1];
   kabi_args args;
   kabi_select_options options;
-  kabi_kernel_desc desc = test_naive_desc("c.with_problem", "c-test");
+  kabi_kernel_desc desc = test_naive_desc("c.reads_problem", "c-test");
   kabi_kernel kernel = NULL;
   int i;
   for (i = 0; i < 3 * 2 * 4; ++i) a[i] = (float)i;
   for (i = 0; i < 4 * 5; ++i) b[i] = (float)(i % 3);
-  desc.function_with_problem = problem_kernel;
+  desc.function = problem_kernel;
   desc.batch_mode = KABI_BATCH_UNIFORM;
-  CHECK_STATUS(kabi_kernel_register(&desc, NULL), KABI_STATUS_INVALID_ARGUMENT,
-               "sets both function and function_with_problem; set exactly one");
-  desc.function = NULL;
   CHECK(kabi_kernel_register(&desc, &kernel) == KABI_STATUS_OK);
 
   inputs[0] = test_tensor(a, test_float32(), 3, a_shape, a_strides);
@@ -379,11 +381,11 @@ static void test_function_with_problem(void) {
   }
   memset(&options, 0, sizeof options);
   options.struct_size = sizeof options;
-  options.force = "c.with_problem";
+  options.force = "c.reads_problem";
   options.allow_unverified = 1; /* a test of what the kernel receives, not of the gate */
   seen_batch_size = -1;
   CHECK(kabi_call(matmul, &args, &options) == KABI_STATUS_OK && seen_batch_size == 3);
-  CHECK(kabi_kernel_unregister("matmul", "c.with_problem") == KABI_STATUS_OK);
+  CHECK(kabi_kernel_unregister("matmul", "c.reads_problem") == KABI_STATUS_OK);
 }
 
 static void test_outputs_must_not_alias_inputs(void) {
@@ -436,8 +438,7 @@ static void test_op_generations(void) {
   memset(&op_desc, 0, sizeof op_desc);
   op_desc.struct_size = sizeof op_desc;
   op_desc.name = "c.scale";
-  op_desc.schema = "x: [N] -> out: [N]";
-  op_desc.dtypes = KABI_DTYPE_FLOAT32;
+  op_desc.schema = "x: [N] float32 -> out: [N] float32";
   op_desc.tuning_key = "N";
   CHECK(kabi_op_register(&op_desc, &scale) == KABI_STATUS_OK);
   CHECK(kabi_op_generation(NULL) == 0);
@@ -523,7 +524,7 @@ int main(void) {
   test_error_paths();
   test_forced_and_constraints();
   test_environment_force();
-  test_function_with_problem();
+  test_kernel_reads_problem();
   test_outputs_must_not_alias_inputs();
   test_op_generations();
   test_failing_kernel_and_unregister();

@@ -33,7 +33,7 @@ void test_broadcasting() {
     described.struct_size = sizeof described;
     CHECK(kabi_problem_describe(op, &problem.args, &described) == KABI_STATUS_OK);
     CHECK(described.batch_mode == test.batch_mode);
-    CHECK(described.output_rank == static_cast<int32_t>(test.out.size()));
+    CHECK(described.output_ranks[0] == static_cast<int32_t>(test.out.size()));
     CHECK(kabi_call(op, &problem.args, nullptr) == KABI_STATUS_OK);
     CHECK(problem.max_error() < 1e-5);
   }
@@ -131,7 +131,7 @@ void test_heuristic_and_filters() {
   CHECK(reason_of("f.features") == "device lacks wgmma");
   CHECK(reason_of("f.layout") == "a is contiguous; kernel takes {col_strided}");
   CHECK(reason_of("f.supports") == "declined: K=3 is odd");
-  CHECK(reason_of("f.dtype") == "dtype float32 not in {float64}");
+  CHECK(reason_of("f.dtype") == "dtype of T float32 not in {float64}");
   CHECK(reason_of("h.any").empty());
 
   // A capacity smaller than the candidate count still reports the full count.
@@ -234,17 +234,17 @@ void test_ops_and_struct_sizes() {
   kabi_op_desc desc{};
   desc.struct_size = sizeof desc;
   desc.name = "cpp.scale";
-  desc.schema = "x: [N], y: [N] -> out: [N]";
-  desc.dtypes = KABI_DTYPE_FLOAT32;
+  desc.schema = "x: [N] T, y: [N] T -> out: [N] T";
+  desc.type_variables = "T: float32";
   desc.tuning_key = "dtype,N:pow2";
   kabi_op op = nullptr;
   CHECK(kabi_op_register(&desc, &op) == KABI_STATUS_OK);
   CHECK_STATUS(kabi_op_register(&desc, nullptr), KABI_STATUS_ALREADY_EXISTS, "cpp.scale");
   kabi_op_desc bad = desc;
   bad.name = "cpp.bad";
-  bad.schema = "x: [N]";
+  bad.schema = "x: [N] T";
   CHECK_STATUS(kabi_op_register(&bad, nullptr), KABI_STATUS_INVALID_ARGUMENT, "expected '->'");
-  bad.schema = "x: [N] -> out: [M]";
+  bad.schema = "x: [N] T -> out: [M] T";
   CHECK_STATUS(kabi_op_register(&bad, nullptr), KABI_STATUS_INVALID_ARGUMENT, "dimension M is not defined");
   bad.schema = desc.schema;
   bad.tuning_key = "dtype,Q";

@@ -119,7 +119,7 @@ void check_matmul(std::mt19937& generator) {
 }
 
 // A naive float64 matmul for contiguous rank-2 tensors, registered from C++ to test KernelRegistration.
-kabi_status naive_matmul(void* /*user_data*/, const kabi_args* args) {
+kabi_status naive_matmul(void* /*user_data*/, const kabi_problem* /*problem*/, const kabi_args* args) {
   const DLTensor& a = args->inputs[0];
   const DLTensor& b = args->inputs[1];
   const DLTensor& out = args->outputs[0];

@@ -39,7 +39,7 @@ static int64_t stride_at(const DLTensor* tensor, int32_t dim) {
   return stride;
 }
 
-kabi_status test_naive_matmul(void* user_data, const kabi_args* args) {
+kabi_status test_naive_matmul(void* user_data, const kabi_problem* problem, const kabi_args* args) {
   const DLTensor* a = &args->inputs[0];
   const DLTensor* b = &args->inputs[1];
   const DLTensor* out = &args->outputs[0];
@@ -51,6 +51,7 @@ kabi_status test_naive_matmul(void* user_data, const kabi_args* args) {
   const int is_double = a->dtype.bits == 64;
   int64_t batch = 1, index, i, j, p;
   int32_t d;
+  (void)problem;
   if (a->dtype.code != kDLFloat || (a->dtype.bits != 32 && a->dtype.bits != 64)) return KABI_STATUS_UNSUPPORTED_DTYPE;
   if (user_data != NULL) ++((test_counters*)user_data)->calls;
   for (d = 0; d < out->ndim - 2; ++d) batch *= out->shape[d];
@@ -97,8 +98,9 @@ kabi_kernel_desc test_naive_desc(const char* name, const char* backend) {
   return desc;
 }
 
-kabi_status test_failing_kernel(void* user_data, const kabi_args* args) {
+kabi_status test_failing_kernel(void* user_data, const kabi_problem* problem, const kabi_args* args) {
   (void)user_data;
+  (void)problem;
   (void)args;
   kabi_set_last_error("the accumulator overflowed");
   return KABI_STATUS_INTERNAL;

@@ -20,14 +20,14 @@ typedef struct test_counters {
 /* out[..., M, N] = a[..., M, K] @ b[..., K, N] for float32 or float64, any strides, batch dims broadcast.
  * Counts its calls in user_data (a test_counters, or NULL). Returns KABI_STATUS_UNSUPPORTED_DTYPE for other
  * dtypes. */
-kabi_status test_naive_matmul(void* user_data, const kabi_args* args);
+kabi_status test_naive_matmul(void* user_data, const kabi_problem* problem, const kabi_args* args);
 
 /* A CPU matmul declaration of test_naive_matmul (float32/float64, any layout, any batch) under name and backend;
  * tests adjust fields before registering it. */
 kabi_kernel_desc test_naive_desc(const char* name, const char* backend);
 
 /* A kernel that always fails with KABI_STATUS_INTERNAL. */
-kabi_status test_failing_kernel(void* user_data, const kabi_args* args);
+kabi_status test_failing_kernel(void* user_data, const kabi_problem* problem, const kabi_args* args);
 
 /* user_data_free for a test_counters: counts the call. */
 void test_count_free(void* user_data);

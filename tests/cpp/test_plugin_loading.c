@@ -1,7 +1,7 @@
 /* Plugin loading through the C API with the ABI test plugins of tests/abi: a good plugin, one built for the next
- * ABI major, one without an init symbol, one whose init registers and then fails (its op and kernel must be rolled
- * back), and one built against an older MINOR found through a KABI_PLUGIN_PATH directory.
- * Usage: kabi_test_plugin_loading GOOD NEXT_MAJOR NO_INIT FAILING_INIT OLDER_MINOR (paths). C99. */
+ * ABI major, one built for ABI 1.x, one without an init symbol, one whose init registers and then fails (its op and
+ * kernel must be rolled back), and one built against an older MINOR found through a KABI_PLUGIN_PATH directory.
+ * Usage: kabi_test_plugin_loading GOOD NEXT_MAJOR NO_INIT FAILING_INIT OLDER_MINOR ABI1 (paths). C99. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,15 +63,15 @@ static void check_doubles(const char* op_name) {
 }
 
 int main(int argc, char** argv) {
-  const char *good, *next_major, *no_init, *failing_init, *older_minor;
+  const char *good, *next_major, *no_init, *failing_init, *older_minor, *abi1;
   char directory[4096];
   char plugin_path[8192];
   kabi_plugin_record record;
   kabi_kernel kernel = NULL;
   kabi_kernel_info info;
   int32_t count;
-  if (argc != 6) {
-    fprintf(stderr, "usage: %s GOOD NEXT_MAJOR NO_INIT FAILING_INIT OLDER_MINOR\n", argv[0]);
+  if (argc != 7) {
+    fprintf(stderr, "usage: %s GOOD NEXT_MAJOR NO_INIT FAILING_INIT OLDER_MINOR ABI1\n", argv[0]);
     return 2;
   }
   good = argv[1];
@@ -79,6 +79,7 @@ int main(int argc, char** argv) {
   no_init = argv[3];
   failing_init = argv[4];
   older_minor = argv[5];
+  abi1 = argv[6];
 
   CHECK(kabi_plugin_load(good) == KABI_STATUS_OK);
   record = record_of(base_name(good));
@@ -94,16 +95,24 @@ int main(int argc, char** argv) {
   CHECK(kabi_plugin_count() == count);
 
   CHECK_STATUS(kabi_plugin_load(next_major), KABI_STATUS_ABI_MISMATCH,
-               "was built for kabi ABI 2.0; this kabi is " KABI_TEST_STRING(KABI_ABI_VERSION_MAJOR) "." KABI_TEST_STRING(
-                   KABI_ABI_VERSION_MINOR) " (major versions must match)");
+               "was built for kabi ABI 3.0; this kabi implements ABI " KABI_TEST_STRING(
+                   KABI_ABI_VERSION_MAJOR) "." KABI_TEST_STRING(KABI_ABI_VERSION_MINOR) " (major versions must match)");
   CHECK(strstr(kabi_last_error(), base_name(next_major)) != NULL);
   CHECK(!op_exists("abi_test_next_major_double"));
   record = record_of(base_name(next_major));
-  CHECK(record.state == KABI_PLUGIN_REFUSED && record.abi_version == (2u << 16));
+  CHECK(record.state == KABI_PLUGIN_REFUSED && record.abi_version == ((KABI_ABI_VERSION_MAJOR + 1u) << 16));
   /* A second attempt repeats the refusal without a new record. */
   count = kabi_plugin_count();
   CHECK_STATUS(kabi_plugin_load(next_major), KABI_STATUS_ABI_MISMATCH, "major versions must match");
   CHECK(kabi_plugin_count() == count);
+
+  /* A plugin built for ABI 1.x is refused before its init runs, naming both versions and the remedy. */
+  CHECK_STATUS(kabi_plugin_load(abi1), KABI_STATUS_ABI_MISMATCH,
+               "was built for kabi ABI 1.2; this kabi implements ABI 2.0 (major versions must match): rebuild the "
+               "plugin against this kabi's headers");
+  CHECK(!op_exists("abi_test_abi1_double"));
+  record = record_of(base_name(abi1));
+  CHECK(record.state == KABI_PLUGIN_REFUSED && record.abi_version == ((1u << 16) | 2u));
 
   CHECK_STATUS(kabi_plugin_load(no_init), KABI_STATUS_NOT_FOUND, "does not export kabi_plugin_init");
 
@@ -113,8 +122,9 @@ int main(int argc, char** argv) {
   CHECK(record.state == KABI_PLUGIN_REFUSED && record.num_kernels == 0);
   CHECK(strcmp(record.name, "abi-test-failing-init") == 0);
 
-  /* KABI_PLUGIN_PATH: a directory loads every shared library in it (only the older-MINOR one is new), a missing
-   * file is recorded as refused, and neither fails the call. */
+  /* KABI_PLUGIN_PATH: a directory loads every shared library in it (only the older-MINOR one is new: the others,
+   * the ABI 1.x one included, were loaded or refused above), a missing file is recorded as refused, and neither fails
+   * the call. */
   strncpy(directory, older_minor, sizeof directory - 1);
   directory[sizeof directory - 1] = '\0';
   *strrchr(directory, '/') = '\0';

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 REPOSITORY = Path(__file__).resolve().parents[2]
-ABI_TEST_PLUGINS = ("good", "next_major", "older_minor", "no_init", "failing_init", "crashing_init")
+ABI_TEST_PLUGINS = ("good", "next_major", "older_minor", "abi1", "no_init", "failing_init", "crashing_init")
 
 _ABI_TEST_PROJECT = """\
 cmake_minimum_required(VERSION 3.24)

@@ -3,9 +3,6 @@ bounded, a tuning store flushes only the op it stores for, and kabi.stats() coun
 
 from __future__ import annotations
 
-import ctypes
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -22,27 +19,11 @@ pytestmark = pytest.mark.usefixtures("untuned")
 TOY_OP = "test_state_toy"
 
 
-class OpDesc(ctypes.Structure):
-    """kabi_op_desc of kabi.h."""
-
-    _fields_ = [
-        ("struct_size", ctypes.c_size_t),
-        ("name", ctypes.c_char_p),
-        ("schema", ctypes.c_char_p),
-        ("dtypes", ctypes.c_uint32),
-        ("tuning_key", ctypes.c_char_p),
-    ]
-
-
 @pytest.fixture(scope="module")
 def toy_op() -> str:
-    """A second op, registered through the C ABI of the libkabi this process loaded (kabi has no Python call that
-    registers ops); ops live as long as the process, so it is registered once."""
-    libkabi = ctypes.CDLL(str(Path(_core.__file__).resolve().parent / "lib" / "libkabi.so"))
+    """A second op; ops live as long as the process, so it is registered once."""
     if TOY_OP not in _core.op_list():
-        desc = OpDesc(ctypes.sizeof(OpDesc), TOY_OP.encode(), b"x: [N] -> out: [N]", 1 << 2, b"N")
-        handle = ctypes.c_void_p()
-        assert libkabi.kabi_op_register(ctypes.byref(desc), ctypes.byref(handle)) == 0
+        _core.register_op(TOY_OP, "x: [N] float32 -> out: [N] float32", None, "N")
     return TOY_OP
 
 

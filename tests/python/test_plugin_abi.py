@@ -87,11 +87,23 @@ def test_next_major_is_refused_before_init(report: dict, plugin_paths: dict[str,
     error = report["loads"]["next_major"]
     assert error is not None and error["type"] == "AbiMismatchError"
     assert plugin_paths["next_major"] in error["message"]
-    assert "2.0" in error["message"] and "major" in error["message"]
+    assert "3.0" in error["message"] and "major" in error["message"]
     record = _record(report, plugin_paths["next_major"])
     assert not record["loaded"] and record["message"] == error["message"]
-    assert record["abi_version"] == 2 << 16
+    assert record["abi_version"] == 3 << 16
     assert "abi_test_next_major_double" not in report["ops"], "init ran although the major differs"
+
+
+def test_abi1_plugin_is_refused_with_the_rebuild_message(report: dict, plugin_paths: dict[str, str]) -> None:
+    error = report["loads"]["abi1"]
+    assert error is not None and error["type"] == "AbiMismatchError"
+    assert error["message"] == (
+        f"plugin {plugin_paths['abi1']} was built for kabi ABI 1.2; this kabi implements ABI 2.0 (major versions "
+        "must match): rebuild the plugin against this kabi's headers"
+    )
+    record = _record(report, plugin_paths["abi1"])
+    assert not record["loaded"] and record["abi_version"] == (1 << 16) | 2
+    assert "abi_test_abi1_double" not in report["ops"], "init ran although the plugin was built for ABI 1.x"
 
 
 def test_older_minor_struct_sizes_are_accepted(report: dict, plugin_paths: dict[str, str]) -> None:

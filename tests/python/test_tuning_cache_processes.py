@@ -46,16 +46,19 @@ class DLTensor(Structure):
                 ("shape", POINTER(c_int64)), ("strides", POINTER(c_int64)), ("byte_offset", c_uint64)]
 
 class Args(Structure):
-    _fields_ = [("struct_size", c_size_t), ("inputs", POINTER(DLTensor)), ("num_inputs", c_int32),
-                ("num_outputs", c_int32), ("outputs", POINTER(DLTensor)), ("stream", c_void_p)]
+    _fields_ = [("struct_size", c_size_t), ("extensions", c_void_p), ("inputs", POINTER(DLTensor)),
+                ("num_inputs", c_int32), ("num_outputs", c_int32), ("outputs", POINTER(DLTensor)),
+                ("attributes", c_void_p), ("num_attributes", c_int32), ("stream", c_void_p), ("workspace", c_void_p),
+                ("workspace_size", c_size_t)]
 
 class KernelDesc(Structure):
-    _fields_ = [("struct_size", c_size_t), ("op", c_char_p), ("name", c_char_p), ("backend", c_char_p),
-                ("device_type", c_int32), ("arch_min", c_int32), ("arch_max", c_int32), ("archs", POINTER(c_int32)),
-                ("num_archs", c_int32), ("priority", c_int32), ("required_features", c_uint64), ("dtypes", c_uint32),
+    _fields_ = [("struct_size", c_size_t), ("extensions", c_void_p), ("op", c_char_p), ("name", c_char_p),
+                ("backend", c_char_p), ("device_type", c_int32), ("arch_min", c_int32), ("arch_max", c_int32),
+                ("archs", POINTER(c_int32)), ("num_archs", c_int32), ("priority", c_int32),
+                ("required_features", c_uint64), ("dtypes", c_uint32), ("type_constraints", c_char_p),
                 ("layouts", c_uint32), ("alignment", c_uint32), ("batch_mode", c_int32), ("kind", c_int32),
-                ("function", c_void_p), ("binary", c_void_p), ("supports", c_void_p), ("user_data", c_void_p),
-                ("user_data_free", c_void_p), ("fingerprint", c_char_p)]
+                ("function", c_void_p), ("binary", c_void_p), ("supports", c_void_p), ("workspace", c_void_p),
+                ("user_data", c_void_p), ("user_data_free", c_void_p), ("fingerprint", c_char_p)]
 
 class TuningRecord(Structure):
     _fields_ = [("struct_size", c_size_t), ("kernel", c_void_p), ("time_us", c_double), ("note", c_char_p)]
@@ -76,7 +79,7 @@ if command == "store":
         shapes = [(c_int64 * 2)(m, k), (c_int64 * 2)(k, n)]
         tensors = (DLTensor * 2)(*[DLTensor(None, DLDevice(1, 0), 2, DLDataType(2, 32, 1), shape, None, 0)
                                    for shape in shapes])
-        args = Args(sizeof(Args), tensors, 2, 0, None, None)
+        args = Args(struct_size=sizeof(Args), inputs=tensors, num_inputs=2)
         record = TuningRecord(sizeof(TuningRecord), kernel, 10.0 + index, b"")
         check(lib.kabi_tuning_store(op, byref(args), byref(record), 1), "kabi_tuning_store")
 elif command == "stats":

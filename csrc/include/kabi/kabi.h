@@ -15,6 +15,14 @@
  *     No C++ exception crosses this boundary.
  *   - Tensors are DLPack DLTensor; streams are passed explicitly (a CUstream for CUDA, NULL for the default stream).
  *   - Outputs are the last parameters.
+ *   - The input structs a later version may need to grow without a MAJOR (op, kernel and device-binary
+ *     declarations, call arguments, selection options, the host table, the allocator) carry an extension chain
+ *     right after struct_size, as PJRT's extension_start: see kabi_extension.
+ *
+ * ABI 2.0 (the op model) differs from 1.x in: per-tensor dtypes with type variables, typed attributes, optional
+ * inputs and several outputs in the schema; a workspace that kernels declare and the host allocates through a
+ * replaceable stream-ordered allocator; the problem handed to every function kernel; the extension chains. A plugin
+ * or device-binary manifest built for ABI 1.x is refused with a message that says to rebuild it.
  */
 #ifndef KABI_KABI_H_
 #define KABI_KABI_H_
@@ -24,8 +32,8 @@
 
 #include <dlpack/dlpack.h>
 
-#define KABI_ABI_VERSION_MAJOR 1
-#define KABI_ABI_VERSION_MINOR 2
+#define KABI_ABI_VERSION_MAJOR 2
+#define KABI_ABI_VERSION_MINOR 0
 /** The version this header describes, as (MAJOR << 16) | MINOR. */
 #define KABI_ABI_VERSION ((uint32_t)((KABI_ABI_VERSION_MAJOR << 16) | KABI_ABI_VERSION_MINOR))
 /** The MAJOR part of a packed version. */
@@ -98,6 +106,31 @@ KABI_EXPORT uint32_t kabi_abi_version(void);
 KABI_EXPORT const char* kabi_library_version(void);
 
 /* ------------------------------------------------------------------------------------------------------------ */
+/* Extension chains                                                                                              */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/** One link of an extension chain. An extension is a struct that starts with a kabi_extension (its struct_size
+ *  covering the whole extension, its type saying which one it is); the chain is a singly linked list through
+ *  `next`. A reader walks the chain and skips the types it does not know, so a caller built against a later MINOR
+ *  can pass extensions an older libkabi (or plugin) ignores. Types below KABI_EXTENSION_VENDOR_FIRST are kabi's;
+ *  vendors number theirs from it upwards. */
+typedef struct kabi_extension {
+  size_t struct_size;
+  uint32_t type;
+  const struct kabi_extension* next;
+} kabi_extension;
+
+#define KABI_EXTENSION_VENDOR_FIRST 0x10000u
+
+/** The first extension of `type` in a chain, or NULL. Header-only, so plugins need no link to libkabi. */
+static inline const kabi_extension* kabi_extension_find(const kabi_extension* chain, uint32_t type) {
+  for (; chain != NULL; chain = chain->next) {
+    if (chain->type == type) return chain;
+  }
+  return NULL;
+}
+
+/* ------------------------------------------------------------------------------------------------------------ */
 /* Devices                                                                                                       */
 /* ------------------------------------------------------------------------------------------------------------ */
 
@@ -158,7 +191,7 @@ KABI_EXPORT kabi_status kabi_device_count(int32_t device_type, int32_t* out_coun
 KABI_EXPORT kabi_status kabi_device_info_get(int32_t device_type, int32_t device_index, kabi_device_info* out_info);
 
 /** The device signature that keys tuning decisions: type, name, arch, features, driver and kabi ABI versions,
- *  e.g. "cuda|NVIDIA H200|sm90|drv13000|abi1". Writes a NUL-terminated string of at most buffer_size bytes. */
+ *  e.g. "cuda|NVIDIA H200|sm90|drv13000|abi2". Writes a NUL-terminated string of at most buffer_size bytes. */
 KABI_EXPORT kabi_status kabi_device_signature(int32_t device_type, int32_t device_index, char* buffer,
                                               size_t buffer_size);
 
@@ -176,7 +209,7 @@ KABI_EXPORT kabi_status kabi_device_signature(int32_t device_type, int32_t devic
 #define KABI_DTYPE_INT64 (1u << 6)
 #define KABI_DTYPE_FLOAT8_E4M3FN (1u << 7)
 #define KABI_DTYPE_FLOAT8_E5M2 (1u << 8)
-/* ABI 1.2: the rest of torch.matmul's CPU dtypes. */
+/* The rest of torch.matmul's CPU dtypes. */
 #define KABI_DTYPE_UINT8 (1u << 9)
 #define KABI_DTYPE_INT16 (1u << 10)
 #define KABI_DTYPE_COMPLEX64 (1u << 11)
@@ -188,8 +221,12 @@ KABI_EXPORT uint32_t kabi_dtype_bit(DLDataType dtype);
 /** A static name for one dtype bit ("bfloat16"), or NULL. */
 KABI_EXPORT const char* kabi_dtype_name(uint32_t dtype_bit);
 
-/* The layout class of one tensor argument, seen through its last two dimensions (an op's matrix dims).
- * Kernels declare the classes they accept as a bit mask. */
+/** The dtype bit of a name as kabi_dtype_name writes it ("bfloat16"), or 0 for an unknown name. */
+KABI_EXPORT uint32_t kabi_dtype_from_name(const char* name);
+
+/* The layout class of one tensor argument, seen through its last two dimensions (an op's matrix dims); a tensor of
+ * rank 0 or 1 is CONTIGUOUS when its one stride is 1 (or it has none), else GENERAL. An absent optional input has
+ * class 0. Kernels declare the classes they accept as a bit mask. */
 /** Dense row-major: the whole tensor is C-contiguous. */
 #define KABI_LAYOUT_CONTIGUOUS (1u << 0)
 /** Each matrix is row-major (last stride 1) with a row stride >= its columns; batch strides are free. */
@@ -214,29 +251,56 @@ KABI_EXPORT const char* kabi_dtype_name(uint32_t dtype_bit);
 /* Ops                                                                                                           */
 /* ------------------------------------------------------------------------------------------------------------ */
 
-/** An op: a named computation with a shape schema. Built-in ops (the files in registry/ops) are registered when
- *  libkabi loads. */
+/** An op: a named computation with a schema. Built-in ops (the files in registry/ops) are registered when libkabi
+ *  loads. */
 typedef struct kabi_op_s* kabi_op;
 
-/** Declaration of an op. Input struct. */
+/* Limits of one op: tensors (inputs + outputs), named dimensions, type variables and attributes. */
+#define KABI_MAX_TENSORS 16
+#define KABI_MAX_OUTPUTS 4
+#define KABI_MAX_DIMS 16
+#define KABI_MAX_BATCH_RANK 8
+#define KABI_MAX_TYPE_VARIABLES 8
+#define KABI_MAX_ATTRIBUTES 16
+
+/** Declaration of an op. Input struct.
+ *
+ *  The schema names the op's inputs (tensors, then attributes) and, after "->", its output tensors:
+ *    "x: [..., K] T, w: [N, K] T, bias?: [N] T, activation: enum(none, relu, gelu, gelu_tanh, silu) = none
+ *       -> out: [..., N] T"
+ *  - A tensor is `name: [dims] dtype`. Dims are named ("M"; one name is one size across the call) and may start
+ *    with "...", a group of leading dimensions that broadcast as torch.matmul's do; [] is a 0-d tensor.
+ *    `name?:` marks an optional input: a call passes it absent as a zero-filled DLTensor (see kabi_args).
+ *  - The dtype is a type variable declared in type_variables (all tensors typed by one variable share its dtype in
+ *    a call), or a concrete dtype name ("float32", "int32").
+ *  - An attribute is `name: int`, `float`, `bool` or `enum(value, ...)`, optionally `= default` (an integer, a
+ *    number, true/false, or one of the enum's values). One without a default must be passed by every call.
+ *  Parsed once, here; kabi_op_tensor_get, kabi_op_attribute_get and kabi_op_type_variable_get return the parsed
+ *  form. A syntax error is KABI_STATUS_INVALID_ARGUMENT naming the op and the offending text. */
 typedef struct kabi_op_desc {
   size_t struct_size;
-  /** Unique name, e.g. "matmul". Copied. */
+  const kabi_extension* extensions;
+  /** Unique name, e.g. "linear". Copied. */
   const char* name;
-  /** Shapes of inputs and outputs with named dimensions; "..." is a broadcast group of leading dimensions, e.g.
-   *  "a: [..., M, K], b: [..., K, N] -> out: [..., M, N]". Copied and parsed; a syntax error is
-   *  KABI_STATUS_INVALID_ARGUMENT. */
+  /** The schema, as above. Copied. */
   const char* schema;
-  /** KABI_DTYPE_* bits the op is defined for. All inputs and outputs share one dtype. */
-  uint32_t dtypes;
-  /** The problem key used by tuning: comma-separated items among "dtype", "layout" (the layout class of each
-   *  input) and dimension names, each optionally bucketed as "M:pow2" (next power of two) or "M:pow2<=N"
-   *  (next power of two, capped: larger values stay exact). "batch" is the product of the leading dims.
-   *  e.g. "dtype,layout,batch,M:pow2,N,K". Copied. */
+  /** The type variables and the dtypes each may take: "T: float16, bfloat16, float32, float64; F8: float8_e4m3fn".
+   *  Copied. May be NULL when the schema names only concrete dtypes. */
+  const char* type_variables;
+  /** The problem key used by tuning: comma-separated items among
+   *    "dtype" (the dtype of every type variable, in declaration order),
+   *    "layout" (the layout class of each input; "absent" for an optional one not given),
+   *    "batch" (the product of the leading dims), a dimension name, or an attribute name,
+   *  a dimension (or batch) optionally bucketed as "M:pow2" (next power of two) or "M:pow2<=N" (next power of two,
+   *  capped: larger values stay exact). Attributes not named here do not take part in tuning: one decision serves
+   *  every value. An op with optional inputs must name "layout" (kernels differ by which inputs are given).
+   *  e.g. "dtype,layout,batch:pow2<=4096,N,K,activation". Copied; NULL: "dtype,layout,batch," then every dimension
+   *  and every attribute. */
   const char* tuning_key;
 } kabi_op_desc;
 
-/** Register an op. Fails with KABI_STATUS_ALREADY_EXISTS for a name in use. */
+/** Register an op. Fails with KABI_STATUS_ALREADY_EXISTS for a name in use, KABI_STATUS_INVALID_ARGUMENT for a
+ *  declaration that does not parse (the message names the part). */
 KABI_EXPORT kabi_status kabi_op_register(const kabi_op_desc* desc, kabi_op* out_op);
 
 /** Find an op by name; KABI_STATUS_NOT_FOUND if there is none. */
@@ -253,29 +317,110 @@ typedef struct kabi_op_info {
   size_t struct_size;
   const char* name;
   const char* schema;
-  uint32_t dtypes;
+  const char* type_variables;
+  /** The tuning key in use (the default one when the declaration gave none). */
+  const char* tuning_key;
   int32_t num_inputs;
   int32_t num_outputs;
-  const char* tuning_key;
+  int32_t num_attributes;
+  int32_t num_type_variables;
+  /** Named dimensions, in order of first appearance in the schema (the order of kabi_problem.dims). */
+  int32_t num_dims;
+  const char* const* dim_names;
 } kabi_op_info;
 
 KABI_EXPORT kabi_status kabi_op_info_get(kabi_op op, kabi_op_info* out_info);
+
+/** One tensor of an op's schema, as parsed. Output struct; strings live as long as the op. */
+typedef struct kabi_tensor_decl {
+  size_t struct_size;
+  const char* name;
+  /** 1 for an output. */
+  int32_t is_output;
+  /** 1 for an optional input ("bias?"). */
+  int32_t optional;
+  /** 1 when its shape starts with "...". */
+  int32_t has_batch;
+  /** Its named dims, outermost first, as indices into kabi_op_info.dim_names. */
+  int32_t num_dims;
+  int32_t dims[KABI_MAX_DIMS];
+  /** Index of its type variable, or -1 for a concrete dtype. */
+  int32_t type_variable;
+  /** The dtypes it may have: its variable's set, or its one concrete dtype's bit. */
+  uint32_t dtypes;
+} kabi_tensor_decl;
+
+/** Tensor `index` of the op: inputs first (0 <= index < num_inputs), then outputs. */
+KABI_EXPORT kabi_status kabi_op_tensor_get(kabi_op op, int32_t index, kabi_tensor_decl* out_decl);
+
+/** The type of an attribute. */
+typedef enum kabi_attribute_type {
+  KABI_ATTRIBUTE_INT = 1,
+  KABI_ATTRIBUTE_FLOAT = 2,
+  KABI_ATTRIBUTE_BOOL = 3,
+  /** One of a fixed list of names, passed as its index in that list. */
+  KABI_ATTRIBUTE_ENUM = 4
+} kabi_attribute_type;
+
+/** The value of one attribute in a call: `integer` for INT, BOOL (0 or 1) and ENUM (the index of the value);
+ *  `real` for FLOAT. A plain value type, like DLDataType: it never grows, so arrays of it carry no struct_size. */
+typedef struct kabi_attribute_value {
+  int64_t integer;
+  double real;
+} kabi_attribute_value;
+
+/** One attribute of an op's schema, as parsed. Output struct; strings live as long as the op. */
+typedef struct kabi_attribute_decl {
+  size_t struct_size;
+  const char* name;
+  kabi_attribute_type type;
+  int32_t has_default;
+  kabi_attribute_value default_value;
+  /** ENUM: the values' names, in declaration order. */
+  int32_t num_enum_values;
+  const char* const* enum_values;
+  /** 1 when the op's tuning key names it. */
+  int32_t in_tuning_key;
+} kabi_attribute_decl;
+
+KABI_EXPORT kabi_status kabi_op_attribute_get(kabi_op op, int32_t index, kabi_attribute_decl* out_decl);
+
+/** One type variable of an op, as parsed. Output struct; the name lives as long as the op. */
+typedef struct kabi_type_variable_decl {
+  size_t struct_size;
+  const char* name;
+  /** The KABI_DTYPE_* bits it may take. */
+  uint32_t dtypes;
+} kabi_type_variable_decl;
+
+KABI_EXPORT kabi_status kabi_op_type_variable_get(kabi_op op, int32_t index, kabi_type_variable_decl* out_decl);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Call arguments                                                                                                */
 /* ------------------------------------------------------------------------------------------------------------ */
 
-/** The tensors of one call of an op, in schema order. Input struct. For kabi_select and kabi_problem_describe
- *  the outputs may be omitted (num_outputs 0) and data pointers may be NULL: only shapes, strides, dtypes and
- *  devices are read, and alignment is then checked at launch. */
+/** The arguments of one call of an op. Input struct.
+ *  - inputs: every input tensor in schema order; an optional input not given is a zero-filled DLTensor (its
+ *    dtype.bits is 0; data, shape and strides NULL). Optional inputs at the end may also be left out of
+ *    num_inputs.
+ *  - attributes: values in schema order; attributes past num_attributes take their defaults.
+ *  For kabi_select and kabi_problem_describe the outputs may be omitted (num_outputs 0) and data pointers may be
+ *  NULL: only shapes, strides, dtypes and devices are read, and alignment is then checked at launch. */
 typedef struct kabi_args {
   size_t struct_size;
+  const kabi_extension* extensions;
   const DLTensor* inputs;
   int32_t num_inputs;
   int32_t num_outputs;
   DLTensor* outputs;
+  const kabi_attribute_value* attributes;
+  int32_t num_attributes;
   /** CUstream for CUDA devices; NULL for the default stream or for the CPU. */
   void* stream;
+  /** Set by the core for a kernel that declared a workspace (kabi_workspace_fn): at least the bytes it asked for,
+   *  on the call's device, usable in stream order on `stream`, aligned to 256 bytes. Callers leave them NULL / 0. */
+  void* workspace;
+  size_t workspace_size;
 } kabi_args;
 
 /** What the core derives from an op's schema and a call's arguments. Output struct. */
@@ -284,31 +429,43 @@ typedef struct kabi_problem {
   /** The device all tensors live on. */
   int32_t device_type;
   int32_t device_index;
-  /** The one dtype of the call, as a KABI_DTYPE_* bit. */
+  /** The dtype bound to each type variable in the call, in declaration order, as KABI_DTYPE_* bits; dtype is the
+   *  first of them (0 for an op with none). */
   uint32_t dtype;
+  int32_t num_type_variables;
+  uint32_t type_bindings[KABI_MAX_TYPE_VARIABLES];
+  /** Values of the schema's named dimensions, in order of first appearance (kabi_op_info.dim_names). A dimension
+   *  that only an absent optional input names is 0. */
   int32_t num_dims;
-  /** Values of the schema's named dimensions, in order of first appearance (for matmul: M, K, N). */
-  int64_t dims[8];
+  int64_t dims[KABI_MAX_DIMS];
   /** Names of those dimensions; static for the op's life. */
-  const char* dim_names[8];
-  /** Leading ("...") dimensions of the output after broadcasting, and their product. */
+  const char* dim_names[KABI_MAX_DIMS];
+  /** Leading ("...") dimensions of the outputs after broadcasting, and their product. */
   int32_t batch_rank;
-  int64_t batch_shape[8];
+  int64_t batch_shape[KABI_MAX_BATCH_RANK];
   int64_t batch_size;
-  /** KABI_LAYOUT_* class of each input (at most 8). */
-  uint32_t input_layouts[8];
+  /** KABI_LAYOUT_* class of each input (0 for an absent one), and a bit per input that is given. */
+  int32_t num_inputs;
+  uint32_t input_layouts[KABI_MAX_TENSORS];
+  uint32_t inputs_present;
   /** The largest KABI_BATCH_* mode any kernel would need for this call. */
   int32_t batch_mode;
-  /** Output shape: output 0's rank and sizes. */
-  int32_t output_rank;
-  int64_t output_shape[16];
+  /** Each output's rank and shape. */
+  int32_t num_outputs;
+  int32_t output_ranks[KABI_MAX_OUTPUTS];
+  int64_t output_shapes[KABI_MAX_OUTPUTS][KABI_MAX_BATCH_RANK + KABI_MAX_DIMS];
+  /** Every attribute of the op, in schema order, defaults filled in. */
+  int32_t num_attributes;
+  kabi_attribute_value attributes[KABI_MAX_ATTRIBUTES];
   /** The tuning key, as the op's tuning_key formats it, e.g. "float32|contiguous,contiguous|1|256|256|256". */
   char key[256];
 } kabi_problem;
 
-/** Validate a call against its op (dtypes agree and are allowed, shapes match the schema, devices agree, outputs
- *  have the derived shape and dtype) and fill *out_problem. The error message names the argument and what was
- *  expected, e.g. "matmul: b has shape [3, 5] but a has shape [2, 4]: b's dimension K (-2) must be 4". */
+/** Validate a call against its op (each tensor's dtype is allowed and agrees with the others of its type variable,
+ *  shapes match the schema, devices agree, required inputs and attributes are given and attributes are in range,
+ *  outputs have the derived shape and dtype) and fill *out_problem. The error message names the argument and what
+ *  was expected, e.g. "matmul: b has shape [3, 5] but a has shape [2, 4]: b's dimension K (-2) must be 4",
+ *  "linear: attribute activation is 7; expected an index below 5 (none, relu, gelu, gelu_tanh, silu)". */
 KABI_EXPORT kabi_status kabi_problem_describe(kabi_op op, const kabi_args* args, kabi_problem* out_problem);
 
 /* ------------------------------------------------------------------------------------------------------------ */
@@ -330,20 +487,25 @@ typedef enum kabi_kernel_kind {
 } kabi_kernel_kind;
 
 /** A native kernel: compute args->outputs from args->inputs on args->stream. user_data is the pointer given at
- *  registration. Returns KABI_STATUS_OK, or a status with a message set through the host's set_error.
+ *  registration; problem is the one the core derived for the call (the same one supports() sees, except that
+ *  problem->key may be empty at launch). Returns KABI_STATUS_OK, or a status with a message set through the host's
+ *  set_error.
  *
  *  Outputs never alias inputs: the core refuses a call whose output's bytes overlap any input's on the same
  *  device (KABI_STATUS_INVALID_ARGUMENT naming the output and the input) at kabi_select (when data pointers are
- *  given), kabi_launch and kabi_call, so a kernel may write its outputs while it still reads its inputs. */
-typedef kabi_status (*kabi_kernel_fn)(void* user_data, const kabi_args* args);
+ *  given), kabi_launch and kabi_call, so a kernel may write its outputs while it still reads its inputs.
+ *
+ *  A KABI_BATCH_UNIFORM kernel finds each tensor's one batch stride from the problem: with problem->batch_rank
+ *  leading dimensions broadcast to problem->batch_shape, it is the stride of the tensor's innermost leading
+ *  dimension whose batch_shape entry is not 1 (0 when the tensor has extent 1 there or lacks that dimension:
+ *  broadcast); batch entry i of a tensor starts i times that stride after its data. problem->batch_size is the
+ *  number of entries. */
+typedef kabi_status (*kabi_kernel_fn)(void* user_data, const kabi_problem* problem, const kabi_args* args);
 
-/** ABI 1.2: a native kernel that also receives the problem the core derived for the call (the same one its
- *  supports() sees, except that problem->key may be empty at launch). This is how a KABI_BATCH_UNIFORM kernel finds
- *  each tensor's one batch stride: with problem->batch_rank leading dimensions broadcast to
- *  problem->batch_shape, it is the stride of the tensor's innermost leading dimension whose batch_shape entry is
- *  not 1 (0 when the tensor has extent 1 there or lacks that dimension: broadcast); batch entry i of a tensor
- *  starts i times that stride after its data. problem->batch_size is the number of entries. */
-typedef kabi_status (*kabi_kernel_problem_fn)(void* user_data, const kabi_problem* problem, const kabi_args* args);
+/** How many bytes of workspace a kernel needs for a problem (0: none). Called at selection and launch; the core
+ *  keeps one buffer per thread, device and stream that grows to the largest need, so after the first call of a
+ *  problem no allocation happens on the call path. */
+typedef kabi_status (*kabi_workspace_fn)(void* user_data, const kabi_problem* problem, size_t* out_bytes);
 
 /** A kernel's own eligibility test, run after the declared filters pass: return 1 if the kernel handles the
  *  problem, else 0 and write a short reason (NUL-terminated, at most reason_size bytes). Selection shows the
@@ -355,7 +517,8 @@ typedef int32_t (*kabi_supports_fn)(void* user_data, const kabi_problem* problem
 
 /* Launch parameters of a device binary. */
 typedef enum kabi_param_kind {
-  /** Pointer to the data (data + byte_offset) of tensor `index`: inputs first, then outputs. */
+  /** Pointer to the data (data + byte_offset) of tensor `index`: inputs first, then outputs; NULL for an absent
+   *  optional input. */
   KABI_PARAM_TENSOR_DATA = 1,
   /** A named dimension of the problem (`name`, e.g. "M"), or "batch" for the batch size. */
   KABI_PARAM_DIM = 2,
@@ -366,7 +529,11 @@ typedef enum kabi_param_kind {
   KABI_PARAM_CONSTANT = 4,
   /** Device scratch of `value` bytes per program (per block of the grid); the pointer is passed. `value` 0
    *  passes NULL (Triton's global and profile scratch parameters when a kernel uses none). */
-  KABI_PARAM_SCRATCH = 5
+  KABI_PARAM_SCRATCH = 5,
+  /** The value of attribute `index` (its integer, or its real as a float of size_bytes 4 or 8). */
+  KABI_PARAM_ATTRIBUTE = 6,
+  /** The workspace pointer (the kernel's desc declares its size). */
+  KABI_PARAM_WORKSPACE = 7
 } kabi_param_kind;
 
 /** One parameter of a device binary's entry, in order. */
@@ -376,7 +543,7 @@ typedef struct kabi_launch_param {
   int32_t kind;
   /** Width in bytes of an integer parameter (4 or 8); pointers are always 8. */
   int32_t size_bytes;
-  /** Tensor index for TENSOR_DATA and STRIDE. */
+  /** Tensor index for TENSOR_DATA and STRIDE; attribute index for ATTRIBUTE. */
   int32_t index;
   /** Dimension for STRIDE. */
   int32_t dim;
@@ -393,6 +560,7 @@ typedef struct kabi_launch_param {
 /** A device binary and how to launch it. Input struct; everything is copied at registration. */
 typedef struct kabi_device_binary {
   size_t struct_size;
+  const kabi_extension* extensions;
   int32_t format;
   /** The compute capability the image was built for (90; exact for sm_90a images). */
   int32_t arch;
@@ -415,6 +583,7 @@ typedef struct kabi_device_binary {
 /** Declaration of a kernel. Input struct; strings and arrays are copied. */
 typedef struct kabi_kernel_desc {
   size_t struct_size;
+  const kabi_extension* extensions;
   /** The op this implements, by name. */
   const char* op;
   /** Unique among the op's kernels, e.g. "cpu.openblas.gemm". */
@@ -433,22 +602,28 @@ typedef struct kabi_kernel_desc {
   int32_t priority;
   /** KABI_FEATURE_* bits the device must have. */
   uint64_t required_features;
-  /** KABI_DTYPE_* bits accepted. */
+  /** KABI_DTYPE_* bits accepted for every type variable that type_constraints does not name. */
   uint32_t dtypes;
-  /** KABI_LAYOUT_* classes accepted for every input (outputs are always written dense row-major). */
+  /** The dtypes accepted per type variable, in the op's type_variables syntax: "F8: float8_e4m3fn; OutT: bfloat16".
+   *  NULL: `dtypes` for every variable. Copied. */
+  const char* type_constraints;
+  /** KABI_LAYOUT_* classes accepted for every input that is given (outputs are always written dense row-major). */
   uint32_t layouts;
   /** Bytes every data pointer must be aligned to (0 or 1: none). Checked at launch. */
   uint32_t alignment;
   /** A KABI_BATCH_* mode. */
   int32_t batch_mode;
   kabi_kernel_kind kind;
-  /** KABI_KERNEL_FUNCTION: the entry (or function_with_problem, appended in ABI 1.2: set exactly one). */
+  /** KABI_KERNEL_FUNCTION: the entry. */
   kabi_kernel_fn function;
   /** KABI_KERNEL_DEVICE_BINARY: the image and launch spec. */
   const kabi_device_binary* binary;
   /** Optional; NULL accepts every problem that passes the declared filters. */
   kabi_supports_fn supports;
-  /** Passed to function and supports. */
+  /** Optional: the workspace a problem needs; NULL for none. A device binary's workspace reaches it as a
+   *  KABI_PARAM_WORKSPACE parameter. */
+  kabi_workspace_fn workspace;
+  /** Passed to function, supports and workspace. */
   void* user_data;
   /** Optional; called with user_data when the kernel is unregistered. Not called at process exit (the table is
    *  never torn down, since the code behind user_data may already be gone then), nor when registration fails:
@@ -457,9 +632,6 @@ typedef struct kabi_kernel_desc {
   /** Identifies the kernel's code and configuration; tuning entries recorded under another fingerprint are
    *  ignored. NULL: derived from name and backend (binaries: also a hash of the image). */
   const char* fingerprint;
-  /** ABI 1.2, KABI_KERNEL_FUNCTION: the entry when the kernel needs the call's problem (batch shape, dims, layouts);
-   *  set either this or function, not both. */
-  kabi_kernel_problem_fn function_with_problem;
 } kabi_kernel_desc;
 
 /** Register a kernel. KABI_STATUS_NOT_FOUND if the op does not exist, KABI_STATUS_ALREADY_EXISTS if the name is
@@ -497,9 +669,13 @@ typedef struct kabi_kernel_info {
   kabi_kernel_kind kind;
   uint64_t required_features;
   uint32_t dtypes;
+  /** As declared ("" when none). */
+  const char* type_constraints;
   uint32_t layouts;
   uint32_t alignment;
   int32_t batch_mode;
+  /** 1 when it declares a workspace function. */
+  int32_t has_workspace;
 } kabi_kernel_info;
 
 KABI_EXPORT kabi_status kabi_kernel_info_get(kabi_kernel kernel, kabi_kernel_info* out_info);
@@ -522,6 +698,7 @@ typedef enum kabi_pick_reason {
 /** Options of one selection. Input struct; NULL options mean all defaults. */
 typedef struct kabi_select_options {
   size_t struct_size;
+  const kabi_extension* extensions;
   /** A backend name or kernel name to force, or NULL. When NULL and use_environment is set, the op's entry of
    *  KABI_FORCE ("matmul=torch,other=cpu.openblas.gemm") is used; see kabi_op_environment_force. */
   const char* force;
@@ -530,23 +707,23 @@ typedef struct kabi_select_options {
   /** Consult the tuning cache's timings (default 1). Gate verdicts are honoured either way: a kernel that failed
    *  the correctness gate on the problem is never eligible, and the pick must have passed it (see below). */
   int32_t use_tuning_cache;
-  /** ABI 1.2: let the pick be a kernel with no gate verdict on the problem (default 0: strict). Strict selection
+  /** Let the pick be a kernel with no gate verdict on the problem (default 0: strict). Strict selection
    *  picks only kernels that passed the correctness gate on the problem (tuned, or verified by `kabi verify`) and
    *  fails with KABI_STATUS_NO_ELIGIBLE_KERNEL when none has; the heuristic prefers verified kernels either way.
    *  For development; KABI_ALLOW_UNVERIFIED=1 in the environment does the same when use_environment is set. */
   int32_t allow_unverified;
-  /** ABI 1.2: let a forced kernel run although it failed the correctness gate on the problem (default 0: such a
+  /** Let a forced kernel run although it failed the correctness gate on the problem (default 0: such a
    *  force fails, naming the gate failure). Unforced selection never picks a kernel that failed. */
   int32_t allow_failed_gate;
 } kabi_select_options;
 
-/** ABI 1.2: the op's choice in KABI_FORCE, exactly as selection applies it: a NUL-terminated backend or kernel
+/** The op's choice in KABI_FORCE, exactly as selection applies it: a NUL-terminated backend or kernel
  *  name of at most buffer_size bytes, or "" when the variable names no choice for the op. libkabi is the one
  *  reader of KABI_FORCE; an entry that is not op=choice, or an op named twice, is KABI_STATUS_INVALID_ARGUMENT
  *  with a message quoting the variable (and every selection that reads the variable fails the same way). */
 KABI_EXPORT kabi_status kabi_op_environment_force(kabi_op op, char* buffer, size_t buffer_size);
 /** A kernel's correctness-gate verdict on a problem, as the tuning cache records it under the kernel's current
- *  fingerprint. ABI 1.2. */
+ *  fingerprint. */
 typedef enum kabi_gate_verdict {
   /** Never gated on the problem. */
   KABI_GATE_NONE = 0,
@@ -572,7 +749,7 @@ typedef struct kabi_candidate {
   /** Why it is not eligible ("arch 80 outside [90, 90]", "dtype bfloat16 not in {float32, float64}", "failed the
    *  correctness gate on this problem: wrong result: ..."), or "". */
   char reason[256];
-  /** ABI 1.2: its gate verdict on the problem. */
+  /** Its gate verdict on the problem. */
   kabi_gate_verdict gate;
 } kabi_candidate;
 
@@ -590,7 +767,7 @@ typedef struct kabi_selection {
   int32_t num_candidates;
   /** The problem the selection was for. */
   kabi_problem problem;
-  /** ABI 1.2: 1 when the pick has passed the correctness gate on the problem; 0 for a pick allowed by
+  /** 1 when the pick has passed the correctness gate on the problem; 0 for a pick allowed by
    *  allow_unverified (or a forced one allowed by allow_failed_gate). */
   int32_t verified;
 } kabi_selection;
@@ -620,7 +797,7 @@ KABI_EXPORT kabi_status kabi_call(kabi_op op, const kabi_args* args, const kabi_
 /** Incremented by every change to ops, kernels or the tuning cache that can change a selection. */
 KABI_EXPORT uint64_t kabi_registry_generation(void);
 
-/** ABI 1.2: changes with every change that can alter a selection of this op, and only those: registering or
+/** Changes with every change that can alter a selection of this op, and only those: registering or
  *  unregistering one of its kernels, a plugin load that registered kernels of it, kabi_tuning_store for it, and
  *  replacing, reloading, clearing or importing the tuning cache (which changes every op's). A caller that
  *  remembers decisions compares this per op, so tuning one op keeps every other op's decisions. Values never
@@ -635,7 +812,7 @@ KABI_EXPORT uint64_t kabi_op_generation(kabi_op op);
  * lives in a directory: KABI_CACHE_DIR, else $XDG_CACHE_HOME/kabi, else ~/.cache/kabi. Many processes may write at
  * once; a torn or corrupt record is skipped and reported once. */
 
-/** Flags of a tuning record (kabi_tuning_record.flags, kabi_cache_entry.flags). ABI 1.2. */
+/** Flags of a tuning record (kabi_tuning_record.flags, kabi_cache_entry.flags). */
 typedef enum kabi_tuning_flag {
   /** A verdict, not a measurement: the kernel passed the correctness gate on the problem and was not timed
    *  (time_us is 0 and means nothing). A record with time_us INFINITY is the opposite verdict: it failed. */
@@ -653,12 +830,12 @@ typedef struct kabi_tuning_record {
   double time_us;
   /** Why a failed kernel failed ("" otherwise). */
   const char* note;
-  /** ABI 1.2: kabi_tuning_flag bits. */
+  /** Kabi_tuning_flag bits. */
   uint32_t flags;
-  /** ABI 1.2: relative spread of the timing, (slowest - fastest) / median of the measurement's rounds; 0 when
+  /** Relative spread of the timing, (slowest - fastest) / median of the measurement's rounds; 0 when
    *  unknown or not timed. */
   double spread;
-  /** ABI 1.2: when it was measured, in seconds since the Unix epoch; 0 lets libkabi stamp the time of the store. */
+  /** When it was measured, in seconds since the Unix epoch; 0 lets libkabi stamp the time of the store. */
   int64_t recorded_at;
 } kabi_tuning_record;
 
@@ -679,7 +856,7 @@ typedef struct kabi_cache_entry {
   const char* note;
   uint32_t flags;
   double spread;
-  /** Seconds since the Unix epoch; 0 for records written before ABI 1.2, which did not keep it. */
+  /** Seconds since the Unix epoch; 0 for records written before kabi kept it. */
   int64_t recorded_at;
 } kabi_cache_entry;
 
@@ -712,12 +889,49 @@ KABI_EXPORT kabi_status kabi_cache_import(const char* path);
 KABI_EXPORT kabi_status kabi_cache_stats(int64_t* out_records, int64_t* out_corrupt_records);
 
 /* ------------------------------------------------------------------------------------------------------------ */
+/* Memory: the allocator behind workspaces                                                                       */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/** A stream-ordered allocator. libkabi's default uses malloc for the CPU and cuMemAllocAsync / cuMemFreeAsync for
+ *  CUDA; the Python binding installs torch's caching allocator. Input struct; copied by kabi_allocator_set. */
+typedef struct kabi_allocator {
+  size_t struct_size;
+  const kabi_extension* extensions;
+  /** Passed to both functions. */
+  void* context;
+  /** Allocate `bytes` (> 0) on the device, usable by work queued on `stream` from now on; set *out_pointer. */
+  kabi_status (*allocate)(void* context, int32_t device_type, int32_t device_index, size_t bytes, void* stream,
+                          void** out_pointer);
+  /** Give back what allocate returned, once the work queued on `stream` so far is done with it. */
+  void (*release)(void* context, int32_t device_type, int32_t device_index, void* pointer, size_t bytes,
+                  void* stream);
+} kabi_allocator;
+
+/** Use this allocator for workspaces from now on (NULL: back to libkabi's default). Workspace buffers the previous
+ *  allocator gave are released through it as each thread next needs a workspace (or exits), so it must stay usable
+ *  until then. */
+KABI_EXPORT kabi_status kabi_allocator_set(const kabi_allocator* allocator);
+
+/** Allocate through the allocator in use (for plugins: kabi_host_api.memory_allocate). */
+KABI_EXPORT kabi_status kabi_memory_allocate(int32_t device_type, int32_t device_index, size_t bytes, void* stream,
+                                             void** out_pointer);
+
+/** Release what kabi_memory_allocate returned, with the same device, size and stream. */
+KABI_EXPORT void kabi_memory_release(int32_t device_type, int32_t device_index, void* pointer, size_t bytes,
+                                     void* stream);
+
+/** The bytes of workspace a kernel needs for a call (0 when it declares none): for C callers that launch in a
+ *  loop and want to know. kabi_launch and kabi_call provide the workspace themselves. */
+KABI_EXPORT kabi_status kabi_kernel_workspace_size(kabi_kernel kernel, const kabi_args* args, size_t* out_bytes);
+
+/* ------------------------------------------------------------------------------------------------------------ */
 /* Plugins                                                                                                       */
 /* ------------------------------------------------------------------------------------------------------------ */
 
 /** The host functions a plugin may call. Given to kabi_plugin_init; a plugin needs no link to libkabi. */
 typedef struct kabi_host_api {
   size_t struct_size;
+  const kabi_extension* extensions;
   /** The host's KABI_ABI_VERSION. */
   uint32_t abi_version;
   kabi_status (*kernel_register)(const kabi_kernel_desc* desc, kabi_kernel* out_kernel);
@@ -727,6 +941,11 @@ typedef struct kabi_host_api {
   /** Set the calling thread's error message; a kernel calls this before returning a failure status. */
   void (*set_error)(const char* message);
   const char* (*last_error)(void);
+  /** The host's allocator (kabi_memory_allocate / kabi_memory_release), for memory a kernel needs beyond its
+   *  declared workspace. */
+  kabi_status (*memory_allocate)(int32_t device_type, int32_t device_index, size_t bytes, void* stream,
+                                 void** out_pointer);
+  void (*memory_release)(int32_t device_type, int32_t device_index, void* pointer, size_t bytes, void* stream);
 } kabi_host_api;
 
 /** What a plugin says of itself. Output struct filled by kabi_plugin_init. */
@@ -739,7 +958,8 @@ typedef struct kabi_plugin_info {
 } kabi_plugin_info;
 
 /** Name of the version symbol every plugin exports: uint32_t kabi_plugin_abi_version(void), returning the
- *  KABI_ABI_VERSION it was built against. A MAJOR different from the host's is refused before init runs. */
+ *  KABI_ABI_VERSION it was built against. A MAJOR different from the host's is refused before init runs, with a
+ *  message that names both versions and says to rebuild the plugin against this kabi's headers. */
 #define KABI_PLUGIN_ABI_VERSION_SYMBOL "kabi_plugin_abi_version"
 /** Name of the init symbol: kabi_status kabi_plugin_init(const kabi_host_api*, kabi_plugin_info*). The kernels
  *  it registers are kept only if it returns KABI_STATUS_OK. */
@@ -780,7 +1000,7 @@ typedef struct kabi_plugin_record {
   const char* message;
   /** Kernels it registered. */
   int32_t num_kernels;
-  /** ABI 1.1: a library or a KABI_BINARY_PATH directory. */
+  /** A library or a KABI_BINARY_PATH directory. */
   kabi_plugin_kind kind;
 } kabi_plugin_record;
 

@@ -96,6 +96,9 @@ class TensorView {
     bind();
   }
 
+  /** An optional input left out of a call: a zero-filled DLTensor (dtype.bits 0), as kabi_args describes. */
+  static TensorView absent() { return TensorView(nullptr, {}, DLDataType{0, 0, 0}, DLDevice{kDLCPU, 0}); }
+
   /** A view of typed memory: TensorView::of(values.data(), {rows, cols}). */
   template <typename T>
   static TensorView of(T* data, std::vector<int64_t> shape, std::vector<int64_t> strides = {},
@@ -151,11 +154,13 @@ class TensorView {
   DLTensor tensor_;
 };
 
-/** The tensors of one call of an op, in schema order, and the stream (NULL: default stream, or the CPU). */
+/** The tensors of one call of an op, in schema order, the stream (NULL: default stream, or the CPU) and the
+ *  attributes in schema order (those left out take their defaults). */
 class Call {
  public:
-  Call(std::vector<TensorView> inputs, std::vector<TensorView> outputs = {}, void* stream = nullptr)
-      : views_(std::move(inputs)), num_inputs_(static_cast<int32_t>(views_.size())) {
+  Call(std::vector<TensorView> inputs, std::vector<TensorView> outputs = {}, void* stream = nullptr,
+       std::vector<kabi_attribute_value> attributes = {})
+      : views_(std::move(inputs)), num_inputs_(static_cast<int32_t>(views_.size())), attributes_(std::move(attributes)) {
     views_.insert(views_.end(), std::make_move_iterator(outputs.begin()), std::make_move_iterator(outputs.end()));
     tensors_.reserve(views_.size());
     for (const TensorView& view : views_) tensors_.push_back(view.dl());
@@ -166,6 +171,8 @@ class Call {
     args_.num_outputs = static_cast<int32_t>(views_.size()) - num_inputs_;
     args_.outputs = args_.num_outputs > 0 ? tensors_.data() + num_inputs_ : nullptr;
     args_.stream = stream;
+    args_.attributes = attributes_.empty() ? nullptr : attributes_.data();
+    args_.num_attributes = static_cast<int32_t>(attributes_.size());
   }
   // args() points into this object's own storage.
   Call(const Call&) = delete;
@@ -176,6 +183,7 @@ class Call {
  private:
   std::vector<TensorView> views_;
   int32_t num_inputs_;
+  std::vector<kabi_attribute_value> attributes_;
   std::vector<DLTensor> tensors_;
   kabi_args args_;
 };

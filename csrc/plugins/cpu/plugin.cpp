@@ -118,11 +118,6 @@ kabi_status initialize(const kabi_host_api* host, kabi_plugin_info* out_info) {
                 "kabi-cpu: built for ABI major " + std::to_string(KABI_ABI_VERSION_MAJOR) + ", host has " +
                     std::to_string(KABI_ABI_VERSION_MAJOR_OF(host->abi_version)));
   }
-  if (KABI_ABI_VERSION_MINOR_OF(host->abi_version) < 2) {
-    return fail(state, KABI_STATUS_ABI_MISMATCH,
-                "kabi-cpu: needs host ABI 1.2 or later (function_with_problem), host has 1." +
-                    std::to_string(KABI_ABI_VERSION_MINOR_OF(host->abi_version)));
-  }
   if (state.blas.sgemm == nullptr) {
     std::string error;
     if (!open_openblas(plugin_directory(), &state.blas, &error)) {
@@ -144,7 +139,7 @@ kabi_status initialize(const kabi_host_api* host, kabi_plugin_info* out_info) {
   desc.batch_mode = KABI_BATCH_UNIFORM;
   desc.kind = KABI_KERNEL_FUNCTION;
   // The problem gives the broadcast batch shape each tensor's batch stride comes from.
-  desc.function_with_problem = gemm_kernel;
+  desc.function = gemm_kernel;
   desc.supports = gemm_supports;
   desc.user_data = &state;
   desc.fingerprint = state.fingerprint.c_str();

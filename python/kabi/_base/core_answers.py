@@ -46,7 +46,8 @@ def _layout_name(bit: int) -> str:
 
 @dataclass(frozen=True)
 class Problem:
-    """What the core derived from one call: device, dtype, named dims, batch, input layouts, output shape, key."""
+    """What the core derived from one call: device, dtypes (the first type variable's, and every variable's), named
+    dims, batch, input layouts ("absent" for an optional input not given), output shapes, attributes, key."""
 
     device: str
     device_type: int
@@ -59,6 +60,9 @@ class Problem:
     batch_mode: str
     output_shape: tuple[int, ...]
     key: str
+    type_bindings: tuple[str, ...] = ()
+    output_shapes: tuple[tuple[int, ...], ...] = ()
+    attributes: tuple[Any, ...] = ()
 
     @classmethod
     def from_core(cls, raw: Mapping[str, Any]) -> Problem:
@@ -71,10 +75,16 @@ class Problem:
             dims=dict(raw["dims"]),
             batch_shape=tuple(raw["batch_shape"]),
             batch_size=raw["batch_size"],
-            layouts=tuple(_layout_name(bit) for bit in raw["layouts"]),
+            layouts=tuple(
+                _layout_name(bit) if present else "absent"
+                for bit, present in zip(raw["layouts"], raw["inputs_present"])
+            ),
             batch_mode=_BATCH_MODE_NAMES.get(raw["batch_mode"], str(raw["batch_mode"])),
             output_shape=tuple(raw["output_shape"]),
             key=raw["key"],
+            type_bindings=tuple(raw["type_bindings"]),
+            output_shapes=tuple(tuple(shape) for shape in raw["output_shapes"]),
+            attributes=tuple(raw["attributes"]),
         )
 
 
@@ -97,6 +107,8 @@ class KernelInfo:
     priority: int
     plugin: str
     fingerprint: str
+    type_constraints: str = ""
+    has_workspace: bool = False
 
     @classmethod
     def from_core(cls, raw: Mapping[str, Any]) -> KernelInfo:
@@ -116,6 +128,8 @@ class KernelInfo:
             priority=raw["priority"],
             plugin=raw["plugin"],
             fingerprint=raw["fingerprint"],
+            type_constraints=raw["type_constraints"],
+            has_workspace=raw["has_workspace"],
         )
 
     @property

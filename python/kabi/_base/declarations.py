@@ -82,12 +82,13 @@ class ShapeSuite:
 
 @dataclass(frozen=True)
 class OpSpec:
-    """One ``registry/ops/<op>.toml``."""
+    """One ``registry/ops/<op>.toml``. The schema text is the core's to parse (``_core.op_schema`` gives the parsed
+    form); ``type_variables`` is the ``[types]`` table, each type variable with the dtypes it may take."""
 
     name: str
     summary: str
     schema: str
-    dtypes: tuple[str, ...]
+    type_variables: Mapping[str, tuple[str, ...]]
     reference: str
     tolerance: Mapping[str, Tolerance]
     tuning_key: str
@@ -97,22 +98,14 @@ class OpSpec:
     vectors: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @property
-    def input_names(self) -> tuple[str, ...]:
-        """Argument names in schema order, e.g. ``("a", "b")`` for ``a: [..., M, K], b: [..., K, N] -> ...``."""
-        inputs = self.schema.split("->")[0]
-        names = []
-        depth = 0
-        current = ""
-        for char in inputs:
-            depth += char == "["
-            depth -= char == "]"
-            if char == "," and depth == 0:
-                names.append(current.split(":")[0].strip())
-                current = ""
-            else:
-                current += char
-        names.append(current.split(":")[0].strip())
-        return tuple(names)
+    def dtypes(self) -> tuple[str, ...]:
+        """The dtypes of the first type variable (for matmul, ``T``: the dtype of every tensor)."""
+        return next(iter(self.type_variables.values()), ())
+
+    @property
+    def type_variables_text(self) -> str:
+        """The ``[types]`` table in kabi.h's type_variables syntax, ``"T: float16, float32"``, for the core."""
+        return "; ".join(f"{name}: {', '.join(dtypes)}" for name, dtypes in self.type_variables.items())
 
 
 @dataclass(frozen=True)
@@ -130,6 +123,8 @@ class KernelSpec:
     dtypes: tuple[str, ...]
     layouts: tuple[str, ...]
     batch_mode: str
+    # Per type variable, the dtypes the kernel accepts where they differ from ``dtypes``.
+    type_constraints: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     features: tuple[str, ...] = ()
     archs: tuple[int, ...] = ()
     arch_min: int = 0
@@ -211,7 +206,10 @@ def load_op_file(path: Path) -> OpSpec:
     name = root.get("name", str, check=_identifier)
     if name != path.stem:
         raise root.fail("name", f"{name!r} must match the file name {path.stem!r}")
-    dtypes = root.names("dtypes", DTYPE_NAMES)
+    type_variables = _type_table(root, "types")
+    if not type_variables:
+        raise root.fail("types", "declares no type variable; expected a table such as T = [\"float32\"]")
+    dtypes = next(iter(type_variables.values()))
     tolerance_table = root.child("tolerance")
     tolerance = {}
     for dtype in dtypes:
@@ -247,7 +245,7 @@ def load_op_file(path: Path) -> OpSpec:
         name=name,
         summary=root.get("summary", str, check=_identifier),
         schema=root.get("schema", str, check=lambda s: None if "->" in s else "expected 'inputs -> outputs'"),
-        dtypes=dtypes,
+        type_variables=type_variables,
         reference=root.get("reference", str, check=_identifier),
         tolerance=tolerance,
         tuning_key=tuning_key,
@@ -255,11 +253,21 @@ def load_op_file(path: Path) -> OpSpec:
         path=path,
         vectors=_vectors(root),
     )
-    for input_name in spec.vectors:
-        if input_name not in spec.input_names:
-            raise root.fail(f"vectors.{input_name}", f"not an input of the schema ({', '.join(spec.input_names)})")
     root.finish()
     return spec
+
+
+def _type_table(reader: _Reader, field: str) -> dict[str, tuple[str, ...]]:
+    """A table of type variables, each a list of dtype names: ``[types]`` of an op, ``type_constraints`` of a
+    kernel. The names are the core's to check against the schema."""
+    table = reader.get(field, dict, {})
+    for name, dtypes in table.items():
+        if not (isinstance(dtypes, list) and dtypes):
+            raise reader.fail(f"{field}.{name}", f"expected a non-empty list of dtype names, got {dtypes!r}")
+        for index, dtype in enumerate(dtypes):
+            if dtype not in DTYPE_NAMES:
+                raise reader.fail(f"{field}.{name}[{index}]", f"{dtype!r} is not one of {', '.join(DTYPE_NAMES)}")
+    return {name: tuple(dtypes) for name, dtypes in table.items()}
 
 
 def _vectors(root: _Reader) -> dict[str, str]:
@@ -294,6 +302,7 @@ def load_kernel_file(path: Path) -> tuple[KernelSpec, ...]:
             dtypes=entry.names("dtypes", DTYPE_NAMES),
             layouts=entry.names("layouts", LAYOUT_NAMES),
             batch_mode=entry.get("batch_mode", str, check=lambda m: None if m in BATCH_MODE_NAMES else f"{m!r} is not one of {', '.join(BATCH_MODE_NAMES)}"),
+            type_constraints=_type_table(entry, "type_constraints"),
             features=tuple(entry.get("features", list, [])),
             archs=tuple(archs),
             arch_min=entry.get("arch_min", int, 0, check=lambda v: None if v >= 0 else "expected 0 or more"),

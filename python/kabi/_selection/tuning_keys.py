@@ -23,7 +23,7 @@ import torch
 from .. import _core
 from .._base.errors import InvalidArgumentError
 from .._base.tensors import descriptor, torch_dtype
-from ..ops._schema import parse_schema
+from ..ops._schema import op_schema
 
 __all__ = ["representative_inputs"]
 
@@ -69,8 +69,7 @@ def representative_inputs(op: str, key: str, device: torch.device) -> list[torch
     Raises ``InvalidArgumentError`` naming the field when the key does not fit the op's tuning key spec, or when no
     inputs of this op have that key (a layout class that a dimension of size 1 cannot show, for one).
     """
-    info = _core.op_info(op)
-    spec, schema = info["tuning_key"], parse_schema(info["schema"])
+    spec, schema = _core.op_info(op)["tuning_key"], op_schema(op)
     fields = _parse_key(op, spec, key)
     if "dtype" not in fields:
         raise InvalidArgumentError(f"{op}: its tuning key {spec!r} has no dtype, so a problem cannot be rebuilt from it")
@@ -84,9 +83,7 @@ def representative_inputs(op: str, key: str, device: torch.device) -> list[torch
     for pattern, layout in zip(schema.inputs, layouts):
         shape = [batch] if pattern.batched and batch != 1 else []
         for dim in pattern.dims:
-            if isinstance(dim, int):
-                shape.append(dim)
-            elif dim in fields:
+            if dim in fields:
                 shape.append(_integer(op, key, dim, fields[dim]))
             else:
                 raise InvalidArgumentError(f"{op}: its tuning key {spec!r} leaves out dimension {dim}, so a problem "

@@ -51,7 +51,7 @@ from .._plugins.discovery import complete_registry
 from . import _kernel_registration, _scopes
 from ._arrays import call_with_arrays, has_foreign_array
 from ._autograd import differentiable
-from ._schema import VectorPromotion, parse_schema
+from ._schema import VectorPromotion, op_schema
 
 __all__ = ["OpFront", "Selection", "_on_selection_miss", "front_of", "set_fresh_selection_verifier",
            "set_selection_miss_handler"]
@@ -171,8 +171,8 @@ class OpFront:
     def __init__(self, spec: OpSpec) -> None:
         self.spec = spec
         self.name = spec.name
-        self.schema = parse_schema(spec.schema, tuple(spec.vectors.items()))
-        self.input_names = spec.input_names
+        self.schema = op_schema(spec.name, tuple(spec.vectors.items()))
+        self.input_names = self.schema.input_names
         self.cache = DecisionCache(spec.name)
         self.function = self._make_function()
         _fronts[self.name] = self

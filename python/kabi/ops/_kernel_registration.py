@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import threading
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 import torch
 
@@ -66,11 +66,23 @@ def _arch_bounds(archs: Any, owner: str) -> tuple[int, int, list[int]]:
     )
 
 
-def _dtype_bits(dtypes: Iterable[Any] | None, op_dtypes: int, owner: str) -> int:
+def _dtype_names(dtypes: Iterable[Any]) -> list[str]:
+    return [dtype_name(d) if isinstance(d, torch.dtype) else d for d in dtypes]
+
+
+def _dtype_bits(dtypes: Iterable[Any] | None, op_name: str, owner: str) -> int:
+    """The dtypes a kernel accepts for the type variables type_constraints leaves out; None: every dtype of any of
+    the op's type variables (the core narrows each variable to its own set)."""
     if dtypes is None:
-        return op_dtypes
-    names = [dtype_name(d) if isinstance(d, torch.dtype) else d for d in dtypes]
-    return names_to_bits(names, _core.DTYPES, "dtype", owner)
+        dtypes = {dtype for names in _core.op_schema(op_name)["type_variables"].values() for dtype in names}
+    return names_to_bits(_dtype_names(dtypes), _core.DTYPES, "dtype", owner)
+
+
+def _type_constraints_text(type_constraints: Mapping[str, Iterable[Any]] | None) -> str | None:
+    """``{"U": ["float16"]}`` as kabi.h's type_constraints text, ``"U: float16"``; the core parses and checks it."""
+    if not type_constraints:
+        return None
+    return "; ".join(f"{name}: {', '.join(_dtype_names(dtypes))}" for name, dtypes in type_constraints.items())
 
 
 def _layout_bits(layouts: str | Iterable[str], owner: str) -> int:
@@ -115,6 +127,7 @@ def register_kernel(
     archs: Any = None,
     features: Iterable[str] = (),
     dtypes: Iterable[Any] | None = None,
+    type_constraints: Mapping[str, Iterable[Any]] | None = None,
     layouts: str | Iterable[str] = "any",
     batch: str = "any",
     alignment: int = 0,
@@ -125,8 +138,9 @@ def register_kernel(
     """Register ``fn`` as an implementation of ``op`` and return its declaration.
 
     ``fn(*inputs, out=None)`` returns the result. ``archs`` is None (any), an int, a set of ints (exact) or a
-    ``(min, max)`` range with None for an open end. ``dtypes`` defaults to all of the op's. ``layouts`` is "any"
-    or names among contiguous/row_strided/col_strided/general; ``batch`` is "none", "uniform" or "any".
+    ``(min, max)`` range with None for an open end. ``dtypes`` defaults to all of the op's; ``type_constraints``
+    (``{"U": ["float16"]}``) narrows the type variables it names, ``dtypes`` applying to the others. ``layouts``
+    is "any" or names among contiguous/row_strided/col_strided/general; ``batch`` is "none", "uniform" or "any".
     ``supports(problem)`` returns True, or a string saying why the kernel declines the problem.
     A name already registered for the op raises ``AlreadyExistsError``.
 
@@ -142,7 +156,6 @@ def register_kernel(
         raise InvalidArgumentError(f"kernel name must be a non-empty string, got {name!r}")
     if supports is not None and not callable(supports):
         raise ArgumentTypeError(f"{owner}: supports must be callable or None, got {type(supports).__name__}")
-    op_info = _core.op_info(op_name)
     arch_min, arch_max, exact_archs = _arch_bounds(archs, owner)
     if batch not in _core.BATCH_MODES:
         raise InvalidArgumentError(f"{owner}: batch must be one of {', '.join(_core.BATCH_MODES)}, got {batch!r}")
@@ -158,7 +171,8 @@ def register_kernel(
         archs=exact_archs,
         priority=int(priority),
         required_features=names_to_bits(features, _core.FEATURES, "feature", owner),
-        dtypes=_dtype_bits(dtypes, op_info["dtypes"], owner),
+        dtypes=_dtype_bits(dtypes, op_name, owner),
+        type_constraints=_type_constraints_text(type_constraints),
         layouts=_layout_bits(layouts, owner),
         alignment=alignment,
         batch_mode=_core.BATCH_MODES[batch],
@@ -247,6 +261,7 @@ def register_declared(spec: KernelSpec) -> KernelInfo:
         archs=archs,
         features=spec.features,
         dtypes=spec.dtypes,
+        type_constraints=spec.type_constraints,
         layouts="any" if "any" in spec.layouts else spec.layouts,
         batch=spec.batch_mode,
         alignment=spec.alignment,

@@ -1,8 +1,10 @@
-"""An op's schema string (``"a: [..., M, K], b: [..., K, N] -> out: [..., M, N]"``) as data, and its shape rule.
+"""An op's schema as data, and its shape rule.
 
-Each tensor names its dimensions: an identifier (``M``) must agree wherever it appears, an integer is a fixed size,
-and a leading ``...`` stands for batch dimensions that broadcast across inputs as in torch (right-aligned, a size 1
-stretches). The output shapes follow from the sizes the inputs bind.
+The core parses the schema text once (``"a: [..., M, K] T, b: [..., K, N] T -> out: [..., M, N] T"``, kabi.h's
+kabi_op_desc); :func:`op_schema` reads its parsed form through ``_core.op_schema``, so Python never parses schema
+text. Each tensor names its dimensions: a name (``M``) must agree wherever it appears, and a leading ``...`` stands
+for batch dimensions that broadcast across inputs as in torch (right-aligned, a size 1 stretches). The output shapes
+follow from the sizes the inputs bind.
 
 An op may also take a vector where a tensor has no batch and one named dimension less (torch.matmul's rule, the
 op's ``vectors``: ``{"a": "M", "b": "N"}``): the missing dimension is taken as size 1, and every output drops it, so
@@ -14,13 +16,12 @@ checks), which is what a fake implementation under ``torch.compile`` needs: no d
 
 Example::
 
-    >>> schema_text = "a: [..., M, K], b: [..., K, N] -> out: [..., M, N]"
-    >>> schema = parse_schema(schema_text)
+    >>> schema = op_schema("matmul")
     >>> schema.input_names
     ('a', 'b')
     >>> schema.output_shapes("matmul", [(2, 1, 4, 3), (5, 3, 6)])
     [(2, 5, 4, 6)]
-    >>> parse_schema(schema_text, (("a", "M"), ("b", "N"))).output_shapes("matmul", [(3,), (5, 3, 6)])
+    >>> op_schema("matmul", (("a", "M"), ("b", "N"))).output_shapes("matmul", [(3,), (5, 3, 6)])
     [(5, 6)]
 """
 
@@ -32,25 +33,29 @@ from typing import Any, Sequence
 
 import torch
 
+from .. import _core
 from .._base.errors import InvalidArgumentError
 
-__all__ = ["OpSchema", "TensorPattern", "VectorPromotion", "parse_schema"]
+__all__ = ["OpSchema", "TensorPattern", "VectorPromotion", "op_schema"]
 
 BATCH = "..."
 
 
 @dataclass(frozen=True)
 class TensorPattern:
-    """One tensor of a schema: its name, whether it has leading batch dimensions, and its named trailing dims."""
+    """One tensor of a schema: its name, whether it has leading batch dimensions, its named trailing dims, whether
+    it is an optional input, and its dtype: a type variable's name, or a concrete dtype's."""
 
     name: str
     batched: bool
-    dims: tuple[str | int, ...]
+    dims: tuple[str, ...]
+    optional: bool = False
+    dtype: str = ""
 
     @property
     def dims_text(self) -> str:
         """The dimensions as written in the schema: ``[..., M, K]``."""
-        return f"[{', '.join(([BATCH] if self.batched else []) + [str(d) for d in self.dims])}]"
+        return f"[{', '.join(([BATCH] if self.batched else []) + list(self.dims))}]"
 
     def __str__(self) -> str:
         return f"{self.name}: {self.dims_text}"
@@ -63,7 +68,7 @@ class VectorPromotion:
 
     Example::
 
-        >>> promotion = parse_schema(schema_text, (("a", "M"), ("b", "N"))).vector_promotion("matmul", [(3,), (3,)])
+        >>> promotion = op_schema("matmul", (("a", "M"), ("b", "N"))).vector_promotion("matmul", [(3,), (3,)])
         >>> promotion.promote_input(0, torch.ones(3)).shape, promotion.demote_output(0, torch.ones(1, 1)).shape
         (torch.Size([1, 3]), torch.Size([]))
     """
@@ -111,7 +116,7 @@ class OpSchema:
     def input_names(self) -> tuple[str, ...]:
         return tuple(pattern.name for pattern in self.inputs)
 
-    def vector_promotion(self, op: str, shapes: Sequence[Sequence[Any]]) -> VectorPromotion | None:
+    def vector_promotion(self, op: str, shapes: Sequence[Sequence[Any] | None]) -> VectorPromotion | None:
         """How vectors among inputs of these shapes become the schema's tensors; None when no input is a vector.
         ``InvalidArgumentError`` naming the argument when one that may be a vector has too few dimensions."""
         lacking = dict(self.vectors)
@@ -119,7 +124,7 @@ class OpSchema:
         dropped: set[str] = set()
         for pattern, shape in zip(self.inputs, shapes):
             vector_rank = len(pattern.dims) - 1
-            if pattern.name not in lacking or len(shape) > vector_rank:
+            if pattern.name not in lacking or shape is None or len(shape) > vector_rank:
                 positions.append(None)
                 continue
             if len(shape) < vector_rank:
@@ -138,8 +143,9 @@ class OpSchema:
         )
         return VectorPromotion(tuple(positions), outputs)
 
-    def output_shapes(self, op: str, shapes: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
-        """The output shapes for inputs of these shapes; ``InvalidArgumentError`` naming the argument otherwise."""
+    def output_shapes(self, op: str, shapes: Sequence[Sequence[Any] | None]) -> list[tuple[Any, ...]]:
+        """The output shapes for inputs of these shapes (None for an absent optional input);
+        ``InvalidArgumentError`` naming the argument otherwise."""
         if len(shapes) != len(self.inputs):
             raise InvalidArgumentError(
                 f"{op} takes {len(self.inputs)} inputs ({', '.join(self.input_names)}), got {len(shapes)}"
@@ -151,6 +157,10 @@ class OpSchema:
         sizes: dict[str, tuple[Any, str, tuple]] = {}
         leading: list[tuple[str, tuple, tuple]] = []
         for pattern, shape in zip(self.inputs, shapes):
+            if shape is None:
+                if not pattern.optional:
+                    raise InvalidArgumentError(f"{op}: input {pattern.name} is required but was passed absent")
+                continue
             shape = tuple(shape)
             named = len(pattern.dims)
             if len(shape) < named or (not pattern.batched and len(shape) != named):
@@ -161,12 +171,7 @@ class OpSchema:
                 )
             for position, (dim, size) in enumerate(zip(pattern.dims, shape[len(shape) - named:])):
                 index = position - named
-                if isinstance(dim, int):
-                    if _differ(size, dim):
-                        raise InvalidArgumentError(
-                            f"{op}: {pattern.name} has shape {list(shape)}; its dimension {index} must be {dim}"
-                        )
-                elif dim not in sizes:
+                if dim not in sizes:
                     sizes[dim] = (size, pattern.name, shape)
                 elif _differ(size, sizes[dim][0]):
                     bound, owner, owner_shape = sizes[dim]
@@ -178,8 +183,7 @@ class OpSchema:
                 leading.append((pattern.name, shape, shape[: len(shape) - named]))
         batch = _broadcast(op, leading)
         return [
-            (batch if pattern.batched else ()) + tuple(d if isinstance(d, int) else sizes[d][0] for d in pattern.dims)
-            for pattern in self.outputs
+            (batch if pattern.batched else ()) + tuple(sizes[dim][0] for dim in pattern.dims) for pattern in self.outputs
         ]
 
     def __str__(self) -> str:
@@ -237,64 +241,29 @@ def _broadcast(op: str, leading: list[tuple[str, tuple, tuple]]) -> tuple:
     return tuple(result)
 
 
-def _split_top_level(text: str) -> list[str]:
-    parts, depth, current = [], 0, []
-    for char in text:
-        depth += (char == "[") - (char == "]")
-        if char == "," and depth == 0:
-            parts.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-    parts.append("".join(current))
-    return [part.strip() for part in parts]
-
-
-def _parse_tensor(text: str, schema: str) -> TensorPattern:
-    name, colon, dims_text = text.partition(":")
-    name, dims_text = name.strip(), dims_text.strip()
-    if not colon or not name.isidentifier() or not (dims_text.startswith("[") and dims_text.endswith("]")):
-        raise InvalidArgumentError(f"schema {schema!r}: {text!r} is not of the form 'name: [dims]'")
-    dims = [dim.strip() for dim in dims_text[1:-1].split(",")] if dims_text[1:-1].strip() else []
-    batched = bool(dims) and dims[0] == BATCH
-    named: list[str | int] = []
-    for dim in dims[batched:]:
-        if dim.isdigit():
-            named.append(int(dim))
-        elif dim.isidentifier():
-            named.append(dim)
-        else:
-            raise InvalidArgumentError(
-                f"schema {schema!r}: {name} has dimension {dim!r}; expected a name, a size, or a leading '...'"
-            )
-    return TensorPattern(name, batched, tuple(named))
+def _pattern(tensor: dict[str, Any]) -> TensorPattern:
+    return TensorPattern(
+        name=tensor["name"],
+        batched=tensor["has_batch"],
+        dims=tuple(tensor["dims"]),
+        optional=tensor["optional"],
+        dtype=tensor["type_variable"] or tensor["dtype"],
+    )
 
 
 @functools.lru_cache(maxsize=None)
-def parse_schema(schema: str, vectors: tuple[tuple[str, str], ...] = ()) -> OpSchema:
-    """Parse ``"inputs -> outputs"`` with the inputs that may be vectors (``(("a", "M"),)``: ``a`` may lack its
-    ``M``); ``InvalidArgumentError`` quoting the schema when it is malformed."""
-    inputs_text, arrow, outputs_text = schema.partition("->")
-    if not arrow:
-        raise InvalidArgumentError(f"schema {schema!r}: expected 'inputs -> outputs'")
-    inputs = tuple(_parse_tensor(part, schema) for part in _split_top_level(inputs_text))
-    outputs = tuple(_parse_tensor(part, schema) for part in _split_top_level(outputs_text))
-    names = [pattern.name for pattern in inputs + outputs]
-    if len(set(names)) != len(names):
-        raise InvalidArgumentError(f"schema {schema!r}: tensor names must be unique")
-    bound = {dim for pattern in inputs for dim in pattern.dims if isinstance(dim, str)}
-    for pattern in outputs:
-        unbound = [dim for dim in pattern.dims if isinstance(dim, str) and dim not in bound]
-        if unbound:
-            raise InvalidArgumentError(
-                f"schema {schema!r}: output {pattern.name} uses {unbound[0]}, which no input names"
-            )
-        if pattern.batched and not any(p.batched for p in inputs):
-            raise InvalidArgumentError(f"schema {schema!r}: output {pattern.name} has '...' but no input does")
+def op_schema(op: str, vectors: tuple[tuple[str, str], ...] = ()) -> OpSchema:
+    """The schema of a registered op as the core parsed it, with the inputs that may be vectors
+    (``(("a", "M"),)``: ``a`` may lack its ``M``); ``InvalidArgumentError`` when ``vectors`` names a dimension the
+    schema does not have."""
+    parsed = _core.op_schema(op)
+    inputs = tuple(_pattern(tensor) for tensor in parsed["inputs"])
+    outputs = tuple(_pattern(tensor) for tensor in parsed["outputs"])
     patterns = {pattern.name: pattern for pattern in inputs}
     for name, dim in vectors:
         if name not in patterns or dim not in patterns[name].dims:
             raise InvalidArgumentError(
-                f"schema {schema!r}: vectors names {name}'s dimension {dim}, which the schema does not have"
+                f"{op}: schema {parsed['schema']!r}: vectors names {name}'s dimension {dim}, which the schema does "
+                "not have"
             )
     return OpSchema(inputs, outputs, vectors)

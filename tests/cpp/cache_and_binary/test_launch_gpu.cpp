@@ -157,9 +157,17 @@ bool run_case(const Driver& driver, kabi_op op, const std::string& kernel_name, 
   upload(std::vector<double>(static_cast<size_t>(m * n), 7.0), tensors[2]);  // stale values must be overwritten
   DLTensor inputs[2] = {tensors[0].view(dtype), tensors[1].view(dtype)};
   DLTensor output = tensors[2].view(dtype);
-  kabi_args args{sizeof(kabi_args), inputs, 2, 1, &output, nullptr};
+  kabi_args args{};
+  args.struct_size = sizeof args;
+  args.inputs = inputs;
+  args.num_inputs = 2;
+  args.num_outputs = 1;
+  args.outputs = &output;
   // A launch test: the problem is unverified, so it opts in.
-  kabi_select_options options{sizeof(kabi_select_options), kernel_name.c_str(), 0, 0, 1, 0};
+  kabi_select_options options{};
+  options.struct_size = sizeof options;
+  options.force = kernel_name.c_str();
+  options.allow_unverified = 1;
   kabi_selection selection;
   std::memset(&selection, 0, sizeof selection);
   selection.struct_size = sizeof selection;

@@ -53,7 +53,7 @@ struct Bundle {
 };
 
 Fields valid_fields(const std::string& kernel_name, const std::string& image_name, const std::string& image) {
-  return {{"abi_major", "1"},
+  return {{"abi_major", "2"},
           {"op", "matmul"},
           {"name", kernel_name},
           {"backend", "triton"},
@@ -208,11 +208,16 @@ void test_refusals() {
                  ":1: first line is \"kabi-manifest 2\"; expected \"kabi-manifest 1\"");
   expect_refused(write_bundle([](Fields&) {}, "{\"json\": true}"), invalid, ":1: first line is");
 
-  Bundle bundle = write_bundle([](Fields& fields) { set_field(fields, "abi_major", "2"); });
+  // A manifest written for ABI 1.x: refused with the remedy.
+  Bundle bundle = write_bundle([](Fields& fields) { set_field(fields, "abi_major", "1"); });
   expect_refused(bundle, KABI_STATUS_ABI_MISMATCH,
                  ":" + std::to_string(line_of(bundle, "abi_major")) +
-                     ": abi_major: is 2; this libkabi implements ABI "
-                     "major 1");
+                     ": abi_major: is 1; this libkabi implements ABI major 2: rebuild the binary and its manifest "
+                     "against this kabi");
+  bundle = write_bundle([](Fields& fields) { set_field(fields, "abi_major", "3"); });
+  expect_refused(bundle, KABI_STATUS_ABI_MISMATCH,
+                 ":" + std::to_string(line_of(bundle, "abi_major")) + ": abi_major: is 3; this libkabi implements ABI "
+                 "major 2");
 
   bundle = write_bundle([](Fields&) {});
   std::ofstream(bundle.image, std::ios::binary | std::ios::app) << "tampered";

@@ -17,14 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 FORMAT_LINE = "kabi-manifest 1"
-ABI_MAJOR = 1
+ABI_MAJOR = 2
 MANIFEST_SUFFIX = ".kabi-manifest"
 _REQUIRED_KEYS = ("abi_major", "op", "name", "backend", "device", "priority", "dtypes", "layouts", "alignment",
                   "batch_mode", "image", "image_format", "image_fnv1a64", "arch", "entry", "grid", "block",
                   "shared_memory_bytes", "cluster_size")
-_OPTIONAL_KEYS = ("archs", "arch_min", "arch_max", "features", "fingerprint")
+_OPTIONAL_KEYS = ("archs", "arch_min", "arch_max", "features", "fingerprint", "type_constraints")
 _PARAM_FIELDS = {"tensor": ("index",), "dim": ("name", "size"), "stride": ("index", "dim", "size"),
-                 "constant": ("value", "size"), "scratch": ("value",)}
+                 "constant": ("value", "size"), "scratch": ("value",), "attribute": ("index", "size"),
+                 "workspace": ()}
 _LAYOUT_NAMES = ("contiguous", "row_strided", "col_strided", "general")
 _DTYPE_NAMES = ("float16", "bfloat16", "float32", "float64", "int8", "int32", "int64", "float8_e4m3fn",
                 "float8_e5m2")
@@ -57,8 +58,8 @@ class ManifestParam:
 
     @property
     def size_bytes(self) -> int:
-        """Width of the argument: 8 for pointers (tensor, scratch), else its ``size``."""
-        return 8 if self.kind in ("tensor", "scratch") else self.get("size")
+        """Width of the argument: 8 for pointers (tensor, scratch, workspace), else its ``size``."""
+        return 8 if self.kind in ("tensor", "scratch", "workspace") else self.get("size")
 
     @classmethod
     def tensor(cls, index: int) -> ManifestParam:
@@ -110,6 +111,8 @@ class Manifest:
     arch_max: int = 0
     features: tuple = ()
     fingerprint: str = ""
+    # Per type variable, the dtypes the kernel accepts where they differ from ``dtypes`` ("U: float16").
+    type_constraints: str = ""
     extra_comments: tuple = field(default=(), compare=False)
 
     def text(self) -> str:
@@ -123,10 +126,11 @@ class Manifest:
             "image_format": self.image_format, "image_fnv1a64": self.image_fnv1a64, "arch": self.arch,
             "entry": self.entry, "grid": "; ".join(self.grid), "block": ", ".join(map(str, self.block)),
             "shared_memory_bytes": self.shared_memory_bytes, "cluster_size": self.cluster_size,
+            "type_constraints": self.type_constraints,
         }
         # Optional keys are written only when set; the loader reads an absent one as its default.
         lines += [f"{key} = {value}".rstrip() for key, value in values.items()
-                  if key not in ("archs", "arch_min", "arch_max", "fingerprint") or value]
+                  if key not in ("archs", "arch_min", "arch_max", "fingerprint", "type_constraints") or value]
         lines += [f"param = {param.text()}" for param in self.params]
         return "\n".join(lines) + "\n"
 
@@ -199,7 +203,8 @@ def read_manifest(path: str | Path, *, check_image: bool = True) -> Manifest:
         raise ManifestError(f"{path}: missing {', '.join(missing)}")
     abi_major = _integer(path, "abi_major", values["abi_major"])
     if abi_major != ABI_MAJOR:
-        raise ManifestError(f"{path}: abi_major: written for ABI {abi_major}, this kabi implements {ABI_MAJOR}")
+        raise ManifestError(f"{path}: abi_major: written for ABI {abi_major}, this kabi implements {ABI_MAJOR}: "
+                            "rebuild the binary and its manifest against this kabi (kabi binaries compile)")
     for key, allowed in (("dtypes", _DTYPE_NAMES), ("layouts", _LAYOUT_NAMES)):
         unknown = [item for item in _split_list(values[key]) if item not in allowed]
         if unknown or not _split_list(values[key]):
@@ -242,4 +247,5 @@ def read_manifest(path: str | Path, *, check_image: bool = True) -> Manifest:
         archs=tuple(_integer(path, "archs", item) for item in _split_list(values.get("archs", ""))),
         arch_min=_integer(path, "arch_min", values.get("arch_min", "0")),
         arch_max=_integer(path, "arch_max", values.get("arch_max", "0")),
-        features=_split_list(values.get("features", "")), fingerprint=values.get("fingerprint", ""))
+        features=_split_list(values.get("features", "")), fingerprint=values.get("fingerprint", ""),
+        type_constraints=values.get("type_constraints", ""))
