@@ -51,6 +51,7 @@ def select(
     allow_unverified: bool = False,
     allow_failed_gate: bool = False,
     allow_none: bool = False,
+    execution_mode: str = "eager",
 ) -> dict[str, Any]: ...
 def launch(op: str, kernel: str, inputs: Sequence[Descriptor], outputs: Sequence[Descriptor], stream: int = 0) -> None: ...
 def registry_generation() -> int: ...
@@ -114,6 +115,7 @@ def binaries_load(directory: str) -> int: ...
 # Tuning cache.
 TUNING_RECORD_GATE_ONLY: int
 TUNING_RECORD_MEMORY_ONLY: int
+TUNING_RECORD_GRAPH_MODE: int
 
 def tuning_store(
     op: str,
