@@ -159,7 +159,7 @@ bool run_case(const Driver& driver, kabi_op op, const std::string& kernel_name, 
   DLTensor output = tensors[2].view(dtype);
   kabi_args args{sizeof(kabi_args), inputs, 2, 1, &output, nullptr};
   // A launch test: the problem is unverified, so it opts in.
-  kabi_select_options options{sizeof(kabi_select_options), kernel_name.c_str(), 0, 0, 1, 0};
+  kabi_select_options options{sizeof(kabi_select_options), kernel_name.c_str(), 0, 0, 1, 0, KABI_EXECUTION_EAGER};
   kabi_selection selection;
   std::memset(&selection, 0, sizeof selection);
   selection.struct_size = sizeof selection;
