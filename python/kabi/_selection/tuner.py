@@ -170,7 +170,9 @@ def _measure(front: OpFront, inputs: Sequence[torch.Tensor], selection: Selectio
     return eager, graph
 
 
-def _gate_verdict(name, fn, make_inputs, reference, tolerance, dtype) -> CandidateMeasurement:
+def _gate_verdict(name: str, fn: Any, make_inputs: Any, reference: Any, tolerance: Any,
+                  dtype: torch.dtype) -> CandidateMeasurement:
+    """The gate alone, as a measurement: time 0 for a pass (stored as a gate-only verdict), inf and why otherwise."""
     note = gate_once(fn, make_inputs, reference, tolerance, expected_dtype=dtype)
     return CandidateMeasurement(name, 0.0) if note is None else CandidateMeasurement(name, math.inf, note)
 
