@@ -42,6 +42,7 @@ void write_candidates(const kabi_selection& request, const SelectionResult& resu
     candidate.tuned_time_us = verdict.tuned_time_us;
     copy_truncated(candidate.reason, verdict.reason);
     candidate.gate = verdict.gate;
+    candidate.tuned_execution_mode = verdict.tuned_execution_mode;
     auto* element = reinterpret_cast<kabi_candidate*>(base + i * stride);
     element->struct_size = stride;
     write_output_struct(element, candidate);

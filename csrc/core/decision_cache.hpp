@@ -34,10 +34,11 @@ struct DecisionKey {
   bool use_tuning_cache = true;
   bool allow_unverified = false;
   bool allow_failed_gate = false;
+  kabi_execution_mode execution_mode = KABI_EXECUTION_EAGER;
   std::string force;
 
   DecisionKey(const kabi_problem& problem, uint32_t data_alignment, bool use_tuning, const std::string& forced,
-              bool unverified_allowed, bool failed_gate_allowed)
+              bool unverified_allowed, bool failed_gate_allowed, kabi_execution_mode mode)
       : num_attributes(problem.num_attributes),
         inputs_present(problem.inputs_present),
         device_type(problem.device_type),
@@ -48,6 +49,7 @@ struct DecisionKey {
         use_tuning_cache(use_tuning),
         allow_unverified(unverified_allowed),
         allow_failed_gate(failed_gate_allowed),
+        execution_mode(mode),
         force(forced) {
     std::memcpy(dims.data(), problem.dims, sizeof(int64_t) * static_cast<size_t>(problem.num_dims));
     std::memcpy(batch_shape.data(), problem.batch_shape, sizeof(int64_t) * static_cast<size_t>(problem.batch_rank));
@@ -74,6 +76,7 @@ struct DecisionKey {
            device_index == other.device_index && batch_rank == other.batch_rank && batch_mode == other.batch_mode &&
            alignment == other.alignment && use_tuning_cache == other.use_tuning_cache &&
            allow_unverified == other.allow_unverified && allow_failed_gate == other.allow_failed_gate &&
+           execution_mode == other.execution_mode &&
            force == other.force;
   }
 };

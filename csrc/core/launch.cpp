@@ -89,7 +89,7 @@ KernelPtr decide(Op& op, const kabi_args& args, kabi_problem& problem, const kab
   // Exact, not the bucketed tuning key: a supports predicate or an alignment may tell two problems of one bucket
   // apart.
   const DecisionKey key(problem, data_alignment(args), resolved.use_tuning_cache, resolved.force,
-                        resolved.allow_unverified, resolved.allow_failed_gate);
+                        resolved.allow_unverified, resolved.allow_failed_gate, resolved.execution_mode);
   const uint64_t generation = op.generation.load(std::memory_order_acquire);
   if (KernelPtr kernel = op.decisions.find(key, generation)) return kernel;
   format_problem_key(op, problem);

@@ -158,11 +158,31 @@ std::string list_names(const std::vector<CandidateVerdict*>& candidates) {
   return join(names, ", ");
 }
 
+// Graph-mode times pick only when every candidate that passed the gate has one: a graph time and an eager time
+// measure different things and are never compared with each other.
+bool use_graph_times(const std::vector<CandidateVerdict*>& pool) {
+  bool any = false;
+  for (const CandidateVerdict* candidate : pool) {
+    if (candidate->gate == KABI_GATE_FAILED) continue;
+    if (!candidate->passed_gate() || candidate->graph_time_us < 0) return false;
+    any = true;
+  }
+  return any;
+}
+
 // Tuned if every pickable kernel has a timing under its current fingerprint (and timings count); else the
 // heuristic among the verified kernels, else among the unverified ones when allowed, else among kernels that
 // failed the gate (only forced ones with allow_failed_gate reach here).
 Choice choose(const std::vector<CandidateVerdict*>& pool, const SelectOptions& options) {
   Choice choice;
+  const bool graph_times = options.execution_mode == KABI_EXECUTION_GRAPH && use_graph_times(pool);
+  if (graph_times) {
+    for (CandidateVerdict* candidate : pool) {
+      candidate->tuned_time_us = candidate->graph_time_us;
+      candidate->gate = KABI_GATE_PASSED_TIMED;
+      candidate->tuned_execution_mode = KABI_EXECUTION_GRAPH;
+    }
+  }
   std::vector<CandidateVerdict*> verified, unverified, failed;
   std::string untimed;
   CandidateVerdict* fastest = nullptr;
@@ -184,8 +204,11 @@ Choice choose(const std::vector<CandidateVerdict*>& pool, const SelectOptions& o
     choice.pick = fastest;
     choice.tuned = true;
     choice.verified = true;
-    choice.reason =
-        "tuned: fastest of " + std::to_string(measured) + " measured (" + format_time(fastest->tuned_time_us) + ")";
+    choice.reason = std::string(graph_times ? "tuned for CUDA-graph replay: " : "tuned: ") + "fastest of " +
+                    std::to_string(measured) + " measured (" + format_time(fastest->tuned_time_us) + ")";
+    if (options.execution_mode == KABI_EXECUTION_GRAPH && !graph_times) {
+      choice.reason += "; eager times: not every eligible kernel has a graph-mode measurement";
+    }
     return choice;
   }
   const std::vector<CandidateVerdict*>* tier = nullptr;
@@ -243,6 +266,12 @@ SelectOptions resolve_select_options(const Op& op, const kabi_select_options* ca
   }
   SelectOptions resolved;
   resolved.use_tuning_cache = options.use_tuning_cache != 0;
+  if (options.execution_mode != KABI_EXECUTION_EAGER && options.execution_mode != KABI_EXECUTION_GRAPH) {
+    throw Error(KABI_STATUS_INVALID_ARGUMENT, "select options: execution_mode " +
+                                                  std::to_string(static_cast<int>(options.execution_mode)) +
+                                                  " is neither KABI_EXECUTION_EAGER (0) nor KABI_EXECUTION_GRAPH (1)");
+  }
+  resolved.execution_mode = options.execution_mode;
   if (options.force != nullptr && *options.force != '\0') {
     resolved.force = options.force;
     resolved.force_source = "options";
@@ -303,11 +332,15 @@ void resolve_gate_options(const kabi_select_options* caller, SelectOptions& reso
 
 namespace {
 
-// The gate verdict the tuning cache holds for the kernel under its current fingerprint.
+// The gate verdict and eager time the tuning cache holds for the kernel under its current fingerprint, and its
+// graph-mode time.
 void read_verdict(const std::vector<TuningEntry>& tuning, CandidateVerdict& verdict, std::string& failure_note) {
   for (const TuningEntry& entry : tuning) {
     if (entry.kernel_name != verdict.kernel->name || entry.fingerprint != verdict.kernel->fingerprint) continue;
-    if (!std::isfinite(entry.time_us)) {
+    if (entry.graph_mode()) {
+      verdict.graph_time_us = entry.time_us;
+      verdict.graph_note = entry.note;
+    } else if (!std::isfinite(entry.time_us)) {
       verdict.gate = KABI_GATE_FAILED;
       verdict.tuned_time_us = std::numeric_limits<double>::infinity();
       failure_note = entry.note;
@@ -323,6 +356,10 @@ void read_verdict(const std::vector<TuningEntry>& tuning, CandidateVerdict& verd
 
 std::string describe_gate_failure(const std::string& note) {
   return "failed the correctness gate on this problem" + (note.empty() ? std::string() : ": " + note);
+}
+
+std::string describe_graph_failure(const std::string& note) {
+  return "could not run inside a CUDA graph on this problem" + (note.empty() ? std::string() : ": " + note);
 }
 
 std::string verify_remedy(const Op& op, const kabi_problem& problem) {
@@ -354,6 +391,10 @@ SelectionResult select_kernel(const Op& op, const kabi_args& args, const kabi_pr
     read_verdict(tuning, verdict, failure_note);
     passes_filters.push_back(verdict.reason.empty());
     if (verdict.reason.empty() && verdict.gate == KABI_GATE_FAILED) verdict.reason = describe_gate_failure(failure_note);
+    if (verdict.reason.empty() && options.execution_mode == KABI_EXECUTION_GRAPH &&
+        std::isinf(verdict.graph_time_us)) {
+      verdict.reason = describe_graph_failure(verdict.graph_note);
+    }
     verdict.eligible = verdict.reason.empty();
     result.candidates.push_back(std::move(verdict));
   }

@@ -2,10 +2,12 @@
 //
 // Candidates are the op's kernels for the problem's device type. Filters run in order (arch, features, the dtype of
 // each type variable, layout of each given input, batch mode, the kernel's own supports predicate, its workspace
-// function, a failed correctness-gate verdict) and the first that fails is the candidate's reason. Among the eligible: forced (options or KABI_FORCE) > tuned (the
-// tuning cache) > heuristic (kernels that passed the gate on the problem first, then the most specific arch match,
-// the highest priority, the earliest registered). The pick must have passed the gate unless the caller allows
-// unverified picks: nothing serves a problem before it has passed the op's gate on it.
+// function, a failed correctness-gate verdict, and for a graph-mode selection a failed graph-mode record) and the
+// first that fails is the candidate's reason. A graph-mode selection picks by graph-mode times when every pickable
+// kernel has one, else by eager times, as eager selection always does. Among the eligible: forced (options or
+// KABI_FORCE) > tuned (the tuning cache) > heuristic (kernels that passed the gate on the problem first, then the
+// most specific arch match, the highest priority, the earliest registered). The pick must have passed the gate
+// unless the caller allows unverified picks: nothing serves a problem before it has passed the op's gate on it.
 #pragma once
 
 #include <string>
@@ -22,6 +24,7 @@ struct SelectOptions {
   bool use_tuning_cache = true;
   bool allow_unverified = false;   // the pick may lack a gate verdict
   bool allow_failed_gate = false;  // a forced kernel may have failed the gate
+  kabi_execution_mode execution_mode = KABI_EXECUTION_EAGER;  // which records' times pick the kernel
 };
 
 // Reads *options (NULL: defaults) and, if asked, the op's entry of KABI_FORCE.
@@ -38,8 +41,11 @@ struct CandidateVerdict {
   KernelPtr kernel;
   bool eligible = false;
   bool picked = false;
-  double tuned_time_us = -1.0;
+  double tuned_time_us = -1.0;  // in tuned_execution_mode
   kabi_gate_verdict gate = KABI_GATE_NONE;
+  kabi_execution_mode tuned_execution_mode = KABI_EXECUTION_EAGER;
+  double graph_time_us = -1.0;  // its graph-mode record's time (INFINITY: could not run in a graph); -1: none
+  std::string graph_note;       // why a failed graph-mode record failed
   std::string reason;
 
   bool passed_gate() const { return gate == KABI_GATE_PASSED_TIMED || gate == KABI_GATE_PASSED_UNTIMED; }

@@ -1,17 +1,20 @@
 // The persistent tuning cache.
 //
-// On disk: one append-only text file, DIR/tuning-v2.log, one record per line:
-//   v2 \t <device signature> \t <op> \t <problem key> \t <kernel name> \t <fingerprint> \t <time_us> \t <note> \t
+// On disk: one append-only text file, DIR/tuning-v3.log, one record per line:
+//   v3 \t <device signature> \t <op> \t <problem key> \t <kernel name> \t <fingerprint> \t <time_us> \t <note> \t
 //   <flags> \t <spread> \t <recorded_at> \t <crc32>
 // Fields escape backslash, tab, newline and carriage return as \\ \t \n \r; time_us and spread are the shortest
 // decimals that round-trip ("inf" for a failed candidate); flags are kabi_tuning_flag bits in decimal; recorded_at
 // is seconds since the Unix epoch; crc32 is 8 lower-case hex digits of the CRC-32 (zlib's polynomial) of every byte
-// before the tab that precedes it. Records for the same (device, op, problem, kernel) supersede earlier ones: the
-// last line wins. Lines of the older v1 format (no flags, spread or time) are still read, from an export or from
-// DIR/tuning-v1.log, which is read before the v2 log and never written, so a kabi of the v1 format sharing the
-// directory keeps its cache.
+// before the tab that precedes it. Records for the same (device, op, problem, kernel, execution mode) supersede
+// earlier ones: the last line wins; the mode is the KABI_TUNING_RECORD_GRAPH_MODE flag, so a kernel's eager and
+// graph-mode records live side by side. v3 lines have v2's fields; the version moved because a kabi of the v2
+// format would read a graph-mode record as the kernel's eager one (the last line per kernel wins there) and drop
+// one of the two when compacting. Lines of the older formats are still read, from an export or from
+// DIR/tuning-v1.log and DIR/tuning-v2.log (v1: no flags, spread or time), which are read before the v3 log and
+// never written, so a kabi of an older format sharing the directory keeps its cache.
 //
-// Concurrency: a writer takes flock(LOCK_EX) on the sibling file DIR/tuning-v2.lock, opens the log with O_APPEND
+// Concurrency: a writer takes flock(LOCK_EX) on the sibling file DIR/tuning-v3.lock, opens the log with O_APPEND
 // and writes all of its lines with one write() (looping only on a short write, still under the lock), then
 // fdatasync()s. Readers take LOCK_SH. flock locks open file descriptions, so threads of one process exclude each
 // other too; an in-process mutex additionally guards the memory index.
@@ -40,9 +43,11 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <string_view>
 #include <tuple>
+#include <utility>
 #include <unordered_map>
 
 #include "error.hpp"
@@ -51,11 +56,14 @@
 namespace kabi::core {
 namespace {
 
-constexpr char kLogName[] = "tuning-v2.log";
-constexpr char kLockName[] = "tuning-v2.lock";
-constexpr char kLegacyLogName[] = "tuning-v1.log";
-constexpr char kLegacyLockName[] = "tuning-v1.lock";
-constexpr char kRecordVersion[] = "v2";
+constexpr char kLogName[] = "tuning-v3.log";
+constexpr char kLockName[] = "tuning-v3.lock";
+// The logs of older formats, oldest first, each with its lock: read before the log, never written.
+constexpr std::array<std::pair<const char*, const char*>, 2> kLegacyLogs = {
+    {{"tuning-v1.log", "tuning-v1.lock"}, {"tuning-v2.log", "tuning-v2.lock"}}};
+constexpr char kRecordVersion[] = "v3";
+// v2 lines have the fields of v3 lines; only the meaning of a graph-mode flag is new.
+constexpr char kPreviousRecordVersion[] = "v2";
 constexpr char kLegacyRecordVersion[] = "v1";
 // Fields of a line, its checksum included.
 constexpr size_t kFieldCount = 12;
@@ -150,7 +158,7 @@ bool parse_whole(std::string_view text, Number& value) {
   return parsed.ec == std::errc() && parsed.ptr == text.data() + text.size();
 }
 
-// Parses one line (without its newline), v2 or v1, into record; returns nullptr, or why the line is not a valid
+// Parses one line (without its newline), v3, v2 or v1, into record; returns nullptr, or why the line is not a valid
 // record.
 const char* parse_record(std::string_view line, Record& record) {
   constexpr auto npos = std::string_view::npos;
@@ -168,9 +176,10 @@ const char* parse_record(std::string_view line, Record& record) {
     if (tab == npos) break;
     start = tab + 1;
   }
-  const bool current = fields.size() == kFieldCount - 1 && fields[0] == kRecordVersion;
+  const bool current = fields.size() == kFieldCount - 1 &&
+                       (fields[0] == kRecordVersion || fields[0] == kPreviousRecordVersion);
   const bool legacy = fields.size() == kLegacyFieldCount - 1 && fields[0] == kLegacyRecordVersion;
-  if (!current && !legacy) return "neither v2 with 12 nor v1 with 9 tab-separated fields";
+  if (!current && !legacy) return "neither v3 or v2 with 12 nor v1 with 9 tab-separated fields";
   std::string* const text_fields[] = {&record.device_signature,  &record.op,
                                       &record.problem_key,       &record.entry.kernel_name,
                                       &record.entry.fingerprint, &record.entry.note};
@@ -255,6 +264,7 @@ int64_t now_seconds() {
 
 bool TuningEntry::gate_only() const { return (flags & KABI_TUNING_RECORD_GATE_ONLY) != 0; }
 bool TuningEntry::memory_only() const { return (flags & KABI_TUNING_RECORD_MEMORY_ONLY) != 0; }
+bool TuningEntry::graph_mode() const { return (flags & KABI_TUNING_RECORD_GRAPH_MODE) != 0; }
 
 struct TuningCache::State {
   std::mutex mutex;
@@ -267,8 +277,7 @@ struct TuningCache::State {
 
   std::string log_path() const { return directory + "/" + kLogName; }
   std::string lock_path() const { return directory + "/" + kLockName; }
-  std::string legacy_log_path() const { return directory + "/" + kLegacyLogName; }
-  std::string legacy_lock_path() const { return directory + "/" + kLegacyLockName; }
+  std::string in_directory(const char* name) const { return directory + "/" + name; }
 
   void require_directory() const {
     if (directory.empty()) {
@@ -286,11 +295,12 @@ struct TuningCache::State {
     }
   }
 
-  // The latest record per kernel name wins.
+  // The latest record per kernel name and execution mode wins.
   void insert(Record record) {
     std::vector<Record>& records = index[index_key(record.device_signature, record.op, record.problem_key)];
     for (Record& existing : records) {
-      if (existing.entry.kernel_name == record.entry.kernel_name) {
+      if (existing.entry.kernel_name == record.entry.kernel_name &&
+          existing.entry.graph_mode() == record.entry.graph_mode()) {
         existing = std::move(record);
         return;
       }
@@ -331,15 +341,16 @@ struct TuningCache::State {
     for (Record& record : memory_only) insert(std::move(record));
   }
 
-  // Reads the legacy v1 log, then the log, into the index; returns how many valid lines the log had.
+  // Reads the legacy logs, then the log, into the index; returns how many valid lines the log had.
   int64_t index_log() {
     index.clear();
     record_count = 0;
-    if (std::filesystem::exists(legacy_log_path())) {
+    for (const auto& [log_name, lock_name] : kLegacyLogs) {
+      if (!std::filesystem::exists(in_directory(log_name))) continue;
       ParsedLog legacy;
       {
-        FileLock lock(legacy_lock_path(), LOCK_SH);
-        legacy = parse_log(read_file(legacy_log_path()));
+        FileLock lock(in_directory(lock_name), LOCK_SH);
+        legacy = parse_log(read_file(in_directory(log_name)));
       }
       for (Record& record : legacy.records) insert(std::move(record));
     }
@@ -465,8 +476,11 @@ void TuningCache::store(const std::string& device_signature, const std::string& 
     require(std::isfinite(entry.spread) && entry.spread >= 0,
             "entry for " + entry.kernel_name + " has spread " + std::to_string(entry.spread) +
                 "; expected a non-negative finite number");
-    require((entry.flags & ~static_cast<uint32_t>(KABI_TUNING_RECORD_GATE_ONLY | KABI_TUNING_RECORD_MEMORY_ONLY)) == 0,
+    require((entry.flags & ~static_cast<uint32_t>(KABI_TUNING_RECORD_GATE_ONLY | KABI_TUNING_RECORD_MEMORY_ONLY |
+                                                  KABI_TUNING_RECORD_GRAPH_MODE)) == 0,
             "entry for " + entry.kernel_name + " has unknown flags " + std::to_string(entry.flags));
+    require(!(entry.graph_mode() && entry.gate_only()),
+            "entry for " + entry.kernel_name + " is a gate-only verdict in graph mode; verdicts are eager records");
     require(!(entry.gate_only() && std::isinf(entry.time_us)),
             "entry for " + entry.kernel_name + " is a gate-only verdict (passed) with time_us infinity (failed)");
     Record record{device_signature, op, problem_key, entry};
@@ -490,8 +504,10 @@ std::vector<TuningListing> TuningCache::list(const std::string& op) {
     }
   }
   std::sort(listing.begin(), listing.end(), [](const TuningListing& left, const TuningListing& right) {
-    return std::tie(left.device_signature, left.op, left.problem_key, left.entry.kernel_name) <
-           std::tie(right.device_signature, right.op, right.problem_key, right.entry.kernel_name);
+    return std::make_tuple(std::cref(left.device_signature), std::cref(left.op), std::cref(left.problem_key),
+                           std::cref(left.entry.kernel_name), left.entry.graph_mode()) <
+           std::make_tuple(std::cref(right.device_signature), std::cref(right.op), std::cref(right.problem_key),
+                           std::cref(right.entry.kernel_name), right.entry.graph_mode());
   });
   return listing;
 }
@@ -526,8 +542,11 @@ void TuningCache::clear() {
   std::lock_guard<std::mutex> guard(state_->mutex);
   state_->ensure_loaded();
   if (!state_->directory.empty() && std::filesystem::is_directory(state_->directory)) {
-    for (const auto& [log, lock_file] : {std::pair{state_->log_path(), state_->lock_path()},
-                                         std::pair{state_->legacy_log_path(), state_->legacy_lock_path()}}) {
+    std::vector<std::pair<std::string, std::string>> logs = {{state_->log_path(), state_->lock_path()}};
+    for (const auto& [log_name, lock_name] : kLegacyLogs) {
+      logs.emplace_back(state_->in_directory(log_name), state_->in_directory(lock_name));
+    }
+    for (const auto& [log, lock_file] : logs) {
       if (!std::filesystem::exists(log)) continue;
       FileLock lock(lock_file, LOCK_EX);
       if (::truncate(log.c_str(), 0) != 0 && errno != ENOENT) throw io_error("truncate", log, errno);
@@ -549,8 +568,10 @@ void TuningCache::export_to(const std::string& path) {
     }
   }
   std::sort(records.begin(), records.end(), [](const Record* left, const Record* right) {
-    return std::tie(left->device_signature, left->op, left->problem_key, left->entry.kernel_name) <
-           std::tie(right->device_signature, right->op, right->problem_key, right->entry.kernel_name);
+    return std::make_tuple(std::cref(left->device_signature), std::cref(left->op), std::cref(left->problem_key),
+                           std::cref(left->entry.kernel_name), left->entry.graph_mode()) <
+           std::make_tuple(std::cref(right->device_signature), std::cref(right->op), std::cref(right->problem_key),
+                           std::cref(right->entry.kernel_name), right->entry.graph_mode());
   });
   std::string text;
   for (const Record* record : records) text += format_record(*record);

@@ -1,4 +1,5 @@
-// The persistent tuning cache: decisions keyed by (device signature, op, problem key, kernel fingerprint).
+// The persistent tuning cache: decisions keyed by (device signature, op, problem key, kernel fingerprint, execution
+// mode).
 // Owned by tuning_cache.cpp; selection (select.cpp) and the C API (c_api.cpp) use only this interface.
 #pragma once
 
@@ -21,6 +22,7 @@ struct TuningEntry {
 
   bool gate_only() const;
   bool memory_only() const;
+  bool graph_mode() const;  // measured under CUDA-graph replay; kept beside the kernel's eager record
 };
 
 // One live record with its key, as list() returns it.
@@ -36,7 +38,7 @@ class TuningCache {
   // The process-wide cache; loads lazily from directory() on first use.
   static TuningCache& instance();
 
-  // Every entry recorded for the problem (the latest record per kernel name wins). Thread-safe.
+  // Every entry recorded for the problem (the latest record per kernel name and execution mode wins). Thread-safe.
   std::vector<TuningEntry> lookup(const std::string& device_signature, const std::string& op,
                                   const std::string& problem_key);
 
@@ -59,8 +61,8 @@ class TuningCache {
   int64_t record_count();
   int64_t corrupt_record_count();  // skipped at the last load
 
-  // The record file inside directory() ("tuning-v2.log"; records of the older "tuning-v1.log" beside it are read
-  // too, and carried into v2 at the next compaction).
+  // The record file inside directory() ("tuning-v3.log"; records of the older "tuning-v1.log" and
+  // "tuning-v2.log" beside it are read too, and carried into v3 at the next compaction).
   std::string file_path();
 
   // A cache over its own directory, independent of instance() (tests; tools that inspect another cache).

@@ -46,6 +46,16 @@ const char* gate_verdict_name(kabi_gate_verdict verdict) {
   return "none";
 }
 
+const char* execution_mode_name(kabi_execution_mode mode) {
+  return mode == KABI_EXECUTION_GRAPH ? "graph" : "eager";
+}
+
+kabi_execution_mode execution_mode_from_name(const std::string& name) {
+  if (name == "eager") return KABI_EXECUTION_EAGER;
+  if (name == "graph") return KABI_EXECUTION_GRAPH;
+  raise_status(KABI_STATUS_INVALID_ARGUMENT, "execution_mode must be \"eager\" or \"graph\", got \"" + name + "\"");
+}
+
 py::dict describe(const std::string& op_name, const py::sequence& inputs, const py::sequence& outputs,
                   const py::sequence& attributes) {
   kabi_op op = find_op(op_name);
@@ -60,7 +70,8 @@ py::dict describe(const std::string& op_name, const py::sequence& inputs, const 
 // "error" holding libkabi's message) so that explain can show every rejection.
 py::dict select(const std::string& op_name, const py::sequence& inputs, const py::sequence& outputs,
                 const std::optional<std::string>& force, bool use_environment, bool use_tuning_cache,
-                bool allow_unverified, bool allow_failed_gate, bool allow_none, const py::sequence& attributes) {
+                bool allow_unverified, bool allow_failed_gate, bool allow_none, const py::sequence& attributes,
+                const std::string& execution_mode) {
   kabi_op op = find_op(op_name);
   CallTensors tensors(op, inputs, outputs, 0, attributes);
   kabi_select_options options{};
@@ -70,6 +81,7 @@ py::dict select(const std::string& op_name, const py::sequence& inputs, const py
   options.use_tuning_cache = use_tuning_cache ? 1 : 0;
   options.allow_unverified = allow_unverified ? 1 : 0;
   options.allow_failed_gate = allow_failed_gate ? 1 : 0;
+  options.execution_mode = execution_mode_from_name(execution_mode);
 
   std::vector<kabi_candidate> candidates(16);
   kabi_selection selection{};
@@ -111,6 +123,7 @@ py::dict select(const std::string& op_name, const py::sequence& inputs, const py
                                                           : py::object(py::none());
     entry["reason"] = py::str(candidate.reason);
     entry["gate"] = gate_verdict_name(candidate.gate);
+    entry["tuned_execution_mode"] = execution_mode_name(candidate.tuned_execution_mode);
     candidate_list.append(entry);
   }
   result["candidates"] = candidate_list;
@@ -272,9 +285,10 @@ void bind_dispatch(py::module_& m) {
   m.def("select", &select, py::arg("op"), py::arg("inputs"), py::arg("outputs") = py::tuple(),
         py::arg("force") = py::none(), py::arg("use_environment") = true, py::arg("use_tuning_cache") = true,
         py::arg("allow_unverified") = false, py::arg("allow_failed_gate") = false, py::arg("allow_none") = false,
-        py::arg("attributes") = py::tuple(),
-        "Pick a kernel: a dict with kernel (info dict or None), pick_reason, reason, error, verified (the pick passed "
-        "the correctness gate), candidates (each with its gate verdict), problem.");
+        py::arg("attributes") = py::tuple(), py::arg("execution_mode") = "eager",
+        "Pick a kernel for a call run eagerly or replayed in a CUDA graph (execution_mode \"eager\" or \"graph\"): "
+        "a dict with kernel (info dict or None), pick_reason, reason, error, verified (the pick passed the "
+        "correctness gate), candidates (each with its gate verdict and the mode of its tuned time), problem.");
   m.def("environment_force", &environment_force, py::arg("op"),
         "The op's choice in KABI_FORCE as selection applies it, or None; InvalidArgumentError for a malformed "
         "value or an op named twice.");

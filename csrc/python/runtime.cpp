@@ -179,6 +179,7 @@ void bind_runtime(py::module_& m) {
         "for a call's problem.");
   m.attr("TUNING_RECORD_GATE_ONLY") = static_cast<uint32_t>(KABI_TUNING_RECORD_GATE_ONLY);
   m.attr("TUNING_RECORD_MEMORY_ONLY") = static_cast<uint32_t>(KABI_TUNING_RECORD_MEMORY_ONLY);
+  m.attr("TUNING_RECORD_GRAPH_MODE") = static_cast<uint32_t>(KABI_TUNING_RECORD_GRAPH_MODE);
   m.def("cache_list", &cache_list, py::arg("op") = py::none(),
         "Every live tuning record (disk and memory-only), sorted, as dicts; only op's when given.");
   m.def("cache_directory", &cache_directory, "The tuning cache directory in use.");

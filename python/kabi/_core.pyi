@@ -64,6 +64,7 @@ def select(
     allow_failed_gate: bool = False,
     allow_none: bool = False,
     attributes: Sequence[AttributeValue] = (),
+    execution_mode: str = "eager",
 ) -> dict[str, Any]: ...
 def launch(
     op: str,
@@ -140,6 +141,7 @@ def binaries_load(directory: str) -> int: ...
 # Tuning cache.
 TUNING_RECORD_GATE_ONLY: int
 TUNING_RECORD_MEMORY_ONLY: int
+TUNING_RECORD_GRAPH_MODE: int
 
 def tuning_store(
     op: str,

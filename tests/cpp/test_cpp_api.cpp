@@ -191,6 +191,29 @@ void test_tuned_and_forced() {
   // kabi_call remembers the tuned pick.
   CHECK(kabi_call(op, &problem.args, nullptr) == KABI_STATUS_OK && problem.max_error() < 1e-5);
 
+  // Graph-mode records live beside the eager ones: a graph-mode selection picks by them, an eager one ignores them.
+  kabi_tuning_record graph_records[2] = {records[0], records[1]};
+  graph_records[0].time_us = 1.0;
+  graph_records[1].time_us = 3.0;
+  for (kabi_tuning_record& record : graph_records) record.flags = KABI_TUNING_RECORD_GRAPH_MODE;
+  CHECK(kabi_tuning_store(op, &problem.args, graph_records, 2) == KABI_STATUS_OK);
+  kabi_select_options graph_options{};
+  graph_options.struct_size = sizeof graph_options;
+  graph_options.use_environment = 1;
+  graph_options.use_tuning_cache = 1;
+  graph_options.execution_mode = KABI_EXECUTION_GRAPH;
+  selection = select(op, problem.args, &graph_options, KABI_STATUS_OK, candidates, 4);
+  CHECK(selection.kernel == heuristic && selection.pick_reason == KABI_PICK_TUNED);
+  CHECK(std::strncmp(selection.reason, "tuned for CUDA-graph replay: fastest of 2", 41) == 0);
+  CHECK(candidates[0].tuned_time_us == 1.0 && candidates[0].tuned_execution_mode == KABI_EXECUTION_GRAPH);
+  selection = select(op, problem.args, nullptr, KABI_STATUS_OK, candidates, 4);
+  CHECK(selection.kernel == fast && candidates[1].tuned_time_us == 5.0);
+  CHECK(candidates[1].tuned_execution_mode == KABI_EXECUTION_EAGER);
+  // kabi_call keeps the decisions of the two modes apart.
+  CHECK(kabi_call(op, &problem.args, &graph_options) == KABI_STATUS_OK && problem.max_error() < 1e-5);
+  graph_options.execution_mode = static_cast<kabi_execution_mode>(7);
+  CHECK_STATUS(kabi_call(op, &problem.args, &graph_options), KABI_STATUS_INVALID_ARGUMENT, "execution_mode 7");
+
   // A new eligible kernel without a measurement makes the record stale: the heuristic decides again, preferring the
   // kernels that passed the gate over the higher-priority newcomer.
   kabi_kernel_desc newcomer = naive_desc("t.newcomer");

@@ -66,12 +66,24 @@ def test_show_marks_the_pick_and_shows_age_spread_and_flags(cache_dir, capsys):
     # Problems in key order: M=16 (openblas failed, torch the pick), then M=8, where the fastest timed record is
     # the memory-only one (this process uses it).
     failed, noisy = _rows(output, "cpu.openblas.gemm")
-    assert failed == ["", "cpu.openblas.gemm", "-", "-", RECENT, "failed", "wrong result"]
-    assert noisy == ["*", "cpu.openblas.gemm", "9.00 us", "60%", RECENT, "memory only", "noisy"]
-    assert [row[:4] for row in _rows(output, "torch.matmul.cpu")] == [["*", "torch.matmul.cpu", "3.00 us", "0%"],
-                                                                     ["", "torch.matmul.cpu", "12.50 us", "3%"]]
+    assert failed == ["", "cpu.openblas.gemm", "eager", "-", "-", RECENT, "failed", "wrong result"]
+    assert noisy == ["*", "cpu.openblas.gemm", "eager", "9.00 us", "60%", RECENT, "memory only", "noisy"]
+    assert [row[:5] for row in _rows(output, "torch.matmul.cpu")] == [
+        ["*", "torch.matmul.cpu", "eager", "3.00 us", "0%"], ["", "torch.matmul.cpu", "eager", "12.50 us", "3%"]]
     [verdict] = _rows(output, "test.show.verdict")
-    assert verdict[:6] == ["", "test.show.verdict", "-", "-", RECENT, "gate only"]
+    assert verdict[:7] == ["", "test.show.verdict", "eager", "-", "-", RECENT, "gate only"]
+
+
+def test_show_lists_both_modes_and_marks_the_pick_of_each(cache_dir, capsys):
+    graph = _core.TUNING_RECORD_GRAPH_MODE
+    _store([("torch.matmul.cpu", 12.5, "", 0, 0.0), ("cpu.openblas.gemm", 20.0, "", 0, 0.0),
+            ("torch.matmul.cpu", 9.0, "", graph, 0.0), ("cpu.openblas.gemm", 4.0, "", graph, 0.0)])
+    status, output = _kabi(capsys, "cache", "show", "--op", "matmul")
+    assert status == 0
+    assert [row[:4] for row in _rows(output, "torch.matmul.cpu")] == [["*", "torch.matmul.cpu", "eager", "12.50 us"],
+                                                                     ["", "torch.matmul.cpu", "graph", "9.00 us"]]
+    assert [row[:4] for row in _rows(output, "cpu.openblas.gemm")] == [["", "cpu.openblas.gemm", "eager", "20.00 us"],
+                                                                      ["*", "cpu.openblas.gemm", "graph", "4.00 us"]]
 
 
 @pytest.mark.parametrize(

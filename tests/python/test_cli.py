@@ -226,7 +226,7 @@ def test_a_bad_tuning_environment_is_a_kabi_error_naming_the_variable(capsys, mo
     assert main(["tune", "matmul", "--shape", "4x4x4"]) == 2
     error = capsys.readouterr().err
     assert error.startswith("error: bad tuning environment (KABI_TUNE") and error.count("\n") == 1
-    assert "tuning mode must be one of 'off', 'first-call', got 'sometimes'" in error
+    assert "tuning mode must be one of 'off', 'first-call', 'graph', got 'sometimes'" in error
 
 
 def test_run_prints_the_median_once(capsys):

@@ -1,5 +1,8 @@
 """kabi inside CUDA graphs and torch.compile on a GPU: capture uses the remembered or heuristic decision and never
-tunes, replay equals eager; compiled graphs equal eager."""
+tunes, replay equals eager; compiled graphs equal eager; tuning for graph replay records both modes and the capture
+runs the graph-mode winner."""
+
+import math
 
 import pytest
 import torch
@@ -7,7 +10,10 @@ import torch
 import kabi
 from kabi import _core
 from kabi._base.decision_cache import invalidate_all
+from kabi._base.tensors import descriptor
 from kabi._selection.tuning_policy import tuning
+from kabi.ops import _scopes
+from kabi.ops._front import _key, front_of
 from kabi.ops._stats import stats
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -139,3 +145,60 @@ def test_device_binary_launches_on_the_current_stream_and_inside_capture(fresh_d
         graph.replay()
         torch.cuda.synchronize()
         torch.testing.assert_close(output, (new_a.float() @ new_b.float()).to(a.dtype), rtol=2e-2, atol=2e-2)
+
+
+def _problem_records(key):
+    return [record for record in kabi.cache.show("matmul") if record.problem == key]
+
+
+def test_tuning_for_graph_replay_records_both_modes_and_the_capture_runs_the_graph_winner(fresh_decisions):
+    """A warm-up call under kabi.tuning(mode="graph") times every candidate eagerly and replayed in a CUDA graph;
+    the calls captured in that scope run the fastest under replay, as the cache recorded it."""
+    a, b = random_pair(16, 256, 128)
+    with tuning(mode="graph", warmup=1, repeat=3, min_time_s=0.0):
+        expected = kabi.ops.matmul(a, b)
+        explanation = kabi.explain(kabi.ops.matmul, a, b)
+        graph, output = capture(kabi.ops.matmul, a, b)
+        captured_kernel = front_of("matmul").cache.kernel(_key((a, b), _scopes.active_scope()))
+    records = _problem_records(explanation.problem_key)
+    graph_times = {record.kernel: record.time_us for record in records
+                   if record.execution_mode == "graph" and math.isfinite(record.time_us)}
+    eager_kernels = {record.kernel for record in records if record.execution_mode == "eager"}
+    assert graph_times and set(graph_times) <= eager_kernels
+    winner = min(graph_times, key=graph_times.get)
+    assert explanation.execution_mode == "graph" and explanation.pick == winner
+    assert captured_kernel == winner
+    graph.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(output, expected)
+
+
+def test_a_capture_outside_the_scope_runs_the_graph_pick_where_it_differs_from_the_eager_one(fresh_decisions,
+                                                                                            monkeypatch):
+    """Records that make one kernel the eager winner and another the graph winner: eager calls run the first, the
+    call being captured (detected with torch's capture check) the second, and the replay equals eager."""
+    a, b = random_pair(16, 256, 128)
+    kabi.ops.matmul(a, b)  # gates and tunes the candidates
+    eligible = [candidate.name for candidate in kabi.explain(kabi.ops.matmul, a, b).candidates if candidate.eligible]
+    assert len(eligible) >= 2, "needs two eligible CUDA kernels"
+    eager_winner, graph_winner = eligible[:2]
+    graph_flag = _core.TUNING_RECORD_GRAPH_MODE
+    _core.tuning_store("matmul", [descriptor(a), descriptor(b)], [], [
+        (eager_winner, 1.0, "", 0, 0.0), (graph_winner, 2.0, "", 0, 0.0),
+        (eager_winner, 2.0, "", graph_flag, 0.0), (graph_winner, 1.0, "", graph_flag, 0.0),
+    ] + [(name, 3.0, "", 0, 0.0) for name in eligible[2:]] + [(name, 3.0, "", graph_flag, 0.0) for name in eligible[2:]])
+    front = front_of("matmul")
+    implementation, ran = front.implementation, []
+
+    def spied(selection, inputs):
+        run = implementation(selection, inputs)
+        return lambda *args, **kwargs: ran.append(selection.kernel.name) or run(*args, **kwargs)
+
+    monkeypatch.setattr(front, "implementation", spied)
+    invalidate_all()
+    expected = kabi.ops.matmul(a, b)
+    graph, output = capture(kabi.ops.matmul, a, b)
+    assert ran == [eager_winner, eager_winner, graph_winner], "eager call, side-stream warm-up, capture"
+    graph.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(output, expected)

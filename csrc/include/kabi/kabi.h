@@ -695,6 +695,14 @@ typedef enum kabi_pick_reason {
   KABI_PICK_HEURISTIC = 3
 } kabi_pick_reason;
 
+/** How a selected kernel will be run, so that selection uses times measured the same way. */
+typedef enum kabi_execution_mode {
+  /** Launched call after call from the host: host launch cost counts where it exceeds the device time. */
+  KABI_EXECUTION_EAGER = 0,
+  /** Replayed inside a captured CUDA graph: no host launch cost per call. */
+  KABI_EXECUTION_GRAPH = 1
+} kabi_execution_mode;
+
 /** Options of one selection. Input struct; NULL options mean all defaults. */
 typedef struct kabi_select_options {
   size_t struct_size;
@@ -715,6 +723,11 @@ typedef struct kabi_select_options {
   /** Let a forced kernel run although it failed the correctness gate on the problem (default 0: such a
    *  force fails, naming the gate failure). Unforced selection never picks a kernel that failed. */
   int32_t allow_failed_gate;
+  /** How the call will run (default KABI_EXECUTION_EAGER). KABI_EXECUTION_GRAPH picks by the times
+   *  measured under CUDA-graph replay (KABI_TUNING_RECORD_GRAPH_MODE records) when every eligible kernel has one,
+   *  else by the eager times, and never picks a kernel whose graph-mode record failed; eager selection ignores
+   *  graph-mode records. Gate verdicts count in both modes. */
+  kabi_execution_mode execution_mode;
 } kabi_select_options;
 
 /** The op's choice in KABI_FORCE, exactly as selection applies it: a NUL-terminated backend or kernel
@@ -751,6 +764,9 @@ typedef struct kabi_candidate {
   char reason[256];
   /** Its gate verdict on the problem. */
   kabi_gate_verdict gate;
+  /** The mode tuned_time_us was measured in (KABI_EXECUTION_GRAPH only for a graph-mode selection that
+   *  used graph-mode times). */
+  kabi_execution_mode tuned_execution_mode;
 } kabi_candidate;
 
 /** The outcome of a selection. Output struct. candidates/candidates_capacity may be set by the caller to also
@@ -819,7 +835,12 @@ typedef enum kabi_tuning_flag {
   KABI_TUNING_RECORD_GATE_ONLY = 1u << 0,
   /** Kept in this process only, never written to the cache file: e.g. a measurement that stayed too noisy to be
    *  trusted by later processes. */
-  KABI_TUNING_RECORD_MEMORY_ONLY = 1u << 1
+  KABI_TUNING_RECORD_MEMORY_ONLY = 1u << 1,
+  /** Measured replayed inside a captured CUDA graph (KABI_EXECUTION_GRAPH), not eager. Kept beside the
+   *  kernel's eager record for the problem, never replacing it. A finite time, or INFINITY when the kernel could
+   *  not run inside a graph (then graph-mode selection never picks it); never GATE_ONLY: gate verdicts are eager
+   *  records and hold for both modes. */
+  KABI_TUNING_RECORD_GRAPH_MODE = 1u << 2
 } kabi_tuning_flag;
 
 /** One measurement (or gate verdict) of one kernel on one problem. Input struct. */

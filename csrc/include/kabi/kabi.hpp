@@ -281,16 +281,20 @@ struct Candidate {
   std::string reason;
   /** Its correctness-gate verdict on the problem. */
   kabi_gate_verdict gate = KABI_GATE_NONE;
+  /** The mode tuned_time_us was measured in. */
+  kabi_execution_mode tuned_execution_mode = KABI_EXECUTION_EAGER;
 };
 
 /** Options of a selection: force a backend or kernel name, whether KABI_FORCE (and KABI_ALLOW_UNVERIFIED) and
- *  the tuning cache's timings count, and the two opt-outs of the correctness gate (see kabi_select_options). */
+ *  the tuning cache's timings count, the two opt-outs of the correctness gate, and whether the call runs eagerly or
+ *  replayed in a CUDA graph (see kabi_select_options). */
 struct SelectOptions {
   std::string force;
   bool use_environment = true;
   bool use_tuning_cache = true;
   bool allow_unverified = false;
   bool allow_failed_gate = false;
+  kabi_execution_mode execution_mode = KABI_EXECUTION_EAGER;
 
   kabi_select_options raw() const {
     kabi_select_options options{};
@@ -300,6 +304,7 @@ struct SelectOptions {
     options.use_tuning_cache = use_tuning_cache ? 1 : 0;
     options.allow_unverified = allow_unverified ? 1 : 0;
     options.allow_failed_gate = allow_failed_gate ? 1 : 0;
+    options.execution_mode = execution_mode;
     return options;
   }
 };
@@ -347,7 +352,7 @@ inline Selection select(kabi_op op, const Call& call, const SelectOptions& optio
     const kabi_candidate& candidate = raw[static_cast<size_t>(i)];
     result.candidates_.push_back(Candidate{Kernel(candidate.kernel), candidate.eligible != 0,
                                            candidate.picked != 0, candidate.tuned_time_us, candidate.reason,
-                                           candidate.gate});
+                                           candidate.gate, candidate.tuned_execution_mode});
   }
   result.selection_.candidates = nullptr;
   result.selection_.candidates_capacity = 0;

@@ -148,7 +148,8 @@ class KernelInfo:
 @dataclass(frozen=True)
 class Candidate:
     """One kernel as a selection saw it: eligible or the reason it is not, its tuned time, its correctness-gate
-    verdict on the problem ("none", "passed, timed", "passed, untimed" or "failed"), whether it won."""
+    verdict on the problem ("none", "passed, timed", "passed, untimed" or "failed"), whether it won, and the
+    execution mode its tuned time was measured in ("eager", or "graph": replayed in a CUDA graph)."""
 
     kernel: KernelInfo
     eligible: bool
@@ -156,6 +157,7 @@ class Candidate:
     reason: str
     tuned_time_us: float | None
     gate: str
+    tuned_execution_mode: str = "eager"
 
     @property
     def passed_gate(self) -> bool:
@@ -174,4 +176,5 @@ class Candidate:
             reason=raw["reason"],
             tuned_time_us=raw["tuned_time_us"],
             gate=raw["gate"],
+            tuned_execution_mode=raw["tuned_execution_mode"],
         )

@@ -49,7 +49,8 @@ class CacheRecord:
     records say the kernel passed the correctness gate without being timed; ``memory_only`` ones live in this
     process alone (e.g. a measurement too noisy to persist). ``spread`` is the relative spread of the timing
     ((slowest - fastest) / median of its rounds; 0 when unknown), ``recorded_at`` when it was recorded (seconds since
-    the epoch; 0 when unknown)."""
+    the epoch; 0 when unknown). ``execution_mode`` is how it was timed: "eager", or "graph" (replayed in a CUDA
+    graph); a kernel may have one record of each."""
 
     device: str
     op: str
@@ -62,13 +63,15 @@ class CacheRecord:
     memory_only: bool = False
     spread: float = 0.0
     recorded_at: int = 0
+    execution_mode: str = "eager"
 
     @classmethod
     def from_core(cls, raw: dict) -> CacheRecord:
         flags = raw["flags"]
         return cls(raw["device"], raw["op"], raw["problem"], raw["kernel"], raw["fingerprint"], raw["time_us"],
                    raw["note"], bool(flags & _core.TUNING_RECORD_GATE_ONLY),
-                   bool(flags & _core.TUNING_RECORD_MEMORY_ONLY), raw["spread"], raw["recorded_at"])
+                   bool(flags & _core.TUNING_RECORD_MEMORY_ONLY), raw["spread"], raw["recorded_at"],
+                   "graph" if flags & _core.TUNING_RECORD_GRAPH_MODE else "eager")
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,8 @@ class Explanation:
     """What the next call of the problem will do under the current tuning policy ("" when nothing can run)."""
     provisional: bool = False
     """Whether the first call will replace the pick (it tunes the problem)."""
+    execution_mode: str = "eager"
+    """How the call will run, which decides the times that pick: "eager", or "graph" (replayed in a CUDA graph)."""
 
     @classmethod
     def from_selection(cls, selection: Selection, gate_failures: dict[str, str] | None = None, plan: str = "",
@@ -71,6 +73,7 @@ class Explanation:
             gate_failures=dict(gate_failures or {}),
             plan=plan,
             provisional=provisional,
+            execution_mode=selection.execution_mode,
         )
 
     def _reason(self, candidate: Candidate, verdict: str) -> str:
@@ -92,6 +95,8 @@ class Explanation:
             kernel = candidate.kernel
             tuned = candidate.tuned_time_us
             time = "-" if tuned is None else ("failed" if math.isinf(tuned) else f"{tuned:.2f} us")
+            if tuned is not None and math.isfinite(tuned) and candidate.tuned_execution_mode == "graph":
+                time += " (graph)"
             verdict = "picked" if candidate.picked else ("eligible" if candidate.eligible else "rejected")
             if candidate.gate == "failed" and not candidate.picked:
                 verdict = "failed gate"
@@ -105,7 +110,8 @@ class Explanation:
 
     def _title(self) -> str:
         forced = f", forced: {self.forced}" if self.forced else ""
-        return f"{self.op} on {self.device or '?'}, problem {self.problem_key or '?'}{forced}"
+        mode = ", selected for CUDA-graph replay" if self.execution_mode == "graph" else ""
+        return f"{self.op} on {self.device or '?'}, problem {self.problem_key or '?'}{forced}{mode}"
 
     def _summary(self) -> str:
         if self.pick is None:

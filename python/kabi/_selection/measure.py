@@ -42,7 +42,7 @@ from .bench import bench
 from .correctness import check_output, reference_output
 from .tuning_policy import TuningSettings
 
-__all__ = ["CandidateMeasurement", "fastest", "gate_once", "measure_candidates"]
+__all__ = ["HOST_BOUND_US", "CandidateMeasurement", "fastest", "gate_once", "measure_candidates", "time_candidates"]
 
 # Notes travel into the tuning cache and into explain's 256-byte reason fields.
 _MAX_NOTE_CHARS = 200
@@ -50,6 +50,11 @@ _MAX_NOTE_CHARS = 200
 SAMPLES_PER_ROUND = 3
 # How many more times the noisy candidates of a problem are measured before they are kept as noisy.
 REMEASUREMENTS = 2
+# A problem whose fastest eager median is below this is host-bound enough that replaying it in a CUDA graph, which
+# drops the per-call launch cost (several microseconds through Python, more for multi-kernel candidates), can change
+# which candidate wins: on an H200 a Triton matmul measured fastest eagerly took 50.9 us under graph replay, where
+# cuBLAS took 47.3 us. The tuner times such problems in graph mode too.
+HOST_BOUND_US = 100.0
 
 
 @dataclass(frozen=True)
@@ -126,7 +131,26 @@ def measure_candidates(
         if note is not None:
             timing.notes[name] = note
     timed = [(name, fn) for name, fn in candidates if name not in timing.notes]
-    rounds = timing.interleaved_rounds(timed, settings.warmup)
+    return _timed_results(timing, candidates, timed)
+
+
+def time_candidates(
+    candidates: Sequence[tuple[str, Callable[..., Any]]],
+    make_inputs: Callable[[], list[Any]],
+    settings: TuningSettings,
+    *,
+    cuda_graph: bool = False,
+) -> list[CandidateMeasurement]:
+    """Time candidates that already passed the gate, as :func:`measure_candidates` times its survivors; with
+    ``cuda_graph`` each sample is a :func:`kabi.bench` of the calls captured in a CUDA graph and replayed. A candidate
+    that raises (e.g. cannot be captured) gets ``time_us = inf`` and a note."""
+    timing = _Timing(make_inputs, settings, cuda_graph)
+    return _timed_results(timing, candidates, list(candidates))
+
+
+def _timed_results(timing: _Timing, candidates: Sequence[tuple[str, Callable[..., Any]]],
+                   timed: Sequence[tuple[str, Callable[..., Any]]]) -> list[CandidateMeasurement]:
+    rounds = timing.interleaved_rounds(timed, timing.settings.warmup)
     for _ in range(REMEASUREMENTS):
         noisy = [(name, fn) for name, fn in timed if name in rounds and timing.is_noisy(rounds[name])]
         if not noisy:
@@ -159,8 +183,8 @@ class _Rounds:
 class _Timing:
     """The tuning inputs of one problem, the notes of the candidates rejected so far, and the interleaved rounds."""
 
-    def __init__(self, make_inputs: Callable[[], list[Any]], settings: TuningSettings) -> None:
-        self.make_inputs, self.settings = make_inputs, settings
+    def __init__(self, make_inputs: Callable[[], list[Any]], settings: TuningSettings, cuda_graph: bool = False) -> None:
+        self.make_inputs, self.settings, self.cuda_graph = make_inputs, settings, cuda_graph
         self.inputs = make_inputs()
         self.snapshots = [item.clone() if isinstance(item, torch.Tensor) else item for item in self.inputs]
         self.device = next((item.device for item in self.inputs if isinstance(item, torch.Tensor)), torch.device("cpu"))
@@ -201,6 +225,7 @@ class _Timing:
                         repeat=SAMPLES_PER_ROUND,
                         min_time_s=self.settings.min_time_s / repeat,
                         device=self.device,
+                        cuda_graph=self.cuda_graph,
                     )
                 except Exception as error:
                     self.notes[name] = _describe_exception(error, " while being timed")

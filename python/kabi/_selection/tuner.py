@@ -6,7 +6,10 @@ if the policy (:mod:`kabi._selection.tuning_policy`) allows, the tuner
 
 1. makes fresh inputs shaped like the caller's (never touching the caller's tensors),
 2. gates every eligible candidate against the op's float64 reference and times those that pass, through the same
-   implementation callable the front would cache for the caller (:mod:`kabi._selection.measure`),
+   implementation callable the front would cache for the caller (:mod:`kabi._selection.measure`); for a call
+   selected for CUDA-graph replay (``kabi.tuning(mode="graph")``) or a host-bound problem (fastest eager median
+   under ``measure.HOST_BOUND_US``) on a CUDA device, it also times the survivors replayed in a CUDA graph, and
+   records those times as graph-mode records beside the eager ones,
 3. in a distributed job, agrees with the other ranks on the times (:mod:`kabi._selection.distributed`),
 4. records every result with ``kabi_tuning_store`` (failures as inf with a note) and selects again, so the tuned
    pick is used now, in this process and in every later one.
@@ -39,17 +42,21 @@ from typing import Any, Sequence
 import torch
 
 from .. import _core
-from .._base.errors import NoEligibleKernelError
+from .._base.errors import InvalidArgumentError, NoEligibleKernelError
 from .._base.tensors import descriptor, torch_dtype
 from ..ops import _stats
 from ..ops._front import OpFront, Selection, front_of
 from . import distributed as _distributed
 from .correctness import make_inputs_like
 from .gate import gate_until_verified, inside_measurement, measurement_lock, resolve_reference
-from .measure import CandidateMeasurement, fastest, measure_candidates
+from .measure import HOST_BOUND_US, CandidateMeasurement, fastest, gate_once, measure_candidates, time_candidates
 from .tuning_policy import TuningSettings, current_settings, tuning_blocked_reason
 
-__all__ = ["TuningReport", "last_report", "on_selection_miss", "tune"]
+__all__ = ["MEASUREMENT_MODES", "TuningReport", "last_report", "on_selection_miss", "tune"]
+
+# What `kabi tune --mode` measures: "eager" times only, "graph" times replayed in a CUDA graph only (the candidates
+# are gated eagerly, and a kernel without a verdict gets one), "both".
+MEASUREMENT_MODES = {"eager": ("eager",), "graph": ("graph",), "both": ("eager", "graph")}
 
 # Problems whose last tuning report explain can show; the oldest are dropped first.
 _REPORTS_KEPT = 512
@@ -59,7 +66,8 @@ _reports_lock = threading.Lock()
 
 @dataclass(frozen=True)
 class TuningReport:
-    """One tuning run: every candidate's time or rejection note, the pick, what it cost and how it was agreed."""
+    """One tuning run: every candidate's time or rejection note, the pick, what it cost and how it was agreed; and
+    the times replayed in a CUDA graph, with the pick by them, when the run took them."""
 
     op: str
     problem: str
@@ -68,6 +76,8 @@ class TuningReport:
     pick: str | None
     seconds: float
     source: str
+    graph_measurements: tuple[CandidateMeasurement, ...] = ()
+    graph_pick: str | None = None
 
     def measurement(self, kernel: str) -> CandidateMeasurement | None:
         """The result of one candidate, or None if it was not measured."""
@@ -81,6 +91,12 @@ class TuningReport:
             outcome = (f"{item.time_us:12.2f} us  spread {item.spread:4.0%}" + (f"  {item.note}" if item.note else "")
                        if item.passed else f"rejected: {item.note}")
             lines.append(f"  {'*' if item.kernel == self.pick else ' '} {item.kernel:<{width}} {outcome}")
+        if self.graph_measurements:
+            lines.append(f"  replayed in a CUDA graph: pick {self.graph_pick or 'none'}")
+            for item in self.graph_measurements:
+                outcome = (f"{item.time_us:12.2f} us  spread {item.spread:4.0%}" + (f"  {item.note}" if item.note else "")
+                           if item.passed else f"failed: {item.note}")
+                lines.append(f"  {'*' if item.kernel == self.graph_pick else ' '} {item.kernel:<{width}} {outcome}")
         return "\n".join(lines)
 
 
@@ -100,10 +116,29 @@ def _remember(report: TuningReport) -> TuningReport:
     return report
 
 
+def _time_in_cuda_graph(candidates: Sequence[tuple[str, Any]], make_inputs: Any, settings: TuningSettings,
+                        device: torch.device) -> list[CandidateMeasurement] | None:
+    """The survivors' times replayed in a CUDA graph, interleaved as eager ones are; None where no graph can be
+    captured (not a CUDA device). Tests replace it, since this machine-independent logic cannot capture on a CPU."""
+    if device.type != "cuda":
+        return None
+    return time_candidates(candidates, make_inputs, settings, cuda_graph=True)
+
+
+def _wants_graph_times(selection: Selection, eager: Sequence[CandidateMeasurement]) -> bool:
+    """Whether a miss's tuning also times in a CUDA graph: the call is selected for graph replay, or the problem is
+    host-bound, where the graph's missing launch cost can change the winner."""
+    best = fastest(eager)
+    return selection.execution_mode == "graph" or (best is not None and best.time_us < HOST_BOUND_US)
+
+
 def _measure(front: OpFront, inputs: Sequence[torch.Tensor], selection: Selection, kernels: Sequence[str],
-             settings: TuningSettings) -> list[CandidateMeasurement]:
+             settings: TuningSettings, modes: Sequence[str] | None = None,
+             ) -> tuple[list[CandidateMeasurement], list[CandidateMeasurement]]:
     """Gate and time ``kernels`` on fresh inputs like ``inputs``, each through the implementation the front would
-    cache for the caller."""
+    cache for the caller: the eager measurements, and those replayed in a CUDA graph. ``modes`` names what to time
+    (see ``MEASUREMENT_MODES``); None: eager, and graph where :func:`_wants_graph_times`. Without eager timing the
+    eager measurements are gate verdicts (time 0 for a pass)."""
     problem = selection.problem
     by_name = {candidate.name: candidate for candidate in selection.candidates}
     make_inputs = lambda: make_inputs_like(list(inputs))
@@ -115,29 +150,61 @@ def _measure(front: OpFront, inputs: Sequence[torch.Tensor], selection: Selectio
             candidates.append((name, implementation))
         except Exception as error:
             unavailable[name] = CandidateMeasurement(name, math.inf, f"cannot be prepared: {type(error).__name__}: {error}")
+    reference, tolerance = resolve_reference(front.spec.reference), front.spec.tolerance[problem.dtype]
     token = inside_measurement.set(True)
     try:
-        measured = measure_candidates(candidates, make_inputs, resolve_reference(front.spec.reference),
-                                      front.spec.tolerance[problem.dtype], settings,
-                                      expected_dtype=torch_dtype(problem.dtype))
+        if modes is None or "eager" in modes:
+            measured = measure_candidates(candidates, make_inputs, reference, tolerance, settings,
+                                          expected_dtype=torch_dtype(problem.dtype))
+        else:
+            measured = [_gate_verdict(name, fn, make_inputs, reference, tolerance, torch_dtype(problem.dtype))
+                        for name, fn in candidates]
+        results = {item.kernel: item for item in measured} | unavailable
+        eager = [results[name] for name in kernels]
+        graph: list[CandidateMeasurement] = []
+        if (modes is None and _wants_graph_times(selection, eager)) or (modes is not None and "graph" in modes):
+            survivors = [(name, fn) for name, fn in candidates if results[name].passed]
+            graph = _time_in_cuda_graph(survivors, make_inputs, settings, template[0].device) or []
     finally:
         inside_measurement.reset(token)
-    results = {item.kernel: item for item in measured} | unavailable
-    return [results[name] for name in kernels]
+    return eager, graph
+
+
+def _gate_verdict(name: str, fn: Any, make_inputs: Any, reference: Any, tolerance: Any,
+                  dtype: torch.dtype) -> CandidateMeasurement:
+    """The gate alone, as a measurement: time 0 for a pass (stored as a gate-only verdict), inf and why otherwise."""
+    note = gate_once(fn, make_inputs, reference, tolerance, expected_dtype=dtype)
+    return CandidateMeasurement(name, 0.0) if note is None else CandidateMeasurement(name, math.inf, note)
+
+
+def _flags(item: CandidateMeasurement, mode_flag: int) -> int:
+    return mode_flag | (_core.TUNING_RECORD_MEMORY_ONLY if item.noisy else 0)
 
 
 def _record(front: OpFront, inputs: Sequence[torch.Tensor], selection: Selection,
-            measurements: Sequence[CandidateMeasurement], seconds: float, source: str) -> TuningReport:
-    """Store every measurement (a noisy one for this process only) and remember the report for explain."""
+            measurements: Sequence[CandidateMeasurement], seconds: float, source: str,
+            graph_measurements: Sequence[CandidateMeasurement] = (), eager_timed: bool = True) -> TuningReport:
+    """Store every measurement (a noisy one for this process only), the graph-mode ones flagged as such, and
+    remember the report for explain. Without ``eager_timed`` the eager measurements are gate verdicts, stored only
+    for kernels that had none."""
     descriptors = [descriptor(tensor, name, front.name) for tensor, name in zip(inputs, front.input_names)]
-    _core.tuning_store(front.name, descriptors, [], [
-        (item.kernel, item.time_us, item.note, _core.TUNING_RECORD_MEMORY_ONLY if item.noisy else 0, item.spread)
-        for item in measurements
-    ])
-    pick = fastest(measurements)
+    if eager_timed:
+        eager_records = [(item.kernel, item.time_us, item.note, _flags(item, 0), item.spread) for item in measurements]
+    else:
+        unjudged = {candidate.name for candidate in selection.candidates if candidate.gate == "none"}
+        eager_records = [
+            (item.kernel, 0.0, "", _core.TUNING_RECORD_GATE_ONLY, 0.0) if item.passed else (item.kernel, item.time_us, item.note, 0, 0.0)
+            for item in measurements if item.kernel in unjudged or not item.passed
+        ]
+    graph_records = [(item.kernel, item.time_us, item.note, _flags(item, _core.TUNING_RECORD_GRAPH_MODE), item.spread)
+                     for item in graph_measurements]
+    _core.tuning_store(front.name, descriptors, [], eager_records + graph_records)
+    pick = fastest(measurements) if eager_timed else None
+    graph_pick = fastest(graph_measurements)
     problem = selection.problem
     return _remember(TuningReport(front.name, problem.key, problem.device, tuple(measurements),
-                                  pick.kernel if pick is not None else None, seconds, source))
+                                  pick.kernel if pick is not None else None, seconds, source,
+                                  tuple(graph_measurements), graph_pick.kernel if graph_pick is not None else None))
 
 
 def _count(measurements: Sequence[CandidateMeasurement], seconds: float) -> None:
@@ -147,17 +214,21 @@ def _count(measurements: Sequence[CandidateMeasurement], seconds: float) -> None
     _stats.count("tuning_seconds", seconds)
 
 
-def _measure_and_record(front, inputs, selection, kernels, settings, source="measured") -> TuningReport:
+def _measure_and_record(front, inputs, selection, kernels, settings, source="measured", modes=None) -> TuningReport:
     start = time.perf_counter()
-    measurements = _measure(front, inputs, selection, kernels, settings)
+    measurements, graph_measurements = _measure(front, inputs, selection, kernels, settings, modes)
     seconds = time.perf_counter() - start
     _count(measurements, seconds)
-    return _record(front, inputs, selection, measurements, seconds, source)
+    return _record(front, inputs, selection, measurements, seconds, source, graph_measurements,
+                   eager_timed=modes is None or "eager" in modes)
 
 
-def tune(op: Any, *inputs: torch.Tensor, settings: TuningSettings | None = None) -> TuningReport:
+def tune(op: Any, *inputs: torch.Tensor, settings: TuningSettings | None = None,
+         mode: str | None = None) -> TuningReport:
     """Measure every eligible kernel of ``op`` now on a problem like ``inputs`` (only their shapes, strides,
     dtypes and devices are used), whatever the cache holds, and record the results. This is ``kabi tune``.
+    ``mode`` is a key of ``MEASUREMENT_MODES`` (``"eager"``, ``"graph"``, ``"both"``); None measures as a miss
+    of such a call would (eager, and in a CUDA graph for a graph scope or a host-bound problem).
 
     Example::
 
@@ -165,13 +236,16 @@ def tune(op: Any, *inputs: torch.Tensor, settings: TuningSettings | None = None)
         report.pick  # e.g. "cpu.openblas.gemm"
     """
     front = front_of(op)
+    if mode is not None and mode not in MEASUREMENT_MODES:
+        raise InvalidArgumentError(f"tune: mode must be one of {', '.join(MEASUREMENT_MODES)}, got {mode!r}")
     with measurement_lock:
         selection = front.select(inputs, allow_none=True)
         kernels = [candidate.name for candidate in selection.candidates if candidate.eligible]
         if selection.kernel is None or not kernels:
             raise NoEligibleKernelError(f"tune: nothing to measure: {selection.error}")
         return _measure_and_record(front, inputs, selection, kernels,
-                                   settings if settings is not None else current_settings())
+                                   settings if settings is not None else current_settings(),
+                                   modes=MEASUREMENT_MODES[mode] if mode is not None else None)
 
 
 def _remembered(eligible: Sequence[Any]) -> tuple[tuple[str, float, str], ...] | None:
@@ -202,17 +276,28 @@ def _tune(front: OpFront, inputs: tuple, out: torch.Tensor | None, selection: Se
     tracing = blocked is not None and settings.mode != "off"
     if _distributed.agreement_active() and not tracing:
         return _agree(front, inputs, out, selection, eligible, settings, blocked)
-    if _remembered(eligible) is not None:
+    if not _needs_measuring(selection, inputs):
         return None  # tuned, or every candidate failed when it was: measuring again would not change that
     if blocked is not None:
         _stats.count("tuning_skipped")
         return None
+    mode = selection.execution_mode
     with measurement_lock:
-        again = front.select(inputs, out)
-        if _remembered([candidate for candidate in again.candidates if candidate.eligible]) is None:
+        again = front.select(inputs, out, execution_mode=mode)
+        if _needs_measuring(again, inputs):
             _measure_and_record(front, inputs, selection, [candidate.name for candidate in eligible], settings)
-            again = front.select(inputs, out)
+            again = front.select(inputs, out, execution_mode=mode)
     return again
+
+
+def _needs_measuring(selection: Selection, inputs: tuple) -> bool:
+    """Whether a candidate lacks a time; or, for a call selected for graph replay on a CUDA device, whether the
+    times are eager ones (its graph-mode times were never taken)."""
+    eligible = [candidate for candidate in selection.candidates if candidate.eligible]
+    if _remembered(eligible) is None:
+        return True
+    return (selection.execution_mode == "graph" and inputs[0].device.type == "cuda"
+            and not any(candidate.tuned_execution_mode == "graph" for candidate in eligible))
 
 
 def _agree(front, inputs, out, selection, eligible, settings, blocked) -> Selection | None:
@@ -222,7 +307,9 @@ def _agree(front, inputs, out, selection, eligible, settings, blocked) -> Select
     local: list[CandidateMeasurement] = []
 
     def measure() -> list[CandidateMeasurement]:
-        local.extend(_measure(front, inputs, selection, kernels, settings))
+        # Eager only: ranks agree on eager times; graph-mode times are not exchanged yet, and a rank's own would let
+        # ranks pick differently under capture.
+        local.extend(_measure(front, inputs, selection, kernels, settings, MEASUREMENT_MODES["eager"])[0])
         return local
 
     with measurement_lock:

@@ -6,6 +6,10 @@ Modes:
   eligible candidate and remembers the fastest correct one in the persistent tuning cache. Later calls, in this
   process and in every later process on the same device, reuse that decision without measuring.
 - ``"off"``: never measure; use what the tuning cache remembers, else the heuristic.
+- ``"graph"``: as ``"first-call"``, for calls that will be captured in a CUDA graph and replayed: the tuner also
+  times the candidates replayed in a graph, and the calls in the scope use the picks measured that way (where none
+  exists, the eager pick). Warm a model up under ``kabi.tuning(mode="graph")`` before capturing it, and capture it
+  in the same scope.
 
 Why first-call by default: the cost is paid once per (device, op, problem key, kernel versions) across all
 processes and restarts, and it is bounded (each candidate gets ``warmup`` calls plus ``repeat`` interleaved rounds
@@ -39,13 +43,14 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensor
 
 from .._base.errors import InvalidArgumentError
+from ..ops import _scopes
 
 __all__ = [
     "TuningSettings", "tuning", "current_settings", "inputs_are_fake", "measurement_blocked_reason",
     "tuning_blocked_reason",
 ]
 
-MODES = ("off", "first-call")
+MODES = ("off", "first-call", "graph")
 _ENVIRONMENT_VARIABLES = {
     "mode": "KABI_TUNE",
     "warmup": "KABI_TUNE_WARMUP",
@@ -135,7 +140,8 @@ def tuning(
     max_spread: float | None = None,
     min_cpu_share: float | None = None,
 ) -> Iterator[TuningSettings]:
-    """Scope the tuning policy: ``mode`` is ``"off"`` or ``"first-call"``; ``warmup``, ``repeat`` and
+    """Scope the tuning policy: ``mode`` is ``"off"``, ``"first-call"`` or ``"graph"`` (first-call, and the calls
+    in the scope are selected for CUDA-graph replay; see the module docstring); ``warmup``, ``repeat`` and
     ``min_time_s`` set how long each candidate is measured, ``max_spread`` how noisy a measurement may be and still
     be persisted, ``min_cpu_share`` how starved of CPU time. Unset arguments keep the enclosing scope's (or the environment's) values.
 
@@ -153,7 +159,8 @@ def tuning(
     settings = dataclasses.replace(current_settings(), **changes)
     token = _scoped_settings.set(settings)
     try:
-        yield settings
+        with _scopes.execution("graph" if settings.mode == "graph" else "eager"):
+            yield settings
     finally:
         _scoped_settings.reset(token)
 
@@ -165,9 +172,9 @@ def _is_compiling() -> bool:
     return bool(torch._dynamo.is_compiling())
 
 
-def _is_capturing_cuda_graph() -> bool:
-    # Without an initialized CUDA context no capture can be under way, and asking would initialize one.
-    return torch.cuda.is_available() and torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing()
+def _is_capturing_cuda_graph(inputs: Sequence[torch.Tensor]) -> bool:
+    devices = {tensor.device for tensor in inputs if isinstance(tensor, torch.Tensor)} or {torch.device("cuda")}
+    return any(_scopes.cuda_graph_capturing(device) for device in devices)
 
 
 def inputs_are_fake(inputs: Sequence[torch.Tensor]) -> bool:
@@ -183,7 +190,7 @@ def measurement_blocked_reason(inputs: Sequence[torch.Tensor] = ()) -> str | Non
     """Why no candidate may be run for measuring or gating right now, whatever the tuning mode, or None."""
     if _is_compiling():
         return "torch.compile is tracing"
-    if _is_capturing_cuda_graph():
+    if _is_capturing_cuda_graph(inputs):
         return "a CUDA graph is being captured"
     if inputs_are_fake(inputs):
         return "the inputs are fake or meta tensors (tracing)"

@@ -104,7 +104,8 @@ def front_of(op: Any) -> OpFront:
 @dataclass(frozen=True)
 class Selection:
     """The core's answer for one problem: the kernel (None when nothing is eligible), why, whether it has passed
-    the correctness gate on the problem (``verified``), and every candidate."""
+    the correctness gate on the problem (``verified``), every candidate, and the execution mode it was made for
+    (``"eager"``, or ``"graph"``: replayed in a CUDA graph)."""
 
     op: str
     kernel: KernelInfo | None
@@ -115,6 +116,7 @@ class Selection:
     forced: str | None
     error: str
     verified: bool
+    execution_mode: str = "eager"
 
     @property
     def picked(self) -> Candidate | None:
@@ -122,7 +124,7 @@ class Selection:
         return next((candidate for candidate in self.candidates if candidate.picked), None)
 
     @classmethod
-    def from_core(cls, op: str, raw: dict, forced: str | None) -> Selection:
+    def from_core(cls, op: str, raw: dict, forced: str | None, execution_mode: str = "eager") -> Selection:
         return cls(
             op=op,
             kernel=KernelInfo.from_core(raw["kernel"]) if raw["kernel"] is not None else None,
@@ -133,6 +135,7 @@ class Selection:
             forced=forced,
             error=raw["error"],
             verified=raw["verified"],
+            execution_mode=execution_mode,
         )
 
 
@@ -147,6 +150,17 @@ def _key(inputs: tuple, scope: Any) -> tuple:
             *a.shape, *a.stride(), *b.shape, *b.stride(),
         )
     return (*[(t.shape, t.stride(), t.dtype, t.device, t.requires_grad) for t in inputs], scope)
+
+
+def _by_execution_mode(eager: Callable[..., Any], graph: Callable[..., Any], device: torch.device) -> Callable[..., Any]:
+    """One decision for two picks: ``graph`` while a CUDA graph is being captured on ``device``, else ``eager``. Only
+    decisions whose modes pick different kernels pay for the capture check."""
+
+    def by_execution_mode(*inputs: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        implementation = graph if _scopes.cuda_graph_capturing(device) else eager
+        return implementation(*inputs) if out is None else implementation(*inputs, out=out)
+
+    return by_execution_mode
 
 
 def _with_vectors(implementation: Callable[..., Any], promotion: VectorPromotion) -> Callable[..., Any]:
@@ -287,13 +301,26 @@ class OpFront:
         inputs = tuple(promotion.promote_input(index, tensor) for index, tensor in enumerate(inputs))
         return inputs, out, promotion
 
+    def execution_mode(self, inputs: tuple) -> str:
+        """How this call will run: ``"graph"`` inside ``kabi.tuning(mode="graph")`` or while a CUDA graph is being
+        captured on the inputs' device, else ``"eager"``."""
+        mode = _scopes.execution_mode()
+        if mode == "eager" and inputs and isinstance(inputs[0], torch.Tensor) and \
+                _scopes.cuda_graph_capturing(inputs[0].device):
+            return "graph"
+        return mode
+
     def select(
-        self, inputs: tuple, out: torch.Tensor | None = None, *, allow_none: bool = False, with_data: bool = False
+        self, inputs: tuple, out: torch.Tensor | None = None, *, allow_none: bool = False, with_data: bool = False,
+        execution_mode: str | None = None,
     ) -> Selection:
         """Validate and select without caching. ``with_data`` passes data pointers (alignment is then checked).
-        Vector inputs select the kernel of the matrices they stand for (:meth:`full_rank`)."""
+        Vector inputs select the kernel of the matrices they stand for (:meth:`full_rank`). ``execution_mode``
+        (``"eager"`` or ``"graph"``) defaults to the call's (:meth:`execution_mode`)."""
         inputs, out, _ = self.full_rank(inputs, out)
         tensors = self.check_inputs(inputs, out)
+        if execution_mode is None:
+            execution_mode = self.execution_mode(tensors)
         complete_registry(tensors[0].device.type if tensors else None)
         input_descriptors = [descriptor(t, name, self.name) for t, name in zip(tensors, self.input_names)]
         output_descriptors = [descriptor(out, "out", self.name)] if out is not None else []
@@ -309,8 +336,9 @@ class OpFront:
         raw = _core.select(
             self.name, input_descriptors, output_descriptors, force=forced, use_environment=forced is None,
             allow_unverified=True, allow_failed_gate=_scopes.failed_gate_allowed(), allow_none=allow_none,
+            execution_mode=execution_mode,
         )
-        return Selection.from_core(self.name, raw, forced or _scopes.environment_choice(self.name))
+        return Selection.from_core(self.name, raw, forced or _scopes.environment_choice(self.name), execution_mode)
 
     # -- the miss path -------------------------------------------------------------------------------------------
 
@@ -333,6 +361,8 @@ class OpFront:
                 selection = replacement
                 generation = self.cache.begin_miss()
         implementation = self.implementation(selection, full_inputs)
+        if _scopes.execution_mode() == "eager":
+            implementation = self._for_both_modes(selection, implementation, full_inputs, full_out)
         problem = selection.problem
         output_shape = problem.output_shape
         if promotion is not None:
@@ -352,6 +382,24 @@ class OpFront:
             raise
         except Exception as error:
             raise self._kernel_failed(selection.kernel.name, error) from error
+
+    def _for_both_modes(self, selection: Selection, implementation: Callable[..., Any], inputs: tuple,
+                        out: torch.Tensor | None) -> Callable[..., Any]:
+        """The implementation to remember under an eager scope's key, which eager calls and calls being captured in
+        a CUDA graph share: where the other mode's verified pick (a graph-mode pick timed under graph replay, or the
+        eager pick for a miss met during a capture) is another kernel, one that runs each call's own pick."""
+        if selection.pick_reason != "tuned":
+            return implementation
+        other_mode = "eager" if selection.execution_mode == "graph" else "graph"
+        other = self.select(inputs, out, execution_mode=other_mode)
+        picked = other.picked
+        if other.kernel is None or not other.verified or other.kernel.name == selection.kernel.name or (
+                other_mode == "graph" and picked.tuned_execution_mode != "graph"):
+            return implementation
+        other_implementation = self.implementation(other, inputs)
+        if other_mode == "graph":
+            return _by_execution_mode(implementation, other_implementation, inputs[0].device)
+        return _by_execution_mode(other_implementation, implementation, inputs[0].device)
 
     def call_with_out(self, implementation: Callable[..., Any], key: Any, inputs: tuple, out: Any) -> torch.Tensor:
         """Run a remembered decision with a caller's ``out``; a decision forgotten since it was found (another

@@ -8,7 +8,10 @@ rules pick among that backend's kernels) or a kernel name ("cpu.openblas.gemm").
 the correctness gate on the problem, unless the scope says ``allow_failed_gate=True``.
 
 The active scope is an interned object, so the op fronts put it in their decision-cache keys at the cost of one
-ContextVar read and one identity hash.
+ContextVar read and one identity hash. It also carries the execution mode the calls in it are selected for
+(``"eager"``, or ``"graph"`` inside ``kabi.tuning(mode="graph")``, which sets it through :func:`execution`): calls
+about to be captured in a CUDA graph get the picks measured under graph replay, and their decisions are kept apart
+from eager ones by the same key, without a capture check on the hit path.
 
 Example::
 
@@ -23,41 +26,52 @@ import threading
 from contextvars import ContextVar
 from typing import Iterator, Mapping
 
+import torch
+
 from .. import _core
 from .._base.errors import ArgumentTypeError, InvalidArgumentError
 
-__all__ = ["ForcedChoices", "active_scope", "environment_choice", "failed_gate_allowed", "forced_choice", "use"]
+__all__ = [
+    "EXECUTION_MODES", "ForcedChoices", "active_scope", "cuda_graph_capturing", "environment_choice", "execution",
+    "execution_mode", "failed_gate_allowed", "forced_choice", "use",
+]
+
+EXECUTION_MODES = ("eager", "graph")
 
 
 class ForcedChoices:
-    """An immutable op -> choice mapping, interned: equal mappings are the same object."""
+    """An immutable op -> choice mapping with the scope's execution mode, interned: equal scopes are the same
+    object."""
 
-    __slots__ = ("choices", "allow_failed_gate")
+    __slots__ = ("choices", "allow_failed_gate", "execution_mode")
 
-    def __init__(self, choices: Mapping[str, str], allow_failed_gate: bool = False) -> None:
+    def __init__(self, choices: Mapping[str, str], allow_failed_gate: bool = False,
+                 execution_mode: str = "eager") -> None:
         self.choices = dict(choices)
         self.allow_failed_gate = allow_failed_gate
+        self.execution_mode = execution_mode
 
     def __repr__(self) -> str:
-        return f"ForcedChoices({self.choices!r}, allow_failed_gate={self.allow_failed_gate})"
+        return (f"ForcedChoices({self.choices!r}, allow_failed_gate={self.allow_failed_gate}, "
+                f"execution_mode={self.execution_mode!r})")
 
 
 _active: ContextVar[ForcedChoices | None] = ContextVar("kabi_forced_choices", default=None)
 # The op fronts read the variable directly (the C hit path takes the ContextVar itself).
 scope_variable = _active
 active_scope = _active.get
-_interned: dict[tuple[frozenset[tuple[str, str]], bool], ForcedChoices] = {}
+_interned: dict[tuple[frozenset[tuple[str, str]], bool, str], ForcedChoices] = {}
 _intern_lock = threading.Lock()
 
 
-def _intern(choices: Mapping[str, str], allow_failed_gate: bool) -> ForcedChoices | None:
-    if not choices and not allow_failed_gate:
+def _intern(choices: Mapping[str, str], allow_failed_gate: bool, execution_mode: str) -> ForcedChoices | None:
+    if not choices and not allow_failed_gate and execution_mode == "eager":
         return None
-    key = (frozenset(choices.items()), allow_failed_gate)
+    key = (frozenset(choices.items()), allow_failed_gate, execution_mode)
     with _intern_lock:
         scope = _interned.get(key)
         if scope is None:
-            scope = _interned[key] = ForcedChoices(choices, allow_failed_gate)
+            scope = _interned[key] = ForcedChoices(choices, allow_failed_gate, execution_mode)
         return scope
 
 
@@ -91,11 +105,46 @@ def use(*, allow_failed_gate: bool | None = None, **choices: str | None) -> Iter
             merged[op] = choice
     if allow_failed_gate is None:
         allow_failed_gate = outer is not None and outer.allow_failed_gate
-    token = _active.set(_intern(merged, allow_failed_gate))
+    token = _active.set(_intern(merged, allow_failed_gate, outer.execution_mode if outer is not None else "eager"))
     try:
         yield
     finally:
         _active.reset(token)
+
+
+@contextlib.contextmanager
+def execution(mode: str) -> Iterator[None]:
+    """Select the calls inside the ``with`` block for ``mode``: ``"graph"`` (they will be captured in a CUDA graph
+    and replayed) or ``"eager"``; the enclosing ``kabi.use`` choices stay. ``kabi.tuning(mode="graph")`` enters it.
+
+    Example::
+
+        >>> with execution("graph"):
+        ...     kabi.ops.matmul(a, b)  # the pick measured under CUDA-graph replay, where one exists
+    """
+    if mode not in EXECUTION_MODES:
+        raise InvalidArgumentError(f"execution mode must be one of {', '.join(map(repr, EXECUTION_MODES))}, got {mode!r}")
+    outer = _active.get()
+    choices = outer.choices if outer is not None else {}
+    token = _active.set(_intern(choices, outer is not None and outer.allow_failed_gate, mode))
+    try:
+        yield
+    finally:
+        _active.reset(token)
+
+
+def execution_mode() -> str:
+    """The execution mode of the innermost scope: ``"graph"`` inside :func:`execution` ("graph"), else ``"eager"``."""
+    scope = _active.get()
+    return scope.execution_mode if scope is not None else "eager"
+
+
+def cuda_graph_capturing(device: torch.device) -> bool:
+    """Whether a CUDA graph is being captured on the current stream of ``device``'s type. Costs a call into the CUDA
+    runtime, so only miss paths and decisions whose picks differ by mode ask; never for a CPU device, and never
+    before CUDA is initialized (then no capture can be under way, and asking would initialize it)."""
+    return (device.type == "cuda" and torch.cuda.is_available() and torch.cuda.is_initialized()
+            and torch.cuda.is_current_stream_capturing())
 
 
 def forced_choice(op: str) -> str | None:

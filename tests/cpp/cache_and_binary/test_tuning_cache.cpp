@@ -59,7 +59,7 @@ void test_round_trip_and_persistence(const std::string& directory) {
   cache.store(kDevice, kOp, kProblem,
               {{"triton.matmul.a", "fp-a", 12.345678901, ""},
                {"cuda.matmul.b", "fp\tb", infinity, "wrong output:\nmax error 3.5 \\ tolerance 0.01"}});
-  KABI_CHECK(std::filesystem::exists(directory + "/nested/cache/tuning-v2.log"));
+  KABI_CHECK(std::filesystem::exists(directory + "/nested/cache/tuning-v3.log"));
 
   const std::vector<TuningEntry> entries = cache.lookup(kDevice, kOp, kProblem);
   KABI_CHECK_EQ(entries.size(), size_t{2});

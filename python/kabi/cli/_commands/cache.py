@@ -56,7 +56,8 @@ def _show(arguments: argparse.Namespace, console) -> int:
 
 
 def _print_problems(console, records: list[cache.CacheRecord]) -> None:
-    """One table per device, op and problem: each record with its time, spread, age and flags; * marks the pick."""
+    """One table per device, op and problem: each record with its execution mode, time, spread, age and flags; *
+    marks the pick of each mode."""
     problems: dict[tuple[str, str, str], list[cache.CacheRecord]] = {}
     for record in records:
         problems.setdefault((record.device, record.op, record.problem), []).append(record)
@@ -66,17 +67,18 @@ def _print_problems(console, records: list[cache.CacheRecord]) -> None:
         if record_device != device:
             device = record_device
             console.print(f"device {device}")
-        pick = _pick(group)
+        picks = [_pick([record for record in group if record.execution_mode == mode]) for mode in ("eager", "graph")]
         table = Table(title=f"{op} {problem}", title_justify="left")
-        for column in ("pick", "kernel", "time", "spread", "age", "flags", "note"):
+        for column in ("pick", "kernel", "mode", "time", "spread", "age", "flags", "note"):
             table.add_column(column, overflow="fold")
         for record in group:
             timed = math.isfinite(record.time_us) and not record.gate_only
-            table.add_row("*" if record is pick else "", record.kernel,
+            picked = any(record is pick for pick in picks)
+            table.add_row("*" if picked else "", record.kernel, record.execution_mode,
                           f"{record.time_us:.2f} us" if timed else "-",
                           f"{record.spread:.0%}" if timed else "-",
                           _age(record.recorded_at, now), ", ".join(_flags(record)), record.note,
-                          style="bold green" if record is pick else ("dim" if not timed else ""))
+                          style="bold green" if picked else ("dim" if not timed else ""))
         console.print(table)
 
 

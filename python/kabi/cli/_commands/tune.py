@@ -9,6 +9,11 @@ Example::
 
     $ kabi tune matmul --shape 256x256x256 --shape 1x1024x1024 --dtype float32 --device cpu
     $ kabi tune matmul --suite cpu
+    $ kabi tune matmul --shape 1x4096x4096 --dtype bfloat16 --device cuda --mode both
+
+``--mode`` says how the candidates are timed: ``eager`` (back to back), ``graph`` (replayed in a CUDA graph, for
+calls that run under capture; the candidates are still gated eagerly) or ``both``. Without it, as a call's first
+miss would: eager, and in a CUDA graph too for a host-bound problem on a CUDA device.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from rich.table import Table
 
 from ..._base.core_answers import Candidate
 from ..._selection.explain import explain
-from ..._selection.tuner import TuningReport, tune
+from ..._selection.tuner import MEASUREMENT_MODES, TuningReport, tune
 from ..._selection.tuning_policy import TuningSettings, current_settings
 from ...ops._front import front_of
 from .._arguments import add_suite_or_shapes_arguments, known_op, make_inputs, resolve_device, suite_or_shapes
@@ -32,6 +37,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--warmup", type=int, help="calls before timing each candidate (default from KABI_TUNE_WARMUP or 2)")
     parser.add_argument("--repeat", type=int, help="timed samples per candidate (default from KABI_TUNE_REPEAT or 11)")
     parser.add_argument("--min-time-s", type=float, help="least time the samples of one candidate last together")
+    parser.add_argument("--mode", choices=tuple(MEASUREMENT_MODES),
+                        help="time eagerly, replayed in a CUDA graph, or both (default: eager, and graph too for "
+                             "host-bound problems on CUDA)")
     parser.set_defaults(handler=run)
 
 
@@ -55,11 +63,19 @@ def _table(shape: tuple[int, ...], dtype: str, report: TuningReport, candidates:
     table.add_column("median", justify="right", no_wrap=True)
     table.add_column("result", overflow="fold")
     for item in sorted(report.measurements, key=lambda item: item.time_us):
-        if item.passed:
+        if not item.passed:
+            table.add_row(item.kernel, "-", f"[red]rejected:[/] {item.note}", style="dim")
+        elif report.pick is None:  # some passed, yet no pick: the eager run only gated (--mode graph)
+            table.add_row(item.kernel, "-", "passed the gate, not timed eagerly")
+        else:
             verdict = "[bold green]pick[/]" if item.kernel == report.pick else ""
             table.add_row(item.kernel, f"{item.time_us:.2f} us", verdict)
+    for item in sorted(report.graph_measurements, key=lambda item: item.time_us):
+        if item.passed:
+            verdict = "[bold green]pick in a CUDA graph[/]" if item.kernel == report.graph_pick else "in a CUDA graph"
+            table.add_row(item.kernel, f"{item.time_us:.2f} us", verdict)
         else:
-            table.add_row(item.kernel, "-", f"[red]rejected:[/] {item.note}", style="dim")
+            table.add_row(item.kernel, "-", f"[red]failed in a CUDA graph:[/] {item.note}", style="dim")
     measured = {item.kernel for item in report.measurements}
     for candidate in candidates:
         if not candidate.eligible and candidate.name not in measured:
@@ -81,11 +97,14 @@ def run(arguments: argparse.Namespace, console) -> int:
             problem = argparse.Namespace(shape=shape, dtype=dtype, device=str(device),
                                          transpose_a=arguments.transpose_a, transpose_b=arguments.transpose_b)
             inputs = make_inputs(problem, seed=0)
-            report = tune(function, *inputs, settings=settings)
+            report = tune(function, *inputs, settings=settings, mode=arguments.mode)
             reports.append((shape, dtype, report, explain(function, *inputs).candidates))
             progress.advance(task)
     for shape, dtype, report, candidates in reports:
         console.print(_table(shape, dtype, report, candidates))
-        pick = f"[bold]{report.pick}[/]" if report.pick else "[bold red]none: every candidate was rejected[/]"
-        console.print(f"pick: {pick}  (measured in {report.seconds:.2f} s)\n")
-    return 0 if all(report.pick is not None for _, _, report, _ in reports) else 1
+        picks = [(label, name) for label, name in (("pick", report.pick), ("pick in a CUDA graph", report.graph_pick))
+                 if name is not None]
+        summary = "  ".join(f"{label}: [bold]{name}[/]" for label, name in picks) or \
+            "pick: [bold red]none: every candidate was rejected[/]"
+        console.print(f"{summary}  (measured in {report.seconds:.2f} s)\n")
+    return 0 if all(report.pick is not None or report.graph_pick is not None for _, _, report, _ in reports) else 1
