@@ -13,16 +13,40 @@ Example::
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from .._base.core_answers import KernelInfo
 from .._base.declarations import kernel_specs
 from ..ops._kernel_registration import register_declared
+from ..ops._references import activation_named
 
-__all__ = ["matmul", "register"]
+__all__ = ["linear", "matmul", "register"]
 
 # torch.matmul's own signature, matmul(a, b, *, out=None), is the Python kernel convention: registering the
 # builtin itself keeps a wrapper's call off every dispatch.
 matmul = torch.matmul
+
+
+def linear(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, activation: str = "none", *,
+           out: torch.Tensor | None = None) -> torch.Tensor:
+    """``activation(x @ w^T + bias)`` for x [..., K], w [N, K], bias [N] or None, on any device and dtype torch's
+    ``F.linear`` takes; written into ``out`` ([..., N], x's dtype) and returned when it is given.
+
+    The activation runs in place on the product, which this kernel owns, except where autograd recorded the product:
+    the backward of gelu and silu reads the values the activation would overwrite.
+    """
+    apply = activation_named(activation)
+    if out is None:
+        product = F.linear(x, w, bias)
+        return apply.function(product) if product.requires_grad else apply.in_place(product)
+    if bias is not None and x.dim() == 2:
+        # The bias rides in gemm's C operand: one pass over out instead of two.
+        torch.addmm(bias, x, w.mT, out=out)
+    else:
+        torch.matmul(x, w.mT, out=out)
+        if bias is not None:
+            out.add_(bias)
+    return apply.in_place(out)
 
 
 def register() -> tuple[KernelInfo, ...]:
