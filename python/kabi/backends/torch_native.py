@@ -32,15 +32,21 @@ def linear(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, a
     """``activation(x @ w^T + bias)`` for x [..., K], w [N, K], bias [N] or None, on any device and dtype torch's
     ``F.linear`` takes; written into ``out`` ([..., N], x's dtype) and returned when it is given.
 
-    The activation runs in place on the product, which this kernel owns, except where autograd recorded the product:
-    the backward of gelu and silu reads the values the activation would overwrite.
+    The activation runs in place on the product, which this kernel owns; out of place where autograd records the
+    product, so that the recorded graph is the reference's own (F.linear, then the activation).
     """
     apply = activation_named(activation)
     if out is None:
         product = F.linear(x, w, bias)
         return apply.function(product) if product.requires_grad else apply.in_place(product)
-    if bias is not None and x.dim() == 2:
-        # The bias rides in gemm's C operand: one pass over out instead of two.
+    # The bias rides in the product's accumulator (addmv, addmm) where torch has one: one pass over out, not two.
+    if x.dim() == 1:
+        # torch.matmul would want a vector's out as a [1, N] row; mv writes the [N] vector itself.
+        if bias is None:
+            torch.mv(w, x, out=out)
+        else:
+            torch.addmv(bias, w, x, out=out)
+    elif x.dim() == 2 and bias is not None:
         torch.addmm(bias, x, w.mT, out=out)
     else:
         torch.matmul(x, w.mT, out=out)
