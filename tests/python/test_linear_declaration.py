@@ -15,7 +15,7 @@ from kabi.ops._references import ACTIVATIONS
 
 REGISTRY = Path(__file__).resolve().parents[2] / "registry"
 OP_FILE = REGISTRY / "ops" / "linear.toml.pending"
-KERNEL_FILES = (REGISTRY / "kernels" / "torch" / "linear.toml.pending", REGISTRY / "kernels" / "cpu" / "linear.toml.pending")
+KERNEL_FILES = tuple(REGISTRY / "kernels" / backend / "linear.toml.pending" for backend in ("torch", "cpu"))
 
 
 @pytest.fixture(scope="module")
