@@ -1,0 +1,61 @@
+"""The references of ops that no single torch function computes, and the vocabularies they define.
+
+An op's declaration names its reference as ``"module:attribute"`` (``reference = "kabi.ops._references:linear"``);
+the correctness gate calls it on the candidates' inputs widened to float64 and compares every candidate with it.
+
+``ACTIVATIONS`` is the one Python vocabulary of ``linear``'s ``activation`` attribute: its order is the order of
+the op's ``enum(none, relu, gelu, gelu_tanh, silu)``, so an enum index from the core is a position in it, and the
+torch-native kernel, the Triton launcher and the tests all read it from here.
+
+Example::
+
+    >>> y = linear(x, w, bias, activation="gelu_tanh")  # F.gelu(F.linear(x, w, bias), approximate="tanh")
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable, NamedTuple
+
+import torch
+import torch.nn.functional as F
+
+__all__ = ["ACTIVATIONS", "Activation", "activation_named", "linear"]
+
+
+def _identity(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor
+
+
+class Activation(NamedTuple):
+    """One activation: ``function`` returns a new tensor; ``in_place`` overwrites its argument and returns it, for
+    kernels that own the tensor and need no autograd record of the values it held."""
+
+    function: Callable[[torch.Tensor], torch.Tensor]
+    in_place: Callable[[torch.Tensor], torch.Tensor]
+
+
+ACTIVATIONS: dict[str, Activation] = {
+    "none": Activation(_identity, _identity),
+    "relu": Activation(torch.relu, torch.relu_),
+    # gelu is the exact, erf form; gelu_tanh is torch's tanh approximation of it.
+    "gelu": Activation(F.gelu, torch.ops.aten.gelu_),
+    "gelu_tanh": Activation(functools.partial(F.gelu, approximate="tanh"),
+                            functools.partial(torch.ops.aten.gelu_, approximate="tanh")),
+    "silu": Activation(F.silu, functools.partial(F.silu, inplace=True)),
+}
+
+
+def activation_named(name: str) -> Activation:
+    """The activation called ``name``; ``ValueError`` naming the vocabulary for any other name."""
+    try:
+        return ACTIVATIONS[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}; got {name!r}") from None
+
+
+def linear(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None,
+           activation: str = "none") -> torch.Tensor:
+    """``activation(x @ w^T + bias)``: ``F.linear`` followed by the activation, x of shape [..., K], w [N, K],
+    bias [N] or None; the result is [..., N]."""
+    return activation_named(activation).function(F.linear(x, w, bias))

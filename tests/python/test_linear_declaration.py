@@ -1,0 +1,81 @@
+"""registry/ops/linear.toml.pending and the linear kernel declarations beside it: complete and consistent with the
+Python side, and out of the 1.x loader's sight until ABI 2.0 reads the 2.0 declaration form."""
+
+from __future__ import annotations
+
+import importlib
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from kabi._base.declarations import kernel_specs, op_specs
+from kabi.ops._references import ACTIVATIONS
+
+REGISTRY = Path(__file__).resolve().parents[2] / "registry"
+OP_FILE = REGISTRY / "ops" / "linear.toml.pending"
+KERNEL_FILES = tuple(REGISTRY / "kernels" / backend / "linear.toml.pending" for backend in ("torch", "cpu"))
+
+
+@pytest.fixture(scope="module")
+def declaration() -> dict:
+    return tomllib.loads(OP_FILE.read_text())
+
+
+def test_the_current_loader_does_not_read_it():
+    assert "linear" not in op_specs()
+    assert all(spec.op != "linear" for spec in kernel_specs())
+
+
+def test_schema_types_and_reference(declaration):
+    assert declaration["name"] == "linear"
+    assert declaration["schema"] == ("x: [..., K] T, w: [N, K] T, bias?: [N] T, "
+                                     "activation: enum(none, relu, gelu, gelu_tanh, silu) = none -> out: [..., N] T")
+    enum = re.search(r"enum\(([^)]*)\)", declaration["schema"]).group(1)
+    assert [value.strip() for value in enum.split(",")] == list(ACTIVATIONS)
+    assert declaration["types"] == {"T": ["float16", "bfloat16", "float32", "float64"]}
+    module, attribute = declaration["reference"].split(":")
+    assert getattr(importlib.import_module(module), attribute).__name__ == "linear"
+
+
+def test_every_dtype_has_a_tolerance_that_tightens_with_precision(declaration):
+    tolerance = declaration["tolerance"]
+    assert set(tolerance) == set(declaration["types"]["T"])
+    order = ["bfloat16", "float16", "float32", "float64"]
+    for looser, tighter in zip(order, order[1:]):
+        for measure in ("norm", "extreme"):
+            assert tolerance[looser][measure] > tolerance[tighter][measure] > 0
+
+
+def test_tuning_key_names_only_what_the_schema_has(declaration):
+    items = [item.split(":")[0] for item in declaration["tuning"]["key"].split(",")]
+    assert items == ["dtype", "layout", "batch", "N", "K", "activation"]
+
+
+def test_suites_are_named_dims_of_llama3_layers(declaration):
+    suites = declaration["suites"]
+    assert {"llama3-8b-decode", "llama3-8b-prefill", "llama3-70b-decode", "llama3-70b-prefill"} <= set(suites)
+    for name, suite in suites.items():
+        assert suite["description"] and set(suite["dtypes"]) <= set(declaration["types"]["T"]), name
+        for shape in suite["shapes"]:
+            assert set(shape) == {"batch", "N", "K"}, (name, shape)
+            assert all(isinstance(size, int) and size > 0 for size in shape.values()), (name, shape)
+    decode_rows = {shape["batch"] for shape in suites["llama3-8b-decode"]["shapes"]}
+    assert max(decode_rows) <= 64 and 1 in decode_rows
+    assert min(shape["batch"] for shape in suites["llama3-70b-prefill"]["shapes"]) >= 512
+    # The 8B layers as N x K: qkv, o, gate_up, down.
+    layers = {(shape["N"], shape["K"]) for shape in suites["llama3-8b-prefill"]["shapes"]}
+    assert layers == {(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)}
+
+
+@pytest.mark.parametrize("path", KERNEL_FILES, ids=lambda path: path.parent.name)
+def test_kernel_declarations_name_the_op_and_existing_code(path, declaration):
+    for kernel in tomllib.loads(path.read_text())["kernels"]:
+        assert kernel["op"] == "linear"
+        assert set(kernel["dtypes"]) <= set(declaration["types"]["T"])
+        if "implementation" in kernel:
+            module, attribute = kernel["implementation"].split(":")
+            assert callable(getattr(importlib.import_module(module), attribute))
+        else:
+            assert kernel["plugin"] == "kabi-cpu" and kernel["name"] == "cpu.openblas.linear"
