@@ -16,7 +16,7 @@ from kabi._selection.tuning_policy import TuningSettings
 from kabi.cli._commands.cache import _age
 
 # Quick and noise-blind: which problems retune selects must not depend on this machine's load.
-QUICK = TuningSettings(warmup=1, repeat=2, min_time_s=0.0, max_spread=math.inf)
+QUICK = TuningSettings(warmup=1, repeat=2, min_time_s=0.0, max_spread=math.inf, min_cpu_share=0.0)
 
 
 @pytest.fixture(autouse=True)

@@ -21,9 +21,10 @@ from kabi._selection.tuning_policy import TuningSettings, current_settings, tuni
 from kabi.ops import _stats
 
 FLOAT32 = Tolerance(norm=2e-5, extreme=1e-4)
-# Quick and noise-blind: these tests are about gating, ordering and the cache, not about this machine's load
-# (tests/python/test_measure.py covers the noise bound).
-QUICK = TuningSettings(warmup=1, repeat=3, min_time_s=0.0, max_spread=math.inf)
+# Quick and noise-blind (neither a spread nor a starved CPU share makes a candidate measured again): these tests
+# are about gating, ordering and the cache, not about this machine's load (tests/python/test_measure.py covers both
+# bounds).
+QUICK = TuningSettings(warmup=1, repeat=3, min_time_s=0.0, max_spread=math.inf, min_cpu_share=0.0)
 
 
 # --- tuning inputs ----------------------------------------------------------------------------------------------
@@ -282,9 +283,9 @@ def test_no_tuning_on_fake_or_meta_tensors_or_while_compiling():
 # --- end to end through kabi.ops.matmul ------------------------------------------------------------------------
 
 
-QUICK_TUNING = {"warmup": 1, "repeat": 3, "min_time_s": 0.0, "max_spread": math.inf}
+QUICK_TUNING = {"warmup": 1, "repeat": 3, "min_time_s": 0.0, "max_spread": math.inf, "min_cpu_share": 0.0}
 QUICK_ENVIRONMENT = {"KABI_TUNE": "first-call", "KABI_TUNE_WARMUP": "1", "KABI_TUNE_REPEAT": "3", "KABI_TUNE_MIN_TIME_S": "0",
-                     "KABI_TUNE_MAX_SPREAD": "inf"}
+                     "KABI_TUNE_MAX_SPREAD": "inf", "KABI_TUNE_MIN_CPU_SHARE": "0"}
 
 
 def _explained(a, b):
@@ -455,3 +456,13 @@ def test_a_corrupt_cache_file_is_reported_once_and_rebuilt(tmp_path):
     log.write_bytes(b"\x00\xff" * 64)
     third, stderr = _finish(_child(tmp_path, 12, 10, 8))
     assert "kabi: skipped" in stderr and third["tuning_runs"] == 1 and third["reason"] == "tuned"
+
+
+def test_graph_mode_is_a_scope_and_not_an_environment_policy(monkeypatch):
+    # KABI_TUNE=graph would hand kernels picked for replay to every eager call of the process.
+    monkeypatch.setenv("KABI_TUNE", "graph")
+    with pytest.raises(kabi.InvalidArgumentError, match=r"KABI_TUNE=graph: .*kabi.tuning\(mode='graph'\)"):
+        current_settings()
+    monkeypatch.setenv("KABI_TUNE", "first-call")
+    with tuning("graph"):
+        assert current_settings().mode == "graph"

@@ -6,10 +6,10 @@ Modes:
   eligible candidate and remembers the fastest correct one in the persistent tuning cache. Later calls, in this
   process and in every later process on the same device, reuse that decision without measuring.
 - ``"off"``: never measure; use what the tuning cache remembers, else the heuristic.
-- ``"graph"``: as ``"first-call"``, for calls that will be captured in a CUDA graph and replayed: the tuner also
-  times the candidates replayed in a graph, and the calls in the scope use the picks measured that way (where none
-  exists, the eager pick). Warm a model up under ``kabi.tuning(mode="graph")`` before capturing it, and capture it
-  in the same scope.
+- ``"graph"`` (a scope only, not ``KABI_TUNE``): as ``"first-call"``, for calls that will be captured in a CUDA
+  graph and replayed: the tuner also times the candidates replayed in a graph, and the calls in the scope use the
+  picks measured that way (where none exists, the eager pick). Warm a model up under ``kabi.tuning(mode="graph")``
+  before capturing it, and capture it in the same scope.
 
 Why first-call by default: the cost is paid once per (device, op, problem key, kernel versions) across all
 processes and restarts, and it is bounded (each candidate gets ``warmup`` calls plus ``repeat`` interleaved rounds
@@ -113,6 +113,12 @@ def _settings_from_environment() -> TuningSettings:
             continue
         if field == "mode":
             values[field] = text.lower()
+            if values[field] == "graph":
+                # Graph-mode picks serve the calls that will be captured, not every call of the process: eager calls
+                # elsewhere would run kernels picked for replay.
+                raise InvalidArgumentError(
+                    f"{variable}=graph: graph-mode picks are asked for around the calls that will be captured, with "
+                    f"the scope kabi.tuning(mode='graph'); {variable} takes 'off' or 'first-call'")
             continue
         try:
             values[field] = float(text) if field in ("min_time_s", "max_spread", "min_cpu_share") else int(text)
