@@ -44,7 +44,10 @@ kabi_status allocate_through_python(void* context, int32_t device_type, int32_t 
     *out_pointer = reinterpret_cast<void*>(pointer.cast<uintptr_t>());
     return KABI_STATUS_OK;
   } catch (py::error_already_set& error) {
-    kabi_set_last_error(("the Python allocator's allocate raised " + std::string(error.what())).c_str());
+    // The exception's type and message; what() would add the Python traceback to the kabi error's one line.
+    const std::string raised =
+        std::string(py::str(error.type().attr("__name__"))) + ": " + std::string(py::str(error.value()));
+    kabi_set_last_error(("the Python allocator's allocate raised " + raised).c_str());
     return KABI_STATUS_INTERNAL;
   } catch (const py::cast_error& error) {
     kabi_set_last_error(("the Python allocator's allocate returned an address that does not fit a pointer: " +

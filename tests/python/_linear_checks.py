@@ -23,7 +23,7 @@ ACTIVATION_FUNCTIONS = {
     "gelu_tanh": functools.partial(F.gelu, approximate="tanh"),
     "silu": F.silu,
 }
-assert tuple(ACTIVATION_FUNCTIONS) == ACTIVATIONS
+assert tuple(ACTIVATION_FUNCTIONS) == tuple(ACTIVATIONS)
 
 
 def expected(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, activation: str) -> torch.Tensor:

@@ -26,13 +26,15 @@ def declaration() -> dict:
 
 def test_the_loader_reads_it_and_the_core_knows_the_op():
     spec = load_op_file(OP_FILE)
-    assert op_specs()["linear"] == spec
+    installed = op_specs()["linear"]
+    assert (installed.schema, installed.tolerance, installed.suites) == (spec.schema, spec.tolerance, spec.suites)
+    assert spec.suites["smoke"].dim_names == ("batch", "N", "K")
     assert spec.type_variables == {"T": ("float16", "bfloat16", "float32", "float64")}
     assert {kernel.name for kernel in kernel_specs() if kernel.op == "linear"} == {
         "torch.linear.cpu", "torch.linear.cuda", "cpu.openblas.linear"}
     schema = _core.op_schema("linear")
     assert [entry["name"] for entry in schema["attributes"]] == ["activation"]
-    assert tuple(schema["attributes"][0]["enum_values"]) == ACTIVATIONS
+    assert tuple(schema["attributes"][0]["enum_values"]) == tuple(ACTIVATIONS)
 
 
 def test_schema_types_and_reference(declaration):
