@@ -1,7 +1,9 @@
-"""Host time per call of ``kabi.ops.matmul`` against the implementation it chose, called directly.
+"""Host time per call of ``kabi.ops.matmul`` and ``kabi.ops.linear`` against the implementation each chose, called
+directly.
 
 On a tiny problem (8x8 float32 on the CPU by default) the kernel's own time is small, so the difference is kabi's
-dispatch cost: building the decision-cache key, the lookup, and the call. Each figure comes from many short batches
+dispatch cost: building the decision-cache key, the lookup, and the call. linear adds what matmul's key lacks: an
+optional input (the bias), an attribute (activation="relu") and a given out. Each figure comes from many short batches
 of back-to-back calls (timeit-style), the three subjects interleaved batch by batch so that machine load hits them
 alike; the median of the batches is reported, and the minimum too (the least disturbed figure on a busy machine).
 Goal: kabi within +1 us of the chosen implementation.
@@ -57,6 +59,21 @@ def print_table(title: str, figures: dict[str, dict[str, float]]) -> None:
         print(f"  {name:<48} {figure['median_us']:8.3f} {figure['min_us']:8.3f}")
 
 
+def report_overhead(title: str, subjects: dict[str, Callable[[], Any]], kabi_name: str, chosen_name: str,
+                    args: argparse.Namespace, device: str) -> dict[str, Any]:
+    """Time the subjects, print them, and return the figures with kabi's overhead over the chosen implementation."""
+    synchronize = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    figures = interleaved_samples(subjects, args, synchronize)
+    print_table(title, figures)
+    overhead = {}
+    for statistic in ("median_us", "min_us"):
+        kabi_us, chosen_us = figures[kabi_name][statistic], figures[chosen_name][statistic]
+        overhead[statistic] = kabi_us - chosen_us
+        print(f"  kabi dispatch overhead ({statistic}): {kabi_us - chosen_us:+.3f} us "
+              f"({kabi_us / chosen_us:.2f}x the chosen implementation)")
+    return {"figures": figures, "overhead_us": overhead}
+
+
 def dispatch_overhead(args: argparse.Namespace, device: str) -> dict[str, Any]:
     """kabi.ops.matmul against the implementation it chose, called directly, and torch.matmul."""
     dtype = getattr(torch, args.dtype)
@@ -72,18 +89,36 @@ def dispatch_overhead(args: argparse.Namespace, device: str) -> dict[str, Any]:
         f"chosen ({pick}) directly": lambda: chosen(a, b),
         "torch.matmul": lambda: torch.matmul(a, b),
     }
-    synchronize = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    figures = interleaved_samples(subjects, args, synchronize)
-    print_table(f"matmul {args.size}x{args.size}x{args.size} {args.dtype} on {device}, torch {torch.__version__}",
-                figures)
-    kabi_figure, chosen_figure = figures["kabi.ops.matmul"], figures[f"chosen ({pick}) directly"]
-    overhead = {}
-    for statistic in ("median_us", "min_us"):
-        kabi_us, chosen_us = kabi_figure[statistic], chosen_figure[statistic]
-        overhead[statistic] = kabi_us - chosen_us
-        print(f"  kabi dispatch overhead ({statistic}): {kabi_us - chosen_us:+.3f} us "
-              f"({kabi_us / chosen_us:.2f}x the chosen implementation)")
-    return {"pick": pick, "figures": figures, "overhead_us": overhead}
+    title = f"matmul {args.size}x{args.size}x{args.size} {args.dtype} on {device}, torch {torch.__version__}"
+    return {"pick": pick, **report_overhead(title, subjects, "kabi.ops.matmul", f"chosen ({pick}) directly", args,
+                                            device)}
+
+
+def linear_dispatch_overhead(args: argparse.Namespace, device: str) -> dict[str, Any]:
+    """kabi.ops.linear with every argument kind (x, w, a bias, an activation attribute, out=) against the
+    implementation it chose, called directly by the Python kernel convention (inputs, out=, attributes), and torch's
+    F.linear followed by the activation. The op's one decision is the only entry of its decision cache."""
+    dtype = getattr(torch, args.dtype)
+    x = torch.randn(args.size, args.size, dtype=dtype, device=device)
+    w = torch.randn(args.size, args.size, dtype=dtype, device=device)
+    bias = torch.randn(args.size, dtype=dtype, device=device)
+    out = torch.empty(args.size, args.size, dtype=dtype, device=device)
+    linear = kabi.ops.linear
+    cache = front_of(linear).cache
+    cache.clear()
+    linear(x, w, bias, activation="relu", out=out)
+    linear(x, w, bias, activation="relu", out=out)
+    (chosen,) = cache.entries.values()
+    pick = kabi.explain(linear, x, w, bias, activation="relu").pick
+    subjects = {
+        "kabi.ops.linear": lambda: linear(x, w, bias, activation="relu", out=out),
+        f"chosen ({pick}) directly": lambda: chosen(x, w, bias, out=out, activation="relu"),
+        "torch: F.linear, then relu": lambda: torch.relu(torch.nn.functional.linear(x, w, bias)),
+    }
+    title = (f"linear x {args.size}x{args.size}, w {args.size}x{args.size}, bias, activation=relu, out= "
+             f"{args.dtype} on {device}")
+    return {"pick": pick, **report_overhead(title, subjects, "kabi.ops.linear", f"chosen ({pick}) directly", args,
+                                            device)}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -104,6 +139,8 @@ def main(argv: list[str] | None = None) -> None:
                     "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None},
         "problem": {"size": args.size, "dtype": args.dtype},
         "dispatch": {device: dispatch_overhead(args, device) for device in devices},
+        # The CPU: linear's native kernel there (cpu.openblas.linear) is what C++ callers get too.
+        "linear_dispatch": {"cpu": linear_dispatch_overhead(args, "cpu")},
         "integration": {device: integration(args, device) for device in devices},
     }
     if args.output is not None:

@@ -74,10 +74,17 @@ void default_release(int32_t device_type, int32_t device_index, void* pointer, v
   }
 }
 
+// Whether an installed allocator serves a device type; libkabi's default serves the ones it does not.
+bool serves(const Allocator* allocator, int32_t device_type) {
+  if (allocator == nullptr) return false;
+  const uint64_t served = allocator->table.device_types;
+  return served == 0 || (device_type >= 0 && device_type < 64 && (served & KABI_DEVICE_TYPE_BIT(device_type)) != 0);
+}
+
 void* allocate_with(const Allocator* allocator, int32_t device_type, int32_t device_index, size_t bytes,
                     void* stream) {
   if (bytes == 0) throw Error(KABI_STATUS_INVALID_ARGUMENT, "cannot allocate 0 bytes");
-  if (allocator == nullptr) return default_allocate(device_type, device_index, bytes, stream);
+  if (!serves(allocator, device_type)) return default_allocate(device_type, device_index, bytes, stream);
   void* pointer = nullptr;
   set_last_error("");
   const kabi_status status =
@@ -93,7 +100,7 @@ void* allocate_with(const Allocator* allocator, int32_t device_type, int32_t dev
 
 void release_with(const Allocator* allocator, int32_t device_type, int32_t device_index, void* pointer, size_t bytes,
                   void* stream) noexcept {
-  if (allocator == nullptr) {
+  if (!serves(allocator, device_type)) {
     default_release(device_type, device_index, pointer, stream);
   } else {
     allocator->table.release(allocator->table.context, device_type, device_index, pointer, bytes, stream);

@@ -14,6 +14,7 @@ void bind_dispatch(pybind11::module_& module);  // describe, select, launch (dis
 void bind_runtime(pybind11::module_& module);   // devices, plugins, binaries, tuning cache (runtime.cpp)
 void bind_front(pybind11::module_& module);     // the C hit path of two-input op fronts (front.cpp)
 void bind_dlpack_exchange(pybind11::module_& module);  // whether a tensor type has the exchange API (dlpack_exchange.cpp)
+void bind_allocator(pybind11::module_& module);  // the allocator behind workspaces, from Python (allocator.cpp)
 
 // Shared helpers.
 kabi_op find_op(const std::string& name);

@@ -13,4 +13,5 @@ PYBIND11_MODULE(_core, m) {
   kabi::python::bind_runtime(m);
   kabi::python::bind_front(m);
   kabi::python::bind_dlpack_exchange(m);
+  kabi::python::bind_allocator(m);
 }

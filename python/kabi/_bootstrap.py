@@ -1,7 +1,8 @@
 """What ``import kabi`` does once, in one place: ``kabi/__init__.py`` calls :func:`bootstrap` after importing every
 layer. Importing a module of kabi has no effect on another; the wiring between layers is done here, from the top:
 
-1. load libkabi's built-in plugins (the CPU plugin, the CUDA plugin where built);
+1. load libkabi's built-in plugins (the CPU plugin, the CUDA plugin where built), and give native kernels their CUDA
+   workspaces from torch's caching allocator;
 2. register the torch-native kernels declared in the registry;
 3. give plugin discovery what it cannot import from below: the Triton backend (registered the first time CUDA
    kernels are asked for) and the ``kabi`` module that entry-point plugins are called with;
@@ -16,6 +17,7 @@ import functools
 from types import ModuleType
 
 from . import ops
+from ._base.workspaces import install_torch_allocator
 from ._plugins import discovery
 from ._plugins.loading import load_builtin_plugins
 from ._selection import gate, tuner
@@ -47,6 +49,7 @@ def bootstrap(kabi_module: ModuleType) -> None:
         return
     _done = True
     load_builtin_plugins()
+    install_torch_allocator()
     torch_native.register()
     discovery.add_cuda_backend(_register_triton_kernels)
     discovery.set_plugin_api(kabi_module)

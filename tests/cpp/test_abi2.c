@@ -457,6 +457,19 @@ static void test_workspace(void) {
   memset(memory, 1, 1000);
   kabi_memory_release(kDLCPU, 0, memory, 1000, NULL);
   CHECK_STATUS(kabi_memory_allocate(kDLCPU, 0, 0, NULL, &memory), KABI_STATUS_INVALID_ARGUMENT, "0 bytes");
+
+  /* ABI 2.1: an allocator that serves only CUDA leaves the CPU to the default; one that names the CPU serves it. */
+  allocator.device_types = KABI_DEVICE_TYPE_BIT(kDLCUDA);
+  CHECK(kabi_allocator_set(&allocator) == KABI_STATUS_OK);
+  CHECK(kabi_memory_allocate(kDLCPU, 0, 64, NULL, &memory) == KABI_STATUS_OK && counts.allocations == 3);
+  kabi_memory_release(kDLCPU, 0, memory, 64, NULL);
+  CHECK(counts.releases == 3);
+  allocator.device_types = KABI_DEVICE_TYPE_BIT(kDLCUDA) | KABI_DEVICE_TYPE_BIT(kDLCPU);
+  CHECK(kabi_allocator_set(&allocator) == KABI_STATUS_OK);
+  CHECK(kabi_memory_allocate(kDLCPU, 0, 64, NULL, &memory) == KABI_STATUS_OK && counts.allocations == 4);
+  kabi_memory_release(kDLCPU, 0, memory, 64, NULL);
+  CHECK(counts.releases == 4);
+  CHECK(kabi_allocator_set(NULL) == KABI_STATUS_OK);
   CHECK(kabi_kernel_unregister("c2.sum", "c2.sum.workspace") == KABI_STATUS_OK);
 }
 

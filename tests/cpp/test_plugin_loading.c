@@ -108,8 +108,9 @@ int main(int argc, char** argv) {
 
   /* A plugin built for ABI 1.x is refused before its init runs, naming both versions and the remedy. */
   CHECK_STATUS(kabi_plugin_load(abi1), KABI_STATUS_ABI_MISMATCH,
-               "was built for kabi ABI 1.2; this kabi implements ABI 2.0 (major versions must match): rebuild the "
-               "plugin against this kabi's headers");
+               "was built for kabi ABI 1.2; this kabi implements ABI " KABI_TEST_STRING(KABI_ABI_VERSION_MAJOR) "."
+               KABI_TEST_STRING(KABI_ABI_VERSION_MINOR) " (major versions must match): rebuild the plugin against "
+               "this kabi's headers");
   CHECK(!op_exists("abi_test_abi1_double"));
   record = record_of(base_name(abi1));
   CHECK(record.state == KABI_PLUGIN_REFUSED && record.abi_version == ((1u << 16) | 2u));

@@ -66,3 +66,26 @@ def build_abi_test_plugins(root: Path) -> dict[str, str]:
     missing = [str(path) for path in paths.values() if not path.is_file()]
     assert not missing, f"the build did not produce {missing}"
     return {name: str(path.resolve()) for name, path in paths.items()}
+
+
+_WORKSPACE_PLUGIN_PROJECT = """\
+cmake_minimum_required(VERSION 3.24)
+project(kabi_workspace_test_plugin LANGUAGES C)
+add_library(kabi::kabi INTERFACE IMPORTED)
+set_target_properties(kabi::kabi PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "{include_dirs}")
+include("{plugin_cmake}")
+kabi_add_plugin(kabi_abi_test_workspace SOURCES "{source}")
+set_target_properties(kabi_abi_test_workspace PROPERTIES C_STANDARD 99 C_STANDARD_REQUIRED ON)
+"""
+
+
+def build_workspace_test_plugin(root: Path) -> str:
+    """Build tests/abi/workspace_plugin.c (a kernel that declares a workspace) in ``root``; its library's path."""
+    include_dirs = f"{REPOSITORY / 'csrc' / 'include'};{dlpack_include_dir()}"
+    (root / "CMakeLists.txt").write_text(_WORKSPACE_PLUGIN_PROJECT.format(
+        include_dirs=include_dirs, plugin_cmake=REPOSITORY / "cmake" / "kabiPlugin.cmake",
+        source=REPOSITORY / "tests" / "abi" / "workspace_plugin.c"))
+    build(root, root / "build")
+    path = root / "build" / "libkabi_abi_test_workspace.so"
+    assert path.is_file(), f"the build did not produce {path}"
+    return str(path.resolve())

@@ -1,5 +1,5 @@
-"""registry/ops/linear.toml.pending and the linear kernel declarations beside it: complete and consistent with the
-Python side, and out of the 1.x loader's sight until ABI 2.0 reads the 2.0 declaration form."""
+"""registry/ops/linear.toml and the linear kernel declarations beside it: read by the registry loader, complete, and
+consistent with the Python side and the core's parse of the schema."""
 
 from __future__ import annotations
 
@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from kabi._base.declarations import kernel_specs, op_specs
+from kabi import _core
+from kabi._base.declarations import kernel_specs, load_op_file, op_specs
 from kabi.ops._references import ACTIVATIONS
 
 REGISTRY = Path(__file__).resolve().parents[2] / "registry"
-OP_FILE = REGISTRY / "ops" / "linear.toml.pending"
-KERNEL_FILES = tuple(REGISTRY / "kernels" / backend / "linear.toml.pending" for backend in ("torch", "cpu"))
+OP_FILE = REGISTRY / "ops" / "linear.toml"
+KERNEL_FILES = tuple(REGISTRY / "kernels" / backend / "linear.toml" for backend in ("torch", "cpu"))
 
 
 @pytest.fixture(scope="module")
@@ -23,9 +24,17 @@ def declaration() -> dict:
     return tomllib.loads(OP_FILE.read_text())
 
 
-def test_the_current_loader_does_not_read_it():
-    assert "linear" not in op_specs()
-    assert all(spec.op != "linear" for spec in kernel_specs())
+def test_the_loader_reads_it_and_the_core_knows_the_op():
+    spec = load_op_file(OP_FILE)
+    installed = op_specs()["linear"]
+    assert (installed.schema, installed.tolerance, installed.suites) == (spec.schema, spec.tolerance, spec.suites)
+    assert spec.suites["smoke"].dim_names == ("batch", "N", "K")
+    assert spec.type_variables == {"T": ("float16", "bfloat16", "float32", "float64")}
+    assert {kernel.name for kernel in kernel_specs() if kernel.op == "linear"} == {
+        "torch.linear.cpu", "torch.linear.cuda", "cpu.openblas.linear"}
+    schema = _core.op_schema("linear")
+    assert [entry["name"] for entry in schema["attributes"]] == ["activation"]
+    assert tuple(schema["attributes"][0]["enum_values"]) == tuple(ACTIVATIONS)
 
 
 def test_schema_types_and_reference(declaration):

@@ -98,8 +98,9 @@ def test_abi1_plugin_is_refused_with_the_rebuild_message(report: dict, plugin_pa
     error = report["loads"]["abi1"]
     assert error is not None and error["type"] == "AbiMismatchError"
     assert error["message"] == (
-        f"plugin {plugin_paths['abi1']} was built for kabi ABI 1.2; this kabi implements ABI 2.0 (major versions "
-        "must match): rebuild the plugin against this kabi's headers"
+        f"plugin {plugin_paths['abi1']} was built for kabi ABI 1.2; this kabi implements ABI "
+        f"{report['abi_version'] >> 16}.{report['abi_version'] & 0xFFFF} (major versions must match): rebuild the plugin "
+        "against this kabi's headers"
     )
     record = _record(report, plugin_paths["abi1"])
     assert not record["loaded"] and record["abi_version"] == (1 << 16) | 2

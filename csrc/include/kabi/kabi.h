@@ -23,6 +23,9 @@
  * inputs and several outputs in the schema; a workspace that kernels declare and the host allocates through a
  * replaceable stream-ordered allocator; the problem handed to every function kernel; the extension chains. A plugin
  * or device-binary manifest built for ABI 1.x is refused with a message that says to rebuild it.
+ *
+ * ABI 2.1 appends kabi_allocator.device_types: an allocator may serve some device types and leave the others to
+ * libkabi's default.
  */
 #ifndef KABI_KABI_H_
 #define KABI_KABI_H_
@@ -33,7 +36,7 @@
 #include <dlpack/dlpack.h>
 
 #define KABI_ABI_VERSION_MAJOR 2
-#define KABI_ABI_VERSION_MINOR 0
+#define KABI_ABI_VERSION_MINOR 1
 /** The version this header describes, as (MAJOR << 16) | MINOR. */
 #define KABI_ABI_VERSION ((uint32_t)((KABI_ABI_VERSION_MAJOR << 16) | KABI_ABI_VERSION_MINOR))
 /** The MAJOR part of a packed version. */
@@ -914,7 +917,7 @@ KABI_EXPORT kabi_status kabi_cache_stats(int64_t* out_records, int64_t* out_corr
 /* ------------------------------------------------------------------------------------------------------------ */
 
 /** A stream-ordered allocator. libkabi's default uses malloc for the CPU and cuMemAllocAsync / cuMemFreeAsync for
- *  CUDA; the Python binding installs torch's caching allocator. Input struct; copied by kabi_allocator_set. */
+ *  CUDA; the Python binding installs torch's caching allocator for CUDA. Input struct; copied by kabi_allocator_set. */
 typedef struct kabi_allocator {
   size_t struct_size;
   const kabi_extension* extensions;
@@ -926,7 +929,13 @@ typedef struct kabi_allocator {
   /** Give back what allocate returned, once the work queued on `stream` so far is done with it. */
   void (*release)(void* context, int32_t device_type, int32_t device_index, void* pointer, size_t bytes,
                   void* stream);
+  /** The device types this allocator serves, as bits KABI_DEVICE_TYPE_BIT(device_type); 0 (or a struct_size that
+   *  ends before this field) for every one. libkabi's default serves the others. Since ABI 2.1. */
+  uint64_t device_types;
 } kabi_allocator;
+
+/** The bit of a DLDeviceType in kabi_allocator.device_types. */
+#define KABI_DEVICE_TYPE_BIT(device_type) ((uint64_t)1 << (device_type))
 
 /** Use this allocator for workspaces from now on (NULL: back to libkabi's default). Workspace buffers the previous
  *  allocator gave are released through it as each thread next needs a workspace (or exits), so it must stay usable

@@ -1,5 +1,5 @@
-// kabi-cpu: the built-in CPU plugin. matmul in float32 and float64 through OpenBLAS gemm, registered only through
-// the host table that kabi_plugin_init receives (this library does not link libkabi).
+// kabi-cpu: the built-in CPU plugin. matmul and linear in float32 and float64 through OpenBLAS gemm, registered only
+// through the host table that kabi_plugin_init receives (this library does not link libkabi).
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 
 #include "gemm_plan.hpp"
 #include "kabi/kabi.h"
+#include "linear.hpp"
 #include "openblas_library.hpp"
 
 namespace kabi::cpu {
@@ -144,7 +145,9 @@ kabi_status initialize(const kabi_host_api* host, kabi_plugin_info* out_info) {
   desc.user_data = &state;
   desc.fingerprint = state.fingerprint.c_str();
   kabi_kernel kernel = nullptr;
-  return host->kernel_register(&desc, &kernel);
+  const kabi_status status = host->kernel_register(&desc, &kernel);
+  if (status != KABI_STATUS_OK) return status;
+  return register_linear_kernels(host, state.blas);
 }
 
 }  // namespace

@@ -71,13 +71,16 @@ class Tolerance:
 @dataclass(frozen=True)
 class ShapeSuite:
     """Named problem shapes ([M, N, K] or [B, M, N, K] for matmul) for ``kabi tune --suite`` and ``kabi bench``;
-    ``layouts`` (default ``("row_major",)``) lists the operand layouts each shape is benchmarked in."""
+    ``layouts`` (default ``("row_major",)``) lists the operand layouts each shape is benchmarked in. A suite whose
+    shapes name the op's dimensions (``{ batch = 1, N = 8, K = 8 }``, as linear's) keeps those names in
+    ``dim_names`` and each shape's sizes in that order."""
 
     name: str
     description: str
     shapes: tuple[tuple[int, ...], ...]
     dtypes: tuple[str, ...]
     layouts: tuple[str, ...] = ("row_major",)
+    dim_names: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -230,7 +233,13 @@ def load_op_file(path: Path) -> OpSpec:
     for suite_name in suites_table.table if suites_table else ():
         suite = suites_table.child(suite_name)
         shapes = suite.get("shapes", list)
+        dim_names = tuple(shapes[0]) if shapes and isinstance(shapes[0], dict) else ()
         for index, shape in enumerate(shapes):
+            if dim_names:
+                if not isinstance(shape, dict) or tuple(shape) != dim_names:
+                    raise suite.fail(f"shapes[{index}]", f"expected a table of the dimensions {', '.join(dim_names)} "
+                                                         f"like shapes[0], got {shape!r}")
+                shapes[index] = shape = list(shape.values())
             if not (isinstance(shape, list) and shape and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape)):
                 raise suite.fail(f"shapes[{index}]", f"expected a list of positive integers, got {shape!r}")
         layouts = suite.names("layouts", SUITE_LAYOUT_NAMES, ["row_major"])
@@ -238,7 +247,7 @@ def load_op_file(path: Path) -> OpSpec:
             raise suite.fail("layouts", f"expected distinct layout names, at least one, got {list(layouts)!r}")
         suites[suite_name] = ShapeSuite(
             suite_name, suite.get("description", str), tuple(tuple(s) for s in shapes), suite.names("dtypes", tuple(dtypes)),
-            layouts,
+            layouts, dim_names,
         )
         suite.finish()
     spec = OpSpec(

@@ -1,4 +1,5 @@
-"""Registering the Triton kernels into kabi: one Python kernel per (family, config).
+"""Registering the Triton kernels into kabi: one Python kernel per (family, config) for matmul, and one per config
+of the fused linear kernel.
 
 kabi's bootstrap hands ``register_triton_kernels`` to plugin discovery, which calls it the first time the registry is
 read for CUDA where a CUDA device exists (``kabi._plugins.discovery.complete_registry``), so ``import kabi`` never
@@ -36,7 +37,14 @@ _PYTHON_LAYOUTS = {
     # Each config reads one weight layout (its supports predicate says which); any strides are correct.
     "decode": ("contiguous", "row_strided", "col_strided", "general"),
 }
-_KERNEL_SOURCES = ("_jit_kernels.py", "_decode_jit_kernels.py")
+# The fused linear kernel's tl.dot needs the tensor cores of sm_80 for bfloat16; on the CPU it runs everywhere (its
+# bfloat16 product is taken in float32 there, see _linear.launch_linear).
+_LINEAR_ARCHS = (80, None)
+_LINEAR_DTYPES = ("float16", "bfloat16", "float32")
+# Above torch-native (0), the configs in LINEAR_CONFIGS' order: where nothing is tuned, the first config that fits
+# the problem is the heuristic pick.
+_LINEAR_PRIORITY = 10
+_KERNEL_SOURCES = ("_jit_kernels.py", "_decode_jit_kernels.py", "_linear_kernels.py")
 
 _registered_devices: set[str] = set()
 _lock = threading.Lock()
@@ -45,6 +53,12 @@ _lock = threading.Lock()
 def kernel_name(family_name: str, config_tag: str, device: str = "cuda") -> str:
     """The kabi name of one (family, config), e.g. ``triton.matmul.tiled.bm128_bn128_bk64_w8_s3_g8``."""
     name = f"triton.matmul.{family_name}.{config_tag}"
+    return name if device == "cuda" else f"{name}.{device}"
+
+
+def linear_kernel_name(config_tag: str, device: str = "cuda") -> str:
+    """The kabi name of one config of the fused linear kernel, e.g. ``triton.linear.bm16_bn64_bk128_w4_s4_g8``."""
+    name = f"triton.linear.{config_tag}"
     return name if device == "cuda" else f"{name}.{device}"
 
 
@@ -83,8 +97,29 @@ class _Supports:
         return self._family.unsupported_reason(self._config, matmul_problem) or True
 
 
+class _LinearSupports:
+    """The supports predicate of one linear config: the rows are x's leading dimensions flattened (the problem's
+    batch size), N and K the op's dimensions."""
+
+    def __init__(self, config) -> None:
+        self._config = config
+
+    def __call__(self, problem) -> bool | str:
+        import torch
+
+        from ._families import device_facts
+        from ._linear import linear_unsupported_reason
+
+        arch = None
+        if problem.device_type == _KABI_DEVICE_TYPE_CUDA:
+            arch, _ = device_facts(torch.device("cuda", problem.device_index))
+        dims = problem.dims
+        return linear_unsupported_reason(self._config, problem.batch_size, dims["N"], dims["K"],
+                                         _ELEMENT_SIZES[problem.dtype], arch) or True
+
+
 def register_triton_kernels(device: str = "cuda") -> list[str]:
-    """Register every Triton matmul kernel for ``device`` ("cuda", or "cpu" under the interpreter) and return
+    """Register every Triton matmul and linear kernel for ``device`` ("cuda", or "cpu" under the interpreter) and return
     their names. Idempotent; returns [] when Triton is not installed or the device's kernels are registered.
 
     Raises ValueError for device="cpu" when the kernels were not built for the interpreter (TRITON_INTERPRET=1
@@ -132,4 +167,20 @@ def _register(device: str) -> list[str]:
                 alignment=family.alignment, priority=family.priority - rank, supports=_Supports(family, config),
                 fingerprint=f"{kernels_fingerprint()}:{family.name}:{config.tag}")
             names.append(name)
+    return names + _register_linear(device)
+
+
+def _register_linear(device: str) -> list[str]:
+    from ...ops._kernel_registration import register_kernel
+    from ._linear import LINEAR_CONFIGS, launch_linear
+
+    names = []
+    for rank, config in enumerate(LINEAR_CONFIGS):
+        name = linear_kernel_name(config.tag, device)
+        register_kernel(
+            "linear", functools.partial(launch_linear, config), name=name, backend="triton", device=device,
+            archs=None if device == "cpu" else _LINEAR_ARCHS, dtypes=_LINEAR_DTYPES, layouts="any", batch="any",
+            priority=_LINEAR_PRIORITY - rank, supports=_LinearSupports(config),
+            fingerprint=f"{kernels_fingerprint()}:linear:{config.tag}")
+        names.append(name)
     return names
