@@ -458,7 +458,7 @@ static void test_workspace(void) {
   kabi_memory_release(kDLCPU, 0, memory, 1000, NULL);
   CHECK_STATUS(kabi_memory_allocate(kDLCPU, 0, 0, NULL, &memory), KABI_STATUS_INVALID_ARGUMENT, "0 bytes");
 
-  /* ABI 2.1: an allocator that serves only CUDA leaves the CPU to the default; one that names the CPU serves it. */
+  /* An allocator that serves only CUDA leaves the CPU to the default; one that names the CPU serves it. */
   allocator.device_types = KABI_DEVICE_TYPE_BIT(kDLCUDA);
   CHECK(kabi_allocator_set(&allocator) == KABI_STATUS_OK);
   CHECK(kabi_memory_allocate(kDLCPU, 0, 64, NULL, &memory) == KABI_STATUS_OK && counts.allocations == 3);

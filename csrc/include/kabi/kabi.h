@@ -23,9 +23,6 @@
  * inputs and several outputs in the schema; a workspace that kernels declare and the host allocates through a
  * replaceable stream-ordered allocator; the problem handed to every function kernel; the extension chains. A plugin
  * or device-binary manifest built for ABI 1.x is refused with a message that says to rebuild it.
- *
- * ABI 2.1 appends kabi_allocator.device_types: an allocator may serve some device types and leave the others to
- * libkabi's default.
  */
 #ifndef KABI_KABI_H_
 #define KABI_KABI_H_
@@ -36,7 +33,7 @@
 #include <dlpack/dlpack.h>
 
 #define KABI_ABI_VERSION_MAJOR 2
-#define KABI_ABI_VERSION_MINOR 1
+#define KABI_ABI_VERSION_MINOR 0
 /** The version this header describes, as (MAJOR << 16) | MINOR. */
 #define KABI_ABI_VERSION ((uint32_t)((KABI_ABI_VERSION_MAJOR << 16) | KABI_ABI_VERSION_MINOR))
 /** The MAJOR part of a packed version. */
@@ -930,7 +927,7 @@ typedef struct kabi_allocator {
   void (*release)(void* context, int32_t device_type, int32_t device_index, void* pointer, size_t bytes,
                   void* stream);
   /** The device types this allocator serves, as bits KABI_DEVICE_TYPE_BIT(device_type); 0 (or a struct_size that
-   *  ends before this field) for every one. libkabi's default serves the others. Since ABI 2.1. */
+   *  ends before this field) for every one. libkabi's default serves the others. */
   uint64_t device_types;
 } kabi_allocator;
 
