@@ -20,7 +20,7 @@ that dtype, whatever the type variables are. An op declares other kinds in its T
     [inputs]                  # or a whole-op generator, for what kinds cannot say
     generator = "my_package.inputs:make"
 
-The kinds (``INPUT_KINDS``), kept few on purpose:
+The kinds (``kabi._base.declarations.INPUT_KINDS``), kept few on purpose:
 
 - ``normal``: standard normal values, drawn in float32 (both parts for complex dtypes) and rounded to the dtype.
   This is what the correctness gate's tolerances were set for: a product of K terms stays near sqrt(K), well
@@ -57,7 +57,7 @@ from typing import Any, Callable, Collection, Mapping, Sequence
 import torch
 
 from .. import _core
-from .._base.declarations import INPUT_KINDS, InputDeclaration, OpSpec, op_specs, resolve_callable
+from .._base.declarations import InputDeclaration, OpSpec, op_specs, resolve_callable
 from .._base.errors import ArgumentTypeError, InvalidArgumentError
 from .._base.tensors import torch_dtype
 
