@@ -5,14 +5,15 @@ import pytest
 import torch
 
 from kabi._base.declarations import op_spec
-from kabi._selection.correctness import check_output, make_inputs_like, reference_output
+from kabi._selection.correctness import check_output, reference_output
+from kabi.ops._inputs import inputs_like
 
 INTEGER_DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
 
 
 @pytest.mark.parametrize("dtype", INTEGER_DTYPES, ids=str)
 def test_integer_products_must_be_exact(dtype):
-    a, b = make_inputs_like([torch.empty(16, 24, dtype=dtype), torch.empty(24, 8, dtype=dtype)])
+    a, b = inputs_like("matmul", [torch.empty(16, 24, dtype=dtype), torch.empty(24, 8, dtype=dtype)])
     reference = reference_output(torch.matmul, [a, b])
     assert reference.dtype == dtype
     tolerance = op_spec("matmul").tolerance[str(dtype).removeprefix("torch.")]
@@ -32,7 +33,7 @@ def test_integer_reference_wraps_as_the_dtype_does():
 
 @pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128], ids=str)
 def test_complex_products_are_compared_in_complex128(dtype):
-    a, b = make_inputs_like([torch.empty(16, 24, dtype=dtype), torch.empty(24, 8, dtype=dtype)])
+    a, b = inputs_like("matmul", [torch.empty(16, 24, dtype=dtype), torch.empty(24, 8, dtype=dtype)])
     # Fresh complex inputs have imaginary parts, so a kernel that drops or conjugates them cannot pass.
     assert bool((a.imag != 0).any()) and bool((b.imag != 0).any())
     reference = reference_output(torch.matmul, [a, b])

@@ -11,7 +11,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from kabi._base.declarations import Tolerance
-from kabi._selection.correctness import make_inputs_like
+from kabi.ops._inputs import inputs_like
 from kabi._selection.distributed import DecisionState, agree, agreement_active
 from kabi._selection.measure import fastest, measure_candidates
 from kabi._selection.tuning_policy import TuningSettings
@@ -38,7 +38,7 @@ def _rank_main(rank, world_size, init_file, result_dir):
         candidates = [("slow-on-rank-0", _delayed_on(0, 0.004)), ("slow-on-rank-1", _delayed_on(1, 0.001)),
                       ("wrong-on-rank-1", lambda a, b: torch.matmul(a, b) + dist.get_rank())]
         names = tuple(name for name, _ in candidates)
-        make_inputs = lambda: make_inputs_like([torch.empty(16, 8), torch.empty(8, 4)])
+        make_inputs = lambda: inputs_like("matmul", [torch.empty(16, 8), torch.empty(8, 4)])
         local = []
 
         def measure():

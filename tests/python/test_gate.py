@@ -178,7 +178,7 @@ def test_kabi_verify_prints_the_verdicts_and_exits_by_whether_a_kernel_passed(tm
     try:
         assert main(["verify", "matmul", "--shape", "9x4x6", "--shape", "3x5x7", "--device", "cpu"]) == 0
         output = capsys.readouterr().out
-        assert "9x4x6 float32 on cpu" in output and "3x5x7 float32 on cpu" in output
+        assert "M=9,N=4,K=6 float32 on cpu" in output and "M=3,N=5,K=7 float32 on cpu" in output
         assert "cpu.openblas.gemm" in output and "passed" in output
         assert len([r for r in cache.show("matmul") if r.gate_only]) == 4
         capsys.readouterr()

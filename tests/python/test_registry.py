@@ -82,7 +82,7 @@ def write(tmp_path: Path, relative: str, text: str) -> Path:
         (lambda t: t.replace("[tolerance.float64]\nnorm = 1e-12\nextreme = 1e-10\n", ""), "tolerance.float64: missing"),
         (lambda t: t.replace('summary = "', 'sumary = "'), "summary: missing"),
         (lambda t: t + '\ncolour = "blue"\n', "colour: unknown field"),
-        (lambda t: t.replace("[8, 8, 8]", "[8, 0, 8]"), r"suites.smoke.shapes\[0\]: expected a list of positive integers"),
+        (lambda t: t.replace("[8, 8, 8]", "[8, 0, 8]"), r"suites.smoke.shapes\[0\]: expected 3 positive sizes \[M, N, K\]"),
         (lambda t: t.replace('schema = "', 'schema = "x').replace('{ a = "M"', '{ xa = "M"'), None),
         (lambda t: t.replace("[tuning]", "[tuning"), "not valid TOML"),
     ],

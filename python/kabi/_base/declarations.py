@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,8 +31,11 @@ from .. import _core
 from .errors import ArgumentTypeError, InvalidArgumentError, NotFoundError
 
 __all__ = [
+    "INPUT_KINDS",
+    "InputDeclaration",
     "KernelSpec",
     "OpSpec",
+    "ProblemShape",
     "RegistryError",
     "ShapeSuite",
     "Tolerance",
@@ -41,7 +45,9 @@ __all__ = [
     "op_name_of",
     "op_spec",
     "op_specs",
+    "parse_problem_shape",
     "registry_root",
+    "resolve_callable",
 ]
 
 # The core's dtype vocabulary (csrc/core/names.cpp), in the order of its KABI_DTYPE_* bits.
@@ -54,6 +60,10 @@ DEVICE_NAMES = ("cpu", "cuda", "rocm", "mps", "xpu")
 # How a suite lays out the second operand: "row_major" is b as a contiguous [..., K, N]; "transposed_b" is b as the
 # transposed view of a contiguous [..., N, K], the layout of an nn.Linear weight.
 SUITE_LAYOUT_NAMES = ("row_major", "transposed_b")
+# How the input generator fills a tensor (``[inputs.<tensor>] kind``); kabi.ops._inputs gives each its meaning.
+INPUT_KINDS = ("normal", "uniform", "positive", "integers", "offsets")
+# The key of a problem shape's leading (batch) shape, beside the named dimensions.
+BATCH_KEY = "batch"
 
 
 class RegistryError(InvalidArgumentError):
@@ -69,18 +79,119 @@ class Tolerance:
 
 
 @dataclass(frozen=True)
+class ProblemShape:
+    """The sizes of one problem: each named dimension of the op's schema, and the leading (batch) shape of its
+    ``[..., ...]`` tensors (empty: no batch dimensions).
+
+    Example::
+
+        >>> shape = parse_problem_shape("2x16x24x40", ("M", "N", "K"))
+        >>> shape.sizes, shape.batch, str(shape)
+        ({'M': 16, 'N': 24, 'K': 40}, (2,), 'batch=2,M=16,N=24,K=40')
+    """
+
+    dims: tuple[tuple[str, int], ...]
+    batch: tuple[int, ...] = ()
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        """The named dimensions as a dict, in the order given."""
+        return dict(self.dims)
+
+    def positional(self, order: tuple[str, ...]) -> tuple[int, ...]:
+        """The batch shape then the dimensions in ``order``: ``(B, M, N, K)`` for matmul's ``("M", "N", "K")``."""
+        return (*self.batch, *(self.sizes[name] for name in order))
+
+    def __str__(self) -> str:
+        batch = [f"{BATCH_KEY}={'x'.join(map(str, self.batch))}"] if self.batch else []
+        return ",".join(batch + [f"{name}={size}" for name, size in self.dims])
+
+
+def _positive_size(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def parse_problem_shape(value: Any, shape_order: tuple[str, ...] = ()) -> ProblemShape:
+    """The one reader of problem shapes, from a suite entry or the command line; ``ValueError`` saying what was
+    expected (the caller adds where the value came from).
+
+    - a table of named dimensions, ``{"M": 512, "N": 512, "K": 512}``, optionally with ``"batch"``: the leading
+      shape, an int or a list of ints;
+    - a list of sizes in the op's ``shape_order`` (``[512, 512, 512]`` is M, N, K for matmul), optionally with one
+      leading batch size (``[2, 512, 512, 512]``);
+    - text: ``"M=512,N=512,K=512"`` (``batch=2x3`` for a batch) or ``"512x512x512"`` in the op's ``shape_order``.
+    """
+    if isinstance(value, str):
+        value = _shape_text(value)
+    if isinstance(value, list):
+        if not shape_order:
+            raise ValueError(f"sizes without names need the op's shape_order; name them, as in "
+                             f"{{ M = 8, N = 8 }}, got {value!r}")
+        if len(value) not in (len(shape_order), len(shape_order) + 1) or not all(map(_positive_size, value)):
+            order = ", ".join(shape_order)
+            raise ValueError(f"expected {len(shape_order)} positive sizes [{order}], or {len(shape_order) + 1} with a "
+                             f"leading batch size [B, {order}], got {value!r}")
+        batch = tuple(value[: len(value) - len(shape_order)])
+        return ProblemShape(tuple(zip(shape_order, value[len(batch):])), batch)
+    if not isinstance(value, dict) or not value:
+        raise ValueError(f"expected a table of named dimensions such as {{ M = 8, N = 8 }} or a list of sizes, "
+                         f"got {value!r}")
+    batch = value.get(BATCH_KEY, [])
+    batch = [batch] if isinstance(batch, int) and not isinstance(batch, bool) else batch
+    if not (isinstance(batch, list) and all(map(_positive_size, batch))):
+        raise ValueError(f"{BATCH_KEY}: expected a positive size or a list of them, got {value[BATCH_KEY]!r}")
+    dims = tuple((name, size) for name, size in value.items() if name != BATCH_KEY)
+    for name, size in dims:
+        if not name.isidentifier():
+            raise ValueError(f"{name!r} is not a dimension name")
+        if not _positive_size(size):
+            raise ValueError(f"{name}: expected a positive size, got {size!r}")
+    return ProblemShape(dims, tuple(batch))
+
+
+def _shape_text(text: str) -> list[Any] | dict[str, Any]:
+    """``"M=512,N=512"`` as a table (``batch=2x3`` as a list), ``"512x512x512"`` as a list; sizes that are not
+    integers stay text, for :func:`parse_problem_shape` to reject by name."""
+
+    def size(part: str) -> Any:
+        try:
+            return int(part)
+        except ValueError:
+            return part
+
+    text = text.strip()
+    if "=" not in text:
+        return [size(part) for part in text.lower().split("x")]
+    table: dict[str, Any] = {}
+    for item in text.split(","):
+        name, equals, sizes = (part.strip() for part in item.partition("="))
+        if not equals or not name:
+            raise ValueError(f"expected NAME=SIZE items separated by commas, got {item.strip()!r}")
+        if name in table:
+            raise ValueError(f"{name} is given twice")
+        table[name] = [size(part) for part in sizes.split("x")] if name == BATCH_KEY else size(sizes)
+    return table
+
+
+@dataclass(frozen=True)
+class InputDeclaration:
+    """How the input generator fills one tensor (``[inputs.<tensor>]``): a ``kind`` of :data:`INPUT_KINDS`, and
+    for ``"offsets"`` the dimension its last value equals (``total``)."""
+
+    kind: str
+    total: str = ""
+
+
+@dataclass(frozen=True)
 class ShapeSuite:
-    """Named problem shapes ([M, N, K] or [B, M, N, K] for matmul) for ``kabi tune --suite`` and ``kabi bench``;
-    ``layouts`` (default ``("row_major",)``) lists the operand layouts each shape is benchmarked in. A suite whose
-    shapes name the op's dimensions (``{ batch = 1, N = 8, K = 8 }``, as linear's) keeps those names in
-    ``dim_names`` and each shape's sizes in that order."""
+    """Named problem shapes for ``kabi tune --suite`` and ``kabi bench``; ``layouts`` (default ``("row_major",)``)
+    lists the operand layouts each shape is benchmarked in."""
 
     name: str
     description: str
-    shapes: tuple[tuple[int, ...], ...]
+    shapes: tuple[ProblemShape, ...]
     dtypes: tuple[str, ...]
     layouts: tuple[str, ...] = ("row_major",)
-    dim_names: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -99,6 +210,11 @@ class OpSpec:
     path: Path
     # Inputs that may be vectors, each with the dimension a vector lacks (kabi.ops._schema.VectorPromotion).
     vectors: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # The order of the dimensions in a shape given as a list ([M, N, K] for matmul), after an optional batch size.
+    shape_order: tuple[str, ...] = ()
+    # The input generator (``[inputs]``): a whole-op ``"module:function"``, and per tensor how to fill it.
+    input_generator: str = ""
+    inputs: Mapping[str, InputDeclaration] = dataclasses.field(default_factory=dict)
 
     @property
     def dtypes(self) -> tuple[str, ...]:
@@ -228,26 +344,22 @@ def load_op_file(path: Path) -> OpSpec:
     tuning = root.child("tuning")
     tuning_key = tuning.get("key", str, check=_identifier)
     tuning.finish()
+    shape_order = tuple(root.get("shape_order", list, [], check=_dimension_names))
     suites = {}
     suites_table = root.child("suites") if "suites" in root.table else None
     for suite_name in suites_table.table if suites_table else ():
         suite = suites_table.child(suite_name)
-        shapes = suite.get("shapes", list)
-        dim_names = tuple(shapes[0]) if shapes and isinstance(shapes[0], dict) else ()
-        for index, shape in enumerate(shapes):
-            if dim_names:
-                if not isinstance(shape, dict) or tuple(shape) != dim_names:
-                    raise suite.fail(f"shapes[{index}]", f"expected a table of the dimensions {', '.join(dim_names)} "
-                                                         f"like shapes[0], got {shape!r}")
-                shapes[index] = shape = list(shape.values())
-            if not (isinstance(shape, list) and shape and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape)):
-                raise suite.fail(f"shapes[{index}]", f"expected a list of positive integers, got {shape!r}")
+        shapes = []
+        for index, shape in enumerate(suite.get("shapes", list)):
+            try:
+                shapes.append(parse_problem_shape(shape, shape_order))
+            except ValueError as error:
+                raise suite.fail(f"shapes[{index}]", str(error)) from None
         layouts = suite.names("layouts", SUITE_LAYOUT_NAMES, ["row_major"])
         if not layouts or len(set(layouts)) != len(layouts):
             raise suite.fail("layouts", f"expected distinct layout names, at least one, got {list(layouts)!r}")
         suites[suite_name] = ShapeSuite(
-            suite_name, suite.get("description", str), tuple(tuple(s) for s in shapes), suite.names("dtypes", tuple(dtypes)),
-            layouts, dim_names,
+            suite_name, suite.get("description", str), tuple(shapes), suite.names("dtypes", tuple(dtypes)), layouts,
         )
         suite.finish()
     spec = OpSpec(
@@ -261,9 +373,44 @@ def load_op_file(path: Path) -> OpSpec:
         suites=suites,
         path=path,
         vectors=_vectors(root),
+        shape_order=shape_order,
+        **_inputs(root),
     )
     root.finish()
     return spec
+
+
+def _dimension_names(names: list[Any]) -> str | None:
+    if all(isinstance(name, str) and name.isidentifier() and name != BATCH_KEY for name in names) and \
+            len(set(names)) == len(names):
+        return None
+    return f"expected distinct dimension names of the schema, such as [\"M\", \"N\", \"K\"], got {names!r}"
+
+
+def _inputs(root: _Reader) -> dict[str, Any]:
+    """The ``[inputs]`` table: ``generator = "module:function"`` for the whole op, and ``[inputs.<tensor>]`` tables
+    each with a ``kind`` (and ``total`` for ``"offsets"``). Tensor names are the core's to check against the
+    schema, when the generator runs."""
+    if "inputs" not in root.table:
+        return {}
+    table = root.child("inputs")
+    generator = table.get("generator", str, "", check=lambda s: None if s.count(":") == 1 else "expected 'module:function'")
+    declarations = {}
+    for name, value in table.table.items():
+        if name == "generator":
+            continue
+        if not isinstance(value, dict):
+            raise table.fail(name, f"expected a table such as {{ kind = \"positive\" }}, got {value!r}")
+        entry = table.child(name)
+        kind = entry.get("kind", str, check=lambda k: None if k in INPUT_KINDS else f"{k!r} is not one of {', '.join(INPUT_KINDS)}")
+        total = entry.get("total", str, "", check=lambda d: None if d.isidentifier() else f"expected a dimension name, got {d!r}")
+        if (kind == "offsets") != bool(total):
+            raise entry.fail("total", "an \"offsets\" tensor names the dimension its last value equals (total = \"M\"); "
+                                      "other kinds take no total")
+        entry.finish()
+        declarations[name] = InputDeclaration(kind, total)
+    table.finish()
+    return {"input_generator": generator, "inputs": declarations}
 
 
 def _type_table(reader: _Reader, field: str) -> dict[str, tuple[str, ...]]:
@@ -370,6 +517,13 @@ def op_name_of(op: Any) -> str:
     if getattr(op, "__module__", None) == "kabi.ops" and isinstance(getattr(op, "__name__", None), str):
         return op.__name__
     raise ArgumentTypeError(f"expected an op name or a kabi.ops function, got {type(op).__name__}")
+
+
+def resolve_callable(dotted: str) -> Callable[..., Any]:
+    """The function a declaration names, as ``"module:function"`` or dotted (``"torch.matmul"``): an op's reference,
+    a kernel's implementation, an input generator."""
+    module_name, _, attribute = dotted.replace(":", ".").rpartition(".")
+    return getattr(importlib.import_module(module_name), attribute)
 
 
 def kernel_specs(backend: str | None = None) -> tuple[KernelSpec, ...]:

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from ..ops._inputs import problem_inputs
 from ._peers import Peer, inductor, preferred_blas
 from ._problems import BenchProblem, OpBenchmark
 
@@ -41,14 +42,10 @@ def _dimensions(problem: BenchProblem) -> tuple[int, int, int, int]:
 
 
 def _make_inputs(problem: BenchProblem, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The op's generated inputs; for ``transposed_b``, b as the transposed view of a contiguous [..., N, K]."""
     *batch, m, n, k = problem.shape
-    dtype = getattr(torch, problem.dtype)
-    generator = torch.Generator(device=device).manual_seed(0x6B616269)
-    a = torch.randn((*batch, m, k), generator=generator, device=device, dtype=torch.float32).to(dtype)
-    if problem.layout == "transposed_b":
-        weight = torch.randn((*batch, n, k), generator=generator, device=device, dtype=torch.float32).to(dtype)
-        return a, weight.transpose(-1, -2)
-    return a, torch.randn((*batch, k, n), generator=generator, device=device, dtype=torch.float32).to(dtype)
+    a, b = problem_inputs("matmul", {"M": m, "N": n, "K": k}, batch, problem.dtype, device=device)
+    return a, b.mT.contiguous().mT if problem.layout == "transposed_b" else b
 
 
 def _flops(problem: BenchProblem) -> int:

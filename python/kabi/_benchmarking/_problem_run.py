@@ -20,10 +20,9 @@ from typing import Any, Sequence
 
 import torch
 
-from .._base.declarations import op_spec
+from .._base.declarations import op_spec, resolve_callable
 from .._selection.correctness import check_output, reference_output
 from .._selection.explain import explain
-from .._selection.gate import resolve_reference
 from .._selection.tuning_policy import tuning
 from ..ops._front import front_of
 from ..ops._scopes import use
@@ -98,7 +97,7 @@ def measure_problem(benchmark: OpBenchmark, problem: BenchProblem, device: torch
     """Measure one problem and return its record (see ``result.schema.json``, ``$defs.problem``)."""
     spec = op_spec(benchmark.op)
     inputs = benchmark.make_inputs(problem, device)
-    reference = reference_output(resolve_reference(spec.reference), inputs)
+    reference = reference_output(resolve_callable(spec.reference), inputs)
     dtype, tolerance = getattr(torch, problem.dtype), spec.tolerance[problem.dtype]
     subjects, kabi = _kabi_subjects(benchmark, inputs, device)
     records = {subject.name: _record(subject.name, subject.kind) for subject in subjects}

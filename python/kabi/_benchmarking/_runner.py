@@ -75,7 +75,7 @@ def _problems(op: str, suite_name: str, dtypes: Sequence[str] | None) -> tuple[l
     if unknown:
         raise InvalidArgumentError(f"kabi bench: dtype must be among {', '.join(spec.dtypes)} for {op}, "
                                    f"got {', '.join(unknown)}")
-    problems = [BenchProblem(tuple(shape), dtype, layout)
+    problems = [BenchProblem(shape.positional(spec.shape_order), dtype, layout)
                 for dtype in chosen for shape in suite.shapes for layout in suite.layouts]
     return problems, chosen
 

@@ -1,4 +1,5 @@
-"""The correctness gate: fresh tuning inputs shaped like the caller's, and the comparison with the op's reference.
+"""The correctness gate's comparison of a candidate's output with the op's reference (the inputs it runs on are
+the input generator's, :mod:`kabi.ops._inputs`).
 
 Before a candidate may win, its output on the tuning inputs must match the op's reference, computed in float64
 (complex128 for complex dtypes) on the same (already rounded) inputs, within the op's tolerance for the dtype
@@ -15,73 +16,20 @@ Example::
 
     >>> import torch
     >>> from kabi._base.declarations import op_spec
-    >>> a = make_input_like(torch.randn(8, 4).t())      # same shape, dtype and strides, fresh values
-    >>> a.stride()
-    (1, 4)
+    >>> a = torch.randn(8, 4)
     >>> check_output(a.clone(), a.double(), op_spec("matmul").tolerance["float32"]) is None
     True
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 
 from .._base.declarations import Tolerance
 
-__all__ = ["make_input_like", "make_inputs_like", "reference_output", "check_output"]
-
-# Fresh inputs reproduce the caller's pointer alignment modulo this many bytes (the widest vector/TMA alignment a
-# kernel declares), so a kernel that needs aligned data fails tuning exactly where it would fail for the caller.
-_ALIGNMENT_PERIOD_BYTES = 256
-
-
-def _storage_elements(shape: Sequence[int], stride: Sequence[int]) -> int:
-    if any(size == 0 for size in shape):
-        return 0
-    return 1 + sum((size - 1) * step for size, step in zip(shape, stride))
-
-
-def _random_values(count: int, dtype: torch.dtype, device: torch.device, generator: torch.Generator) -> torch.Tensor:
-    if device.type != "cpu":
-        # Generating large inputs on the device is far faster; its generator is seeded from the given one.
-        seed = int(torch.randint(2**62, (1,), generator=generator))
-        generator = torch.Generator(device=device).manual_seed(seed)
-    if dtype.is_complex:
-        # Both parts random: a kernel that drops or conjugates the imaginary part must not pass on real values.
-        values = torch.randn(count, dtype=torch.complex64, device=device, generator=generator)
-    elif dtype.is_floating_point:
-        values = torch.randn(count, dtype=torch.float32, device=device, generator=generator)
-    elif dtype == torch.bool:
-        values = torch.randint(0, 2, (count,), device=device, generator=generator)
-    else:
-        values = torch.randint(-8, 9, (count,), device=device, generator=generator)
-    return values.to(dtype=dtype)
-
-
-def make_input_like(tensor: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-    """A new tensor with ``tensor``'s shape, dtype, device and strides (so the same layout class, broadcast and
-    padded rows included) and the same pointer alignment modulo 256 bytes, filled with fresh random values.
-    Never aliases or reads ``tensor``'s data."""
-    if not isinstance(tensor, torch.Tensor):
-        raise TypeError(f"make_input_like: expected a torch.Tensor, got {type(tensor).__name__}")
-    generator = generator if generator is not None else torch.Generator().manual_seed(0x6B616269)
-    element_bytes = tensor.element_size()
-    padding = _ALIGNMENT_PERIOD_BYTES // element_bytes
-    needed = _storage_elements(tensor.shape, tensor.stride())
-    storage = torch.empty(needed + padding, dtype=tensor.dtype, device=tensor.device)
-    misalignment = (tensor.data_ptr() - storage.data_ptr()) % _ALIGNMENT_PERIOD_BYTES
-    offset = misalignment // element_bytes if misalignment % element_bytes == 0 else 0
-    storage[offset : offset + needed] = _random_values(needed, tensor.dtype, tensor.device, generator)
-    return storage.as_strided(tensor.shape, tensor.stride(), offset)
-
-
-def make_inputs_like(tensors: Sequence[Any], seed: int = 0x6B616269) -> list[Any]:
-    """:func:`make_input_like` for each tensor of a call (other arguments are passed through), from one seeded
-    generator so a tuning run is reproducible."""
-    generator = torch.Generator().manual_seed(seed)
-    return [make_input_like(item, generator) if isinstance(item, torch.Tensor) else item for item in tensors]
+__all__ = ["reference_output", "check_output"]
 
 
 def _widest(dtype: torch.dtype) -> torch.dtype:
@@ -90,14 +38,14 @@ def _widest(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype.is_floating_point else torch.int64
 
 
-def reference_output(reference: Any, inputs: Sequence[Any]) -> torch.Tensor:
+def reference_output(reference: Any, inputs: Sequence[Any], attributes: Mapping[str, Any] | None = None) -> torch.Tensor:
     """The reference's output in the widest dtype of its kind (float64, complex128, int64), on inputs widened to it
-    (the values the candidates see, exactly). An integer result is then wrapped back to the inputs' dtype, so it
+    (the values the candidates see, exactly), with the call's attributes by name. An integer result is then wrapped back to the inputs' dtype, so it
     is what exact arithmetic in that dtype gives."""
     tensors = [item for item in inputs if isinstance(item, torch.Tensor)]
     dtype = tensors[0].dtype if tensors else torch.float64
     widened = [item.to(_widest(item.dtype)) if isinstance(item, torch.Tensor) else item for item in inputs]
-    output = reference(*widened)
+    output = reference(*widened, **(attributes or {}))
     if dtype.is_floating_point or dtype.is_complex:
         return output.to(_widest(dtype))
     return output.to(dtype)

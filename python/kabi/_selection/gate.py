@@ -22,24 +22,23 @@ Example::
 from __future__ import annotations
 
 import contextvars
-import importlib
 import math
 import threading
-from typing import Callable, Sequence
+from typing import Sequence
 
 import torch
 
 from .. import _core
+from .._base.declarations import resolve_callable
 from .._base.errors import NoEligibleKernelError
 from .._base.tensors import descriptor, torch_dtype
 from ..ops import _stats
 from ..ops._front import OpFront, Selection
-from .correctness import make_inputs_like
+from ..ops._inputs import inputs_like
 from .measure import gate_once
 from .tuning_policy import inputs_are_fake, measurement_blocked_reason
 
-__all__ = ["gate_kernel", "gate_until_verified", "inside_measurement", "measurement_lock", "record_verdicts",
-           "resolve_reference"]
+__all__ = ["gate_kernel", "gate_until_verified", "inside_measurement", "measurement_lock", "record_verdicts"]
 
 # One problem is measured or gated at a time: concurrent measurements would disturb each other's timings.
 measurement_lock = threading.RLock()
@@ -47,23 +46,17 @@ measurement_lock = threading.RLock()
 inside_measurement: contextvars.ContextVar[bool] = contextvars.ContextVar("kabi_inside_measurement", default=False)
 
 
-def resolve_reference(dotted: str) -> Callable[..., torch.Tensor]:
-    """The op's reference function from its ``module:attribute`` (or dotted) name."""
-    module_name, _, attribute = dotted.replace(":", ".").rpartition(".")
-    return getattr(importlib.import_module(module_name), attribute)
-
-
 def gate_kernel(front: OpFront, inputs: Sequence[torch.Tensor], selection: Selection) -> str | None:
     """Run the selection's kernel once, untimed, on fresh inputs like ``inputs``, through the implementation the
     front would cache, and check it against the reference. Returns why it failed, or None when it passed."""
-    make_inputs = lambda: make_inputs_like(list(inputs))
+    make_inputs = lambda: inputs_like(front.spec, inputs)
     try:
         implementation = front.implementation(selection, tuple(make_inputs()))
     except Exception as error:
         return f"cannot be prepared: {type(error).__name__}: {error}"
     token = inside_measurement.set(True)
     try:
-        return gate_once(implementation, make_inputs, resolve_reference(front.spec.reference),
+        return gate_once(implementation, make_inputs, resolve_callable(front.spec.reference),
                          front.spec.tolerance[selection.problem.dtype],
                          expected_dtype=torch_dtype(selection.problem.dtype))
     finally:

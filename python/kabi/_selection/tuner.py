@@ -42,13 +42,14 @@ from typing import Any, Sequence
 import torch
 
 from .. import _core
+from .._base.declarations import resolve_callable
 from .._base.errors import InvalidArgumentError, NoEligibleKernelError
 from .._base.tensors import descriptor, torch_dtype
 from ..ops import _stats
 from ..ops._front import OpFront, Selection, front_of
+from ..ops._inputs import inputs_like
 from . import distributed as _distributed
-from .correctness import make_inputs_like
-from .gate import gate_until_verified, inside_measurement, measurement_lock, resolve_reference
+from .gate import gate_until_verified, inside_measurement, measurement_lock
 from .measure import HOST_BOUND_US, CandidateMeasurement, fastest, gate_once, measure_candidates, time_candidates
 from .tuning_policy import TuningSettings, current_settings, tuning_blocked_reason
 
@@ -141,7 +142,7 @@ def _measure(front: OpFront, inputs: Sequence[torch.Tensor], selection: Selectio
     eager measurements are gate verdicts (time 0 for a pass)."""
     problem = selection.problem
     by_name = {candidate.name: candidate for candidate in selection.candidates}
-    make_inputs = lambda: make_inputs_like(list(inputs))
+    make_inputs = lambda: inputs_like(front.spec, inputs)
     template = tuple(make_inputs())
     candidates, unavailable = [], {}
     for name in kernels:
@@ -150,7 +151,7 @@ def _measure(front: OpFront, inputs: Sequence[torch.Tensor], selection: Selectio
             candidates.append((name, implementation))
         except Exception as error:
             unavailable[name] = CandidateMeasurement(name, math.inf, f"cannot be prepared: {type(error).__name__}: {error}")
-    reference, tolerance = resolve_reference(front.spec.reference), front.spec.tolerance[problem.dtype]
+    reference, tolerance = resolve_callable(front.spec.reference), front.spec.tolerance[problem.dtype]
     token = inside_measurement.set(True)
     try:
         if modes is None or "eager" in modes:

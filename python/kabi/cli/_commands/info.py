@@ -1,5 +1,6 @@
 """``kabi info``: versions, devices (archs, features, signatures), plugins loaded or refused and why, and the
-device-binary directories of ``KABI_BINARY_PATH`` with the kernels each registered or why it was refused."""
+device-binary directories of ``KABI_BINARY_PATH`` with the kernels each registered or why it was refused.
+``kabi info OP``: the op's schema, type variables, attributes and declaration (as ``kabi list`` shows it)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,13 @@ from ..._base.devices import devices
 from ..._plugins.discovery import PluginRecord
 from ..._plugins.loading import plugins
 from ...ops._kernel_registration import kernels
+from .._arguments import known_op
+from .listing import op_table
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("info", help="versions, devices, plugins and device-binary directories")
+    parser = subparsers.add_parser("info", help="versions, devices, plugins and device-binary directories; or one op")
+    parser.add_argument("op", nargs="?", help="describe this op instead: schema, type variables, attributes")
     parser.set_defaults(handler=run)
 
 
@@ -95,6 +99,9 @@ def _binaries_table(records: list[PluginRecord]) -> Table:
 
 
 def run(arguments: argparse.Namespace, console) -> int:
+    if arguments.op is not None:
+        console.print(op_table(known_op(arguments.op)))
+        return 0
     console.print(_versions_table())
     console.print(_devices_table())
     if _core.device_count(2) == 0:

@@ -1,4 +1,4 @@
-"""``kabi tune OP (--shape MxNxK ... | --suite NAME) [--dtype D] [--device DEV]``: tune offline.
+"""``kabi tune OP (--shape M=64,N=64,K=64 ... | --suite NAME) [--attr NAME=VALUE] [--dtype D] [--device DEV]``: tune offline.
 
 Measures every eligible kernel on each problem (whatever the tuning cache already holds), records the results in
 the tuning cache so later processes start tuned, and prints one table per problem: every candidate of the op on the
@@ -28,7 +28,7 @@ from ..._selection.explain import explain
 from ..._selection.tuner import MEASUREMENT_MODES, TuningReport, tune
 from ..._selection.tuning_policy import TuningSettings, current_settings
 from ...ops._front import front_of
-from .._arguments import add_suite_or_shapes_arguments, known_op, make_inputs, resolve_device, suite_or_shapes
+from .._arguments import CommandProblem, add_suite_or_shapes_arguments, problems
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -54,10 +54,10 @@ def _settings(arguments: argparse.Namespace) -> TuningSettings:
     )
 
 
-def _table(shape: tuple[int, ...], dtype: str, report: TuningReport, candidates: tuple[Candidate, ...]) -> Table:
+def _table(problem: CommandProblem, report: TuningReport, candidates: tuple[Candidate, ...]) -> Table:
     """Measured candidates, fastest first, then those selection rejected before measuring. Only the result column
     wraps, at word boundaries: kernel names and times stay whole."""
-    table = Table(title=f"{'x'.join(map(str, shape))} {dtype} on {report.device}  ({report.problem})",
+    table = Table(title=f"{problem.label} on {report.device}  ({report.problem})",
                   title_justify="left")
     table.add_column("kernel", no_wrap=True)
     table.add_column("median", justify="right", no_wrap=True)
@@ -84,27 +84,24 @@ def _table(shape: tuple[int, ...], dtype: str, report: TuningReport, candidates:
 
 
 def run(arguments: argparse.Namespace, console) -> int:
-    function = front_of(known_op(arguments.op)).function  # an unknown op fails here, before anything is measured
-    device = resolve_device(arguments.device)
-    problems = suite_or_shapes(arguments)
+    command_problems = problems(arguments)
+    function = front_of(arguments.op).function  # an op without a kabi.ops function fails here, before any measuring
     settings = _settings(arguments)
     reports = []
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as progress:
-        task = progress.add_task(f"tuning {arguments.op}", total=len(problems))
-        for shape, dtype in problems:
-            progress.update(task, description=f"tuning {arguments.op} {'x'.join(map(str, shape))} {dtype}")
-            problem = argparse.Namespace(shape=shape, dtype=dtype, device=str(device),
-                                         transpose_a=arguments.transpose_a, transpose_b=arguments.transpose_b)
-            inputs = make_inputs(problem, seed=0)
-            report = tune(function, *inputs, settings=settings, mode=arguments.mode)
-            reports.append((shape, dtype, report, explain(function, *inputs).candidates))
+        task = progress.add_task(f"tuning {arguments.op}", total=len(command_problems))
+        for problem in command_problems:
+            progress.update(task, description=f"tuning {arguments.op} {problem.label}")
+            inputs, attributes = problem.inputs(seed=0), dict(problem.attributes)
+            report = tune(function, *inputs, settings=settings, mode=arguments.mode, **attributes)
+            reports.append((problem, report, explain(function, *inputs, **attributes).candidates))
             progress.advance(task)
-    for shape, dtype, report, candidates in reports:
-        console.print(_table(shape, dtype, report, candidates))
+    for problem, report, candidates in reports:
+        console.print(_table(problem, report, candidates))
         picks = [(label, name) for label, name in (("pick", report.pick), ("pick in a CUDA graph", report.graph_pick))
                  if name is not None]
         summary = "  ".join(f"{label}: [bold]{name}[/]" for label, name in picks) or \
             "pick: [bold red]none: every candidate was rejected[/]"
         console.print(f"{summary}  (measured in {report.seconds:.2f} s)\n")
-    return 0 if all(report.pick is not None or report.graph_pick is not None for _, _, report, _ in reports) else 1
+    return 0 if all(report.pick is not None or report.graph_pick is not None for _, report, _ in reports) else 1

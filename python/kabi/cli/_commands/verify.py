@@ -1,4 +1,4 @@
-"""``kabi verify OP (--shape MxNxK ... | --suite NAME) [--dtype D] [--device DEV]``: run the correctness gate offline.
+"""``kabi verify OP (--shape M=64,N=64,K=64 ... | --suite NAME) [--attr NAME=VALUE] [--dtype D] [--device DEV]``: run the correctness gate offline.
 
 Gates every eligible kernel (plugins included) once on each problem and records the verdicts in the tuning cache,
 so that C callers, which select only kernels that passed the gate, can serve those problems. Prints one table per
@@ -18,7 +18,7 @@ from rich.table import Table
 
 from ..._selection.verify import VerifyReport, verify
 from ...ops._front import front_of
-from .._arguments import add_suite_or_shapes_arguments, known_op, make_inputs, resolve_device, suite_or_shapes
+from .._arguments import CommandProblem, add_suite_or_shapes_arguments, problems
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -27,8 +27,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
-def _table(shape: tuple[int, ...], dtype: str, report: VerifyReport) -> Table:
-    table = Table(title=f"{'x'.join(map(str, shape))} {dtype} on {report.device}  ({report.problem})",
+def _table(problem: CommandProblem, report: VerifyReport) -> Table:
+    table = Table(title=f"{problem.label} on {report.device}  ({report.problem})",
                   title_justify="left")
     for header in ("kernel", "verdict", "note"):
         table.add_column(header)
@@ -42,14 +42,12 @@ def _table(shape: tuple[int, ...], dtype: str, report: VerifyReport) -> Table:
 
 
 def run(arguments: argparse.Namespace, console) -> int:
-    function = front_of(known_op(arguments.op)).function  # an unknown op fails here, before anything runs
-    device = resolve_device(arguments.device)
+    command_problems = problems(arguments)
+    function = front_of(arguments.op).function  # an op without a kabi.ops function fails here, before anything runs
     passed = True
-    for shape, dtype in suite_or_shapes(arguments):
-        problem = argparse.Namespace(shape=shape, dtype=dtype, device=str(device),
-                                     transpose_a=arguments.transpose_a, transpose_b=arguments.transpose_b)
-        report = verify(function, *make_inputs(problem, seed=0))
-        console.print(_table(shape, dtype, report))
+    for problem in command_problems:
+        report = verify(function, *problem.inputs(seed=0), **problem.attributes)
+        console.print(_table(problem, report))
         if not report.passed:
             console.print("[bold red]no kernel passed: C callers cannot serve this problem[/]\n")
         passed = passed and report.passed
