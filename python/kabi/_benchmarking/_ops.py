@@ -9,12 +9,13 @@ Example::
 from __future__ import annotations
 
 from .._base.errors import NotFoundError
+from ._linear import LINEAR
 from ._matmul import MATMUL
 from ._problems import OpBenchmark
 
 __all__ = ["OP_BENCHMARKS", "op_benchmark"]
 
-OP_BENCHMARKS: dict[str, OpBenchmark] = {benchmark.op: benchmark for benchmark in (MATMUL,)}
+OP_BENCHMARKS: dict[str, OpBenchmark] = {benchmark.op: benchmark for benchmark in (MATMUL, LINEAR)}
 
 
 def op_benchmark(op: str) -> OpBenchmark:
