@@ -100,14 +100,15 @@ class GradientRule:
         """For inputs of which those flagged in ``needs`` require grad: the positions of the inputs whose values
         their gradients read, and of those whose shapes only."""
         key = tuple(needs)
-        if key not in self._kept:
+        kept = self._kept.get(key)
+        if kept is None:
             targets = [name for name, need in zip(self.input_names, key) if need and name in self.gradient.gradients]
             values, shapes = self.gradient.inputs_read(targets)
-            self._kept[key] = (
+            kept = self._kept[key] = (
                 frozenset(index for index, name in enumerate(self.input_names) if name in values),
                 frozenset(index for index, name in enumerate(self.input_names) if name in shapes),
             )
-        return self._kept[key]
+        return kept
 
     def input_gradients(self, needs: Sequence[bool], inputs: Sequence[Any], attributes: Mapping[str, Any],
                         grads: Sequence[torch.Tensor]) -> tuple[torch.Tensor | None, ...]:
@@ -206,8 +207,8 @@ def autograd_function(op: str, forward: Callable[..., Any],
     def setup_context(ctx: Any, arguments: tuple[Any, ...], output: Any) -> None:
         inputs = arguments[:input_count]
         values, shapes = rule.kept(ctx.needs_input_grad[:input_count])
-        ctx.save_for_backward(*(tensor if index in values else None for index, tensor in enumerate(inputs)))
-        ctx.input_shapes = tuple(tensor.shape if index in shapes else None for index, tensor in enumerate(inputs))
+        ctx.save_for_backward(*[tensor if index in values else None for index, tensor in enumerate(inputs)])
+        ctx.input_shapes = [tensor.shape if index in shapes else None for index, tensor in enumerate(inputs)]
         ctx.attributes = dict(zip(attribute_names, arguments[input_count:]))
 
     def backward(ctx: Any, *grads: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -251,7 +252,9 @@ def register_gradient(op: str, overload: torch._ops.OpOverload, implementation: 
     is_grad_enabled = torch._C.is_grad_enabled
     dispatch_modes = torch._C._len_torch_dispatch_stack
     functorch_active = torch._C._are_functorch_transforms_active
-    defaults = {attribute["name"]: attribute["default"] for attribute in _core.op_schema(op)["attributes"]}
+    attributes = _core.op_schema(op)["attributes"]
+    attribute_names = [attribute["name"] for attribute in attributes]
+    attribute_defaults = [attribute["default"] for attribute in attributes]
 
     def below_autograd_call(*inputs: torch.Tensor | None, **attributes: Any) -> Any:
         if not dispatch_modes() and not functorch_active() and all(type(tensor) in _DIRECT_TYPES for tensor in inputs):
@@ -263,7 +266,7 @@ def register_gradient(op: str, overload: torch._ops.OpOverload, implementation: 
 
     def autograd_kernel(*inputs: torch.Tensor | None, **attributes: Any) -> Any:
         if is_grad_enabled() and any(tensor is not None and tensor.requires_grad for tensor in inputs):
-            return gradient.apply(*inputs, *(attributes.get(name, default) for name, default in defaults.items()))
+            return gradient.apply(*inputs, *map(attributes.get, attribute_names, attribute_defaults))
         return below_autograd_call(*inputs, **attributes)
 
     library.impl(op, autograd_kernel, "Autograd")
