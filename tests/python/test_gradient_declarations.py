@@ -310,8 +310,12 @@ def test_linear_gradient_is_differentiable_twice(linear_rule, activation):
 
 def test_linear_recomputes_the_pre_activation_only_with_an_activation(linear_rule):
     calls = []
-    rule = GradientRule(linear_rule.op, linear_rule.gradient,
-                        ops={"linear": lambda *inputs: calls.append(len(inputs)) or _references.linear(*inputs)})
+
+    def counted_linear(*inputs: torch.Tensor | None) -> torch.Tensor:
+        calls.append(len(inputs))
+        return _references.linear(*inputs)
+
+    rule = GradientRule(linear_rule.op, linear_rule.gradient, ops={"linear": counted_linear})
     x, w, grad = torch.randn(3, 4), torch.randn(5, 4), torch.randn(3, 5)
     for activation in ACTIVATIONS:
         calls.clear()
