@@ -1,21 +1,23 @@
-"""Gradients of kabi ops, computed through kabi's own dispatch and registered on the torch custom ops.
+"""Gradients of kabi ops, as their TOML declares them, computed through kabi's own dispatch and registered on the
+torch custom ops.
 
-Each rule is a ``setup_context`` (what the backward needs from the forward) and a ``backward``: together the
-``torch.autograd.Function`` that the Autograd kernel of ``torch.ops.kabi.<op>`` applies when an input requires grad.
-The backward calls ``torch.ops.kabi.<op>`` itself, so its products run the kernel kabi picks for them, and it stays
-differentiable (double backward) and traceable (torch.compile traces it with fake tensors).
+An op's ``[gradient]`` table (``registry/ops/<op>.toml``; its format, and the compilation of its expressions, are
+``kabi._base.declarations``') gives each differentiable input's gradient as an expression in kabi ops, the op's
+inputs and attributes, and ``grad``; matmul's::
 
-matmul, ``out = a @ b`` with broadcast batch dimensions::
+    a = "matmul_summed(grad, b.mH, a.shape)"
+    b = "matmul_summed(a.mH, grad, b.shape)"
 
-    grad_a = grad @ b^H   summed over the batch dimensions a was broadcast along, to a's shape
-    grad_b = a^H @ grad   likewise to b's shape
+:class:`GradientRule` runs them: the ``setup_context`` of the op's ``torch.autograd.Function`` keeps only the inputs
+that the gradients of the inputs requiring grad read (just the shape of one read only through ``.shape``), and its
+``backward`` evaluates those gradients, each intermediate of ``[gradient.let]`` at its first use. Kabi ops in the
+expressions are ``torch.ops.kabi.<op>``, so their products run the kernels kabi picks for them, and a gradient stays
+differentiable (double backward) and traceable (torch.compile traces it with fake tensors). A vector operand (the
+op's ``vectors``) reaches the expressions as the matrix it stands for, and its gradient is given back as a vector.
+The function names they may call are implemented in :mod:`kabi.ops._gradient_functions`.
 
-(^H, the conjugate transpose, is the transpose for real dtypes.) A vector operand (a 1-D a is one row, a 1-D b one
-column) is taken as that matrix, with grad given back its missing dimension, and its gradient is a vector again.
-
-When only one side is batched (a layer's weight against a batch of activations, or a batch of one broadcast), the
-reduction over the batch is folded into one product with a longer inner dimension instead of a batched product and
-a sum: one kernel call, and in float16 or bfloat16 one rounding instead of one per batch element.
+An op declared ``differentiable = false``, or with neither declaration, raises ``NotFoundError`` naming the op when
+a gradient is asked of it.
 
 Eager ``kabi.ops.<op>`` calls with inputs that require grad go through the custom op (and so through autograd) via
 :func:`differentiable`, which wraps the implementation the op front caches for such inputs.
@@ -30,79 +32,204 @@ Example::
 
 from __future__ import annotations
 
+import builtins
 import inspect
-import math
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import torch
 
+from .. import _core
+from .._base.declarations import GRADIENT_FUNCTIONS, GradientSpec, OpSpec, op_spec
 from .._base.errors import InvalidArgumentError, NotFoundError
+from ._gradient_functions import FUNCTIONS
+from ._schema import op_schema
 
-__all__ = ["GRADIENTS", "differentiable", "register_gradient"]
-
-
-def _matmul_setup_context(ctx: Any, inputs: tuple[torch.Tensor, torch.Tensor], output: torch.Tensor) -> None:
-    a, b = inputs
-    needs_a, needs_b = ctx.needs_input_grad
-    # grad_a needs only b and grad_b only a: keep nothing the backward will not read.
-    ctx.save_for_backward(a if needs_b else None, b if needs_a else None)
-    ctx.a_shape, ctx.b_shape = a.shape, b.shape
+__all__ = ["GradientRule", "autograd_function", "differentiable", "gradient_rule", "register_gradient"]
 
 
-def _matmul_backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-    a, b = ctx.saved_tensors
-    a_is_vector, b_is_vector = len(ctx.a_shape) == 1, len(ctx.b_shape) == 1
-    if b_is_vector:
-        grad = grad.unsqueeze(-1)
-        b = b.unsqueeze(-1) if b is not None else None
-    if a_is_vector:
-        grad = grad.unsqueeze(-2)
-        a = a.unsqueeze(-2) if a is not None else None
-    a_shape = (1, *ctx.a_shape) if a_is_vector else ctx.a_shape
-    b_shape = (*ctx.b_shape, 1) if b_is_vector else ctx.b_shape
-    matmul = torch.ops.kabi.matmul.default
-    grad_a = grad_b = None
-    # Sizes are spelled out rather than inferred (-1): a reshape cannot infer a size next to a zero-size dimension.
-    if ctx.needs_input_grad[0]:
-        if math.prod(a_shape[:-2]) == 1 and b.dim() > 2:
-            # sum over the batch of grad[i] @ b[i]^H == [grad[0] ... grad[n]] @ [b[0]^H; ...; b[n]^H]
-            batch = math.prod(grad.shape[:-2])
-            rows = grad.movedim(-2, 0).reshape(grad.shape[-2], batch * grad.shape[-1])
-            grad_a = matmul(rows, b.mH.reshape(batch * b.shape[-1], b.shape[-2]))
-        else:
-            grad_a = matmul(grad, b.mH).sum_to_size(a_shape)
-        grad_a = grad_a.reshape(ctx.a_shape)
-    if ctx.needs_input_grad[1]:
-        if math.prod(b_shape[:-2]) == 1 and a.dim() > 2:
-            rows = math.prod(grad.shape[:-1])
-            grad_b = matmul(a.reshape(rows, a.shape[-1]).mH, grad.reshape(rows, grad.shape[-1]))
-        else:
-            grad_b = matmul(a.mH, grad).sum_to_size(b_shape)
-        grad_b = grad_b.reshape(ctx.b_shape)
-    return grad_a, grad_b
+# The builtins of an expression: only __import__, which C code (torch's, while tracing the backward) looks up in the
+# calling frame's builtins when it imports a module. An expression cannot name it: the declaration's loader rejects
+# every name outside the vocabulary.
+_BUILTINS = {"__import__": builtins.__import__}
 
 
-# Per op: (setup_context, backward) of its torch.autograd.Function.
-GRADIENTS: dict[str, tuple[Callable[..., None], Callable[..., Any]]] = {
-    "matmul": (_matmul_setup_context, _matmul_backward),
-}
+class _ShapeOf(NamedTuple):
+    """An input the backward did not keep: its gradient expressions read only its shape."""
+
+    shape: tuple[Any, ...]
 
 
-def _no_gradient(op: str) -> tuple[Callable[..., None], Callable[..., Any]]:
-    def setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
-        pass
+class _Scope(dict):
+    """The local names of one evaluation: inputs, attributes, output gradients, and the intermediates of
+    ``[gradient.let]``, each evaluated when an expression first reads it (``eval`` looks a name up in a dict
+    subclass through ``__getitem__``, and so ``__missing__``; a KeyError sends it on to the global names)."""
 
-    def backward(ctx: Any, *grads: torch.Tensor) -> Any:
-        raise NotFoundError(
-            f"kabi op {op} has no gradient rule (kabi.ops._autograd.GRADIENTS); it cannot be differentiated"
+    def __init__(self, values: Mapping[str, Any], gradient: GradientSpec, global_names: dict[str, Any]) -> None:
+        super().__init__(values)
+        self.intermediates = gradient.intermediates
+        self.global_names = global_names
+
+    def __missing__(self, name: str) -> Any:
+        value = self[name] = eval(self.intermediates[name].code, self.global_names, self)
+        return value
+
+
+class GradientRule:
+    """An op's declared gradient, ready to run: what a backward keeps from the forward, and the inputs' gradients.
+
+    ``ops`` stands in for kabi ops the expressions call, by name (e.g. a reference, to check the expressions
+    against it); every other op is ``torch.ops.kabi.<op>``.
+
+    Example::
+
+        >>> rule = GradientRule("matmul", op_spec("matmul").gradient, (("a", "M"), ("b", "N")))
+        >>> grad_a, grad_b = rule.input_gradients((True, True), (a, b), {}, (torch.ones(4, 2),))
+    """
+
+    def __init__(self, op: str, gradient: GradientSpec, vectors: tuple[tuple[str, str], ...] = (),
+                 ops: Mapping[str, Callable[..., Any]] | None = None) -> None:
+        self.op = op
+        self.gradient = gradient
+        self.schema = op_schema(op, vectors)
+        self.input_names = self.schema.input_names
+        self._ops = dict(ops or {})
+        self._global_names: dict[str, Any] | None = None
+        self._kept: dict[tuple[bool, ...], tuple[frozenset[int], frozenset[int]]] = {}
+
+    def kept(self, needs: Sequence[bool]) -> tuple[frozenset[int], frozenset[int]]:
+        """For inputs of which those flagged in ``needs`` require grad: the positions of the inputs whose values
+        their gradients read, and of those whose shapes only."""
+        key = tuple(needs)
+        kept = self._kept.get(key)
+        if kept is None:
+            targets = [name for name, need in zip(self.input_names, key) if need and name in self.gradient.gradients]
+            values, shapes = self.gradient.inputs_read(targets)
+            kept = self._kept[key] = (
+                frozenset(index for index, name in enumerate(self.input_names) if name in values),
+                frozenset(index for index, name in enumerate(self.input_names) if name in shapes),
+            )
+        return kept
+
+    def input_gradients(self, needs: Sequence[bool], inputs: Sequence[Any], attributes: Mapping[str, Any],
+                        grads: Sequence[torch.Tensor]) -> tuple[torch.Tensor | None, ...]:
+        """The gradient of each input flagged in ``needs`` (None for the others), given the inputs (None for an
+        absent optional one; only those :meth:`kept` names need be tensors, the others may be anything with their
+        ``shape``), every attribute by name, and the gradient of each output."""
+        gradients = self.gradient.gradients
+        for name, need in zip(self.input_names, needs):
+            if need and name not in gradients:
+                raise NotFoundError(
+                    f"kabi op {self.op} declares no gradient for its input {name} (its [gradient] declares "
+                    f"{', '.join(gradients)}); it cannot be differentiated with respect to {name}"
+                )
+        promotion = self.schema.vector_promotion(self.op, [getattr(value, "shape", None) for value in inputs])
+        if promotion is not None:
+            inputs = [
+                _ShapeOf(promotion.input_shape(index, value.shape)) if isinstance(value, _ShapeOf)
+                else value if value is None else promotion.promote_input(index, value)
+                for index, value in enumerate(inputs)
+            ]
+            grads = [promotion.promote_output(index, grad) for index, grad in enumerate(grads)]
+        global_names = self._globals()
+        scope = _Scope(
+            {**dict(zip(self.input_names, inputs)), **attributes, **dict(zip(self.gradient.grad_names, grads))},
+            self.gradient, global_names,
         )
+        results = []
+        for index, (name, need) in enumerate(zip(self.input_names, needs)):
+            if not need:
+                results.append(None)
+                continue
+            result = eval(gradients[name].code, global_names, scope)
+            if promotion is not None and promotion.inputs[index] is not None:
+                result = result.squeeze(promotion.inputs[index])
+            results.append(result)
+        return tuple(results)
 
-    return setup_context, backward
+    def _globals(self) -> dict[str, Any]:
+        """The names every expression may read besides the scope's: the gradient functions and the kabi ops they
+        call, and no builtins. Built at the first backward, when every ``torch.ops.kabi.<op>`` is defined."""
+        if self._global_names is None:
+            ops = {name: self._ops.get(name) or getattr(torch.ops.kabi, name).default for name in self.gradient.ops}
+            self._global_names = {"__builtins__": _BUILTINS, **{name: FUNCTIONS[name] for name in GRADIENT_FUNCTIONS},
+                                  **ops}
+        return self._global_names
 
 
-# Tensors the fast path hands to the op front as they are; subclasses (FakeTensor, FunctionalTensor, DTensor, ...)
-# go through the dispatcher below autograd, where their own handling (or the fake implementation) runs.
-_DENSE_TYPES = frozenset({torch.Tensor, torch.nn.Parameter})
+class _NoGradient:
+    """The rule of an op without a gradient: nothing to keep, and an error saying why when one is asked of it."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def kept(self, needs: Sequence[bool]) -> tuple[frozenset[int], frozenset[int]]:
+        return frozenset(), frozenset()
+
+    def input_gradients(self, *arguments: Any) -> tuple[torch.Tensor | None, ...]:
+        raise NotFoundError(self.message)
+
+
+def gradient_rule(spec: OpSpec) -> GradientRule | _NoGradient:
+    """The gradient rule an op's declaration gives: its ``[gradient]``, or, for an op declared not differentiable or
+    declaring neither, a rule that raises ``NotFoundError`` saying so when a gradient is asked of it."""
+    op = spec.name
+    if spec.gradient is not None:
+        return GradientRule(op, spec.gradient, tuple(spec.vectors.items()))
+    file = f"registry/ops/{op}.toml"
+    if spec.differentiable is False:
+        return _NoGradient(f"kabi op {op} is declared not differentiable (differentiable = false in {file}); "
+                           "it has no gradient")
+    return _NoGradient(f"kabi op {op} has no gradient: {file} declares neither a [gradient] table nor "
+                       "differentiable = false")
+
+
+def autograd_function(op: str, forward: Callable[..., Any],
+                      rule: GradientRule | _NoGradient) -> type[torch.autograd.Function]:
+    """The ``torch.autograd.Function`` of ``op``: ``forward(*inputs, **attributes)`` computes the outputs, ``rule``
+    the gradients. Its ``apply`` takes the inputs and then the attribute values in schema order, all positionally
+    (``Function.apply`` hands ``forward`` positional arguments only).
+
+    Example::
+
+        >>> function = autograd_function("matmul", torch.matmul, gradient_rule(op_spec("matmul")))
+        >>> torch.autograd.gradcheck(function.apply, (a, b))
+    """
+    schema = _core.op_schema(op)
+    input_count = len(schema["inputs"])
+    attribute_names = tuple(attribute["name"] for attribute in schema["attributes"])
+    no_attribute_gradients = (None,) * len(attribute_names)
+
+    def forward_call(*arguments: Any) -> Any:
+        if not attribute_names:
+            return forward(*arguments)
+        return forward(*arguments[:input_count], **dict(zip(attribute_names, arguments[input_count:])))
+
+    def setup_context(ctx: Any, arguments: tuple[Any, ...], output: Any) -> None:
+        inputs = arguments[:input_count]
+        values, shapes = rule.kept(ctx.needs_input_grad[:input_count])
+        ctx.save_for_backward(*[tensor if index in values else None for index, tensor in enumerate(inputs)])
+        ctx.input_shapes = [tensor.shape if index in shapes else None for index, tensor in enumerate(inputs)]
+        ctx.attributes = dict(zip(attribute_names, arguments[input_count:]))
+
+    def backward(ctx: Any, *grads: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        inputs = [tensor if shape is None else _ShapeOf(shape)
+                  for tensor, shape in zip(ctx.saved_tensors, ctx.input_shapes)]
+        gradients = rule.input_gradients(ctx.needs_input_grad[:input_count], inputs, ctx.attributes, grads)
+        return (*gradients, *no_attribute_gradients)
+
+    # Function.apply binds its arguments to forward's signature on every call; a precomputed one saves inspecting it.
+    forward_call.__signature__ = inspect.signature(forward_call)  # type: ignore[attr-defined]
+    return type(f"{op}_gradient", (torch.autograd.Function,), {
+        "forward": staticmethod(forward_call),
+        "setup_context": staticmethod(setup_context),
+        "backward": staticmethod(backward),
+    })
+
+
+# Tensors the fast path hands to the op front as they are (None for an absent optional input); subclasses
+# (FakeTensor, FunctionalTensor, DTensor, ...) go through the dispatcher below autograd, where their own handling (or
+# the fake implementation) runs.
+_DIRECT_TYPES = frozenset({torch.Tensor, torch.nn.Parameter, type(None)})
 
 # The custom op of every op whose gradient is registered (by kabi.ops._torch_ops.define_ops), by op name.
 _overloads: dict[str, torch._ops.OpOverload] = {}
@@ -110,8 +237,9 @@ _overloads: dict[str, torch._ops.OpOverload] = {}
 
 def register_gradient(op: str, overload: torch._ops.OpOverload, implementation: Callable[..., Any],
                       library: torch.library.Library) -> None:
-    """Register the Autograd kernel of ``op``: its gradient rule (an op without one raises when differentiated),
-    and a direct call of ``implementation`` (the op front) when nothing needs autograd.
+    """Register the Autograd kernel of ``op``: its declared gradient (an op without one raises when
+    differentiated), and a direct call of ``implementation`` (the op front) when nothing needs autograd. Both take
+    the tensors positionally and the attributes by keyword.
 
     ``torch.library.register_autograd`` would do the first part, but its kernel redispatches every call below
     autograd even when no input requires grad: a second trip through the dispatcher into Python that made
@@ -119,31 +247,27 @@ def register_gradient(op: str, overload: torch._ops.OpOverload, implementation: 
     Plain tensors outside any dispatch mode or functorch transform go to the front directly, in the forward of the
     gradient too; anything else is redispatched below autograd, where modes, subclasses and fake tensors are handled.
     """
-    setup_context, backward = GRADIENTS.get(op) or _no_gradient(op)
     _overloads[op] = overload
     below_autograd = torch._C._AutoDispatchBelowAutograd
     is_grad_enabled = torch._C.is_grad_enabled
     dispatch_modes = torch._C._len_torch_dispatch_stack
     functorch_active = torch._C._are_functorch_transforms_active
+    attributes = _core.op_schema(op)["attributes"]
+    attribute_names = [attribute["name"] for attribute in attributes]
+    attribute_defaults = [attribute["default"] for attribute in attributes]
 
-    def below_autograd_call(*inputs: torch.Tensor) -> Any:
-        if not dispatch_modes() and not functorch_active() and all(type(tensor) in _DENSE_TYPES for tensor in inputs):
-            return implementation(*inputs)
+    def below_autograd_call(*inputs: torch.Tensor | None, **attributes: Any) -> Any:
+        if not dispatch_modes() and not functorch_active() and all(type(tensor) in _DIRECT_TYPES for tensor in inputs):
+            return implementation(*inputs, **attributes)
         with below_autograd():
-            return overload(*inputs)
+            return overload(*inputs, **attributes)
 
-    # Function.apply binds its arguments to forward's signature on every call; a precomputed one saves inspecting it.
-    below_autograd_call.__signature__ = inspect.signature(below_autograd_call)  # type: ignore[attr-defined]
-    gradient = type(f"{op}_gradient", (torch.autograd.Function,), {
-        "forward": staticmethod(below_autograd_call),
-        "setup_context": staticmethod(setup_context),
-        "backward": staticmethod(backward),
-    })
+    gradient = autograd_function(op, below_autograd_call, gradient_rule(op_spec(op)))
 
-    def autograd_kernel(*inputs: torch.Tensor) -> Any:
-        if is_grad_enabled() and any(tensor.requires_grad for tensor in inputs):
-            return gradient.apply(*inputs)
-        return below_autograd_call(*inputs)
+    def autograd_kernel(*inputs: torch.Tensor | None, **attributes: Any) -> Any:
+        if is_grad_enabled() and any(tensor is not None and tensor.requires_grad for tensor in inputs):
+            return gradient.apply(*inputs, *map(attributes.get, attribute_names, attribute_defaults))
+        return below_autograd_call(*inputs, **attributes)
 
     library.impl(op, autograd_kernel, "Autograd")
 
@@ -164,14 +288,14 @@ def differentiable(op: str, implementation: Callable[..., Any]) -> Callable[...,
                             f"registered: {', '.join(_overloads) or 'none'}") from None
     is_grad_enabled = torch.is_grad_enabled
 
-    def call(*inputs: torch.Tensor, out: torch.Tensor | None = None) -> Any:
+    def call(*inputs: torch.Tensor | None, out: torch.Tensor | None = None, **attributes: Any) -> Any:
         if not is_grad_enabled():
-            return implementation(*inputs) if out is None else implementation(*inputs, out=out)
+            return implementation(*inputs, **attributes) if out is None else implementation(*inputs, out=out, **attributes)
         if out is not None:
             raise InvalidArgumentError(
                 f"{op}: out= does not support automatic differentiation, and an input requires grad; "
                 f"call it without out= or under torch.no_grad()"
             )
-        return overload(*inputs)
+        return overload(*inputs, **attributes)
 
     return call
