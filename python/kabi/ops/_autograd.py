@@ -126,11 +126,12 @@ def register_gradient(op: str, overload: torch._ops.OpOverload, implementation: 
     dispatch_modes = torch._C._len_torch_dispatch_stack
     functorch_active = torch._C._are_functorch_transforms_active
 
-    def below_autograd_call(*inputs: torch.Tensor) -> Any:
-        if not dispatch_modes() and not functorch_active() and all(type(tensor) in _DENSE_TYPES for tensor in inputs):
-            return implementation(*inputs)
+    def below_autograd_call(*inputs: torch.Tensor | None, **attributes: Any) -> Any:
+        if not dispatch_modes() and not functorch_active() and \
+                all(tensor is None or type(tensor) in _DENSE_TYPES for tensor in inputs):
+            return implementation(*inputs, **attributes)
         with below_autograd():
-            return overload(*inputs)
+            return overload(*inputs, **attributes)
 
     # Function.apply binds its arguments to forward's signature on every call; a precomputed one saves inspecting it.
     below_autograd_call.__signature__ = inspect.signature(below_autograd_call)  # type: ignore[attr-defined]
@@ -140,18 +141,19 @@ def register_gradient(op: str, overload: torch._ops.OpOverload, implementation: 
         "backward": staticmethod(backward),
     })
 
-    def autograd_kernel(*inputs: torch.Tensor) -> Any:
-        if is_grad_enabled() and any(tensor.requires_grad for tensor in inputs):
-            return gradient.apply(*inputs)
-        return below_autograd_call(*inputs)
+    def autograd_kernel(*inputs: torch.Tensor | None, **attributes: Any) -> Any:
+        if is_grad_enabled() and any(tensor is not None and tensor.requires_grad for tensor in inputs):
+            return gradient.apply(*inputs, **attributes)
+        return below_autograd_call(*inputs, **attributes)
 
     library.impl(op, autograd_kernel, "Autograd")
 
 
-def differentiable(op: str, implementation: Callable[..., Any]) -> Callable[..., Any]:
-    """``implementation`` made differentiable, for a decision whose inputs require grad: with grad mode on the call
-    goes through ``torch.ops.kabi.<op>`` so autograd records it (its forward runs ``implementation`` again, with
-    grad mode off, through the same cached decision); with grad mode off it is ``implementation`` itself.
+def differentiable(op: str, implementation: Callable[..., Any], **attributes: Any) -> Callable[..., Any]:
+    """``implementation`` (its ``attributes`` bound) made differentiable, for a decision whose inputs require grad:
+    with grad mode on the call goes through ``torch.ops.kabi.<op>`` with the attributes so autograd records it (its
+    forward runs ``implementation`` again, with grad mode off, through the same cached decision); with grad mode
+    off it is ``implementation`` itself.
 
     Example::
 
@@ -164,7 +166,7 @@ def differentiable(op: str, implementation: Callable[..., Any]) -> Callable[...,
                             f"registered: {', '.join(_overloads) or 'none'}") from None
     is_grad_enabled = torch.is_grad_enabled
 
-    def call(*inputs: torch.Tensor, out: torch.Tensor | None = None) -> Any:
+    def call(*inputs: torch.Tensor | None, out: Any = None) -> Any:
         if not is_grad_enabled():
             return implementation(*inputs) if out is None else implementation(*inputs, out=out)
         if out is not None:
@@ -172,6 +174,6 @@ def differentiable(op: str, implementation: Callable[..., Any]) -> Callable[...,
                 f"{op}: out= does not support automatic differentiation, and an input requires grad; "
                 f"call it without out= or under torch.no_grad()"
             )
-        return overload(*inputs)
+        return overload(*inputs, **attributes)
 
     return call
