@@ -183,13 +183,13 @@ class OpSchema:
             if pattern.dtype in bound and bound[pattern.dtype][0] != dtype:
                 first_dtype, owner = bound[pattern.dtype]
                 raise UnsupportedDtypeError(
-                    f"{op}: {pattern.name} has dtype {dtype} but {owner} has {first_dtype}; both have type "
+                    f"{op}: {owner} has dtype {first_dtype} but {pattern.name} has {dtype}; both have type "
                     f"{pattern.dtype}, which takes one dtype"
                 )
             if dtype not in allowed[pattern.dtype]:
                 raise UnsupportedDtypeError(
-                    f"{op}: {pattern.name} has dtype {dtype}; its type {pattern.dtype} takes "
-                    f"{', '.join(allowed[pattern.dtype])}"
+                    f"{op}: {pattern.name}'s dtype {dtype} is not one of {', '.join(allowed[pattern.dtype])} "
+                    f"(the dtypes of its type {pattern.dtype})"
                 )
             bound.setdefault(pattern.dtype, (dtype, pattern.name))
         return {name: dtype for name, (dtype, _) in bound.items()}
