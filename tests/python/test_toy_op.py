@@ -286,6 +286,16 @@ def test_two_outputs_come_back_as_a_tuple_and_out_takes_one(generator):
         kabi.ops.toy_sign_split(x, out=torch.empty(3, 10))
 
 
+def test_inputs_that_require_grad_keep_the_attributes_and_name_the_missing_gradient(generator):
+    x, y = _random(generator, 3, 5).requires_grad_(), _random(generator, 5)
+    for _ in range(2):  # the miss, then the hit
+        result = kabi.ops.axpby(x, y, alpha=-3.0, beta=0.25)
+        assert result.grad_fn is not None
+        torch.testing.assert_close(result, -3.0 * x + 0.25 * y)
+    with pytest.raises(kabi.NotFoundError, match="kabi op axpby has no gradient rule"):
+        result.sum().backward()
+
+
 # -- errors name the argument ------------------------------------------------------------------------------------
 
 

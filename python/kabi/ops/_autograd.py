@@ -133,17 +133,36 @@ def register_gradient(op: str, overload: torch._ops.OpOverload, implementation: 
         with below_autograd():
             return overload(*inputs, **attributes)
 
+    forward = below_autograd_call
+    apply_arguments: Callable[..., tuple] = lambda inputs, attributes: inputs
+    if any(argument.kwarg_only for argument in overload._schema.arguments):
+        # Function.apply passes no keyword arguments to forward: an op's attributes travel as one trailing positional
+        # argument (a dict, which autograd leaves alone), and the rule finds them on ctx.attributes.
+        rule_setup_context, rule_backward = setup_context, backward
+
+        def forward(*arguments: Any) -> Any:
+            return below_autograd_call(*arguments[:-1], **arguments[-1])
+
+        def setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
+            ctx.attributes = inputs[-1]
+            rule_setup_context(ctx, inputs[:-1], output)
+
+        def backward(ctx: Any, *grads: torch.Tensor) -> Any:
+            return (*rule_backward(ctx, *grads), None)
+
+        apply_arguments = lambda inputs, attributes: (*inputs, attributes)
+
     # Function.apply binds its arguments to forward's signature on every call; a precomputed one saves inspecting it.
-    below_autograd_call.__signature__ = inspect.signature(below_autograd_call)  # type: ignore[attr-defined]
+    forward.__signature__ = inspect.signature(forward)  # type: ignore[attr-defined]
     gradient = type(f"{op}_gradient", (torch.autograd.Function,), {
-        "forward": staticmethod(below_autograd_call),
+        "forward": staticmethod(forward),
         "setup_context": staticmethod(setup_context),
         "backward": staticmethod(backward),
     })
 
     def autograd_kernel(*inputs: torch.Tensor | None, **attributes: Any) -> Any:
         if is_grad_enabled() and any(tensor is not None and tensor.requires_grad for tensor in inputs):
-            return gradient.apply(*inputs, **attributes)
+            return gradient.apply(*apply_arguments(inputs, attributes))
         return below_autograd_call(*inputs, **attributes)
 
     library.impl(op, autograd_kernel, "Autograd")
