@@ -259,6 +259,23 @@ def test_each_kernel_forced_matches_the_reference(generator):
             assert kabi.explain(kabi.ops.axpby, x, y, alpha=alpha).pick == name
 
 
+def test_the_kernel_decorator_registers_for_a_type_variable(generator):
+    @kabi.kernel("axpby", name="toy.axpby.float64_only", type_constraints={"T": ["float64"]}, priority=50)
+    def float64_only(x, y, out=None, *, alpha, beta):
+        return axpby_torch(x, y, out, alpha=alpha, beta=beta)
+
+    try:
+        x, y = _random(generator, 7, dtype=torch.float64), _random(generator, 7, dtype=torch.float64)
+        assert kabi.kernel_info("axpby", "toy.axpby.float64_only").type_constraints == "T: float64"
+        with kabi.use(axpby="toy.axpby.float64_only"):
+            torch.testing.assert_close(kabi.ops.axpby(x, y, alpha=0.5), 0.5 * x + y)
+        candidates = kabi.explain(kabi.ops.axpby, x.float(), y.float()).candidates
+        [declined] = [candidate for candidate in candidates if candidate.name == "toy.axpby.float64_only"]
+        assert not declined.eligible and "float32" in declined.reason
+    finally:
+        kabi.unregister_kernel("axpby", "toy.axpby.float64_only")
+
+
 def test_an_optional_input_may_be_given_by_position_or_name_or_left_out(generator):
     x, shift = _random(generator, 4, 5, dtype=torch.float64), _random(generator, 5, dtype=torch.float64)
     torch.testing.assert_close(kabi.ops.toy_affine(x, mode="negate"), -x)
