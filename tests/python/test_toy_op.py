@@ -248,6 +248,12 @@ def test_out_is_written_and_returned(generator):
     torch.testing.assert_close(strided, x + 0.5 * y)
     with pytest.raises(kabi.InvalidArgumentError, match=r"axpby: out has shape \[6, 7\]; expected \[6, 8\]"):
         kabi.ops.axpby(x, y, out=torch.empty(6, 7))
+    # On a hit (alpha=3.0 was decided above) out is checked against the decision's result.
+    with pytest.raises(kabi.InvalidArgumentError, match=r"axpby: out has shape \[6, 8\], dtype float64 on cpu; "
+                                                        r"expected shape \[6, 8\], dtype float32 on cpu"):
+        kabi.ops.axpby(x, y, alpha=3.0, out=torch.empty(6, 8, dtype=torch.float64))
+    with pytest.raises(kabi.ArgumentTypeError, match="axpby: out must be a torch.Tensor, got builtins.list"):
+        kabi.ops.axpby(x, y, alpha=3.0, out=[0.0] * 48)
 
 
 def test_each_kernel_forced_matches_the_reference(generator):

@@ -229,7 +229,8 @@ class OpFront:
                 [torch.Tensor, torch.nn.Parameter],
             )
         op = front_function(
-            self.name, self.schema, entries=self.cache.entries, active_scope=_scopes.active_scope,
+            self.name, self.schema, entries=self.cache.entries, expected_outputs=self.cache.expected_outputs,
+            active_scope=_scopes.active_scope,
             count_hit=self.cache.memo.count_hit, count_miss=self.cache.memo.count_miss, miss=self.miss,
             call_with_out=self.call_with_out, kernel_failed=self.kernel_failed, kabi_error=KabiError,
         )

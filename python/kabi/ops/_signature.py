@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import torch
+
 from .._base.errors import InvalidArgumentError
 from ._schema import OpSchema
 
@@ -31,7 +33,7 @@ __all__ = ["front_function", "key_function", "parameters_text"]
 # Names the generated code binds for itself; a schema's names are identifiers the core checked, and these end in
 # an underscore, which no tensor or attribute of a kabi schema is expected to.
 _INTERNAL = ("entries_", "active_scope_", "count_hit_", "count_miss_", "miss_", "call_with_out_", "kernel_failed_",
-             "KabiError_", "defaults_", "op_", "key_", "implementation_", "error_", "scope_", "inputs_", "attributes_")
+             "KabiError_", "expected_outputs_", "Tensor_", "expected_", "defaults_", "op_", "key_", "implementation_", "error_", "scope_", "inputs_", "attributes_")
 
 
 def _check_names(op: str, schema: OpSchema) -> None:
@@ -97,16 +99,24 @@ def key_function(schema: OpSchema) -> Callable[[tuple, tuple, Any], tuple]:
     return namespace["key_"]
 
 
-def front_function(op: str, schema: OpSchema, *, entries: dict, active_scope: Callable[[], Any],
-                   count_hit: Callable[[], None], count_miss: Callable[[], None], miss: Callable[..., Any],
-                   call_with_out: Callable[..., Any], kernel_failed: Callable[..., Exception],
-                   kabi_error: type) -> Callable[..., Any]:
+def front_function(op: str, schema: OpSchema, *, entries: dict, expected_outputs: dict,
+                   active_scope: Callable[[], Any], count_hit: Callable[[], None], count_miss: Callable[[], None],
+                   miss: Callable[..., Any], call_with_out: Callable[..., Any],
+                   kernel_failed: Callable[..., Exception], kabi_error: type) -> Callable[..., Any]:
     """The op function (see the module docstring): a hit calls the cached implementation, which has the attributes
-    bound, with the inputs (and ``out``); anything else goes to ``miss(inputs, out, attributes)``."""
+    bound, with the inputs (and ``out``); anything else goes to ``miss(inputs, out, attributes)``. A single output's
+    ``out`` that has the decision's (shape, dtype, device) in ``expected_outputs`` is passed on at once; any other
+    ``out`` goes to ``call_with_out(implementation, key, inputs, out)``, which checks it and says what is wrong."""
     _check_names(op, schema)
     inputs = _tuple_text(schema.input_names)
     attributes = _tuple_text(schema.attribute_names)
     arguments = ", ".join(schema.input_names)
+    checked_out = "" if len(schema.outputs) != 1 else f"""\
+        expected_ = expected_outputs_.get(key_)
+        if expected_ is not None and isinstance(out, Tensor_) and out.shape == expected_[0] and \\
+                out.dtype is expected_[1] and out.device == expected_[2]:
+            return implementation_({arguments}, out=out)
+"""
     source = f"""\
 def op_({_parameters(schema, lambda index: f"defaults_[{index}]")}):
     try:
@@ -121,7 +131,7 @@ def op_({_parameters(schema, lambda index: f"defaults_[{index}]")}):
     try:
         if out is None:
             return implementation_({arguments})
-        return call_with_out_(implementation_, key_, {inputs}, out)
+{checked_out}        return call_with_out_(implementation_, key_, {inputs}, out)
     except KabiError_:
         raise
     except Exception as error_:
@@ -131,6 +141,7 @@ def op_({_parameters(schema, lambda index: f"defaults_[{index}]")}):
         "entries_": entries, "active_scope_": active_scope, "count_hit_": count_hit, "count_miss_": count_miss,
         "miss_": miss, "call_with_out_": call_with_out, "kernel_failed_": kernel_failed, "KabiError_": kabi_error,
         "defaults_": tuple(attribute.default for attribute in schema.attributes),
+        "expected_outputs_": expected_outputs, "Tensor_": torch.Tensor,
     }
     exec(compile(source, f"<kabi.ops.{op}>", "exec"), namespace)
     function = namespace["op_"]
