@@ -134,8 +134,7 @@ KERNELS = [
 def toy_ops():
     """The toy ops (registered once per process) and their kernels (removed when the module ends)."""
     for text in (AXPBY, AFFINE, SIGN_SPLIT):
-        name = text.split('"')[1]
-        if name not in kabi.ops.__all__:
+        if read_op_declaration(text).name not in kabi.ops.__all__:
             kabi.register_op(text)
     for op, fn, name in KERNELS:
         kabi.register_kernel(op, fn, name=name, type_constraints={"T": ["float32", "float64"]})

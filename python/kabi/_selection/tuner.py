@@ -230,7 +230,8 @@ def tune(op: Any, *arguments: Any, settings: TuningSettings | None = None, mode:
     the tensors' shapes, strides, dtypes and devices are used, and the attributes' values), whatever the cache
     holds, and record the results. This is ``kabi tune``. ``mode`` is a key of ``MEASUREMENT_MODES``
     (``"eager"``, ``"graph"``, ``"both"``); None measures as a miss of such a call would (eager, and in a CUDA
-    graph for a graph scope or a host-bound problem).
+    graph for a graph scope or a host-bound problem). An op attribute named ``settings`` or ``mode`` cannot be
+    passed here: those keywords are this function's.
 
     Example::
 
