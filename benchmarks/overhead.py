@@ -28,7 +28,7 @@ from typing import Any, Callable
 import torch
 
 import kabi
-from kabi.ops._front import _key as decision_key, front_of
+from kabi.ops._front import front_of
 
 
 def batch_us(fn: Callable[[], Any], calls: int) -> float:
@@ -82,7 +82,7 @@ def dispatch_overhead(args: argparse.Namespace, device: str) -> dict[str, Any]:
     matmul = kabi.ops.matmul
     matmul(a, b)
     matmul(a, b)
-    chosen = front_of(matmul).cache.entries[decision_key((a, b), None)]
+    chosen = front_of(matmul).cache.entries[front_of(matmul).key((a, b), (), None)]
     pick = kabi.explain(matmul, a, b).pick
     subjects = {
         "kabi.ops.matmul": lambda: matmul(a, b),

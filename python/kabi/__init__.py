@@ -41,6 +41,7 @@ from ._selection.tuner import TuningReport, tune
 from ._selection.tuning_policy import tuning
 from ._selection.verify import VerifyReport, verify
 from .ops._kernel_registration import kernel, kernel_info, kernels, register_kernel, unregister_kernel
+from .ops._op_registration import register_op
 from .ops._scopes import use
 from .ops._stats import Stats, stats
 
@@ -88,6 +89,7 @@ __all__ = [
     "ops",
     "plugins",
     "register_kernel",
+    "register_op",
     "set_agreement_group",
     "stats",
     "tune",

@@ -13,7 +13,7 @@ from kabi._base.decision_cache import invalidate_all
 from kabi._base.tensors import descriptor
 from kabi._selection.tuning_policy import tuning
 from kabi.ops import _scopes
-from kabi.ops._front import _key, front_of
+from kabi.ops._front import front_of
 from kabi.ops._stats import stats
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -159,7 +159,7 @@ def test_tuning_for_graph_replay_records_both_modes_and_the_capture_runs_the_gra
         expected = kabi.ops.matmul(a, b)
         explanation = kabi.explain(kabi.ops.matmul, a, b)
         graph, output = capture(kabi.ops.matmul, a, b)
-        captured_kernel = front_of("matmul").cache.kernel(_key((a, b), _scopes.active_scope()))
+        captured_kernel = front_of("matmul").cache.kernel(front_of("matmul").key((a, b), (), _scopes.active_scope()))
     records = _problem_records(explanation.problem_key)
     graph_times = {record.kernel: record.time_us for record in records
                    if record.execution_mode == "graph" and math.isfinite(record.time_us)}

@@ -11,7 +11,7 @@ from kabi import _core
 from kabi._base import decision_cache as _decision_cache
 from kabi._base.decision_cache import DecisionCache, invalidate_all
 from kabi._base.tensors import descriptor
-from kabi.ops._front import _key, front_of
+from kabi.ops._front import front_of
 from _front_isolation import untuned  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.usefixtures("untuned")
@@ -67,7 +67,7 @@ def test_expected_outputs_are_cleared_with_the_decisions():
     a, b = torch.randn(5, 2), torch.randn(2, 7)
     out = torch.empty(5, 7)
     kabi.ops.matmul(a, b, out=out)
-    key = _key((a, b), None)
+    key = front.key((a, b), (), None)
     assert front.cache.expected_outputs[key] == ((5, 7), torch.float32, torch.device("cpu"))
     invalidate_all()
     assert not front.cache.entries and not front.cache.expected_outputs
@@ -89,7 +89,7 @@ def test_out_on_a_decision_forgotten_meanwhile_is_decided_afresh():
     front = front_of("matmul")
     a, b = torch.randn(3, 3), torch.randn(3, 3)
     kabi.ops.matmul(a, b)
-    key = _key((a, b), None)
+    key = front.key((a, b), (), None)
     implementation = front.cache.entries[key]
     front.cache.clear()
     out = torch.empty(3, 3)

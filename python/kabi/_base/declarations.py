@@ -65,6 +65,7 @@ __all__ = [
     "kernel_specs",
     "load_kernel_file",
     "load_op_file",
+    "read_op_declaration",
     "op_name_of",
     "op_spec",
     "op_specs",
@@ -370,7 +371,13 @@ class _Reader:
             raise self.fail(unknown[0], "unknown field")
 
 
+# The path an op declaration given as text is reported under, in place of a file name.
+TEXT_SOURCE = Path("<op declaration text>")
+
+
 def _display(path: Path) -> str:
+    if path == TEXT_SOURCE:
+        return str(path)
     parts = path.parts
     return "/".join(parts[parts.index("registry"):]) if "registry" in parts else str(path)
 
@@ -383,8 +390,11 @@ def _identifier(value: str) -> str | None:
     return None if value and value.strip() == value else f"expected a non-empty name, got {value!r}"
 
 
-def _parse(path: Path) -> dict[str, Any]:
+def _parse(path: Path, text: str | None = None) -> dict[str, Any]:
+    """The TOML table of a file, or of ``text`` (reported as ``path``)."""
     try:
+        if text is not None:
+            return tomllib.loads(text)
         with path.open("rb") as file:
             return tomllib.load(file)
     except tomllib.TOMLDecodeError as error:
@@ -393,11 +403,35 @@ def _parse(path: Path) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=None)
 def load_op_file(path: Path) -> OpSpec:
-    """Parse and validate one op file."""
-    root = _Reader(path, _parse(path))
+    """Parse and validate one op file; its ``name`` must be the file's name."""
+    return _op_spec(_Reader(path, _parse(path)), path.stem)
+
+
+def read_op_declaration(source: str | Path) -> OpSpec:
+    """Parse and validate an op declaration given as a path to its ``.toml`` file (a ``Path``, or a string naming
+    an existing file) or as its TOML text, with the same fields, checks and messages as ``registry/ops/*.toml``
+    (text is reported as ``<op declaration text>``).
+
+    Example::
+
+        >>> read_op_declaration(registry_root() / "ops" / "matmul.toml").name
+        'matmul'
+    """
+    if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source and source.endswith(".toml")):
+        path = Path(source)
+        if not path.is_file():
+            raise NotFoundError(f"op declaration {str(path)!r}: no such file")
+        return load_op_file(path.resolve())
+    if not isinstance(source, str):
+        raise ArgumentTypeError(f"expected an op declaration's TOML text or path, got {type(source).__name__}")
+    return _op_spec(_Reader(TEXT_SOURCE, _parse(TEXT_SOURCE, source)), None)
+
+
+def _op_spec(root: _Reader, file_stem: str | None) -> OpSpec:
+    path = root.path
     name = root.get("name", str, check=_identifier)
-    if name != path.stem:
-        raise root.fail("name", f"{name!r} must match the file name {path.stem!r}")
+    if file_stem is not None and name != file_stem:
+        raise root.fail("name", f"{name!r} must match the file name {file_stem!r}")
     type_variables = _type_table(root, "types")
     if not type_variables:
         raise root.fail("types", "declares no type variable; expected a table such as T = [\"float32\"]")

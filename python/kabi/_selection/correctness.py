@@ -38,14 +38,22 @@ def _widest(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype.is_floating_point else torch.int64
 
 
-def reference_output(reference: Any, inputs: Sequence[Any], attributes: Mapping[str, Any] | None = None) -> torch.Tensor:
+def reference_output(reference: Any, inputs: Sequence[Any],
+                     attributes: Mapping[str, Any] | None = None) -> torch.Tensor | tuple[torch.Tensor, ...]:
     """The reference's output in the widest dtype of its kind (float64, complex128, int64), on inputs widened to it
-    (the values the candidates see, exactly), with the call's attributes by name. An integer result is then wrapped back to the inputs' dtype, so it
-    is what exact arithmetic in that dtype gives."""
+    (the values the candidates see, exactly), with the call's attributes by name. An integer result is then wrapped
+    back to the inputs' dtype, so it is what exact arithmetic in that dtype gives. An op of several outputs has a
+    tuple of them."""
     tensors = [item for item in inputs if isinstance(item, torch.Tensor)]
     dtype = tensors[0].dtype if tensors else torch.float64
     widened = [item.to(_widest(item.dtype)) if isinstance(item, torch.Tensor) else item for item in inputs]
     output = reference(*widened, **(attributes or {}))
+    if isinstance(output, tuple):
+        return tuple(_widened_output(item, dtype) for item in output)
+    return _widened_output(output, dtype)
+
+
+def _widened_output(output: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     if dtype.is_floating_point or dtype.is_complex:
         return output.to(_widest(dtype))
     return output.to(dtype)
@@ -55,10 +63,21 @@ def _first_nonfinite_kind(values: torch.Tensor) -> str:
     return "NaN" if bool(torch.isnan(values).any()) else "Inf"
 
 
-def check_output(output: Any, reference: torch.Tensor, tolerance: Tolerance, expected_dtype: torch.dtype | None = None) -> str | None:
+def check_output(output: Any, reference: torch.Tensor | tuple[torch.Tensor, ...], tolerance: Tolerance,
+                 expected_dtype: torch.dtype | tuple[torch.dtype, ...] | None = None) -> str | None:
     """None when ``output`` matches the :func:`reference_output` ``reference`` (exactly for integers, within
     ``tolerance`` otherwise); otherwise why not, as a short note for the tuning cache ("wrong result: norm error
-    3.1e-01 > 2e-05", "NaN in output")."""
+    3.1e-01 > 2e-05", "NaN in output"). For several outputs, ``reference`` and ``expected_dtype`` are tuples and
+    each output is checked ("output 1: NaN in output")."""
+    if isinstance(reference, tuple):
+        if not isinstance(output, (tuple, list)) or len(output) != len(reference):
+            return f"returned {type(output).__name__}, expected a tuple of {len(reference)} tensors"
+        dtypes = expected_dtype if expected_dtype is not None else (None,) * len(reference)
+        for index, (item, expected, dtype) in enumerate(zip(output, reference, dtypes)):
+            note = check_output(item, expected, tolerance, dtype)
+            if note is not None:
+                return f"output {index}: {note}"
+        return None
     if not isinstance(output, torch.Tensor):
         return f"returned {type(output).__name__}, expected a tensor"
     if tuple(output.shape) != tuple(reference.shape):

@@ -171,9 +171,10 @@ def gate_notes(op: str, problem: Problem) -> dict[str, str]:
             if record.device == signature and record.problem == problem.key and record.note}
 
 
-def explain(op: Any, *inputs: Any, out: Any = None) -> Explanation:
-    """Select for ``op(*inputs, out=out)`` as a call would, without running or caching, and say why and what the
-    call will do (its plan: use a tuned pick, tune first, or gate the heuristic's pick once).
+def explain(op: Any, *arguments: Any, **keywords: Any) -> Explanation:
+    """Select for ``op(*arguments, **keywords)`` as that call would, without running or caching, and say why and
+    what the call will do (its plan: use a tuned pick, tune first, or gate the heuristic's pick once). The arguments
+    are the op's: tensors, optional tensors, attributes by keyword, ``out=``.
 
     ``op`` is a ``kabi.ops`` function or an op name. Validation errors raise as the call would; a problem that
     no kernel can run returns a record with ``pick`` None and every rejection.
@@ -182,8 +183,11 @@ def explain(op: Any, *inputs: Any, out: Any = None) -> Explanation:
 
         >>> kabi.explain(kabi.ops.matmul, a, b).pick
         'cpu.openblas.gemm'
+        >>> kabi.explain(kabi.ops.linear, x, w, activation="gelu").plan
     """
-    selection = front_of(op).select(inputs, out, allow_none=True)
+    front = front_of(op)
+    inputs, attributes, out = front.bind(arguments, keywords)
+    selection = front.select(inputs, out, allow_none=True, attributes=attributes)
     plan, provisional = _plan(selection, inputs) if selection.kernel is not None else ("", False)
     failed = any(candidate.gate == "failed" for candidate in selection.candidates)
     if not failed or selection.problem is None:

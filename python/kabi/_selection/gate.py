@@ -22,23 +22,24 @@ Example::
 from __future__ import annotations
 
 import contextvars
+import functools
 import math
 import threading
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
 from .. import _core
 from .._base.declarations import resolve_callable
 from .._base.errors import NoEligibleKernelError
-from .._base.tensors import descriptor, torch_dtype
 from ..ops import _stats
 from ..ops._front import OpFront, Selection
 from ..ops._inputs import inputs_like
 from .measure import gate_once
 from .tuning_policy import inputs_are_fake, measurement_blocked_reason
 
-__all__ = ["gate_kernel", "gate_until_verified", "inside_measurement", "measurement_lock", "record_verdicts"]
+__all__ = ["bound_reference", "gate_kernel", "gate_until_verified", "inside_measurement", "measurement_lock",
+           "record_verdicts"]
 
 # One problem is measured or gated at a time: concurrent measurements would disturb each other's timings.
 measurement_lock = threading.RLock()
@@ -46,31 +47,40 @@ measurement_lock = threading.RLock()
 inside_measurement: contextvars.ContextVar[bool] = contextvars.ContextVar("kabi_inside_measurement", default=False)
 
 
-def gate_kernel(front: OpFront, inputs: Sequence[torch.Tensor], selection: Selection) -> str | None:
+def bound_reference(front: OpFront, selection: Selection) -> Callable[..., Any]:
+    """The op's reference with the selection's attributes bound as keyword arguments."""
+    reference = resolve_callable(front.spec.reference)
+    attributes = front.attribute_map(selection.attributes)
+    return functools.partial(reference, **attributes) if attributes else reference
+
+
+def gate_kernel(front: OpFront, inputs: Sequence[torch.Tensor | None], selection: Selection) -> str | None:
     """Run the selection's kernel once, untimed, on fresh inputs like ``inputs``, through the implementation the
     front would cache, and check it against the reference. Returns why it failed, or None when it passed."""
-    make_inputs = lambda: inputs_like(front.spec, inputs)
+    make_inputs = lambda: inputs_like(front.spec, inputs, front.attribute_map(selection.attributes))
     try:
         implementation = front.implementation(selection, tuple(make_inputs()))
     except Exception as error:
         return f"cannot be prepared: {type(error).__name__}: {error}"
     token = inside_measurement.set(True)
     try:
-        return gate_once(implementation, make_inputs, resolve_callable(front.spec.reference),
+        return gate_once(implementation, make_inputs, bound_reference(front, selection),
                          front.spec.tolerance[selection.problem.dtype],
-                         expected_dtype=torch_dtype(selection.problem.dtype))
+                         expected_dtype=front.output_dtypes(selection.problem))
     finally:
         inside_measurement.reset(token)
 
 
-def record_verdicts(front: OpFront, inputs: Sequence[torch.Tensor], verdicts: dict[str, str | None]) -> None:
-    """Record gate verdicts (kernel -> None when it passed, else why it failed) for the problem of ``inputs``."""
-    descriptors = [descriptor(tensor, name, front.name) for tensor, name in zip(inputs, front.input_names)]
+def record_verdicts(front: OpFront, inputs: Sequence[torch.Tensor | None], verdicts: dict[str, str | None],
+                    attributes: tuple = ()) -> None:
+    """Record gate verdicts (kernel -> None when it passed, else why it failed) for the problem of ``inputs`` and
+    ``attributes``."""
+    descriptors = front.input_descriptors(tuple(inputs))
     records = [
         (kernel, 0.0, "", _core.TUNING_RECORD_GATE_ONLY, 0.0) if note is None else (kernel, math.inf, note, 0, 0.0)
         for kernel, note in verdicts.items()
     ]
-    _core.tuning_store(front.name, descriptors, [], records)
+    _core.tuning_store(front.name, descriptors, [], records, attributes)
     _stats.count("gate_failures", sum(note is not None for note in verdicts.values()))
 
 
@@ -96,10 +106,11 @@ def gate_until_verified(front: OpFront, inputs: tuple, out: torch.Tensor | None,
             f"before capturing or compiling, or verify the problem offline (kabi verify {front.name} ...)"
         )
     with measurement_lock:
-        selection = front.select(inputs, out, allow_none=True, with_data=with_data)
+        attributes = selection.attributes
+        selection = front.select(inputs, out, allow_none=True, with_data=with_data, attributes=attributes)
         while _unverified(selection):
-            record_verdicts(front, inputs, {selection.kernel.name: gate_kernel(front, inputs, selection)})
-            selection = front.select(inputs, out, allow_none=True, with_data=with_data)
+            record_verdicts(front, inputs, {selection.kernel.name: gate_kernel(front, inputs, selection)}, attributes)
+            selection = front.select(inputs, out, allow_none=True, with_data=with_data, attributes=attributes)
     if selection.kernel is None:
         raise NoEligibleKernelError(selection.error)
     return selection

@@ -42,14 +42,12 @@ from typing import Any, Sequence
 import torch
 
 from .. import _core
-from .._base.declarations import resolve_callable
 from .._base.errors import InvalidArgumentError, NoEligibleKernelError
-from .._base.tensors import descriptor, torch_dtype
 from ..ops import _stats
 from ..ops._front import OpFront, Selection, front_of
 from ..ops._inputs import inputs_like
 from . import distributed as _distributed
-from .gate import gate_until_verified, inside_measurement, measurement_lock
+from .gate import bound_reference, gate_until_verified, inside_measurement, measurement_lock
 from .measure import HOST_BOUND_US, CandidateMeasurement, fastest, gate_once, measure_candidates, time_candidates
 from .tuning_policy import TuningSettings, current_settings, tuning_blocked_reason
 
@@ -142,7 +140,7 @@ def _measure(front: OpFront, inputs: Sequence[torch.Tensor], selection: Selectio
     eager measurements are gate verdicts (time 0 for a pass)."""
     problem = selection.problem
     by_name = {candidate.name: candidate for candidate in selection.candidates}
-    make_inputs = lambda: inputs_like(front.spec, inputs)
+    make_inputs = lambda: inputs_like(front.spec, inputs, front.attribute_map(selection.attributes))
     template = tuple(make_inputs())
     candidates, unavailable = [], {}
     for name in kernels:
@@ -151,28 +149,30 @@ def _measure(front: OpFront, inputs: Sequence[torch.Tensor], selection: Selectio
             candidates.append((name, implementation))
         except Exception as error:
             unavailable[name] = CandidateMeasurement(name, math.inf, f"cannot be prepared: {type(error).__name__}: {error}")
-    reference, tolerance = resolve_callable(front.spec.reference), front.spec.tolerance[problem.dtype]
+    reference, tolerance = bound_reference(front, selection), front.spec.tolerance[problem.dtype]
+    expected_dtype = front.output_dtypes(problem)
     token = inside_measurement.set(True)
     try:
         if modes is None or "eager" in modes:
             measured = measure_candidates(candidates, make_inputs, reference, tolerance, settings,
-                                          expected_dtype=torch_dtype(problem.dtype))
+                                          expected_dtype=expected_dtype)
         else:
-            measured = [_gate_verdict(name, fn, make_inputs, reference, tolerance, torch_dtype(problem.dtype))
+            measured = [_gate_verdict(name, fn, make_inputs, reference, tolerance, expected_dtype)
                         for name, fn in candidates]
         results = {item.kernel: item for item in measured} | unavailable
         eager = [results[name] for name in kernels]
         graph: list[CandidateMeasurement] = []
         if (modes is None and _wants_graph_times(selection, eager)) or (modes is not None and "graph" in modes):
             survivors = [(name, fn) for name, fn in candidates if results[name].passed]
-            graph = _time_in_cuda_graph(survivors, make_inputs, settings, template[0].device) or []
+            device = next(tensor.device for tensor in template if tensor is not None)
+            graph = _time_in_cuda_graph(survivors, make_inputs, settings, device) or []
     finally:
         inside_measurement.reset(token)
     return eager, graph
 
 
 def _gate_verdict(name: str, fn: Any, make_inputs: Any, reference: Any, tolerance: Any,
-                  dtype: torch.dtype) -> CandidateMeasurement:
+                  dtype: torch.dtype | tuple[torch.dtype, ...]) -> CandidateMeasurement:
     """The gate alone, as a measurement: time 0 for a pass (stored as a gate-only verdict), inf and why otherwise."""
     note = gate_once(fn, make_inputs, reference, tolerance, expected_dtype=dtype)
     return CandidateMeasurement(name, 0.0) if note is None else CandidateMeasurement(name, math.inf, note)
@@ -188,7 +188,7 @@ def _record(front: OpFront, inputs: Sequence[torch.Tensor], selection: Selection
     """Store every measurement (a noisy one for this process only), the graph-mode ones flagged as such, and
     remember the report for explain. Without ``eager_timed`` the eager measurements are gate verdicts, stored only
     for kernels that had none."""
-    descriptors = [descriptor(tensor, name, front.name) for tensor, name in zip(inputs, front.input_names)]
+    descriptors = front.input_descriptors(tuple(inputs))
     if eager_timed:
         eager_records = [(item.kernel, item.time_us, item.note, _flags(item, 0), item.spread) for item in measurements]
     else:
@@ -199,7 +199,7 @@ def _record(front: OpFront, inputs: Sequence[torch.Tensor], selection: Selection
         ]
     graph_records = [(item.kernel, item.time_us, item.note, _flags(item, _core.TUNING_RECORD_GRAPH_MODE), item.spread)
                      for item in graph_measurements]
-    _core.tuning_store(front.name, descriptors, [], eager_records + graph_records)
+    _core.tuning_store(front.name, descriptors, [], eager_records + graph_records, selection.attributes)
     pick = fastest(measurements) if eager_timed else None
     graph_pick = fastest(graph_measurements)
     problem = selection.problem
@@ -224,12 +224,14 @@ def _measure_and_record(front, inputs, selection, kernels, settings, source="mea
                    eager_timed=modes is None or "eager" in modes)
 
 
-def tune(op: Any, *inputs: torch.Tensor, settings: TuningSettings | None = None,
-         mode: str | None = None) -> TuningReport:
-    """Measure every eligible kernel of ``op`` now on a problem like ``inputs`` (only their shapes, strides,
-    dtypes and devices are used), whatever the cache holds, and record the results. This is ``kabi tune``.
-    ``mode`` is a key of ``MEASUREMENT_MODES`` (``"eager"``, ``"graph"``, ``"both"``); None measures as a miss
-    of such a call would (eager, and in a CUDA graph for a graph scope or a host-bound problem).
+def tune(op: Any, *arguments: Any, settings: TuningSettings | None = None, mode: str | None = None,
+         **keywords: Any) -> TuningReport:
+    """Measure every eligible kernel of ``op`` now on a problem like the call ``op(*arguments, **keywords)`` (only
+    the tensors' shapes, strides, dtypes and devices are used, and the attributes' values), whatever the cache
+    holds, and record the results. This is ``kabi tune``. ``mode`` is a key of ``MEASUREMENT_MODES``
+    (``"eager"``, ``"graph"``, ``"both"``); None measures as a miss of such a call would (eager, and in a CUDA
+    graph for a graph scope or a host-bound problem). An op attribute named ``settings`` or ``mode`` cannot be
+    passed here: those keywords are this function's.
 
     Example::
 
@@ -239,8 +241,9 @@ def tune(op: Any, *inputs: torch.Tensor, settings: TuningSettings | None = None,
     front = front_of(op)
     if mode is not None and mode not in MEASUREMENT_MODES:
         raise InvalidArgumentError(f"tune: mode must be one of {', '.join(MEASUREMENT_MODES)}, got {mode!r}")
+    inputs, attributes, _ = front.bind(arguments, keywords)
     with measurement_lock:
-        selection = front.select(inputs, allow_none=True)
+        selection = front.select(inputs, allow_none=True, attributes=attributes)
         kernels = [candidate.name for candidate in selection.candidates if candidate.eligible]
         if selection.kernel is None or not kernels:
             raise NoEligibleKernelError(f"tune: nothing to measure: {selection.error}")
@@ -284,10 +287,11 @@ def _tune(front: OpFront, inputs: tuple, out: torch.Tensor | None, selection: Se
         return None
     mode = selection.execution_mode
     with measurement_lock:
-        again = front.select(inputs, out, execution_mode=mode)
+        attributes = selection.attributes
+        again = front.select(inputs, out, execution_mode=mode, attributes=attributes)
         if _needs_measuring(again, inputs):
             _measure_and_record(front, inputs, selection, [candidate.name for candidate in eligible], settings)
-            again = front.select(inputs, out, execution_mode=mode)
+            again = front.select(inputs, out, execution_mode=mode, attributes=attributes)
     return again
 
 
@@ -297,7 +301,8 @@ def _needs_measuring(selection: Selection, inputs: tuple) -> bool:
     eligible = [candidate for candidate in selection.candidates if candidate.eligible]
     if _remembered(eligible) is None:
         return True
-    return (selection.execution_mode == "graph" and inputs[0].device.type == "cuda"
+    device = next(tensor.device for tensor in inputs if tensor is not None)
+    return (selection.execution_mode == "graph" and device.type == "cuda"
             and not any(candidate.tuned_execution_mode == "graph" for candidate in eligible))
 
 
@@ -325,5 +330,5 @@ def _agree(front, inputs, out, selection, eligible, settings, blocked) -> Select
         if agreed is None or remembered == tuple((item.kernel, item.time_us, item.note) for item in agreed):
             return None
         _record(front, inputs, selection, agreed, seconds, agreement.source)
-        return front.select(inputs, out)
+        return front.select(inputs, out, attributes=selection.attributes)
 

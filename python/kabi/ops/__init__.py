@@ -1,10 +1,11 @@
-"""``kabi.ops``: one function per op declared in ``registry/ops/*.toml``, generated when kabi is imported.
+"""``kabi.ops``: one function per op declared in ``registry/ops/*.toml``, generated when kabi is imported, and per
+op registered since with ``kabi.register_op``.
 
 The package is also kabi's ops layer: its private modules hold the op front (``_front``), the op schemas, scopes
 (``kabi.use``), the registration of Python kernels, DLPack arrays, autograd and the torch custom ops; only the op
 functions are public here.
 
-Each ``kabi.ops.<name>(*inputs, out=None)`` validates its inputs on the first call of a problem, picks the kernel
+Each ``kabi.ops.<name>(*inputs, *, attributes..., out=None)`` validates its inputs on the first call of a problem, picks the kernel
 (forced > tuned > heuristic), remembers the decision, and runs it; later calls of the same problem go straight to
 the chosen implementation. The docstring of each function comes from its registry file.
 
@@ -28,4 +29,4 @@ globals().update({name: OpFront(spec).function for name, spec in op_specs().item
 
 
 def __getattr__(name: str) -> Any:
-    raise AttributeError(f"kabi.ops has no op {name!r}; registry/ops declares {', '.join(__all__)}")
+    raise AttributeError(f"kabi.ops has no op {name!r}; the ops are {', '.join(__all__)}")

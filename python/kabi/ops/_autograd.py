@@ -272,10 +272,11 @@ def register_gradient(op: str, overload: torch._ops.OpOverload, implementation: 
     library.impl(op, autograd_kernel, "Autograd")
 
 
-def differentiable(op: str, implementation: Callable[..., Any]) -> Callable[..., Any]:
-    """``implementation`` made differentiable, for a decision whose inputs require grad: with grad mode on the call
-    goes through ``torch.ops.kabi.<op>`` so autograd records it (its forward runs ``implementation`` again, with
-    grad mode off, through the same cached decision); with grad mode off it is ``implementation`` itself.
+def differentiable(op: str, implementation: Callable[..., Any], **attributes: Any) -> Callable[..., Any]:
+    """``implementation`` (its ``attributes`` bound) made differentiable, for a decision whose inputs require grad:
+    with grad mode on the call goes through ``torch.ops.kabi.<op>`` with the attributes so autograd records it (its
+    forward runs ``implementation`` again, with grad mode off, through the same cached decision); with grad mode
+    off it is ``implementation`` itself.
 
     Example::
 
@@ -288,9 +289,9 @@ def differentiable(op: str, implementation: Callable[..., Any]) -> Callable[...,
                             f"registered: {', '.join(_overloads) or 'none'}") from None
     is_grad_enabled = torch.is_grad_enabled
 
-    def call(*inputs: torch.Tensor | None, out: torch.Tensor | None = None, **attributes: Any) -> Any:
+    def call(*inputs: torch.Tensor | None, out: Any = None) -> Any:
         if not is_grad_enabled():
-            return implementation(*inputs, **attributes) if out is None else implementation(*inputs, out=out, **attributes)
+            return implementation(*inputs) if out is None else implementation(*inputs, out=out)
         if out is not None:
             raise InvalidArgumentError(
                 f"{op}: out= does not support automatic differentiation, and an input requires grad; "

@@ -1,16 +1,19 @@
 """The op front: validation, selection and the per-op decision cache behind every ``kabi.ops.<op>``.
 
 A call builds a lean key from what selection depends on — each input's shape, strides, dtype, device and
-requires_grad, plus the active ``kabi.use`` scope — and looks it up in the op's decision cache (for two-input ops
-the hit path runs in C, csrc/python/front.cpp, and plain tensors are first looked up in the cache's C memo by the
-same facts read through DLPack's C exchange API, without building the key tuple). A hit calls the cached implementation
-directly: the Python kernel itself, or a native launcher bound to the problem (it allocates the output and passes
-only data pointers to the core). Validation is skipped on a hit because the key implies it; ``out=`` is checked on
-every call that gives it.
+requires_grad (None for an absent optional input), every attribute's value, plus the active ``kabi.use`` scope — and
+looks it up in the op's decision cache. For ops of exactly two required tensors and no attributes (matmul) the hit
+path runs in C, csrc/python/front.cpp, and plain tensors are first looked up in the cache's C memo by the same facts
+read through DLPack's C exchange API, without building the key tuple; every other op's function is generated from
+its schema (:mod:`kabi.ops._signature`). A hit calls the cached implementation directly, its attributes bound: the
+Python kernel itself, or a native launcher bound to the problem (it allocates the outputs and passes only data
+pointers to the core). Validation is skipped on a hit because the key implies it; ``out=`` is checked on every call
+that gives it. An op of several outputs returns a tuple, and ``out=`` takes one.
 
-A miss validates (Python-only checks: the number of inputs, that each is a tensor, that all share a device; then
-the core's ``kabi_problem_describe`` through ``kabi_select``, whose messages name the argument and what was
-expected), selects, offers the selection to the tuning hook, builds the implementation, remembers it, and runs it.
+A miss validates (Python-only checks: the number of inputs, that each is a tensor or an absent optional input, that
+all share a device, that each attribute has its type; then the core's ``kabi_problem_describe`` through
+``kabi_select``, whose messages name the argument and what was expected), selects, offers the selection to the tuning
+hook, builds the implementation, remembers it, and runs it.
 
 Tuning hook: ``_on_selection_miss`` is None until a handler is installed with :func:`set_selection_miss_handler`
 (kabi's bootstrap installs the tuner's, :func:`kabi._selection.tuner.on_selection_miss`): a function
@@ -27,6 +30,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import inspect
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -52,6 +56,7 @@ from . import _kernel_registration, _scopes
 from ._arrays import call_with_arrays, has_foreign_array
 from ._autograd import differentiable
 from ._schema import VectorPromotion, op_schema
+from ._signature import front_function, key_function, parameters_text
 
 __all__ = ["OpFront", "Selection", "_on_selection_miss", "front_of", "set_fresh_selection_verifier",
            "set_selection_miss_handler"]
@@ -104,8 +109,9 @@ def front_of(op: Any) -> OpFront:
 @dataclass(frozen=True)
 class Selection:
     """The core's answer for one problem: the kernel (None when nothing is eligible), why, whether it has passed
-    the correctness gate on the problem (``verified``), every candidate, and the execution mode it was made for
-    (``"eager"``, or ``"graph"``: replayed in a CUDA graph)."""
+    the correctness gate on the problem (``verified``), every candidate, the execution mode it was made for
+    (``"eager"``, or ``"graph"``: replayed in a CUDA graph), and the call's attribute values (schema order, enums by
+    name), which an implementation of the pick is bound to."""
 
     op: str
     kernel: KernelInfo | None
@@ -117,6 +123,7 @@ class Selection:
     error: str
     verified: bool
     execution_mode: str = "eager"
+    attributes: tuple = ()
 
     @property
     def picked(self) -> Candidate | None:
@@ -124,7 +131,8 @@ class Selection:
         return next((candidate for candidate in self.candidates if candidate.picked), None)
 
     @classmethod
-    def from_core(cls, op: str, raw: dict, forced: str | None, execution_mode: str = "eager") -> Selection:
+    def from_core(cls, op: str, raw: dict, forced: str | None, execution_mode: str = "eager",
+                  attributes: tuple = ()) -> Selection:
         return cls(
             op=op,
             kernel=KernelInfo.from_core(raw["kernel"]) if raw["kernel"] is not None else None,
@@ -136,27 +144,27 @@ class Selection:
             error=raw["error"],
             verified=raw["verified"],
             execution_mode=execution_mode,
+            attributes=tuple(attributes),
         )
 
 
-def _key(inputs: tuple, scope: Any) -> tuple:
-    """The decision-cache key: what selection depends on (dtypes, devices, the ``kabi.use`` scope, shapes,
-    strides) and whether an input requires grad (those decisions are wrapped for autograd). For two inputs it is flat, with plain ints that hash and compare faster than torch.Size objects;
+def _two_input_key(inputs: tuple, attributes: tuple, scope: Any) -> tuple:
+    """The decision-cache key of an op on the C hit path (two required tensors, no attributes): what selection
+    depends on (dtypes, devices, the ``kabi.use`` scope, shapes, strides) and whether an input requires grad (those
+    decisions are wrapped for autograd), flat, with plain ints that hash and compare faster than torch.Size objects;
     csrc/python/front.cpp builds the same tuple on the hit path."""
-    if len(inputs) == 2:
-        a, b = inputs
-        return (
-            a.dtype, b.dtype, a.device, b.device, a.requires_grad, b.requires_grad, scope, a.dim(),
-            *a.shape, *a.stride(), *b.shape, *b.stride(),
-        )
-    return (*[(t.shape, t.stride(), t.dtype, t.device, t.requires_grad) for t in inputs], scope)
+    a, b = inputs
+    return (
+        a.dtype, b.dtype, a.device, b.device, a.requires_grad, b.requires_grad, scope, a.dim(),
+        *a.shape, *a.stride(), *b.shape, *b.stride(),
+    )
 
 
 def _by_execution_mode(eager: Callable[..., Any], graph: Callable[..., Any], device: torch.device) -> Callable[..., Any]:
     """One decision for two picks: ``graph`` while a CUDA graph is being captured on ``device``, else ``eager``. Only
     decisions whose modes pick different kernels pay for the capture check."""
 
-    def by_execution_mode(*inputs: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    def by_execution_mode(*inputs: torch.Tensor | None, out: Any = None) -> Any:
         implementation = graph if _scopes.cuda_graph_capturing(device) else eager
         return implementation(*inputs) if out is None else implementation(*inputs, out=out)
 
@@ -187,63 +195,47 @@ class OpFront:
         self.name = spec.name
         self.schema = op_schema(spec.name, tuple(spec.vectors.items()))
         self.input_names = self.schema.input_names
+        self.attribute_names = self.schema.attribute_names
+        self.output_count = len(self.schema.outputs)
         self.cache = DecisionCache(spec.name)
+        # Matmul's shape of op takes the C hit path; a generic C hit path for every op is a later step.
+        self.on_c_hit_path = (
+            len(self.input_names) == 2 and not self.schema.attributes and self.output_count == 1
+            and not any(pattern.optional for pattern in self.schema.inputs)
+        )
+        self.key = _two_input_key if self.on_c_hit_path else key_function(self.schema)
         self.function = self._make_function()
+        self.signature = inspect.signature(self.function) if not self.on_c_hit_path else inspect.Signature(
+            [inspect.Parameter(name, inspect.Parameter.POSITIONAL_ONLY) for name in self.input_names]
+            + [inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, default=None)]
+        )
         _fronts[self.name] = self
 
     # -- the public callable -----------------------------------------------------------------------------------
 
     def _make_function(self) -> Callable[..., Any]:
-        entries = self.cache.entries
-        count_hit = self.cache.memo.count_hit
-        count_miss = self.cache.memo.count_miss
-        active_scope = _scopes.active_scope
-        miss = self.miss
-        call_with_out = self.call_with_out
-        kernel_failed = self.kernel_failed
-
-        if len(self.input_names) == 2:
+        if self.on_c_hit_path:
             # The hit path in C (csrc/python/front.cpp): same key, same entries; misses and out= come back here.
-            arguments = ", ".join(self.input_names)
             return _core.make_two_input_front(
                 self.name,
-                f"{self.name}({arguments}, /, *, out=None)\n--\n\n{self._docstring()}",
+                f"{self.name}({parameters_text(self.schema)})\n--\n\n{self._docstring()}",
                 "kabi.ops",
-                entries,
+                self.cache.entries,
                 _scopes.scope_variable,
-                miss,
-                call_with_out,
-                kernel_failed,
+                self.miss,
+                self.call_with_out,
+                self.kernel_failed,
                 self.cache.memo,
                 [torch.Tensor, torch.nn.Parameter],
             )
-
-        def op(*inputs: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-            try:
-                key = _key(inputs, active_scope())
-                implementation = entries[key]
-            except (KeyError, AttributeError, TypeError, ValueError):
-                implementation = None
-            if implementation is None:
-                count_miss()
-                return miss(inputs, out)
-            count_hit()
-            try:
-                if out is None:
-                    return implementation(*inputs)
-                return call_with_out(implementation, key, inputs, out)
-            except KabiError:
-                raise
-            except Exception as error:
-                raise kernel_failed(key, error) from error
-
-        op.__name__ = op.__qualname__ = self.name
+        op = front_function(
+            self.name, self.schema, entries=self.cache.entries, expected_outputs=self.cache.expected_outputs,
+            active_scope=_scopes.active_scope,
+            count_hit=self.cache.memo.count_hit, count_miss=self.cache.memo.count_miss, miss=self.miss,
+            call_with_out=self.call_with_out, kernel_failed=self.kernel_failed, kabi_error=KabiError,
+        )
         op.__module__ = "kabi.ops"
         op.__doc__ = self._docstring()
-        op.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-            [inspect.Parameter(name, inspect.Parameter.POSITIONAL_ONLY) for name in self.input_names]
-            + [inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, default=None)]
-        )
         return op
 
     def _docstring(self) -> str:
@@ -252,35 +244,111 @@ class OpFront:
             f"{dtype} {t.norm:g}" if dtype not in EXACT_DTYPES else f"{dtype} exact" for dtype, t in spec.tolerance.items()
         )
         vectors = "".join(f"{name} may be a vector, without {dim}; out then lacks {dim} too. " for name, dim in spec.vectors.items())
-        arguments = ", ".join(self.input_names)
+        types = "; ".join(f"{name}: {', '.join(dtypes)}" for name, dtypes in self.schema.type_variables)
+        required = ", ".join(pattern.name for pattern in self.schema.inputs if not pattern.optional)
+        optional = "".join(
+            f"{pattern.name} is optional: None (the default) leaves it out. " for pattern in self.schema.inputs
+            if pattern.optional
+        )
+        attributes = "".join(
+            f"{attribute.name} is {attribute.expected}"
+            + (f" (default {attribute.default!r}). " if attribute.has_default else " (required). ")
+            for attribute in self.schema.attributes
+        )
+        out = ("``out``, when given, must have the result's shape, dtype and device; it is written and returned."
+               if self.output_count == 1 else
+               f"Returns a tuple of {self.output_count} tensors; ``out``, when given, is a tuple of as many, each of "
+               "its result's shape, dtype and device; they are written and returned.")
         return (
             f"{spec.summary}.\n\n"
             f"    {spec.schema}\n\n"
-            f"{vectors}dtypes: {', '.join(spec.dtypes)}. Runs the fastest correct kernel registered for the inputs' "
-            f"device; checked against {spec.reference} (relative error bound: {tolerances}).\n"
-            f"``out``, when given, must have the result's shape, dtype and device; it is written and returned.\n\n"
-            f"Example::\n\n    >>> kabi.ops.{spec.name}({arguments})\n\n"
-            f"Generated from {spec.path.name}; see kabi.explain(kabi.ops.{spec.name}, {arguments}) for the pick."
+            f"{vectors}{optional}{attributes}types: {types}. Runs the fastest correct kernel registered for the "
+            f"inputs' device; checked against {spec.reference} (relative error bound: {tolerances}).\n"
+            f"{out}\n\n"
+            f"Example::\n\n    >>> kabi.ops.{spec.name}({required})\n\n"
+            f"Declared in {spec.path.name}; see kabi.explain(kabi.ops.{spec.name}, {required}) for the pick."
         )
 
-    # -- validation and selection --------------------------------------------------------------------------------
+    # -- arguments ------------------------------------------------------------------------------------------------
 
-    def check_inputs(self, inputs: tuple, out: Any) -> tuple[torch.Tensor, ...]:
+    def bind(self, arguments: tuple, keywords: dict[str, Any]) -> tuple[tuple, tuple, Any]:
+        """``(inputs, attributes, out)`` of a call written as the op function takes it (``kabi.explain``,
+        ``kabi.tune``): inputs in schema order (None for an absent optional one), attribute values in schema order
+        with the defaults filled in. Python's own ``TypeError`` names a missing or unexpected argument."""
+        try:
+            bound = self.signature.bind(*arguments, **keywords)
+        except TypeError as error:
+            raise ArgumentTypeError(f"{self.name}: {error}") from None
+        bound.apply_defaults()
+        values = bound.arguments
+        return (tuple(values.get(name) for name in self.input_names),
+                tuple(values[name] for name in self.attribute_names), values.get("out"))
+
+    def attribute_map(self, attributes: tuple) -> dict[str, Any]:
+        """Attribute values in schema order as keyword arguments (a Python kernel's or a reference's)."""
+        return dict(zip(self.attribute_names, attributes))
+
+    def check_attributes(self, attributes: tuple) -> tuple:
+        """The Python-side check of attribute values: each of its declared type (an enum by one of its names)."""
+        for attribute, value in zip(self.schema.attributes, attributes):
+            attribute.check(self.name, value)
+        return attributes
+
+    def check_inputs(self, inputs: tuple, out: Any) -> tuple[torch.Tensor | None, ...]:
         """The Python-only checks, made before the core validates shapes and dtypes."""
         if len(inputs) != len(self.input_names):
             raise ArgumentTypeError(
                 f"{self.name} takes {len(self.input_names)} inputs ({', '.join(self.input_names)}), got {len(inputs)}"
             )
-        tensors = tuple(check_array(value, name, self.name) for value, name in zip(inputs, self.input_names))
-        if out is not None:
-            check_array(out, "out", self.name)
-        devices = [(name, t.device) for name, t in zip(self.input_names, tensors)]
-        if out is not None:
-            devices.append(("out", out.device))
+        tensors = []
+        for value, pattern in zip(inputs, self.schema.inputs):
+            if pattern.optional and not (value is None or isinstance(value, torch.Tensor)):
+                raise ArgumentTypeError(
+                    f"{self.name}: {pattern.name} must be a tensor or None, got {type(value).__name__}"
+                )
+            tensors.append(value if pattern.optional else check_array(value, pattern.name, self.name))
+        devices = [(name, t.device) for name, t in zip(self.input_names, tensors) if t is not None]
+        devices += [(name, tensor.device) for name, tensor in self._outputs_of(out)]
         if len({device for _, device in devices}) > 1:
             listing = ", ".join(f"{name} on {device}" for name, device in devices)
             raise InvalidArgumentError(f"{self.name}: all tensors must be on one device; got {listing}")
-        return tensors
+        return tuple(tensors)
+
+    def _outputs_of(self, out: Any) -> list[tuple[str, torch.Tensor]]:
+        """A caller's ``out`` as (name, tensor) pairs, checked: a tensor, or a tuple of one per output."""
+        if out is None:
+            return []
+        if self.output_count == 1:
+            return [("out", check_array(out, "out", self.name))]
+        if not isinstance(out, (tuple, list)) or len(out) != self.output_count:
+            raise ArgumentTypeError(
+                f"{self.name}: out must be a tuple of {self.output_count} tensors, got {type(out).__name__}"
+                + (f" of {len(out)}" if isinstance(out, (tuple, list)) else "")
+            )
+        return [(f"out[{index}]", check_array(tensor, f"out[{index}]", self.name)) for index, tensor in enumerate(out)]
+
+    def input_descriptors(self, inputs: tuple, with_data: bool = True) -> list[tuple | None]:
+        """The binding's descriptors of the inputs (None for an absent optional input); without data pointers
+        unless ``with_data``."""
+        descriptors = [
+            descriptor(tensor, name, self.name) if tensor is not None else None
+            for tensor, name in zip(inputs, self.input_names)
+        ]
+        return descriptors if with_data else [(0, *d[1:]) if d is not None else None for d in descriptors]
+
+    def output_facts(self, problem: Problem) -> tuple[tuple[tuple[int, ...], torch.dtype, torch.device], ...]:
+        """(shape, dtype, device) of each output of a problem: dtypes per the schema, from the type variables'
+        bindings."""
+        device = torch_device(problem.device_type, problem.device_index)
+        dtypes = self.schema.output_dtypes(problem.type_bindings)
+        return tuple((tuple(shape), torch_dtype(dtype), device) for shape, dtype in zip(problem.output_shapes, dtypes))
+
+    def output_dtypes(self, problem: Problem) -> torch.dtype | tuple[torch.dtype, ...]:
+        """The result's dtype (a tuple of them for several outputs), as the correctness gate expects them."""
+        dtypes = tuple(dtype for _, dtype, _ in self.output_facts(problem))
+        return dtypes[0] if self.output_count == 1 else dtypes
+
+    # -- validation and selection --------------------------------------------------------------------------------
 
     def full_rank(self, inputs: tuple, out: Any) -> tuple[tuple, Any, VectorPromotion | None]:
         """Vectors among the inputs (the op's ``vectors``, torch.matmul's 1-D operands) as the tensors the schema
@@ -311,38 +379,43 @@ class OpFront:
         return mode
 
     def select(
-        self, inputs: tuple, out: torch.Tensor | None = None, *, allow_none: bool = False, with_data: bool = False,
-        execution_mode: str | None = None,
+        self, inputs: tuple, out: Any = None, *, allow_none: bool = False, with_data: bool = False,
+        execution_mode: str | None = None, attributes: tuple = (),
     ) -> Selection:
-        """Validate and select without caching. ``with_data`` passes data pointers (alignment is then checked).
-        Vector inputs select the kernel of the matrices they stand for (:meth:`full_rank`). ``execution_mode``
-        (``"eager"`` or ``"graph"``) defaults to the call's (:meth:`execution_mode`)."""
+        """Validate and select without caching. ``attributes`` are the call's values in schema order, defaults
+        filled in. ``with_data`` passes data pointers (alignment is then checked). Vector inputs select the kernel of
+        the matrices they stand for (:meth:`full_rank`). ``execution_mode`` (``"eager"`` or ``"graph"``) defaults to
+        the call's (:meth:`execution_mode`)."""
         inputs, out, _ = self.full_rank(inputs, out)
         tensors = self.check_inputs(inputs, out)
+        self.check_attributes(attributes)
         if execution_mode is None:
             execution_mode = self.execution_mode(tensors)
-        complete_registry(tensors[0].device.type if tensors else None)
-        input_descriptors = [descriptor(t, name, self.name) for t, name in zip(tensors, self.input_names)]
-        output_descriptors = [descriptor(out, "out", self.name)] if out is not None else []
-        if out is not None and not out.is_contiguous():
+        present = [tensor for tensor in tensors if tensor is not None]
+        complete_registry(present[0].device.type if present else None)
+        input_descriptors = self.input_descriptors(tensors, with_data)
+        output_descriptors = [
             # Kernels write dense row-major outputs; a strided `out` receives a copy (see _native_launcher), so
             # the core validates it as the dense tensor the kernel will write.
-            output_descriptors = [meta_descriptor(tuple(out.shape), out.dtype, out.device)]
+            descriptor(tensor, name, self.name) if tensor.is_contiguous()
+            else meta_descriptor(tuple(tensor.shape), tensor.dtype, tensor.device)
+            for name, tensor in self._outputs_of(out)
+        ]
         if not with_data:
-            input_descriptors = [(0, *d[1:]) for d in input_descriptors]
             output_descriptors = [(0, *d[1:]) for d in output_descriptors]
         forced = _scopes.forced_choice(self.name)
         # Unverified picks are allowed here because the tuner's miss hook gates a pick before the front uses it.
         raw = _core.select(
             self.name, input_descriptors, output_descriptors, force=forced, use_environment=forced is None,
             allow_unverified=True, allow_failed_gate=_scopes.failed_gate_allowed(), allow_none=allow_none,
-            execution_mode=execution_mode,
+            attributes=attributes, execution_mode=execution_mode,
         )
-        return Selection.from_core(self.name, raw, forced or _scopes.environment_choice(self.name), execution_mode)
+        return Selection.from_core(self.name, raw, forced or _scopes.environment_choice(self.name), execution_mode,
+                                   attributes)
 
     # -- the miss path -------------------------------------------------------------------------------------------
 
-    def miss(self, inputs: tuple, out: torch.Tensor | None) -> torch.Tensor:
+    def miss(self, inputs: tuple, out: Any, attributes: tuple = ()) -> Any:
         """Validate, select, remember the decision, run it.
 
         Other DLPack arrays (numpy, CuPy, ...) are shared with torch and the call comes back here with tensors
@@ -350,10 +423,11 @@ class OpFront:
         (kabi.ops._autograd).
         """
         if has_foreign_array(inputs, out):
-            return call_with_arrays(self.function, self.name, self.input_names, inputs, out)
+            function = functools.partial(self.function, **self.attribute_map(attributes))
+            return call_with_arrays(function, self.name, self.input_names, inputs, out)
         generation = self.cache.begin_miss()
         full_inputs, full_out, promotion = self.full_rank(inputs, out)
-        selection = self.select(full_inputs, full_out)
+        selection = self.select(full_inputs, full_out, attributes=attributes)
         hook = _on_selection_miss
         if hook is not None:
             replacement = hook(self, full_inputs, full_out, selection)
@@ -363,15 +437,15 @@ class OpFront:
         implementation = self.implementation(selection, full_inputs)
         if _scopes.execution_mode() == "eager":
             implementation = self._for_both_modes(selection, implementation, full_inputs, full_out)
-        problem = selection.problem
-        output_shape = problem.output_shape
+        outputs = self.output_facts(selection.problem)
         if promotion is not None:
             implementation = _with_vectors(implementation, promotion)
-            output_shape = promotion.output_shape(0, output_shape)
+            (shape, dtype, device), = outputs
+            outputs = ((promotion.output_shape(0, shape), dtype, device),)
         if any(getattr(tensor, "requires_grad", False) for tensor in inputs):
-            implementation = differentiable(self.name, implementation)
-        key = _key(inputs, _scopes.active_scope())
-        expected = (output_shape, torch_dtype(problem.dtype), torch_device(problem.device_type, problem.device_index))
+            implementation = differentiable(self.name, implementation, **self.attribute_map(attributes))
+        key = self.key(inputs, attributes, _scopes.active_scope())
+        expected = outputs[0] if self.output_count == 1 else outputs
         self.cache.store(key, implementation, expected, generation, selection.kernel.name)
         # The first run of a decision; later runs (the hit path) convert a foreign exception through kernel_failed.
         try:
@@ -384,83 +458,106 @@ class OpFront:
             raise self._kernel_failed(selection.kernel.name, error) from error
 
     def _for_both_modes(self, selection: Selection, implementation: Callable[..., Any], inputs: tuple,
-                        out: torch.Tensor | None) -> Callable[..., Any]:
+                        out: Any) -> Callable[..., Any]:
         """The implementation to remember under an eager scope's key, which eager calls and calls being captured in
         a CUDA graph share: where the other mode's verified pick (a graph-mode pick timed under graph replay, or the
         eager pick for a miss met during a capture) is another kernel, one that runs each call's own pick."""
         if selection.pick_reason != "tuned":
             return implementation
         other_mode = "eager" if selection.execution_mode == "graph" else "graph"
-        other = self.select(inputs, out, execution_mode=other_mode)
+        other = self.select(inputs, out, execution_mode=other_mode, attributes=selection.attributes)
         picked = other.picked
         if other.kernel is None or not other.verified or other.kernel.name == selection.kernel.name or (
                 other_mode == "graph" and picked.tuned_execution_mode != "graph"):
             return implementation
         other_implementation = self.implementation(other, inputs)
+        device = next(tensor.device for tensor in inputs if tensor is not None)
         if other_mode == "graph":
-            return _by_execution_mode(implementation, other_implementation, inputs[0].device)
-        return _by_execution_mode(other_implementation, implementation, inputs[0].device)
+            return _by_execution_mode(implementation, other_implementation, device)
+        return _by_execution_mode(other_implementation, implementation, device)
 
-    def call_with_out(self, implementation: Callable[..., Any], key: Any, inputs: tuple, out: Any) -> torch.Tensor:
+    def call_with_out(self, implementation: Callable[..., Any], key: Any, inputs: tuple, out: Any) -> Any:
         """Run a remembered decision with a caller's ``out``; a decision forgotten since it was found (another
-        thread invalidated the cache) is made afresh."""
+        thread invalidated the cache) is made afresh, with the attributes the key holds."""
         expected = self.cache.expected_output(key)
         if expected is None:
-            return self.miss(inputs, out)
+            return self.miss(inputs, out, self._attributes_of_key(key))
         return self._run_with_out(implementation, expected, inputs, out)
 
-    def _run_with_out(self, implementation: Callable[..., Any], expected: tuple, inputs: tuple, out: Any) -> torch.Tensor:
-        """Run with a caller's ``out``, after checking its shape, dtype and device against the problem's result."""
-        shape, dtype, device = expected
-        if not isinstance(out, torch.Tensor):
-            check_array(out, "out", self.name)
-        if out.shape != shape or out.dtype != dtype or out.device != device:
-            raise InvalidArgumentError(
-                f"{self.name}: out has shape {list(out.shape)}, dtype {str(out.dtype).removeprefix('torch.')} on "
-                f"{out.device}; expected shape {list(shape)}, dtype {str(dtype).removeprefix('torch.')} on {device}"
-            )
-        return implementation(*inputs, out=out)
+    def _attributes_of_key(self, key: tuple) -> tuple:
+        """The attribute values a decision key holds: it ends with them, then the scope."""
+        count = len(self.attribute_names)
+        return tuple(key[-1 - count:-1]) if count else ()
 
-    def fresh_call(self, inputs: tuple, out: torch.Tensor | None) -> torch.Tensor:
+    def _run_with_out(self, implementation: Callable[..., Any], expected: tuple, inputs: tuple, out: Any) -> Any:
+        """Run with a caller's ``out``, after checking each output's shape, dtype and device against the problem's
+        result."""
+        outputs = self._outputs_of(out)
+        for (name, tensor), (shape, dtype, device) in zip(outputs, (expected,) if self.output_count == 1 else expected):
+            if tensor.shape != shape or tensor.dtype != dtype or tensor.device != device:
+                raise InvalidArgumentError(
+                    f"{self.name}: {name} has shape {list(tensor.shape)}, dtype "
+                    f"{str(tensor.dtype).removeprefix('torch.')} on {tensor.device}; expected shape {list(shape)}, "
+                    f"dtype {str(dtype).removeprefix('torch.')} on {device}"
+                )
+        return implementation(*inputs, out=out if self.output_count == 1 else tuple(out))
+
+    def fresh_call(self, inputs: tuple, out: Any, attributes: tuple = ()) -> Any:
         """Select with the real data pointers and run once, remembering nothing: the fallback when a cached native
         kernel refuses this call's pointers (e.g. alignment). Errors of this launch propagate. The pick runs only
         once it has passed the correctness gate on the problem: one without a verdict is gated first."""
-        selection = self.select(inputs, out, with_data=True)
+        selection = self.select(inputs, out, with_data=True, attributes=attributes)
         verifier = _verify_fresh_selection
         if verifier is not None:
             selection = verifier(self, inputs, out, selection)
         kernel = selection.kernel
         if kernel.kind == "external":
-            implementation = _kernel_registration.python_implementation(self.name, kernel.name)
+            implementation = self._python_kernel(kernel.name, attributes)
             try:
                 return implementation(*inputs) if out is None else implementation(*inputs, out=out)
             except KabiError:
                 raise
             except Exception as error:
                 raise self._kernel_failed(kernel.name, error) from error
-        problem = selection.problem
-        result = out
-        if result is None or not result.is_contiguous():
-            device = torch_device(problem.device_type, problem.device_index)
-            result = torch.empty(problem.output_shape, dtype=torch_dtype(problem.dtype), device=device)
-        stream = _current_cuda_stream(result.device.index or 0) if result.device.type == "cuda" else 0
-        _core.launch(self.name, kernel.name, [descriptor(t) for t in inputs], [descriptor(result)], stream)
-        if out is not None and result is not out:
-            out.copy_(result)
-            return out
-        return result
+        given = [tensor for _, tensor in self._outputs_of(out)] or [None] * self.output_count
+        results = [
+            tensor if tensor is not None and tensor.is_contiguous() else torch.empty(shape, dtype=dtype, device=device)
+            for tensor, (shape, dtype, device) in zip(given, self.output_facts(selection.problem))
+        ]
+        device = results[0].device
+        stream = _current_cuda_stream(device.index or 0) if device.type == "cuda" else 0
+        _core.launch(self.name, kernel.name, self.input_descriptors(inputs), [descriptor(t) for t in results], stream,
+                     attributes)
+        return self._written(results, out)
+
+    def _written(self, results: list[torch.Tensor], out: Any) -> Any:
+        """The call's result from the outputs a kernel wrote: the caller's ``out`` (copied into where the kernel
+        wrote a dense stand-in for a strided one), else the outputs (one, or a tuple)."""
+        if out is None:
+            return results[0] if self.output_count == 1 else tuple(results)
+        for tensor, result in zip([tensor for _, tensor in self._outputs_of(out)], results):
+            if result is not tensor:
+                tensor.copy_(result)
+        return out
 
     # -- implementations ---------------------------------------------------------------------------------------------
 
     def implementation(self, selection: Selection, inputs: tuple) -> Callable[..., Any]:
-        """A ready-to-call implementation of the selected kernel for this problem."""
+        """A ready-to-call implementation of the selected kernel for this problem, the selection's attributes
+        bound: ``implementation(*inputs)`` or ``implementation(*inputs, out=out)``."""
         kernel = selection.kernel
         if kernel.kind != "external":
-            return self._native_launcher(kernel.name, selection.problem, inputs)
-        implementation = _kernel_registration.python_implementation(self.name, kernel.name)
+            return self._native_launcher(kernel.name, selection.problem, inputs, selection.attributes)
+        implementation = self._python_kernel(kernel.name, selection.attributes)
         if kernel.alignment > 1:
-            implementation = self._aligned(implementation, kernel.alignment)
+            implementation = self._aligned(implementation, kernel.alignment, selection.attributes)
         return implementation
+
+    def _python_kernel(self, kernel_name: str, attributes: tuple) -> Callable[..., Any]:
+        """A Python kernel with the call's attributes bound as keyword arguments (the kernel convention
+        ``fn(*inputs, out=None, **attributes)``)."""
+        implementation = _kernel_registration.python_implementation(self.name, kernel_name)
+        return functools.partial(implementation, **self.attribute_map(attributes)) if attributes else implementation
 
     def kernel_failed(self, key: Any, error: Exception) -> KernelFailedError:
         """The error for a remembered decision's kernel that raised a foreign exception on a hit (the hit path,
@@ -472,33 +569,35 @@ class OpFront:
         Native kernels report their failures through libkabi as this error already."""
         return KernelFailedError(f"kernel {self.name}/{kernel_name} failed: {type(error).__name__}: {error}")
 
-    def _aligned(self, implementation: Callable[..., Any], alignment: int) -> Callable[..., Any]:
+    def _aligned(self, implementation: Callable[..., Any], alignment: int, attributes: tuple) -> Callable[..., Any]:
         """A Python kernel declaring an alignment, guarded the way the core guards native launches: a call whose
         data pointers miss it is selected afresh (with the pointers) instead."""
         fresh_call = self.fresh_call
+        outputs_of = self._outputs_of
 
-        def aligned(*inputs: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-            tensors = inputs if out is None else (*inputs, out)
+        def aligned(*inputs: torch.Tensor | None, out: Any = None) -> Any:
+            tensors = [tensor for tensor in inputs if tensor is not None] + [tensor for _, tensor in outputs_of(out)]
             if any(tensor.data_ptr() % alignment for tensor in tensors):
-                return fresh_call(inputs, out)
+                return fresh_call(inputs, out, attributes)
             return implementation(*inputs) if out is None else implementation(*inputs, out=out)
 
         return aligned
 
-    def _native_launcher(self, kernel_name: str, problem: Problem, inputs: tuple) -> Callable[..., Any]:
-        """A launcher bound to the problem: allocates the output and hands only data pointers to the core.
+    def _native_launcher(self, kernel_name: str, problem: Problem, inputs: tuple,
+                         attributes: tuple = ()) -> Callable[..., Any]:
+        """A launcher bound to the problem: allocates the outputs and hands only data pointers to the core.
 
         A launch refused for this call's pointers (``ConstraintViolatedError``, e.g. a misaligned view) falls back
         to a fresh selection for this call; a launch prepared against an older kernel table selects again."""
-        shape = problem.output_shape
-        dtype = torch_dtype(problem.dtype)
-        device = torch_device(problem.device_type, problem.device_index)
+        outputs = self.output_facts(problem)
         prepared = _core.PreparedLaunch(
             self.name,
             kernel_name,
-            [(0, *descriptor(t)[1:]) for t in inputs],
-            [meta_descriptor(shape, dtype, device)],
+            self.input_descriptors(inputs, with_data=False),
+            [meta_descriptor(shape, dtype, device) for shape, dtype, device in outputs],
+            attributes=attributes,
         )
+        device = outputs[0][2]
         empty = torch.empty
         miss = self.miss
         fresh_call = self.fresh_call
@@ -510,21 +609,41 @@ class OpFront:
         elif device.type == "cuda":
             current_stream, index, on_stream = _current_cuda_stream, device.index or 0, prepared.on_stream
 
-            def run(*tensors: torch.Tensor) -> None:
+            def run(*tensors: torch.Tensor | None) -> None:
                 on_stream(current_stream(index), *tensors)
 
-        def launch(*inputs: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-            result = empty(shape, dtype=dtype, device=device) if out is None or not out.is_contiguous() else out
-            try:
-                run(*inputs, result)
-            except ConstraintViolatedError:
-                return fresh_call(inputs, out)
-            except StaleDecisionError:
-                return miss(inputs, out)
-            if out is not None and result is not out:
-                out.copy_(result)
-                return out
-            return result
+        if self.output_count == 1:
+            ((shape, dtype, _),) = outputs
+
+            def launch(*inputs: torch.Tensor | None, out: torch.Tensor | None = None) -> torch.Tensor:
+                result = empty(shape, dtype=dtype, device=device) if out is None or not out.is_contiguous() else out
+                try:
+                    run(*inputs, result)
+                except ConstraintViolatedError:
+                    return fresh_call(inputs, out, attributes)
+                except StaleDecisionError:
+                    return miss(inputs, out, attributes)
+                if out is not None and result is not out:
+                    out.copy_(result)
+                    return out
+                return result
+
+        else:
+            written = self._written
+
+            def launch(*inputs: torch.Tensor | None, out: tuple | None = None) -> tuple:
+                given = out if out is not None else (None,) * len(outputs)
+                results = [
+                    tensor if tensor is not None and tensor.is_contiguous() else empty(shape, dtype=dtype, device=device)
+                    for tensor, (shape, dtype, _) in zip(given, outputs)
+                ]
+                try:
+                    run(*inputs, *results)
+                except ConstraintViolatedError:
+                    return fresh_call(inputs, out, attributes)
+                except StaleDecisionError:
+                    return miss(inputs, out, attributes)
+                return written(results, out)
 
         launch.kernel_name = kernel_name  # type: ignore[attr-defined]
         return launch

@@ -3,8 +3,10 @@
 
 A Python kernel is registered in the core as an EXTERNAL kernel: it takes part in selection with the same filters
 as native kernels (device, archs, features, dtypes, layouts, batch mode, alignment, priority, ``supports``), and
-when it wins, the op front calls it directly with the caller's tensors: ``fn(*inputs, out=None)``, returning the
-result (written into ``out`` and returned when ``out`` is given).
+when it wins, the op front calls it directly with the caller's tensors: ``fn(*inputs, out=None, **attributes)``:
+every input in schema order (None for an absent optional input), every attribute by name with its default filled in
+(an enum by its value name), returning the result (written into ``out`` and returned when ``out`` is given; a tuple
+for an op of several outputs, whose ``out`` is a tuple too). An op without attributes calls ``fn(*inputs, out=None)``.
 
 Example::
 
@@ -137,7 +139,7 @@ def register_kernel(
 ) -> KernelInfo:
     """Register ``fn`` as an implementation of ``op`` and return its declaration.
 
-    ``fn(*inputs, out=None)`` returns the result. ``archs`` is None (any), an int, a set of ints (exact) or a
+    ``fn(*inputs, out=None, **attributes)`` returns the result (see the module docstring). ``archs`` is None (any), an int, a set of ints (exact) or a
     ``(min, max)`` range with None for an open end. ``dtypes`` defaults to all of the op's; ``type_constraints``
     (``{"U": ["float16"]}``) narrows the type variables it names, ``dtypes`` applying to the others. ``layouts``
     is "any" or names among contiguous/row_strided/col_strided/general; ``batch`` is "none", "uniform" or "any".

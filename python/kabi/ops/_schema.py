@@ -34,9 +34,9 @@ from typing import Any, Sequence
 import torch
 
 from .. import _core
-from .._base.errors import InvalidArgumentError
+from .._base.errors import ArgumentTypeError, InvalidArgumentError, UnsupportedDtypeError
 
-__all__ = ["OpSchema", "TensorPattern", "VectorPromotion", "op_schema"]
+__all__ = ["Attribute", "OpSchema", "TensorPattern", "VectorPromotion", "op_schema"]
 
 BATCH = "..."
 
@@ -59,6 +59,44 @@ class TensorPattern:
 
     def __str__(self) -> str:
         return f"{self.name}: {self.dims_text}"
+
+
+@dataclass(frozen=True)
+class Attribute:
+    """One attribute of a schema: its name, its type (``"int"``, ``"float"``, ``"bool"`` or ``"enum"``), an enum's
+    value names, and its default (``has_default`` False: the caller must pass it)."""
+
+    name: str
+    type: str
+    enum_values: tuple[str, ...] = ()
+    has_default: bool = False
+    default: Any = None
+
+    @property
+    def expected(self) -> str:
+        """What a value must be, for error messages: ``"a float"``, ``"one of none, relu"``."""
+        if self.type == "enum":
+            return f"one of {', '.join(self.enum_values)}"
+        return {"int": "an int", "float": "a float", "bool": "a bool"}[self.type]
+
+    def accepts(self, value: Any) -> bool:
+        """Whether ``value`` is a value of this attribute as Python callers pass it (an enum by its name)."""
+        if self.type == "float":
+            return isinstance(value, (int, float)) and not isinstance(value, bool)
+        if self.type == "int":
+            return isinstance(value, int) and not isinstance(value, bool)
+        if self.type == "bool":
+            return isinstance(value, bool)
+        return isinstance(value, str) and value in self.enum_values
+
+    def check(self, op: str, value: Any) -> None:
+        """Raise naming the attribute and what it takes unless ``value`` is one of its values:
+        ``InvalidArgumentError`` for an unknown enum name, ``ArgumentTypeError`` for a value of another type."""
+        if self.accepts(value):
+            return
+        if self.type == "enum" and isinstance(value, str):
+            raise InvalidArgumentError(f"{op}: {self.name} must be {self.expected}; got {value!r}")
+        raise ArgumentTypeError(f"{op}: {self.name} must be {self.expected}, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -105,16 +143,56 @@ class VectorPromotion:
 
 @dataclass(frozen=True)
 class OpSchema:
-    """A parsed schema: input and output tensor patterns, and which inputs may be vectors (input name -> the
-    dimension a vector lacks)."""
+    """A parsed schema: input and output tensor patterns, attributes, type variables (name -> the dtypes it may
+    take, in the core's order, which is the order of a problem's ``type_bindings``), and which inputs may be vectors
+    (input name -> the dimension a vector lacks)."""
 
     inputs: tuple[TensorPattern, ...]
     outputs: tuple[TensorPattern, ...]
     vectors: tuple[tuple[str, str], ...] = ()
+    attributes: tuple[Attribute, ...] = ()
+    type_variables: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def input_names(self) -> tuple[str, ...]:
         return tuple(pattern.name for pattern in self.inputs)
+
+    @property
+    def attribute_names(self) -> tuple[str, ...]:
+        return tuple(attribute.name for attribute in self.attributes)
+
+    def output_dtypes(self, type_bindings: Sequence[str]) -> tuple[str, ...]:
+        """Each output's dtype name, given the dtype each type variable is bound to (a problem's ``type_bindings``,
+        in the order of ``type_variables``)."""
+        bound = {name: dtype for (name, _), dtype in zip(self.type_variables, type_bindings)}
+        return tuple(bound.get(pattern.dtype, pattern.dtype) for pattern in self.outputs)
+
+    def bind_dtypes(self, op: str, dtypes: Sequence[str | None]) -> dict[str, str]:
+        """The dtype of each type variable given the inputs' dtype names (None for an absent input), checked as the
+        core checks them: a variable takes one dtype among those it allows, and a concrete dtype must match.
+        ``UnsupportedDtypeError`` naming the argument otherwise. For fake tensors, which never reach the core."""
+        allowed = dict(self.type_variables)
+        bound: dict[str, tuple[str, str]] = {}
+        for pattern, dtype in zip(self.inputs, dtypes):
+            if dtype is None:
+                continue
+            if pattern.dtype not in allowed:
+                if dtype != pattern.dtype:
+                    raise UnsupportedDtypeError(f"{op}: {pattern.name} has dtype {dtype}; expected {pattern.dtype}")
+                continue
+            if pattern.dtype in bound and bound[pattern.dtype][0] != dtype:
+                first_dtype, owner = bound[pattern.dtype]
+                raise UnsupportedDtypeError(
+                    f"{op}: {owner} has dtype {first_dtype} but {pattern.name} has {dtype}; both have type "
+                    f"{pattern.dtype}, which takes one dtype"
+                )
+            if dtype not in allowed[pattern.dtype]:
+                raise UnsupportedDtypeError(
+                    f"{op}: {pattern.name}'s dtype {dtype} is not one of {', '.join(allowed[pattern.dtype])} "
+                    f"(the dtypes of its type {pattern.dtype})"
+                )
+            bound.setdefault(pattern.dtype, (dtype, pattern.name))
+        return {name: dtype for name, (dtype, _) in bound.items()}
 
     def vector_promotion(self, op: str, shapes: Sequence[Sequence[Any] | None]) -> VectorPromotion | None:
         """How vectors among inputs of these shapes become the schema's tensors; None when no input is a vector.
@@ -266,4 +344,10 @@ def op_schema(op: str, vectors: tuple[tuple[str, str], ...] = ()) -> OpSchema:
                 f"{op}: schema {parsed['schema']!r}: vectors names {name}'s dimension {dim}, which the schema does "
                 "not have"
             )
-    return OpSchema(inputs, outputs, vectors)
+    attributes = tuple(
+        Attribute(attribute["name"], attribute["type"], tuple(attribute["enum_values"]), attribute["has_default"],
+                  attribute["default"])
+        for attribute in parsed["attributes"]
+    )
+    type_variables = tuple((name, tuple(dtypes)) for name, dtypes in parsed["type_variables"].items())
+    return OpSchema(inputs, outputs, vectors, attributes, type_variables)

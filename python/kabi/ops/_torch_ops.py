@@ -1,14 +1,22 @@
 """Every kabi op as a torch custom op, ``torch.ops.kabi.<op>``, so torch.compile and autograd can see it.
 
-For each op declared in ``registry/ops`` this module defines ``kabi::<op>(Tensor a, Tensor b) -> Tensor`` (the
-arguments and results come from the op's schema) with
+For each op (declared in ``registry/ops`` or registered with ``kabi.register_op``) this module defines the custom
+op from its schema: required tensors as ``Tensor``, optional ones as ``Tensor? name=None``, attributes keyword-only
+with their defaults (int -> ``int``, float -> ``float``, bool -> ``bool``, enum -> ``str``, its value name), and a
+``Tensor`` result or a tuple of them for several outputs::
+
+    kabi::linear(Tensor x, Tensor w, Tensor? bias=None, *, str activation="none") -> Tensor
+
+with
 
 - a real implementation that is the op's front, ``kabi.ops.<op>``: the same decision cache and chosen kernel as an
   eager call, so a compiled graph runs what eager would;
 - a fake implementation from the schema's shape rule (:mod:`kabi.ops._schema`, vectors included): output shapes from
-  the input shapes,
-  the inputs' dtype and device, no data and no call into the core — it runs on FakeTensors with symbolic sizes;
+  the input shapes, output dtypes from the type variables' bindings (checked per variable as the core checks them),
+  the inputs' device, no data and no call into the core — it runs on FakeTensors with symbolic sizes;
 - the op's gradient (:mod:`kabi.ops._autograd`).
+
+Every kernel of the custom op gets the tensors positionally and the attributes as keyword arguments.
 
 ``kabi.ops.<op>`` itself is a C function that dynamo cannot trace into. A polyfill registered with
 ``torch.compiler.substitute_in_graph`` makes dynamo record ``torch.ops.kabi.<op>`` in its place, so
@@ -38,10 +46,10 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from .._base.errors import InvalidArgumentError, NotFoundError, UnsupportedDtypeError
-from .._base.tensors import dtype_name
+from .._base.errors import InvalidArgumentError, NotFoundError
+from .._base.tensors import dtype_name, torch_dtype
 from . import _autograd
-from ._schema import OpSchema
+from ._schema import Attribute, OpSchema
 
 __all__ = ["LIBRARY_NAME", "define_ops", "torch_op"]
 
@@ -67,18 +75,46 @@ def define_ops(fronts: Sequence[Any]) -> None:
         if front.name in _defined:
             continue
         schema = front.schema
-        arguments = ", ".join(f"Tensor {name}" for name in schema.input_names)
-        results = "Tensor" if len(schema.outputs) == 1 else f"({', '.join('Tensor' for _ in schema.outputs)})"
-        _library.define(f"{front.name}({arguments}) -> {results}", tags=(torch.Tag.pt2_compliant_tag,))
+        _library.define(torch_schema(front.name, schema), tags=(torch.Tag.pt2_compliant_tag,))
         implementation = _real_implementation(front.function, len(schema.outputs))
         _library.impl(front.name, implementation, "CompositeExplicitAutograd")
-        fake = _fake_implementation(front.name, schema, front.spec.dtypes)
+        fake = _fake_implementation(front.name, schema)
         torch.library.register_fake(f"{LIBRARY_NAME}::{front.name}", fake, lib=_library)
         overload = getattr(getattr(torch.ops, LIBRARY_NAME), front.name).default
         _defined[front.name] = overload
         _autograd.register_gradient(front.name, overload, implementation, _library)
         _traceable[front.name] = (front.function, _traced_call(front.name, overload))
     _after_import("torch._dynamo", _register_dynamo_polyfills)
+
+
+_TORCH_TYPES = {"int": "int", "float": "float", "bool": "bool", "enum": "str"}
+
+
+def _torch_default(attribute: Attribute) -> str:
+    if attribute.type == "enum":
+        return f'"{attribute.default}"'
+    return repr(attribute.default)
+
+
+def torch_schema(op: str, schema: OpSchema) -> str:
+    """The custom op's schema text (see the module docstring).
+
+    Example::
+
+        >>> torch_schema("linear", op_schema("linear"))
+        'linear(Tensor x, Tensor w, Tensor? bias=None, *, str activation="none") -> Tensor'
+    """
+    arguments = [f"Tensor? {pattern.name}=None" if pattern.optional else f"Tensor {pattern.name}"
+                 for pattern in schema.inputs]
+    if schema.attributes:
+        arguments.append("*")
+    arguments += [
+        f"{_TORCH_TYPES[attribute.type]} {attribute.name}"
+        + (f"={_torch_default(attribute)}" if attribute.has_default else "")
+        for attribute in schema.attributes
+    ]
+    results = "Tensor" if len(schema.outputs) == 1 else f"({', '.join('Tensor' for _ in schema.outputs)})"
+    return f"{op}({', '.join(arguments)}) -> {results}"
 
 
 def _real_implementation(function: Callable[..., Any], output_count: int) -> Callable[..., Any]:
@@ -90,37 +126,40 @@ def _real_implementation(function: Callable[..., Any], output_count: int) -> Cal
 
     if output_count == 1:
 
-        def run(*inputs: torch.Tensor) -> torch.Tensor:
-            return dense(function(*inputs))
+        def run(*inputs: torch.Tensor | None, **attributes: Any) -> torch.Tensor:
+            return dense(function(*inputs, **attributes))
 
     else:
 
-        def run(*inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
-            return tuple(map(dense, function(*inputs)))
+        def run(*inputs: torch.Tensor | None, **attributes: Any) -> tuple[torch.Tensor, ...]:
+            return tuple(map(dense, function(*inputs, **attributes)))
 
     return run
 
 
-def _fake_implementation(op: str, schema: OpSchema, dtypes: Sequence[str]) -> Callable[..., Any]:
-    """Outputs of the schema's shapes, with the inputs' common dtype and device, checked as the core would."""
+def _fake_implementation(op: str, schema: OpSchema) -> Callable[..., Any]:
+    """Outputs of the schema's shapes and dtypes on the inputs' device, checked as the core would check them."""
+    attributes_by_name = {attribute.name: attribute for attribute in schema.attributes}
 
-    def fake(*inputs: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
-        first = inputs[0]
-        for name, tensor in zip(schema.input_names, inputs):
-            if tensor.dtype != first.dtype:
-                raise UnsupportedDtypeError(
-                    f"{op}: {schema.input_names[0]} has dtype {dtype_name(first.dtype)} but {name} has "
-                    f"{dtype_name(tensor.dtype)}; the inputs must share one dtype"
-                )
+    def fake(*given: torch.Tensor | None, **attributes: Any) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        # torch leaves out trailing optional inputs the call did not give.
+        inputs = given + (None,) * (len(schema.inputs) - len(given))
+        present = [(name, tensor) for name, tensor in zip(schema.input_names, inputs) if tensor is not None]
+        first_name, first = present[0]
+        for name, tensor in present:
             if tensor.device != first.device:
                 raise InvalidArgumentError(
-                    f"{op}: all tensors must be on one device; got {schema.input_names[0]} on {first.device}, "
+                    f"{op}: all tensors must be on one device; got {first_name} on {first.device}, "
                     f"{name} on {tensor.device}"
                 )
-        if dtype_name(first.dtype) not in dtypes:
-            raise UnsupportedDtypeError(f"{op}: dtype {dtype_name(first.dtype)} is not one of {', '.join(dtypes)}")
-        shapes = schema.output_shapes(op, [tensor.shape for tensor in inputs])
-        outputs = tuple(torch.empty(shape, dtype=first.dtype, device=first.device) for shape in shapes)
+        for name, value in attributes.items():
+            attributes_by_name[name].check(op, value)
+        bound = schema.bind_dtypes(op, [None if tensor is None else dtype_name(tensor.dtype) for tensor in inputs])
+        dtypes = schema.output_dtypes([bound.get(name, "") for name, _ in schema.type_variables])
+        shapes = schema.output_shapes(op, [None if tensor is None else tensor.shape for tensor in inputs])
+        outputs = tuple(
+            torch.empty(shape, dtype=torch_dtype(dtype), device=first.device) for shape, dtype in zip(shapes, dtypes)
+        )
         return outputs[0] if len(outputs) == 1 else outputs
 
     return fake
@@ -129,19 +168,28 @@ def _fake_implementation(op: str, schema: OpSchema, dtypes: Sequence[str]) -> Ca
 def _traced_call(op: str, overload: torch._ops.OpOverload) -> Callable[..., Any]:
     """What dynamo traces in place of ``kabi.ops.<op>``: the custom op, then ``out=`` written as eager would."""
 
-    def traced(*inputs: torch.Tensor, out: torch.Tensor | None = None) -> Any:
-        result = overload(*inputs)
+    def traced(*arguments: torch.Tensor | None, out: Any = None, **keywords: Any) -> Any:
+        # The custom op binds the arguments itself: optional tensors by position or name, attributes by name.
+        result = overload(*arguments, **keywords)
         if out is None:
             return result
-        if out.shape != result.shape or out.dtype != result.dtype or out.device != result.device:
-            raise InvalidArgumentError(
-                f"{op}: out has shape {list(out.shape)}, dtype {dtype_name(out.dtype)} on {out.device}; expected "
-                f"shape {list(result.shape)}, dtype {dtype_name(result.dtype)} on {result.device}"
-            )
-        return out.copy_(result)
+        if isinstance(result, tuple):
+            return tuple(_written(op, f"out[{index}]", given, value)
+                         for index, (given, value) in enumerate(zip(out, result)))
+        return _written(op, "out", out, result)
 
     traced.__name__ = traced.__qualname__ = op
     return traced
+
+
+def _written(op: str, name: str, out: torch.Tensor, result: torch.Tensor) -> torch.Tensor:
+    """``result`` copied into a caller's ``out`` of the same shape, dtype and device, as eager checks it."""
+    if out.shape != result.shape or out.dtype != result.dtype or out.device != result.device:
+        raise InvalidArgumentError(
+            f"{op}: {name} has shape {list(out.shape)}, dtype {dtype_name(out.dtype)} on {out.device}; expected "
+            f"shape {list(result.shape)}, dtype {dtype_name(result.dtype)} on {result.device}"
+        )
+    return out.copy_(result)
 
 
 def _register_dynamo_polyfills() -> None:
