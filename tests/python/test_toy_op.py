@@ -314,7 +314,7 @@ def test_inputs_that_require_grad_keep_the_attributes_and_name_the_missing_gradi
         result = kabi.ops.axpby(x, y, alpha=-3.0, beta=0.25)
         assert result.grad_fn is not None
         torch.testing.assert_close(result, -3.0 * x + 0.25 * y)
-    with pytest.raises(kabi.NotFoundError, match="kabi op axpby has no gradient rule"):
+    with pytest.raises(kabi.NotFoundError, match=r"kabi op axpby has no gradient: <op declaration text> declares neither a \[gradient\] table"):
         result.sum().backward()
 
 

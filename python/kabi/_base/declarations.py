@@ -62,6 +62,7 @@ __all__ = [
     "RegistryError",
     "ShapeSuite",
     "Tolerance",
+    "display_path",
     "kernel_specs",
     "load_kernel_file",
     "load_op_file",
@@ -338,7 +339,7 @@ class _Reader:
         self.used: set[str] = set()
 
     def fail(self, field: str, message: str) -> RegistryError:
-        return RegistryError(f"{_display(self.path)}: {self.prefix}{field}: {message}")
+        return RegistryError(f"{display_path(self.path)}: {self.prefix}{field}: {message}")
 
     def get(self, field: str, kind: type | tuple[type, ...], default: Any = ..., check: Callable[[Any], str | None] | None = None) -> Any:
         self.used.add(field)
@@ -375,7 +376,8 @@ class _Reader:
 TEXT_SOURCE = Path("<op declaration text>")
 
 
-def _display(path: Path) -> str:
+def display_path(path: Path) -> str:
+    """How messages name a declaration's source: its path from ``registry/`` on, or ``<op declaration text>``."""
     if path == TEXT_SOURCE:
         return str(path)
     parts = path.parts
@@ -398,7 +400,7 @@ def _parse(path: Path, text: str | None = None) -> dict[str, Any]:
         with path.open("rb") as file:
             return tomllib.load(file)
     except tomllib.TOMLDecodeError as error:
-        raise RegistryError(f"{_display(path)}: not valid TOML: {error}") from None
+        raise RegistryError(f"{display_path(path)}: not valid TOML: {error}") from None
 
 
 @functools.lru_cache(maxsize=None)
@@ -639,7 +641,7 @@ def _gradient_expression(reader: _Reader, field: str, known: frozenset[str], voc
             raise reader.fail(field, f"unknown name {node.id!r}; a gradient expression may use {vocabulary}")
     names = [node for node in ast.walk(tree) if isinstance(node, ast.Name)]
     reads = frozenset(node.id for node in names if id(node) not in shape_reads)
-    code = compile(tree, f"{_display(reader.path)}: {reader.prefix}{field}", "eval")
+    code = compile(tree, f"{display_path(reader.path)}: {reader.prefix}{field}", "eval")
     return GradientExpression(f"{reader.prefix}{field}", text, code, reads,
                               frozenset(node.id for node in names) - reads)
 

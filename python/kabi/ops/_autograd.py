@@ -39,7 +39,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 import torch
 
 from .. import _core
-from .._base.declarations import GRADIENT_FUNCTIONS, GradientSpec, OpSpec, op_spec
+from .._base.declarations import GRADIENT_FUNCTIONS, GradientSpec, OpSpec, display_path, op_spec
 from .._base.errors import InvalidArgumentError, NotFoundError
 from ._gradient_functions import FUNCTIONS
 from ._schema import op_schema
@@ -175,7 +175,7 @@ def gradient_rule(spec: OpSpec) -> GradientRule | _NoGradient:
     op = spec.name
     if spec.gradient is not None:
         return GradientRule(op, spec.gradient, tuple(spec.vectors.items()))
-    file = f"registry/ops/{op}.toml"
+    file = display_path(spec.path)
     if spec.differentiable is False:
         return _NoGradient(f"kabi op {op} is declared not differentiable (differentiable = false in {file}); "
                            "it has no gradient")
@@ -235,9 +235,9 @@ _DIRECT_TYPES = frozenset({torch.Tensor, torch.nn.Parameter, type(None)})
 _overloads: dict[str, torch._ops.OpOverload] = {}
 
 
-def register_gradient(op: str, overload: torch._ops.OpOverload, implementation: Callable[..., Any],
+def register_gradient(spec: OpSpec, overload: torch._ops.OpOverload, implementation: Callable[..., Any],
                       library: torch.library.Library) -> None:
-    """Register the Autograd kernel of ``op``: its declared gradient (an op without one raises when
+    """Register the Autograd kernel of the op ``spec`` declares: its gradient (an op without one raises when
     differentiated), and a direct call of ``implementation`` (the op front) when nothing needs autograd. Both take
     the tensors positionally and the attributes by keyword.
 
@@ -247,14 +247,16 @@ def register_gradient(op: str, overload: torch._ops.OpOverload, implementation: 
     Plain tensors outside any dispatch mode or functorch transform go to the front directly, in the forward of the
     gradient too; anything else is redispatched below autograd, where modes, subclasses and fake tensors are handled.
     """
+    op = spec.name
     _overloads[op] = overload
     below_autograd = torch._C._AutoDispatchBelowAutograd
     is_grad_enabled = torch._C.is_grad_enabled
     dispatch_modes = torch._C._len_torch_dispatch_stack
     functorch_active = torch._C._are_functorch_transforms_active
-    attributes = _core.op_schema(op)["attributes"]
-    attribute_names = [attribute["name"] for attribute in attributes]
-    attribute_defaults = [attribute["default"] for attribute in attributes]
+    schema = _core.op_schema(op)
+    input_count = len(schema["inputs"])
+    attribute_names = [attribute["name"] for attribute in schema["attributes"]]
+    attribute_defaults = [attribute["default"] for attribute in schema["attributes"]]
 
     def below_autograd_call(*inputs: torch.Tensor | None, **attributes: Any) -> Any:
         if not dispatch_modes() and not functorch_active() and all(type(tensor) in _DIRECT_TYPES for tensor in inputs):
@@ -262,11 +264,13 @@ def register_gradient(op: str, overload: torch._ops.OpOverload, implementation: 
         with below_autograd():
             return overload(*inputs, **attributes)
 
-    gradient = autograd_function(op, below_autograd_call, gradient_rule(op_spec(op)))
+    gradient = autograd_function(op, below_autograd_call, gradient_rule(spec))
 
     def autograd_kernel(*inputs: torch.Tensor | None, **attributes: Any) -> Any:
         if is_grad_enabled() and any(tensor is not None and tensor.requires_grad for tensor in inputs):
-            return gradient.apply(*inputs, *map(attributes.get, attribute_names, attribute_defaults))
+            # The dispatcher leaves trailing optional inputs out when the caller did; apply takes them by position.
+            absent = (None,) * (input_count - len(inputs))
+            return gradient.apply(*inputs, *absent, *map(attributes.get, attribute_names, attribute_defaults))
         return below_autograd_call(*inputs, **attributes)
 
     library.impl(op, autograd_kernel, "Autograd")

@@ -82,7 +82,7 @@ def define_ops(fronts: Sequence[Any]) -> None:
         torch.library.register_fake(f"{LIBRARY_NAME}::{front.name}", fake, lib=_library)
         overload = getattr(getattr(torch.ops, LIBRARY_NAME), front.name).default
         _defined[front.name] = overload
-        _autograd.register_gradient(front.name, overload, implementation, _library)
+        _autograd.register_gradient(front.spec, overload, implementation, _library)
         _traceable[front.name] = (front.function, _traced_call(front.name, overload))
     _after_import("torch._dynamo", _register_dynamo_polyfills)
 
