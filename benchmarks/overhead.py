@@ -139,8 +139,7 @@ def main(argv: list[str] | None = None) -> None:
                     "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None},
         "problem": {"size": args.size, "dtype": args.dtype},
         "dispatch": {device: dispatch_overhead(args, device) for device in devices},
-        # The CPU: linear's native kernel there (cpu.openblas.linear) is what C++ callers get too.
-        "linear_dispatch": {"cpu": linear_dispatch_overhead(args, "cpu")},
+        "linear_dispatch": {device: linear_dispatch_overhead(args, device) for device in devices},
         "integration": {device: integration(args, device) for device in devices},
     }
     if args.output is not None:
