@@ -4,19 +4,13 @@
 #include <climits>
 #include <cstdint>
 
+#include "tensors.hpp"
+
 namespace kabi::cpu {
 namespace {
 
 // Ranks beyond this are declined rather than handled with heap allocations on the launch path.
 constexpr int kMaxRank = 16;
-constexpr int64_t kBlasIntMax = INT32_MAX;
-
-uint32_t dtype_bit(DLDataType dtype) {
-  if (dtype.code != kDLFloat || dtype.lanes != 1) return 0;
-  if (dtype.bits == 32) return KABI_DTYPE_FLOAT32;
-  if (dtype.bits == 64) return KABI_DTYPE_FLOAT64;
-  return 0;
-}
 
 std::string dtype_text(DLDataType dtype) {
   static constexpr const char* kCodeNames[] = {"int", "uint", "float", "opaque", "bfloat", "complex", "bool"};
@@ -25,28 +19,6 @@ std::string dtype_text(DLDataType dtype) {
   std::string text = code + std::to_string(dtype.bits);
   if (dtype.lanes != 1) text += "x" + std::to_string(dtype.lanes);
   return text;
-}
-
-std::string list_text(const int64_t* values, int count) {
-  std::string text = "[";
-  for (int i = 0; i < count; ++i) {
-    if (i > 0) text += ", ";
-    text += std::to_string(values[i]);
-  }
-  return text + "]";
-}
-
-// Element strides of a tensor; DLPack's NULL strides mean compact row-major.
-void strides_of(const DLTensor& tensor, int64_t* out) {
-  if (tensor.strides != nullptr) {
-    std::copy(tensor.strides, tensor.strides + tensor.ndim, out);
-    return;
-  }
-  int64_t step = 1;
-  for (int d = tensor.ndim - 1; d >= 0; --d) {
-    out[d] = step;
-    step *= tensor.shape[d];
-  }
 }
 
 // Saturates instead of overflowing: only a described (never allocated) tensor can be that large.
@@ -97,8 +69,6 @@ bool is_c_contiguous(const DLTensor& tensor, const int64_t* strides) {
   }
   return true;
 }
-
-const char* data_of(const DLTensor& tensor) { return static_cast<const char*>(tensor.data) + tensor.byte_offset; }
 
 std::string check_output(const DLTensor& out, const GemmPlan& plan, const int64_t* batch_shape, int batch_rank) {
   if (out.device.device_type != kDLCPU) return "out is not on the CPU";

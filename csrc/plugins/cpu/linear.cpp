@@ -9,6 +9,8 @@
 #include <exception>
 #include <string>
 
+#include "tensors.hpp"
+
 namespace kabi::cpu {
 namespace {
 
@@ -18,7 +20,6 @@ enum class Activation : int64_t { kNone = 0, kRelu = 1, kGelu = 2, kGeluTanh = 3
 constexpr int64_t kActivationCount = 5;
 
 constexpr int kMaxRank = KABI_MAX_BATCH_RANK + 1;
-constexpr int64_t kBlasIntMax = INT32_MAX;
 // Above the torch-native kernel (priority 0), as the plugin's matmul: where no tuning decision exists, native code
 // serves C++ callers and Python alike.
 constexpr int32_t kPriority = 10;
@@ -50,37 +51,6 @@ struct LinearPlan {
   Activation activation = Activation::kNone;
   char* out = nullptr;  // dense row-major [M, N]; NULL when the call has no output yet (selection)
 };
-
-uint32_t dtype_bit(DLDataType dtype) {
-  if (dtype.code != kDLFloat || dtype.lanes != 1) return 0;
-  if (dtype.bits == 32) return KABI_DTYPE_FLOAT32;
-  if (dtype.bits == 64) return KABI_DTYPE_FLOAT64;
-  return 0;
-}
-
-std::string list_text(const int64_t* values, int count) {
-  std::string text = "[";
-  for (int i = 0; i < count; ++i) {
-    if (i > 0) text += ", ";
-    text += std::to_string(values[i]);
-  }
-  return text + "]";
-}
-
-// Element strides of a tensor; DLPack's NULL strides mean compact row-major.
-void strides_of(const DLTensor& tensor, int64_t* out) {
-  if (tensor.strides != nullptr) {
-    std::copy(tensor.strides, tensor.strides + tensor.ndim, out);
-    return;
-  }
-  int64_t step = 1;
-  for (int d = tensor.ndim - 1; d >= 0; --d) {
-    out[d] = step;
-    step *= tensor.shape[d];
-  }
-}
-
-const char* data_of(const DLTensor& tensor) { return static_cast<const char*>(tensor.data) + tensor.byte_offset; }
 
 // x's leading dimensions as one row stride: the stride of the innermost one of extent above 1, when every outer one
 // of extent above 1 steps over exactly the rows inside it. False when they do not nest (a permuted batch).

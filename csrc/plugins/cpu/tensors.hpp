@@ -1,0 +1,52 @@
+// What the CPU plugin's kernels (gemm_plan.cpp, linear.cpp) read from DLPack tensors alike: the dtypes it computes
+// in, element strides, data addresses, and shapes as text for its messages.
+#pragma once
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <string>
+
+#include "kabi/kabi.h"
+
+namespace kabi::cpu {
+
+// OpenBLAS takes 32-bit sizes and leading dimensions (scipy-openblas32).
+constexpr int64_t kBlasIntMax = INT32_MAX;
+
+// The KABI_DTYPE_* bit of a dtype the plugin computes in (float32, float64), else 0.
+inline uint32_t dtype_bit(DLDataType dtype) {
+  if (dtype.code != kDLFloat || dtype.lanes != 1) return 0;
+  if (dtype.bits == 32) return KABI_DTYPE_FLOAT32;
+  if (dtype.bits == 64) return KABI_DTYPE_FLOAT64;
+  return 0;
+}
+
+// "[2, 3, 4]".
+inline std::string list_text(const int64_t* values, int count) {
+  std::string text = "[";
+  for (int i = 0; i < count; ++i) {
+    if (i > 0) text += ", ";
+    text += std::to_string(values[i]);
+  }
+  return text + "]";
+}
+
+// Element strides of a tensor; DLPack's NULL strides mean compact row-major.
+inline void strides_of(const DLTensor& tensor, int64_t* out) {
+  if (tensor.strides != nullptr) {
+    std::copy(tensor.strides, tensor.strides + tensor.ndim, out);
+    return;
+  }
+  int64_t step = 1;
+  for (int d = tensor.ndim - 1; d >= 0; --d) {
+    out[d] = step;
+    step *= tensor.shape[d];
+  }
+}
+
+inline const char* data_of(const DLTensor& tensor) {
+  return static_cast<const char*>(tensor.data) + tensor.byte_offset;
+}
+
+}  // namespace kabi::cpu
