@@ -268,10 +268,10 @@ SelectOptions resolve_select_options(const Op& op, const kabi_select_options* ca
   resolved.use_tuning_cache = options.use_tuning_cache != 0;
   if (options.execution_mode != KABI_EXECUTION_EAGER && options.execution_mode != KABI_EXECUTION_GRAPH) {
     throw Error(KABI_STATUS_INVALID_ARGUMENT, "select options: execution_mode " +
-                                                  std::to_string(static_cast<int>(options.execution_mode)) +
+                                                  std::to_string(options.execution_mode) +
                                                   " is neither KABI_EXECUTION_EAGER (0) nor KABI_EXECUTION_GRAPH (1)");
   }
-  resolved.execution_mode = options.execution_mode;
+  resolved.execution_mode = static_cast<kabi_execution_mode>(options.execution_mode);
   if (options.force != nullptr && *options.force != '\0') {
     resolved.force = options.force;
     resolved.force_source = "options";

@@ -123,7 +123,7 @@ py::dict select(const std::string& op_name, const py::sequence& inputs, const py
                                                           : py::object(py::none());
     entry["reason"] = py::str(candidate.reason);
     entry["gate"] = gate_verdict_name(candidate.gate);
-    entry["tuned_execution_mode"] = execution_mode_name(candidate.tuned_execution_mode);
+    entry["tuned_execution_mode"] = execution_mode_name(static_cast<kabi_execution_mode>(candidate.tuned_execution_mode));
     candidate_list.append(entry);
   }
   result["candidates"] = candidate_list;

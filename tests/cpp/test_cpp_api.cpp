@@ -211,7 +211,7 @@ void test_tuned_and_forced() {
   CHECK(candidates[1].tuned_execution_mode == KABI_EXECUTION_EAGER);
   // kabi_call keeps the decisions of the two modes apart.
   CHECK(kabi_call(op, &problem.args, &graph_options) == KABI_STATUS_OK && problem.max_error() < 1e-5);
-  graph_options.execution_mode = static_cast<kabi_execution_mode>(7);
+  graph_options.execution_mode = 7;
   CHECK_STATUS(kabi_call(op, &problem.args, &graph_options), KABI_STATUS_INVALID_ARGUMENT, "execution_mode 7");
 
   // A new eligible kernel without a measurement makes the record stale: the heuristic decides again, preferring the

@@ -723,11 +723,12 @@ typedef struct kabi_select_options {
   /** Let a forced kernel run although it failed the correctness gate on the problem (default 0: such a
    *  force fails, naming the gate failure). Unforced selection never picks a kernel that failed. */
   int32_t allow_failed_gate;
-  /** How the call will run (default KABI_EXECUTION_EAGER). KABI_EXECUTION_GRAPH picks by the times
+  /** How the call will run, a kabi_execution_mode (default KABI_EXECUTION_EAGER; a fixed-width integer, so that a
+   *  value this header does not know is refused rather than undefined). KABI_EXECUTION_GRAPH picks by the times
    *  measured under CUDA-graph replay (KABI_TUNING_RECORD_GRAPH_MODE records) when every eligible kernel has one,
    *  else by the eager times, and never picks a kernel whose graph-mode record failed; eager selection ignores
    *  graph-mode records. Gate verdicts count in both modes. */
-  kabi_execution_mode execution_mode;
+  int32_t execution_mode;
 } kabi_select_options;
 
 /** The op's choice in KABI_FORCE, exactly as selection applies it: a NUL-terminated backend or kernel
@@ -764,9 +765,9 @@ typedef struct kabi_candidate {
   char reason[256];
   /** Its gate verdict on the problem. */
   kabi_gate_verdict gate;
-  /** The mode tuned_time_us was measured in (KABI_EXECUTION_GRAPH only for a graph-mode selection that
-   *  used graph-mode times). */
-  kabi_execution_mode tuned_execution_mode;
+  /** The kabi_execution_mode tuned_time_us was measured in (KABI_EXECUTION_GRAPH only for a graph-mode selection
+   *  that used graph-mode times). */
+  int32_t tuned_execution_mode;
 } kabi_candidate;
 
 /** The outcome of a selection. Output struct. candidates/candidates_capacity may be set by the caller to also

@@ -352,7 +352,8 @@ inline Selection select(kabi_op op, const Call& call, const SelectOptions& optio
     const kabi_candidate& candidate = raw[static_cast<size_t>(i)];
     result.candidates_.push_back(Candidate{Kernel(candidate.kernel), candidate.eligible != 0,
                                            candidate.picked != 0, candidate.tuned_time_us, candidate.reason,
-                                           candidate.gate, candidate.tuned_execution_mode});
+                                           candidate.gate,
+                                           static_cast<kabi_execution_mode>(candidate.tuned_execution_mode)});
   }
   result.selection_.candidates = nullptr;
   result.selection_.candidates_capacity = 0;
