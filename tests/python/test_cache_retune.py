@@ -11,7 +11,7 @@ import torch
 import kabi
 from kabi import _core, cli
 from kabi._base.tensors import descriptor
-from kabi._selection.tuning_keys import representative_inputs
+from kabi._selection.tuning_keys import representative_problem
 from kabi._selection.tuning_policy import TuningSettings
 from kabi.cli._commands.cache import _age
 
@@ -107,9 +107,38 @@ def test_ages_are_shown_in_their_largest_whole_unit(age_s, text):
         "float32|contiguous,contiguous|1|1|1024|1024",
     ],
 )
-def test_representative_inputs_describe_to_the_same_problem_key(key):
-    inputs = representative_inputs("matmul", key, torch.device("cpu"))
+def test_representative_problems_describe_to_the_same_problem_key(key):
+    inputs, attributes = representative_problem("matmul", key, torch.device("cpu"))
+    assert attributes == {}
     assert _core.describe("matmul", [descriptor(tensor) for tensor in inputs])["key"] == key
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "float32|contiguous,contiguous,contiguous|16|6|8|gelu",
+        "float64|contiguous,col_strided,absent|1|24|40|none",
+        "float32|row_strided,contiguous,absent|64|32|16|silu",
+    ],
+)
+def test_a_linear_problem_is_rebuilt_with_its_absent_bias_and_its_activation(key):
+    inputs, attributes = representative_problem("linear", key, torch.device("cpu"))
+    assert attributes == {"activation": key.rsplit("|", 1)[1]}
+    assert (inputs[2] is None) == key.split("|")[1].endswith("absent")
+    described = _core.describe("linear", [descriptor(t) if t is not None else None for t in inputs],
+                               attributes=[attributes["activation"]])
+    assert described["key"] == key
+
+
+def test_retune_measures_linear_problems_again_with_their_attributes(cache_dir):
+    x, w = torch.randn(16, 8), torch.randn(6, 8)
+    with kabi.tuning("first-call", warmup=1, repeat=2, min_time_s=0.0, max_spread=math.inf, min_cpu_share=0.0):
+        kabi.ops.linear(x, w, activation="silu")
+    [problem] = {record.problem for record in kabi.cache.show("linear")}
+    result = kabi.cache.retune("linear", older_than_s=0, settings=QUICK)
+    assert not result.skipped
+    [report] = result.reports
+    assert report.problem == problem and report.pick is not None
 
 
 @pytest.mark.parametrize(
@@ -124,7 +153,7 @@ def test_representative_inputs_describe_to_the_same_problem_key(key):
 )
 def test_a_key_that_cannot_be_rebuilt_is_named(key, message):
     with pytest.raises(kabi.InvalidArgumentError, match=message):
-        representative_inputs("matmul", key, torch.device("cpu"))
+        representative_problem("matmul", key, torch.device("cpu"))
 
 
 def _problem_records():

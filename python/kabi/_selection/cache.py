@@ -33,7 +33,7 @@ import torch
 from .. import _core
 from .._base import devices as _devices
 from .._base.errors import ArgumentTypeError, InvalidArgumentError, KabiError
-from .tuning_keys import representative_inputs
+from .tuning_keys import representative_problem
 from .tuning_policy import TuningSettings, current_settings
 
 if TYPE_CHECKING:
@@ -181,7 +181,7 @@ def retune(op: str | None = None, *, noisy: bool = False, older_than_s: float | 
             counts as old).
         settings: the measurement budget; ``kabi.tuning``'s (or the environment's) when None.
 
-    Each problem is rebuilt from its key (:func:`kabi._selection.tuning_keys.representative_inputs`) and measured with
+    Each problem is rebuilt from its key (:func:`kabi._selection.tuning_keys.representative_problem`) and measured with
     :func:`kabi.tune`. Problems recorded on a device other than this machine's, or whose key cannot be rebuilt, are
     skipped with the reason.
 
@@ -216,7 +216,8 @@ def retune(op: str | None = None, *, noisy: bool = False, older_than_s: float | 
             skipped.append(SkippedProblem(device, op_name, problem, "recorded on a device this machine does not have"))
             continue
         try:
-            reports.append(tune(op_name, *representative_inputs(op_name, problem, here[device]), settings=settings))
+            inputs, attributes = representative_problem(op_name, problem, here[device])
+            reports.append(tune(op_name, *inputs, settings=settings, **attributes))
         except KabiError as error:
             skipped.append(SkippedProblem(device, op_name, problem, str(error)))
     return Retuned(tuple(reports), tuple(skipped))

@@ -1,22 +1,25 @@
-"""From a problem key back to a problem: representative inputs that the core describes with the same tuning key.
+"""From a problem key back to a problem: representative inputs (and attribute values) that the core describes with
+the same tuning key.
 
 An op's tuning key spec (``[tuning] key`` in ``registry/ops/<op>.toml``, e.g. ``"dtype,layout,batch,M:pow2<=4096,N,K"``)
 says which facts of a call a decision is remembered under; the core formats them into a problem key such as
 ``float32|contiguous,col_strided|1|64|16|32``. ``kabi cache retune`` needs the way back: inputs whose key is that
 key, to measure the problem again. A bucketed dimension takes its bucket's value (the key holds nothing finer); a
-field the spec leaves out takes the plainest value (contiguous inputs, no batch); dtype and every dimension the
-inputs have must be in the spec.
+field the spec leaves out takes the plainest value (contiguous inputs, no batch, an attribute's default); dtype and
+every dimension the given inputs have must be in the spec. An optional input whose layout reads ``absent`` is left
+out (None).
 
 Example::
 
-    >>> inputs = representative_inputs("matmul", "float32|contiguous,col_strided|3|64|16|32", torch.device("cpu"))
-    >>> [(tuple(t.shape), t.is_contiguous()) for t in inputs]
-    [((3, 64, 32), True), ((3, 32, 16), False)]
+    >>> inputs, attributes = representative_problem("matmul", "float32|contiguous,col_strided|3|64|16|32",
+    ...                                             torch.device("cpu"))
+    >>> [(tuple(t.shape), t.is_contiguous()) for t in inputs], attributes
+    ([((3, 64, 32), True), ((3, 32, 16), False)], {})
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import torch
 
@@ -25,7 +28,7 @@ from .._base.errors import InvalidArgumentError
 from .._base.tensors import descriptor, torch_dtype
 from ..ops._schema import op_schema
 
-__all__ = ["representative_inputs"]
+__all__ = ["representative_problem"]
 
 
 def _field_names(spec: str) -> list[str]:
@@ -50,9 +53,15 @@ def _integer(op: str, key: str, field: str, text: str) -> int:
 
 def _tensor(shape: Sequence[int], layout: str, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """A tensor of ``shape`` in the layout class ``layout`` (of its last two dimensions), values uninitialized."""
-    *batch, rows, columns = shape
     if layout == "contiguous":
         return torch.empty(shape, dtype=dtype, device=device)
+    if len(shape) < 2:
+        # A vector or a scalar is contiguous or general (strided): its one stride is all it has.
+        if layout == "general":
+            return torch.empty(*shape[:-1], 2 * shape[-1], dtype=dtype, device=device)[..., ::2]
+        raise InvalidArgumentError(f"layout class {layout!r} needs two dimensions; a tensor of shape {list(shape)} "
+                                   "is contiguous or general")
+    *batch, rows, columns = shape
     if layout == "row_strided":
         return torch.empty(*batch, rows, columns + 1, dtype=dtype, device=device)[..., :columns]
     if layout == "col_strided":
@@ -63,13 +72,33 @@ def _tensor(shape: Sequence[int], layout: str, dtype: torch.dtype, device: torch
                                "general")
 
 
-def representative_inputs(op: str, key: str, device: torch.device) -> list[torch.Tensor]:
-    """Inputs of ``op`` on ``device`` that the core describes with problem key ``key``.
+def _attribute_value(op: str, key: str, attribute: Any, text: str) -> Any:
+    """An attribute's value as the problem key prints it (an enum by name, a bool as true/false, numbers)."""
+    if attribute.type == "enum":
+        if text not in attribute.enum_values:
+            raise InvalidArgumentError(f"problem key {key!r} of {op}: {attribute.name} must be one of "
+                                       f"{', '.join(attribute.enum_values)}, got {text!r}")
+        return text
+    if attribute.type == "bool":
+        if text not in ("true", "false", "1", "0"):
+            raise InvalidArgumentError(f"problem key {key!r} of {op}: {attribute.name} must be true or false, got {text!r}")
+        return text in ("true", "1")
+    try:
+        return int(text) if attribute.type == "int" else float(text)
+    except ValueError:
+        raise InvalidArgumentError(f"problem key {key!r} of {op}: {attribute.name} must be a number, got {text!r}") from None
+
+
+def representative_problem(op: str, key: str, device: torch.device) -> tuple[list[torch.Tensor | None], dict[str, Any]]:
+    """Inputs of ``op`` on ``device`` (None for an absent optional one) and attribute values, which the core
+    describes with problem key ``key``.
 
     Raises ``InvalidArgumentError`` naming the field when the key does not fit the op's tuning key spec, or when no
     inputs of this op have that key (a layout class that a dimension of size 1 cannot show, for one).
     """
     spec, schema = _core.op_info(op)["tuning_key"], op_schema(op)
+    if len(schema.type_variables) > 1:
+        raise InvalidArgumentError(f"{op}: a problem of several type variables cannot be rebuilt from its key yet")
     fields = _parse_key(op, spec, key)
     if "dtype" not in fields:
         raise InvalidArgumentError(f"{op}: its tuning key {spec!r} has no dtype, so a problem cannot be rebuilt from it")
@@ -79,9 +108,14 @@ def representative_inputs(op: str, key: str, device: torch.device) -> list[torch
         raise InvalidArgumentError(f"problem key {key!r} of {op}: layout names {len(layouts)} inputs, the op has "
                                    f"{len(schema.inputs)}")
     batch = _integer(op, key, "batch", fields["batch"]) if "batch" in fields else 1
-    inputs = []
+    inputs: list[torch.Tensor | None] = []
     for pattern, layout in zip(schema.inputs, layouts):
-        shape = [batch] if pattern.batched and batch != 1 else []
+        if layout == "absent":
+            if not pattern.optional:
+                raise InvalidArgumentError(f"problem key {key!r} of {op}: {pattern.name} is required, not absent")
+            inputs.append(None)
+            continue
+        shape = [batch] if pattern.batched and (batch != 1 or len(pattern.dims) < 2) else []
         for dim in pattern.dims:
             if dim in fields:
                 shape.append(_integer(op, key, dim, fields[dim]))
@@ -89,8 +123,13 @@ def representative_inputs(op: str, key: str, device: torch.device) -> list[torch
                 raise InvalidArgumentError(f"{op}: its tuning key {spec!r} leaves out dimension {dim}, so a problem "
                                            "cannot be rebuilt from it")
         inputs.append(_tensor(shape, layout, dtype, device))
-    described = _core.describe(op, [descriptor(tensor) for tensor in inputs])["key"]
+    attributes = {attribute.name: _attribute_value(op, key, attribute, fields[attribute.name])
+                  for attribute in schema.attributes if attribute.name in fields}
+    described = _core.describe(op, [descriptor(tensor) if tensor is not None else None for tensor in inputs],
+                               attributes=[attributes.get(attribute.name, attribute.default)
+                                           for attribute in schema.attributes])["key"]
     if described != key:
+        shapes = [tuple(t.shape) if t is not None else None for t in inputs]
         raise InvalidArgumentError(f"problem key {key!r} of {op}: no representative inputs found (the closest, "
-                                   f"{[tuple(t.shape) for t in inputs]}, have key {described!r})")
-    return inputs
+                                   f"{shapes}, have key {described!r})")
+    return inputs, attributes
