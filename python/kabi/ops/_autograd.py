@@ -38,7 +38,6 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import torch
 
-from .. import _core
 from .._base.declarations import GRADIENT_FUNCTIONS, GradientSpec, OpSpec, display_path, op_spec
 from .._base.errors import InvalidArgumentError, NotFoundError
 from ._gradient_functions import FUNCTIONS
@@ -194,9 +193,9 @@ def autograd_function(op: str, forward: Callable[..., Any],
         >>> function = autograd_function("matmul", torch.matmul, gradient_rule(op_spec("matmul")))
         >>> torch.autograd.gradcheck(function.apply, (a, b))
     """
-    schema = _core.op_schema(op)
-    input_count = len(schema["inputs"])
-    attribute_names = tuple(attribute["name"] for attribute in schema["attributes"])
+    schema = op_schema(op)
+    input_count = len(schema.inputs)
+    attribute_names = schema.attribute_names
     no_attribute_gradients = (None,) * len(attribute_names)
 
     def forward_call(*arguments: Any) -> Any:
@@ -253,10 +252,10 @@ def register_gradient(spec: OpSpec, overload: torch._ops.OpOverload, implementat
     is_grad_enabled = torch._C.is_grad_enabled
     dispatch_modes = torch._C._len_torch_dispatch_stack
     functorch_active = torch._C._are_functorch_transforms_active
-    schema = _core.op_schema(op)
-    input_count = len(schema["inputs"])
-    attribute_names = [attribute["name"] for attribute in schema["attributes"]]
-    attribute_defaults = [attribute["default"] for attribute in schema["attributes"]]
+    schema = op_schema(op)
+    attribute_names = schema.attribute_names
+    attribute_defaults = [attribute.default for attribute in schema.attributes]
+    complete_inputs = schema.complete_inputs
 
     def below_autograd_call(*inputs: torch.Tensor | None, **attributes: Any) -> Any:
         if not dispatch_modes() and not functorch_active() and all(type(tensor) in _DIRECT_TYPES for tensor in inputs):
@@ -268,9 +267,8 @@ def register_gradient(spec: OpSpec, overload: torch._ops.OpOverload, implementat
 
     def autograd_kernel(*inputs: torch.Tensor | None, **attributes: Any) -> Any:
         if is_grad_enabled() and any(tensor is not None and tensor.requires_grad for tensor in inputs):
-            # The dispatcher leaves trailing optional inputs out when the caller did; apply takes them by position.
-            absent = (None,) * (input_count - len(inputs))
-            return gradient.apply(*inputs, *absent, *map(attributes.get, attribute_names, attribute_defaults))
+            # apply takes every input by position, absent ones too.
+            return gradient.apply(*complete_inputs(inputs), *map(attributes.get, attribute_names, attribute_defaults))
         return below_autograd_call(*inputs, **attributes)
 
     library.impl(op, autograd_kernel, "Autograd")

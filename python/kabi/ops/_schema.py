@@ -161,6 +161,11 @@ class OpSchema:
     def attribute_names(self) -> tuple[str, ...]:
         return tuple(attribute.name for attribute in self.attributes)
 
+    def complete_inputs(self, given: tuple) -> tuple:
+        """Every input in schema order: torch's dispatcher hands a custom op's kernels only the inputs a call gave,
+        leaving out trailing optional ones, which are None here."""
+        return given + (None,) * (len(self.inputs) - len(given))
+
     def output_dtypes(self, type_bindings: Sequence[str]) -> tuple[str, ...]:
         """Each output's dtype name, given the dtype each type variable is bound to (a problem's ``type_bindings``,
         in the order of ``type_variables``)."""

@@ -33,7 +33,8 @@ __all__ = ["front_function", "key_function", "parameters_text"]
 # Names the generated code binds for itself; a schema's names are identifiers the core checked, and these end in
 # an underscore, which no tensor or attribute of a kabi schema is expected to.
 _INTERNAL = ("entries_", "active_scope_", "count_hit_", "count_miss_", "miss_", "call_with_out_", "kernel_failed_",
-             "KabiError_", "expected_outputs_", "Tensor_", "expected_", "defaults_", "op_", "key_", "implementation_", "error_", "scope_", "inputs_", "attributes_")
+             "KabiError_", "expected_outputs_", "Tensor_", "expected_", "defaults_", "op_", "key_", "implementation_",
+             "error_", "scope_", "inputs_", "attributes_")
 
 
 def _check_names(op: str, schema: OpSchema) -> None:

@@ -142,8 +142,7 @@ def _fake_implementation(op: str, schema: OpSchema) -> Callable[..., Any]:
     attributes_by_name = {attribute.name: attribute for attribute in schema.attributes}
 
     def fake(*given: torch.Tensor | None, **attributes: Any) -> torch.Tensor | tuple[torch.Tensor, ...]:
-        # torch leaves out trailing optional inputs the call did not give.
-        inputs = given + (None,) * (len(schema.inputs) - len(given))
+        inputs = schema.complete_inputs(given)
         present = [(name, tensor) for name, tensor in zip(schema.input_names, inputs) if tensor is not None]
         first_name, first = present[0]
         for name, tensor in present:
