@@ -17,10 +17,9 @@ Example::
 from __future__ import annotations
 
 from .. import _core
+from .tensors import DEVICE_TYPES
 
 __all__ = ["install_torch_allocator"]
-
-_DEVICE_TYPE_CUDA = 2  # DLPack's kDLCUDA
 
 
 def _allocate_from_torch(device_type: int, device_index: int, nbytes: int, stream: int) -> int:
@@ -37,4 +36,4 @@ def _release_to_torch(device_type: int, device_index: int, pointer: int, nbytes:
 
 def install_torch_allocator() -> None:
     """Allocate CUDA workspaces through torch's caching allocator, on the stream of the launch that needs them."""
-    _core.set_allocator((_DEVICE_TYPE_CUDA,), _allocate_from_torch, _release_to_torch)
+    _core.set_allocator((DEVICE_TYPES["cuda"],), _allocate_from_torch, _release_to_torch)

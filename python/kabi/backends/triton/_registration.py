@@ -25,7 +25,8 @@ import importlib.util
 import threading
 from pathlib import Path
 
-_KABI_DEVICE_TYPE_CUDA = 2  # DLPack's kDLCUDA
+from ..._base.tensors import DEVICE_TYPES
+
 _ELEMENT_SIZES = {"float16": 2, "bfloat16": 2, "float32": 4}
 # The interpreter's tl.dot on bfloat16 multiplies raw bit patterns, so on the CPU only float16/float32 register.
 _INTERPRETER_DTYPES = ("float16", "float32")
@@ -88,7 +89,7 @@ class _Supports:
 
         dims = problem.dims
         arch = None
-        if problem.device_type == _KABI_DEVICE_TYPE_CUDA:
+        if problem.device_type == DEVICE_TYPES["cuda"]:
             arch, _ = device_facts(torch.device("cuda", problem.device_index))
         a_layout, b_layout = problem.layouts[:2]
         matmul_problem = MatmulProblem(
@@ -111,7 +112,7 @@ class _LinearSupports:
         from ._linear import linear_unsupported_reason
 
         arch = None
-        if problem.device_type == _KABI_DEVICE_TYPE_CUDA:
+        if problem.device_type == DEVICE_TYPES["cuda"]:
             arch, _ = device_facts(torch.device("cuda", problem.device_index))
         dims = problem.dims
         return linear_unsupported_reason(self._config, problem.batch_size, dims["N"], dims["K"],
