@@ -72,6 +72,17 @@ const char* attribute_type_name(kabi_attribute_type type) {
 }
 
 // The op's schema as the core parsed it, in plain Python values, so Python never parses schema text itself.
+const char* tuning_key_kind_name(int32_t field) {
+  switch (field) {
+    case KABI_TUNING_KEY_DTYPE: return "dtype";
+    case KABI_TUNING_KEY_LAYOUT: return "layout";
+    case KABI_TUNING_KEY_BATCH: return "batch";
+    case KABI_TUNING_KEY_DIM: return "dim";
+    case KABI_TUNING_KEY_ATTRIBUTE: return "attribute";
+    default: throw std::runtime_error("unknown tuning key field " + std::to_string(field));
+  }
+}
+
 py::dict op_schema(const std::string& name) {
   kabi_op op = find_op(name);
   const kabi_op_info info = op_info_of(op);
@@ -131,6 +142,21 @@ py::dict op_schema(const std::string& name) {
     attribute["in_tuning_key"] = decl.in_tuning_key != 0;
     attributes.append(attribute);
   }
+  py::list key_items;
+  for (int32_t k = 0; k < info.num_tuning_key_items; ++k) {
+    kabi_tuning_key_item item{};
+    item.struct_size = sizeof(item);
+    check(kabi_op_tuning_key_get(op, k, &item));
+    py::dict key_item;
+    const char* kind = tuning_key_kind_name(item.field);
+    key_item["kind"] = kind;
+    key_item["name"] = item.field == KABI_TUNING_KEY_DIM         ? py::object(dims[item.index])
+                       : item.field == KABI_TUNING_KEY_ATTRIBUTE ? py::object(attributes[static_cast<std::size_t>(item.index)]["name"])
+                                                                 : py::object(py::str(kind));
+    key_item["pow2"] = item.pow2 != 0;
+    key_item["pow2_cap"] = item.pow2_cap;
+    key_items.append(key_item);
+  }
   py::dict result;
   result["name"] = info.name;
   result["schema"] = info.schema;
@@ -140,6 +166,7 @@ py::dict op_schema(const std::string& name) {
   result["type_variables"] = type_variables;
   result["dims"] = dims;
   result["tuning_key"] = info.tuning_key;
+  result["tuning_key_items"] = py::tuple(key_items);
   return result;
 }
 
@@ -299,7 +326,8 @@ void bind_registry(py::module_& m) {
   m.def("op_schema", &op_schema, py::arg("name"),
         "The op's schema as libkabi parsed it: a dict of inputs and outputs (each with name, optional, has_batch, "
         "dims, type_variable or dtype, dtypes), attributes (name, type, enum_values, has_default, default, "
-        "in_tuning_key), type_variables ({name: dtype names}), dims and tuning_key.");
+        "in_tuning_key), type_variables ({name: dtype names}), dims, tuning_key (the text) and tuning_key_items "
+        "(each with kind: dtype, layout, batch, dim or attribute; name; pow2; pow2_cap).");
   m.def("register_op", &register_op, py::arg("name"), py::arg("schema"), py::arg("type_variables") = py::none(),
         py::arg("tuning_key") = py::none(),
         "Register an op (kabi_op_register): its schema and type variables in kabi.h's syntax, and its tuning key "

@@ -96,34 +96,55 @@ class PreparedLaunch:
     @property
     def kernel(self) -> str: ...
 
-class DecisionMemo:
-    """The C table in front of an op's decision cache (csrc/python/decision_memo.hpp)."""
+class DecisionTable:
+    """An op's decisions: the one table its front's hit path reads (csrc/python/decision_table.hpp)."""
 
-    generation: int
+    max_entries: int
+    def __init__(
+        self,
+        op: str,
+        attributes: Sequence[tuple[str, Sequence[str]]],
+        tensor_types: Sequence[type],
+        facts: Callable[[Any], tuple],
+    ) -> None: ...
+    def store(
+        self,
+        inputs: tuple,
+        attributes: tuple,
+        scope: Any,
+        implementation: Callable[..., Any],
+        outputs: tuple,
+        kernel: str,
+        generation: int,
+    ) -> bool: ...
+    def find(self, inputs: tuple, attributes: tuple, scope: Any) -> tuple[Callable[..., Any], tuple, str] | None: ...
+    def begin_miss(self) -> int: ...
+    def clear(self) -> None: ...
+    @property
+    def generation(self) -> int: ...
     @property
     def hits(self) -> int: ...
     @property
     def misses(self) -> int: ...
-    def __init__(self) -> None: ...
-    def clear(self) -> None: ...
-    def count_hit(self) -> None: ...
-    def count_miss(self) -> None: ...
     def reset_counts(self) -> None: ...
     def __len__(self) -> int: ...
 
 def dlpack_exchange_available(tensor_type: type) -> bool: ...
 
-def make_two_input_front(
+def make_op_front(
     name: str,
     doc: str,
     module: str,
-    entries: dict[Any, Callable[..., Any]],
+    table: DecisionTable,
+    required_inputs: int,
+    input_names: Sequence[str],
+    attribute_names: Sequence[str],
+    attribute_defaults: Sequence[Any],
     scope_var: Any,
     miss: Callable[..., Any],
     call_with_out: Callable[..., Any],
-    kernel_failed: Callable[[Any, Exception], Exception],
-    memo: DecisionMemo,
-    tensor_types: Sequence[type],
+    kernel_failed: Callable[[str, Exception], Exception],
+    bind_call: Callable[..., Any],
 ) -> Callable[..., Any]: ...
 
 # Devices.

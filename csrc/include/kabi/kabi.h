@@ -33,7 +33,7 @@
 #include <dlpack/dlpack.h>
 
 #define KABI_ABI_VERSION_MAJOR 2
-#define KABI_ABI_VERSION_MINOR 0
+#define KABI_ABI_VERSION_MINOR 1
 /** The version this header describes, as (MAJOR << 16) | MINOR. */
 #define KABI_ABI_VERSION ((uint32_t)((KABI_ABI_VERSION_MAJOR << 16) | KABI_ABI_VERSION_MINOR))
 /** The MAJOR part of a packed version. */
@@ -327,6 +327,8 @@ typedef struct kabi_op_info {
   /** Named dimensions, in order of first appearance in the schema (the order of kabi_problem.dims). */
   int32_t num_dims;
   const char* const* dim_names;
+  /** Items of the tuning key, in key order (kabi_op_tuning_key_get). Since ABI 2.1. */
+  int32_t num_tuning_key_items;
 } kabi_op_info;
 
 KABI_EXPORT kabi_status kabi_op_info_get(kabi_op op, kabi_op_info* out_info);
@@ -394,6 +396,36 @@ typedef struct kabi_type_variable_decl {
 } kabi_type_variable_decl;
 
 KABI_EXPORT kabi_status kabi_op_type_variable_get(kabi_op op, int32_t index, kabi_type_variable_decl* out_decl);
+
+/** What one item of a tuning key reads from a problem. */
+typedef enum kabi_tuning_key_field {
+  /** The type variables' bindings ("dtype"). */
+  KABI_TUNING_KEY_DTYPE = 1,
+  /** Each input's layout class, "absent" for an optional input not given ("layout"). */
+  KABI_TUNING_KEY_LAYOUT = 2,
+  /** The batch's element count, the product of the leading ("...") dimensions ("batch"). */
+  KABI_TUNING_KEY_BATCH = 3,
+  /** A named dimension ("M"). */
+  KABI_TUNING_KEY_DIM = 4,
+  /** An attribute's value ("activation"). */
+  KABI_TUNING_KEY_ATTRIBUTE = 5
+} kabi_tuning_key_field;
+
+/** One item of an op's tuning key, as parsed (e.g. "M:pow2<=4096"). Output struct. Since ABI 2.1. */
+typedef struct kabi_tuning_key_item {
+  size_t struct_size;
+  /** A kabi_tuning_key_field. */
+  int32_t field;
+  /** DIM: the index into kabi_op_info.dim_names; ATTRIBUTE: the attribute's index; otherwise -1. */
+  int32_t index;
+  /** 1 when the value is rounded up to the next power of two ("pow2"). */
+  int32_t pow2;
+  /** With pow2: values above this stay exact ("pow2<=4096"); 0 for no cap. */
+  int64_t pow2_cap;
+} kabi_tuning_key_item;
+
+/** Item `index` (0 <= index < kabi_op_info.num_tuning_key_items) of the op's tuning key. Since ABI 2.1. */
+KABI_EXPORT kabi_status kabi_op_tuning_key_get(kabi_op op, int32_t index, kabi_tuning_key_item* out_item);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Call arguments                                                                                                */

@@ -80,7 +80,8 @@ __all__ = [
 DTYPE_NAMES = tuple(_core.DTYPES)
 # Integer results are compared exactly by the correctness gate: these dtypes take no tolerance.
 EXACT_DTYPES = frozenset({"uint8", "int8", "int16", "int32", "int64"})
-LAYOUT_NAMES = ("contiguous", "row_strided", "col_strided", "general", "any")
+# The core's layout classes (kabi.h's KABI_LAYOUT_*), and "any" for a kernel that takes every one.
+LAYOUT_NAMES = (*_core.LAYOUTS, "any")
 BATCH_MODE_NAMES = ("none", "uniform", "any")
 DEVICE_NAMES = ("cpu", "cuda", "rocm", "mps", "xpu")
 # How a suite lays out the second operand: "row_major" is b as a contiguous [..., K, N]; "transposed_b" is b as the

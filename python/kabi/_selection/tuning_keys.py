@@ -31,18 +31,13 @@ from ..ops._schema import op_schema
 __all__ = ["representative_problem"]
 
 
-def _field_names(spec: str) -> list[str]:
-    """The field of each item of a tuning key spec, without its bucket: ``"M:pow2<=4096"`` -> ``"M"``."""
-    return [item.split(":")[0].strip() for item in spec.split(",")]
-
-
-def _parse_key(op: str, spec: str, key: str) -> dict[str, str]:
-    names = _field_names(spec)
+def _parse_key(op: str, fields: tuple[str, ...], spec: str, key: str) -> dict[str, str]:
+    """The problem key's value of each field of the op's tuning key (as the core parsed it)."""
     values = key.split("|")
-    if len(values) != len(names):
+    if len(values) != len(fields):
         raise InvalidArgumentError(f"problem key {key!r} of {op} has {len(values)} fields; its tuning key "
-                                   f"{spec!r} has {len(names)}")
-    return dict(zip(names, values))
+                                   f"{spec!r} has {len(fields)}")
+    return dict(zip(fields, values))
 
 
 def _integer(op: str, key: str, field: str, text: str) -> int:
@@ -99,7 +94,7 @@ def representative_problem(op: str, key: str, device: torch.device) -> tuple[lis
     spec, schema = _core.op_info(op)["tuning_key"], op_schema(op)
     if len(schema.type_variables) > 1:
         raise InvalidArgumentError(f"{op}: a problem of several type variables cannot be rebuilt from its key yet")
-    fields = _parse_key(op, spec, key)
+    fields = _parse_key(op, schema.tuning_key, spec, key)
     if "dtype" not in fields:
         raise InvalidArgumentError(f"{op}: its tuning key {spec!r} has no dtype, so a problem cannot be rebuilt from it")
     dtype = torch_dtype(fields["dtype"])

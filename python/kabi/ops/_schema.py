@@ -144,14 +144,16 @@ class VectorPromotion:
 @dataclass(frozen=True)
 class OpSchema:
     """A parsed schema: input and output tensor patterns, attributes, type variables (name -> the dtypes it may
-    take, in the core's order, which is the order of a problem's ``type_bindings``), and which inputs may be vectors
-    (input name -> the dimension a vector lacks)."""
+    take, in the core's order, which is the order of a problem's ``type_bindings``), which inputs may be vectors
+    (input name -> the dimension a vector lacks), and the op's tuning key as the core parsed it: the field each
+    item reads (``dtype``, ``layout``, ``batch``, a dimension or an attribute), in the order of a problem key."""
 
     inputs: tuple[TensorPattern, ...]
     outputs: tuple[TensorPattern, ...]
     vectors: tuple[tuple[str, str], ...] = ()
     attributes: tuple[Attribute, ...] = ()
     type_variables: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    tuning_key: tuple[str, ...] = ()
 
     @property
     def input_names(self) -> tuple[str, ...]:
@@ -355,4 +357,5 @@ def op_schema(op: str, vectors: tuple[tuple[str, str], ...] = ()) -> OpSchema:
         for attribute in parsed["attributes"]
     )
     type_variables = tuple((name, tuple(dtypes)) for name, dtypes in parsed["type_variables"].items())
-    return OpSchema(inputs, outputs, vectors, attributes, type_variables)
+    tuning_key = tuple(item["name"] for item in parsed["tuning_key_items"])
+    return OpSchema(inputs, outputs, vectors, attributes, type_variables, tuning_key)
