@@ -84,6 +84,16 @@ def _attribute_value(op: str, key: str, attribute: Any, text: str) -> Any:
         raise InvalidArgumentError(f"problem key {key!r} of {op}: {attribute.name} must be a number, got {text!r}") from None
 
 
+def _type_bindings(op: str, key: str, schema: Any, text: str) -> dict[str, str]:
+    """Each type variable's dtype name, as the key's dtype field prints them (in the schema's order, comma
+    separated, ``absent`` for a variable that only absent inputs have)."""
+    names = text.split(",")
+    if len(names) != len(schema.type_variables):
+        raise InvalidArgumentError(f"problem key {key!r} of {op}: dtype names {len(names)} type variables, the op has "
+                                   f"{len(schema.type_variables)}")
+    return {variable: name for (variable, _), name in zip(schema.type_variables, names) if name != "absent"}
+
+
 def representative_problem(op: str, key: str, device: torch.device) -> tuple[list[torch.Tensor | None], dict[str, Any]]:
     """Inputs of ``op`` on ``device`` (None for an absent optional one) and attribute values, which the core
     describes with problem key ``key``.
@@ -92,12 +102,10 @@ def representative_problem(op: str, key: str, device: torch.device) -> tuple[lis
     inputs of this op have that key (a layout class that a dimension of size 1 cannot show, for one).
     """
     spec, schema = _core.op_info(op)["tuning_key"], op_schema(op)
-    if len(schema.type_variables) > 1:
-        raise InvalidArgumentError(f"{op}: a problem of several type variables cannot be rebuilt from its key yet")
     fields = _parse_key(op, schema.tuning_key, spec, key)
     if "dtype" not in fields:
         raise InvalidArgumentError(f"{op}: its tuning key {spec!r} has no dtype, so a problem cannot be rebuilt from it")
-    dtype = torch_dtype(fields["dtype"])
+    bindings = _type_bindings(op, key, schema, fields["dtype"])
     layouts = fields["layout"].split(",") if "layout" in fields else ["contiguous"] * len(schema.inputs)
     if len(layouts) != len(schema.inputs):
         raise InvalidArgumentError(f"problem key {key!r} of {op}: layout names {len(layouts)} inputs, the op has "
@@ -117,7 +125,7 @@ def representative_problem(op: str, key: str, device: torch.device) -> tuple[lis
             else:
                 raise InvalidArgumentError(f"{op}: its tuning key {spec!r} leaves out dimension {dim}, so a problem "
                                            "cannot be rebuilt from it")
-        inputs.append(_tensor(shape, layout, dtype, device))
+        inputs.append(_tensor(shape, layout, torch_dtype(bindings.get(pattern.dtype, pattern.dtype)), device))
     attributes = {attribute.name: _attribute_value(op, key, attribute, fields[attribute.name])
                   for attribute in schema.attributes if attribute.name in fields}
     described = _core.describe(op, [descriptor(tensor) if tensor is not None else None for tensor in inputs],
