@@ -22,8 +22,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import torch
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .._base.declarations import op_name_of, op_spec
 from .._base.errors import InvalidArgumentError, NotFoundError, UnavailableError
@@ -80,7 +78,7 @@ def _problems(op: str, suite_name: str, dtypes: Sequence[str] | None) -> tuple[l
     return problems, chosen
 
 
-def _start_document(out: Path | None, fresh: bool, parameters: dict[str, Any], console: Console) -> dict[str, Any]:
+def _start_document(out: Path | None, fresh: bool, parameters: dict[str, Any], console: Any) -> dict[str, Any]:
     if out is not None and out.exists() and not fresh:
         document = read_document(out)
         if document.get("parameters") != parameters:
@@ -132,6 +130,10 @@ def benchmark(
     out_path = Path(out) if out is not None else None
     parameters = {"op": name, "suite": suite, "dtypes": chosen_dtypes, "device": str(resolved_device),
                   "peers": [peer.name for peer in chosen_peers], "timing": asdict(settings)}
+    # rich costs a third of a second to import: only a benchmark run pays for it, not `import kabi`.
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     console = Console(stderr=True, highlight=False)
     document = _start_document(out_path, fresh, parameters, console)
     document["runs"].append(environment(resolved_device, command if command is not None else [Path(sys.argv[0]).name, *sys.argv[1:]]))
