@@ -85,6 +85,8 @@ def write(tmp_path: Path, relative: str, text: str) -> Path:
         (lambda t: t.replace("[8, 8, 8]", "[8, 0, 8]"), r"suites.smoke.shapes\[0\]: expected 3 positive sizes \[M, N, K\]"),
         (lambda t: t.replace('schema = "', 'schema = "x').replace('{ a = "M"', '{ xa = "M"'), None),
         (lambda t: t.replace("[tuning]", "[tuning"), "not valid TOML"),
+        (lambda t: t.replace("[tuning]", '[tuning]\ndistributed = "rank0"'),
+         "tuning.distributed: expected one of split, every-rank, got 'rank0'"),
     ],
 )
 def test_broken_op_file_names_file_and_field(tmp_path, edit, message):

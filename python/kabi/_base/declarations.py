@@ -91,6 +91,8 @@ SUITE_LAYOUT_NAMES = ("row_major", "transposed_b")
 INPUT_KINDS = ("normal", "uniform", "positive", "integers", "offsets")
 # The key of a problem shape's leading (batch) shape, beside the named dimensions.
 BATCH_KEY = "batch"
+# ``[tuning] distributed``: how the ranks of a job share tuning (kabi._selection.distributed); the first is the default.
+DISTRIBUTED_TUNING_STRATEGIES = ("split", "every-rank")
 # The functions a gradient expression may call besides kabi ops; kabi.ops._gradient_functions implements them.
 GRADIENT_FUNCTIONS = ("activation_grad", "matmul_summed", "rows", "sum_to")
 # The tensor methods and properties a gradient expression may use.
@@ -291,6 +293,8 @@ class OpSpec:
     # True with the [gradient] table, False for ``differentiable = false``, None where the file declares neither.
     differentiable: bool | None = None
     gradient: GradientSpec | None = None
+    # How the ranks of a distributed job share the measuring (``[tuning] distributed``; kabi._selection.distributed).
+    distributed_tuning: str = "split"
 
     @property
     def dtypes(self) -> tuple[str, ...]:
@@ -453,6 +457,9 @@ def _op_spec(root: _Reader, file_stem: str | None) -> OpSpec:
     tolerance_table.finish()
     tuning = root.child("tuning")
     tuning_key = tuning.get("key", str, check=_identifier)
+    distributed_tuning = tuning.get("distributed", str, DISTRIBUTED_TUNING_STRATEGIES[0],
+                                    check=lambda value: None if value in DISTRIBUTED_TUNING_STRATEGIES else
+                                    f"expected one of {', '.join(DISTRIBUTED_TUNING_STRATEGIES)}, got {value!r}")
     tuning.finish()
     shape_order = tuple(root.get("shape_order", list, [], check=_dimension_names))
     suites = {}
@@ -480,6 +487,7 @@ def _op_spec(root: _Reader, file_stem: str | None) -> OpSpec:
         reference=root.get("reference", str, check=_identifier),
         tolerance=tolerance,
         tuning_key=tuning_key,
+        distributed_tuning=distributed_tuning,
         suites=suites,
         path=path,
         vectors=_vectors(root),

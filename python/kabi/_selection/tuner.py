@@ -312,15 +312,16 @@ def _agree(front, inputs, out, selection, eligible, settings, blocked) -> Select
     state = _distributed.DecisionState(f"{front.name}|{selection.problem.key}", kernels, remembered, blocked is None)
     local: list[CandidateMeasurement] = []
 
-    def measure() -> list[CandidateMeasurement]:
+    def measure(names: Sequence[str]) -> list[CandidateMeasurement]:
         # Eager only: ranks agree on eager times; graph-mode times are not exchanged yet, and a rank's own would let
         # ranks pick differently under capture.
-        local.extend(_measure(front, inputs, selection, kernels, settings, MEASUREMENT_MODES["eager"])[0])
-        return local
+        results = _measure(front, inputs, selection, names, settings, MEASUREMENT_MODES["eager"])[0]
+        local.extend(results)
+        return results
 
     with measurement_lock:
         start = time.perf_counter()
-        agreement = _distributed.agree(state, measure)
+        agreement = _distributed.agree(state, measure, front.spec.distributed_tuning)
         seconds = time.perf_counter() - start
         if local:
             _count(local, seconds)
