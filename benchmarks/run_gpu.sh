@@ -2,7 +2,8 @@
 # One call on the GPU machine does it all: install what its image lacks, build kabi, run the GPU tests and the
 # benchmarks, leave results under benchmarks/results/ (and $OUT when set), print a short table.
 # Usage: bash benchmarks/fetch_gpu_wheels.sh here, then (device tool) bash benchmarks/run_gpu.sh [STEP ...] with
-# carry [".whl"]. Steps: tests repro overhead bench:llm-decode triton decode cpp (default: all, in that order). Each
+# carry [".whl"]. Steps: tests repro overhead bench:llm-decode triton decode cpp (default: all, in that order),
+# and distributed (2 GPUs). Each
 # step has its own time limit so that one hanging step still leaves the others' results and the table.
 # bench:SUITE[:DTYPE] runs `kabi bench matmul --suite SUITE [--dtype DTYPE]` for 240 s at most (then interrupts it,
 # which still plots what was measured, and the step shows FAILED), writing
@@ -52,6 +53,9 @@ for step in "${steps[@]}"; do
     triton) run_step "triton matmul" timeout 240 python3 benchmarks/triton_matmul.py --out benchmarks/results ;;
     decode) run_step "decode at the memory roof" timeout 300 python3 benchmarks/decode.py \
               --output benchmarks/results/decode-nvidia-h200.json ;;
+    # Needs 2 GPUs (the nvidia-h200-x2 kind): tuning time on 1 and 2 ranks, NCCL.
+    distributed) run_step "tuning on 1 and 2 ranks" timeout 420 python3 benchmarks/distributed_tuning.py --worlds 1 2 \
+                   --output benchmarks/results/distributed-tuning-nvidia-h200-x2.json ;;
     # The app's build and binaries stay on the machine (the device tool brings back only a few files); its logs
     # come back as one archive.
     cpp) run_step "cpp app on cuda" timeout 180 bash examples/cpp_app/run_gpu_example.sh /tmp/kabi-cpp-app
