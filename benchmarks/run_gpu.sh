@@ -5,9 +5,9 @@
 # carry [".whl"]. Steps: tests repro overhead bench:llm-decode triton decode cpp (default: all, in that order),
 # and distributed (2 GPUs). Each
 # step has its own time limit so that one hanging step still leaves the others' results and the table.
-# bench:SUITE[:DTYPE] runs `kabi bench matmul --suite SUITE [--dtype DTYPE]` for 240 s at most (then interrupts it,
-# which still plots what was measured, and the step shows FAILED), writing
-# benchmarks/results/nvidia-h200-matmul-SUITE[-DTYPE].json and .png; the JSON is written after every problem, so a
+# bench:[OP/]SUITE[:DTYPE] runs `kabi bench OP --suite SUITE [--dtype DTYPE]` (OP: matmul when not given) for 240 s
+# at most (then interrupts it, which still plots what was measured, and the step shows FAILED), writing
+# benchmarks/results/nvidia-h200-OP-SUITE[-DTYPE].json and .png; the JSON is written after every problem, so a
 # suite that needs longer resumes where it stopped when the step runs again with that JSON in place.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -44,9 +44,11 @@ for step in "${steps[@]}"; do
     repro) run_step "first tuned CUDA dispatch" timeout 120 python3 scripts/gpu_tuning_repro.py ;;
     overhead) run_step "overhead" timeout 120 python3 benchmarks/overhead.py \
                 --output benchmarks/results/overhead-nvidia-h200.json ;;
-    bench:*) IFS=: read -r _ suite dtype <<< "$step"
-             name="nvidia-h200-matmul-$suite${dtype:+-$dtype}"
-             run_step "bench $suite ${dtype:-}" timeout -s INT 240 python3 -m kabi.cli bench matmul --suite "$suite" \
+    bench:*) IFS=: read -r _ target dtype <<< "$step"
+             op=matmul; suite=$target
+             [[ $target == */* ]] && { op=${target%%/*}; suite=${target#*/}; }
+             name="nvidia-h200-$op-$suite${dtype:+-$dtype}"
+             run_step "bench $op $suite ${dtype:-}" timeout -s INT 240 python3 -m kabi.cli bench "$op" --suite "$suite" \
                ${dtype:+--dtype "$dtype"} --device cuda --out "benchmarks/results/$name.json" \
                --plot "benchmarks/results/$name.png"
              cp "benchmarks/results/$name.png" "$out"/ 2>/dev/null || true ;;
