@@ -203,6 +203,50 @@ def test_two_gloo_ranks_calling_kabi_ops_record_the_same_times_and_pick(tmp_path
     assert ranks[0]["adopted_pick"] == ranks[1]["adopted_pick"] == ranks[0]["pick"]
 
 
+def _rank_graph_times(rank, world_size, init_file, result_dir):
+    import datetime
+
+    import kabi
+    from kabi._selection import tuner
+    from kabi._selection.measure import CandidateMeasurement
+
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size,
+                            timeout=datetime.timedelta(seconds=120))
+    try:
+        kabi.cache.set_directory(os.path.join(result_dir, f"graph-cache-rank{rank}"))
+        # Replayed in a CUDA graph (faked: this machine has none), openblas wins on rank 0 and loses on rank 1.
+        graph_us = {"cpu.openblas.gemm": (10.0, 30.0), "torch.matmul.cpu": (20.0, 20.0)}
+        timed = []
+
+        def time_in_cuda_graph(candidates, make_inputs, settings, device):
+            timed.append([name for name, _ in candidates])
+            return [CandidateMeasurement(name, graph_us[name][rank]) for name, _ in candidates]
+
+        tuner._time_in_cuda_graph = time_in_cuda_graph
+        a, b = torch.randn(16, 8), torch.randn(8, 4)
+        with kabi.tuning("graph", warmup=1, repeat=3, min_time_s=0.0, max_spread=math.inf,
+                         min_cpu_share=0.0):
+            torch.testing.assert_close(kabi.ops.matmul(a, b), a @ b)
+            explained = kabi.explain(kabi.ops.matmul, a, b)
+        graph_records = {record.kernel: record.time_us for record in kabi.cache.show("matmul")
+                         if record.execution_mode == "graph"}
+        with open(os.path.join(result_dir, f"graph-rank{rank}.json"), "w") as out:
+            json.dump({"pick": explained.pick, "mode": explained.execution_mode, "graph": graph_records,
+                       "timed": timed}, out)
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_ranks_agree_on_graph_replay_times_too(tmp_path):
+    mp.spawn(_rank_graph_times, args=(2, str(tmp_path / "init"), str(tmp_path)), nprocs=2, join=True)
+    ranks = [json.loads((tmp_path / f"graph-rank{rank}.json").read_text()) for rank in range(2)]
+    assert ranks[0]["graph"] == ranks[1]["graph"] == {"cpu.openblas.gemm": 30.0, "torch.matmul.cpu": 20.0}
+    assert ranks[0]["mode"] == ranks[1]["mode"] == "graph"
+    assert ranks[0]["pick"] == ranks[1]["pick"] == "torch.matmul.cpu", "rank 0 alone would have picked openblas"
+    assert all(ranks[rank]["timed"] for rank in range(2)), "both ranks timed replays"
+
+
 def test_agreed_times_keep_the_widest_spread_and_any_ranks_noise():
     from kabi._selection.distributed import _reduce
 

@@ -49,7 +49,7 @@ from .._base.declarations import DISTRIBUTED_TUNING_STRATEGIES
 from .measure import CandidateMeasurement
 
 __all__ = ["Agreement", "DecisionState", "FINALIST_MARGIN", "STRATEGIES", "agree", "agreement_active",
-           "set_agreement_group"]
+           "measure_together", "set_agreement_group"]
 
 # How ranks share the measuring (see the module docstring); an op declares its own.
 STRATEGIES = DISTRIBUTED_TUNING_STRATEGIES
@@ -111,11 +111,13 @@ def _disable(reason: str) -> None:
 
 @dataclass(frozen=True)
 class Agreement:
-    """The outcome of an exchange: what to record locally (None: nothing) and whether ranks could agree."""
+    """The outcome of an exchange: what to record locally (None: nothing), whether ranks could agree, and whether
+    the ranks measured the times just now (rather than adopting a rank's records)."""
 
     measurements: tuple[CandidateMeasurement, ...] | None
     agreed: bool
     source: str
+    measured: bool = False
 
 
 def _reduce(per_rank: Sequence[Sequence[tuple[str, float, str, float, bool]]],
@@ -156,9 +158,18 @@ def agree(state: DecisionState, measure: Callable[[Sequence[str]], Sequence[Cand
         return Agreement(adopted, True, f"adopted the records of rank {rank}")
     if not all(other.may_tune for other in gathered):
         return Agreement(None, True, "tuning is not allowed on every rank; all use the heuristic")
-    if strategy == "every-rank" or len(gathered) == 1:
-        return Agreement(_measured_everywhere(measure, state.kernels), True, f"MAX of {len(gathered)} ranks' times")
-    return _split(measure, state.kernels, len(gathered))
+    return measure_together(measure, state.kernels, strategy)
+
+
+def measure_together(measure: Callable[[Sequence[str]], Sequence[CandidateMeasurement]], kernels: Sequence[str],
+                     strategy: str = "split") -> Agreement:
+    """Measure ``kernels`` with the other ranks as ``strategy`` shares the work out, and return the times every rank
+    records alike. Every rank of the group must call this with the same kernels at the same point (``agree`` does,
+    once the ranks know they must tune; the tuner again for the CUDA-graph times of the agreed survivors)."""
+    world = dist.get_world_size(_resolved_group())
+    if strategy == "every-rank" or world == 1:
+        return Agreement(_measured_everywhere(measure, kernels), True, f"MAX of {world} ranks' times", True)
+    return _split(measure, kernels, world)
 
 
 def _as_row(result: CandidateMeasurement) -> tuple[str, float, str, float, bool]:
@@ -197,4 +208,4 @@ def _split(measure: Callable[[Sequence[str]], Sequence[CandidateMeasurement]], k
     once = len(kernels) - len(everywhere)
     return Agreement(tuple(results[name] for name in kernels), True,
                      f"split among {world} ranks: {once} candidates measured on one rank, {len(everywhere)} "
-                     f"finalists on every rank (MAX)")
+                     f"finalists on every rank (MAX)", True)
