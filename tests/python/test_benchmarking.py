@@ -273,3 +273,22 @@ def test_suite_layouts_are_validated(tmp_path):
     path.write_text(text.replace('layouts = ["row_major", "transposed_b"]', 'layouts = ["row_major", "diagonal"]', 1))
     with pytest.raises(RegistryError, match=r"suites.quick.layouts\[1\]: 'diagonal' is not one of row_major, transposed_b"):
         load_op_file(path)
+
+
+def test_subjects_run_unmeasured_until_a_gpu_reaches_its_steady_state(monkeypatch):
+    from kabi._benchmarking import _timing
+
+    calls = {"steady": 0, "failing": 0}
+
+    def failing():
+        calls["failing"] += 1
+        raise RuntimeError("not on this device")
+
+    subjects = [_timing.Subject("steady", "peer", lambda: calls.__setitem__("steady", calls["steady"] + 1)),
+                _timing.Subject("failing", "peer", failing)]
+    monkeypatch.setattr(_timing, "synchronize", lambda device: None)
+    _timing._reach_steady_state(subjects, torch.device("cuda"), 0.02)
+    assert calls["steady"] > 1 and calls["failing"] == calls["steady"], "a raising subject does not stop the others"
+    before = dict(calls)
+    _timing._reach_steady_state(subjects, torch.device("cpu"), 0.02)
+    assert calls == before, "a CPU has no power-limit ramp to wait out"
