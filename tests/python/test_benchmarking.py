@@ -14,7 +14,8 @@ import pytest
 import torch
 
 import kabi
-from kabi._base.declarations import RegistryError, load_op_file, op_spec, op_specs
+from kabi._base.declarations import load_op_file, op_spec, op_specs
+from kabi._base.registry_fields import RegistryError
 from kabi._benchmarking import _ops, _runner, read_document, validation_errors
 from kabi._benchmarking._peers import Peer
 from kabi._benchmarking._report import BEGIN_MARKER, END_MARKER

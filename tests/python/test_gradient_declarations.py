@@ -15,7 +15,9 @@ import torch
 import kabi
 from _front_isolation import untuned  # noqa: F401  (fixture)
 from _kernel_spy import spy  # noqa: F401  (fixture)
-from kabi._base.declarations import GRADIENT_FUNCTIONS, RegistryError, load_op_file, op_spec, parse_gradient
+from kabi._base.declarations import load_op_file, op_spec
+from kabi._base.gradient_declarations import GRADIENT_FUNCTIONS, parse_gradient
+from kabi._base.registry_fields import RegistryError
 from kabi.ops import _references
 from kabi.ops._autograd import GradientRule, autograd_function, gradient_rule
 from kabi.ops._gradient_functions import FUNCTIONS, activation_grad

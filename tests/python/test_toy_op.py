@@ -24,7 +24,8 @@ import torch
 import _cmake
 import kabi
 from kabi import config
-from kabi._base.declarations import RegistryError, read_op_declaration
+from kabi._base.declarations import read_op_declaration
+from kabi._base.registry_fields import RegistryError
 
 SCHEMA = "x: [..., N] T, y: [..., N] T, alpha: float = 1.0, beta: float = 1.0 -> out: [..., N] T"
 TYPES = ("float32", "float64")
