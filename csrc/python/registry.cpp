@@ -248,6 +248,28 @@ void register_external_kernel(const std::string& op, const std::string& name, co
   }
 }
 
+// A device binary from its manifest file, with a Python supports predicate (None: the declared filters only). The
+// op names the manifest's op: the predicate decodes the problem's attributes with it.
+std::string load_binary(const std::string& manifest_path, const std::string& op, const py::object& supports) {
+  PythonPredicate* predicate = nullptr;
+  if (!supports.is_none()) {
+    if (!PyCallable_Check(supports.ptr())) {
+      raise_status(KABI_STATUS_INVALID_ARGUMENT, manifest_path + ": supports must be callable");
+    }
+    predicate = new PythonPredicate{supports.inc_ref().ptr(), find_op(op)};
+  }
+  kabi_kernel kernel = nullptr;
+  // libkabi owns the predicate from here on, and frees it itself when the load fails.
+  check(kabi_binary_load(manifest_path.c_str(), predicate != nullptr ? &python_supports : nullptr, predicate,
+                         predicate != nullptr ? &release_python_predicate : nullptr, &kernel));
+  py::dict info = kernel_to_dict(kernel);
+  if (info["op"].cast<std::string>() != op) {
+    raise_status(KABI_STATUS_INVALID_ARGUMENT, manifest_path + ": declares op " + info["op"].cast<std::string>() +
+                                                   ", not " + op);
+  }
+  return info["name"].cast<std::string>();
+}
+
 }  // namespace
 
 kabi_op find_op(const std::string& name) {
@@ -341,6 +363,9 @@ void bind_registry(py::module_& m) {
         py::arg("layouts"),
         py::arg("alignment"), py::arg("batch_mode"), py::arg("supports"), py::arg("fingerprint"),
         "Register an EXTERNAL kernel (its code runs in Python); supports(problem_dict) -> True | reason str.");
+  m.def("binary_load", &load_binary, py::arg("manifest_path"), py::arg("op"), py::arg("supports") = py::none(),
+        "Register the device binary one manifest file describes, with an optional Python supports predicate "
+        "(supports(problem_dict) -> True | reason str); returns the kernel's name.");
   m.def(
       "kernel_unregister", [](const std::string& op, const std::string& name) {
         check(kabi_kernel_unregister(op.c_str(), name.c_str()));
