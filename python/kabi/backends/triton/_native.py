@@ -36,6 +36,9 @@ from ._names import binary_name, kernels_fingerprint
 # The layout variants a binary serves here; "strided" binaries run slower than the JIT kernel (docs/triton.md,
 # "Limits of device binaries"), so strided problems stay with the Python kernels.
 NATIVE_LAYOUTS = ("row_major", "column_major")
+# float32 kernels run without tensor cores (IEEE float32, docs/triton.md) and lose to cuBLAS, so they stay Python
+# kernels rather than add a third to the binaries compiled at a first dispatch.
+NATIVE_DTYPES = ("float16", "bfloat16")
 # The problem's layout class names each variant covers, for both inputs at once.
 COVERED_LAYOUTS = {"row_major": ("contiguous", "row_strided"), "column_major": ("col_strided",)}
 _PACKAGED_ROOT = Path(__file__).resolve().parents[2] / "binaries" / "triton"
@@ -58,7 +61,7 @@ class BinaryVariant:
 
 def binary_variants(arch: int, families: Iterable[str] | None = None, dtypes: Iterable[str] | None = None,
                     tags: Iterable[str] | None = None) -> list[BinaryVariant]:
-    """Every single-launch (family, config) a manifest can describe on ``arch``, per dtype and native layout; or
+    """Every single-launch (family, config) a manifest can describe on ``arch``, per native dtype and layout; or
     those of the named ``families``, ``dtypes`` and config ``tags``."""
     from ._families import DTYPE_NAMES, FAMILIES
 
@@ -71,7 +74,7 @@ def binary_variants(arch: int, families: Iterable[str] | None = None, dtypes: It
         family_dtypes = [DTYPE_NAMES[dtype] for dtype in family.dtypes]
         for config in (config for config in family.configs
                        if config.split_k == 1 and (tags is None or config.tag in tags)):
-            for dtype in (dtype for dtype in family_dtypes if dtypes is None or dtype in dtypes):
+            for dtype in (dtype for dtype in family_dtypes if dtype in (NATIVE_DTYPES if dtypes is None else dtypes)):
                 variants.extend(BinaryVariant(family.name, config, dtype, layout) for layout in NATIVE_LAYOUTS
                                 if layout in family.layout_variants)
     return variants

@@ -1,0 +1,107 @@
+"""Triton candidates on the native launch path, on a CUDA GPU: the first CUDA dispatch registers the Triton configs
+as device binaries for this GPU, a Triton pick is launched by the core (its kind is a device binary; the Python
+kernel declines the problem), the result matches the reference in eager calls and in a replayed CUDA graph, tuning
+measures the binaries, and a C++ program launches the same cached binaries."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+import _cmake  # noqa: E402
+import kabi  # noqa: E402
+from kabi import config  # noqa: E402
+from kabi.backends.triton import TILED_CONFIGS, _native  # noqa: E402
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not any(device.device_type == "cuda" for device in kabi.devices()),
+                       reason="needs a CUDA GPU that libkabi sees"),
+]
+
+
+def _gpu() -> kabi.DeviceInfo:
+    return kabi.device_info("cuda", 0)
+
+
+def _triton_binaries() -> list[kabi.KernelInfo]:
+    kabi.explain(kabi.ops.matmul, torch.empty(8, 8, device="cuda"), torch.empty(8, 8, device="cuda"))
+    return [kernel for kernel in kabi.kernels("matmul") if kernel.backend == "triton" and kernel.kind == "device_binary"]
+
+
+def _assert_close(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    reference = a.double() @ b.double()
+    error = ((out.double() - reference).norm() / reference.norm()).item()
+    assert out.dtype == a.dtype and error < 1e-2, error
+
+
+def test_the_first_cuda_dispatch_registers_the_triton_binaries() -> None:
+    binaries = _triton_binaries()
+    expected = {variant.name(_gpu().arch) for variant in _native.binary_variants(_gpu().arch)}
+    assert expected and expected <= {kernel.name for kernel in binaries}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("shape, transposed", [((512, 384, 256), False), ((777, 520, 1024), True),
+                                               ((48, 1000, 2048), False)])
+def test_a_triton_pick_is_launched_by_the_core(dtype, shape, transposed) -> None:
+    m, n, k = shape
+    a = torch.randn((k, m) if transposed else (m, k), dtype=dtype, device="cuda")
+    b = torch.randn((n, k) if transposed else (k, n), dtype=dtype, device="cuda")
+    a, b = (a.t(), b.t()) if transposed else (a, b)
+    with kabi.use(matmul="triton"):
+        explanation = kabi.explain(kabi.ops.matmul, a, b)
+        out = kabi.ops.matmul(a, b)
+    (pick,) = [candidate for candidate in explanation.candidates if candidate.kernel.name == explanation.pick]
+    if m > 64:  # decode shapes may go to the decode family, which has no binary
+        assert pick.kernel.kind == "device_binary", str(explanation)
+    assert any(candidate.eligible and candidate.kernel.kind == "device_binary" for candidate in explanation.candidates)
+    # Each Python kernel whose binary serves the problem says so rather than compete with it.
+    assert any("runs as its device binary" in candidate.reason for candidate in explanation.candidates)
+    _assert_close(out, a, b)
+
+
+def test_a_binary_pick_replays_in_a_cuda_graph() -> None:
+    a = torch.randn(1024, 512, dtype=torch.bfloat16, device="cuda")
+    b = torch.randn(512, 768, dtype=torch.bfloat16, device="cuda")
+    with kabi.use(matmul="triton"):
+        assert kabi.explain(kabi.ops.matmul, a, b).pick.endswith(f".bfloat16.sm{_gpu().arch}")
+        kabi.ops.matmul(a, b)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = kabi.ops.matmul(a, b)
+    a.copy_(torch.randn_like(a))
+    b.copy_(torch.randn_like(b))
+    graph.replay()
+    torch.cuda.synchronize()
+    _assert_close(out, a, b)
+
+
+def test_tuning_measures_the_binaries() -> None:
+    a = torch.randn(2048, 1024, dtype=torch.float16, device="cuda")
+    b = torch.randn(1024, 2048, dtype=torch.float16, device="cuda")
+    report = kabi.tune(kabi.ops.matmul, a, b)
+    timed = [measurement for measurement in report.measurements
+             if measurement.kernel.endswith(f".float16.sm{_gpu().arch}") and measurement.time_us < float("inf")]
+    assert timed, report
+
+
+def test_a_cpp_program_launches_the_cached_binaries(tmp_path_factory) -> None:
+    gpu = _gpu()
+    # This test's own cache directory: only two binaries are compiled into it.
+    variants = _native.binary_variants(gpu.arch, ["tiled"], ["bfloat16"], [TILED_CONFIGS[0].tag])
+    directory = _native.ensure_binaries(variants, gpu.arch, gpu.compute_units)
+    assert len(list(directory.glob("*.kabi-manifest"))) == 2
+    build_dir = tmp_path_factory.mktemp("cpp_app")
+    _cmake.build(_cmake.REPOSITORY / "examples" / "cpp_app", build_dir, {"kabi_DIR": str(config.cmake_dir())})
+    result = subprocess.run([str(build_dir / "kabi_matmul_app"), "--device", "cuda", "--dtype", "bfloat16",
+                             "--shape", "200x264x136", "--iterations", "20", "--binaries", str(directory),
+                             "--force", "triton", "--allow-unverified"], capture_output=True, text=True, timeout=300)
+    output = result.stdout
+    assert result.returncode == 0, output + result.stderr
+    assert "kind: device binary, backend triton" in output and output.rstrip().endswith("): ok"), output
