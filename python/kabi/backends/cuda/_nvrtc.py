@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..._base.errors import InvalidArgumentError, UnavailableError
-from ..triton._manifest import ptx_entry_params, write_atomically
 
 # Where cuda_fp16.h, cuda_bf16.h and friends live, searched in this order; NVRTC ships none of them.
 _CUDA_ROOT_VARIABLES = ("CUDA_HOME", "CUDA_PATH")
@@ -119,6 +118,8 @@ def _text(nvrtc, program, size_query, query, what: str) -> str:
 
 def _entry_param_types(ptx: str, lowered_entry: str) -> list[str]:
     """The PTX types of ``lowered_entry``'s parameters (a source may define several kernels)."""
+    from ..triton._manifest import ptx_entry_params
+
     start = ptx.find(f".entry {lowered_entry}(")
     if start < 0:
         raise InvalidArgumentError(f"entry: {lowered_entry!r} is not a kernel entry of the compiled PTX")
@@ -149,6 +150,8 @@ def compile_source(source: str, entry: str, arch_name: str, options: tuple[str, 
     if cubin_path.is_file() and entry_path.is_file():
         lowered, _, types = entry_path.read_text(encoding="utf-8").partition("\n")
         return CompiledImage(cubin_path.read_bytes(), lowered, tuple(types.split()), "", True)
+    from ..triton._manifest import write_atomically
+
     image = _compile(source, entry, arch_name, options)
     write_atomically(entry_path, f"{image.entry}\n{' '.join(image.param_types)}".encode())
     write_atomically(cubin_path, image.cubin)

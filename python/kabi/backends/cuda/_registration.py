@@ -23,23 +23,17 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ... import _core
 from ..._base.devices import devices
 from ..._base.errors import InvalidArgumentError
 from ..._plugins import loading
 from ...ops._kernel_registration import arch_bounds
-from ..triton._manifest import (
-    Manifest,
-    ManifestError,
-    ManifestParam,
-    check_against_ptx,
-    fnv1a64,
-    parse_param,
-    ptx_entry_params,
-    write_binary,
-)
 from ._nvrtc import compile_source, nvrtc_version
+
+if TYPE_CHECKING:
+    from ..triton._manifest import ManifestParam
 
 # Under kabi's cache directory (KABI_CACHE_DIR, else $XDG_CACHE_HOME/kabi, else ~/.cache/kabi).
 _IMAGES = Path("binaries", "nvrtc", "images")
@@ -76,6 +70,9 @@ def _axes(value, argument: str, kind: type, fill) -> tuple:
 
 
 def _params(params: Sequence[str | ManifestParam]) -> tuple[ManifestParam, ...]:
+    # The manifest writer lives with the Triton backend, whose package costs import time: read it on first use.
+    from ..triton._manifest import ManifestError, ManifestParam, parse_param
+
     if isinstance(params, str) or not params:
         raise InvalidArgumentError("params must be a non-empty list of the entry's parameters, each a "
                                    "ManifestParam or text such as 'tensor index=0' (docs/manifest.md)")
@@ -150,6 +147,8 @@ def register_source(op: str, *, source: str, entry: str, dtypes: str | Iterable[
 
 def _register_for_arch(arch: int, source: str, entry: str, name: str, options: tuple, arch_specific: bool,
                        launch: dict, declaration: dict) -> SourceKernel:
+    from ..triton._manifest import Manifest, check_against_ptx, fnv1a64, write_binary
+
     cache = Path(_core.cache_directory())
     arch_name = f"sm_{arch}{'a' if arch_specific else ''}"
     image = compile_source(source, entry, arch_name, options, cache_directory=cache / _IMAGES)
