@@ -4,8 +4,9 @@ a Triton pick costs what a device binary costs, from Python or C++.
 
 The binaries come from the first directory that holds them all, keyed by the kernels' fingerprint (Triton's
 version and the kernels' sources), the arch and the SM count the persistent grid bakes in:
-1. ``kabi/binaries/triton/<fingerprint>/sm<arch>_sms<N>`` inside the installed package, where a wheel built with
-   ``kabi binaries compile`` ships them (no compiling at all);
+1. ``kabi/binaries/triton/<fingerprint>/sm<arch>_sms<N>`` inside the installed package, where a wheel ships them
+   (``kabi binaries compile --native --arch 90 --out python/kabi/binaries/triton`` before building it: no compiling
+   at run time);
 2. ``<kabi cache directory>/binaries/triton/<fingerprint>/sm<arch>_sms<N>``, where the ones missing are compiled
    at the first CUDA dispatch of a process (in parallel, one process per core), each written atomically, so
    concurrent processes and a crash mid-write leave only whole files.
@@ -102,16 +103,15 @@ def _compile_one(variant: BinaryVariant, arch: int, multiprocessors: int, direct
     return ""
 
 
-def ensure_binaries(variants: list[BinaryVariant], arch: int, multiprocessors: int,
-                    workers: int | None = None) -> Path:
-    """The directory holding the binaries of the variants: the packaged one when complete, else the cache's, where
-    the missing ones are compiled first (``workers`` processes; default one per core, at most one per binary). A
-    variant that fails to compile is logged and left out."""
-    subdirectory = _directory_name(arch, multiprocessors)
-    names = [variant.name(arch) for variant in variants]
-    if _complete(_PACKAGED_ROOT / subdirectory, names):
-        return _PACKAGED_ROOT / subdirectory
-    directory = Path(_core.cache_directory()) / _CACHE_SUBDIRECTORY / subdirectory
+def compile_binaries(variants: list[BinaryVariant], arch: int, multiprocessors: int, root: str | Path,
+                     workers: int | None = None) -> Path:
+    """Compile the variants missing from ``root``'s directory for (kernels' fingerprint, arch, SM count), the
+    layout registration reads, and return that directory (``workers`` processes; default one per core, at most
+    one per binary). A variant that fails to compile is logged and left out.
+
+    ``kabi binaries compile --native --arch 90 --out <package>/kabi/binaries/triton`` calls it to ship them in a
+    wheel."""
+    directory = Path(root) / _directory_name(arch, multiprocessors)
     missing = [variant for variant in variants if not (directory / f"{variant.name(arch)}{MANIFEST_SUFFIX}").is_file()]
     if not missing:
         return directory
@@ -126,6 +126,17 @@ def ensure_binaries(variants: list[BinaryVariant], arch: int, multiprocessors: i
     for failure in filter(None, failures):
         _logger.warning("kabi: a Triton device binary could not be compiled; its Python kernel serves: %s", failure)
     return directory
+
+
+def ensure_binaries(variants: list[BinaryVariant], arch: int, multiprocessors: int,
+                    workers: int | None = None) -> Path:
+    """The directory holding the binaries of the variants: the packaged one when complete, else the cache's, where
+    the missing ones are compiled first."""
+    packaged = _PACKAGED_ROOT / _directory_name(arch, multiprocessors)
+    if _complete(packaged, [variant.name(arch) for variant in variants]):
+        return packaged
+    return compile_binaries(variants, arch, multiprocessors, Path(_core.cache_directory()) / _CACHE_SUBDIRECTORY,
+                            workers)
 
 
 def register_native_binaries(arch: int, multiprocessors: int, supports_for: Callable[[str, object], Callable],
