@@ -105,3 +105,30 @@ def test_a_cpp_program_launches_the_cached_binaries(tmp_path_factory) -> None:
     output = result.stdout
     assert result.returncode == 0, output + result.stderr
     assert "kind: device binary, backend triton" in output and output.rstrip().endswith("): ok"), output
+
+
+def test_a_binary_predicate_is_asked_once_per_problem(tmp_path) -> None:
+    from kabi.backends.triton import compile_to_binary
+    from kabi.ops._kernel_registration import register_binary
+
+    gpu = _gpu()
+    # The strided layout is not one the default registration compiles: this binary is registered here only.
+    manifest = compile_to_binary("tiled", TILED_CONFIGS[0], "float16", gpu.arch, tmp_path, layout="strided")
+    asked = []
+
+    def supports(problem) -> bool:
+        asked.append(problem.dims)
+        return True
+
+    name = register_binary(manifest, "matmul", supports)
+    try:
+        a = torch.randn(300, 200, dtype=torch.float16, device="cuda")
+        b = torch.randn(200, 100, dtype=torch.float16, device="cuda")
+        with kabi.use(matmul=name):
+            for _ in range(5):
+                out = kabi.ops.matmul(a, b)
+        _assert_close(out, a, b)
+        # Selection and every launch check the predicate; the launches find its remembered verdict.
+        assert asked == [{"M": 300, "K": 200, "N": 100}]
+    finally:
+        kabi.unregister_kernel("matmul", name)
