@@ -105,6 +105,7 @@ def test_params_that_do_not_match_the_entry_are_refused(binaries) -> None:
     ("batch", "some", "batch must be one of"),
     ("archs", "90", "archs must be"),
     ("source", "  ", "source must be"),
+    ("name", "../escape", "name must be letters"),
 ])
 def test_bad_arguments_are_named(binaries, argument: str, value, message: str) -> None:
     with pytest.raises(kabi.InvalidArgumentError, match=message):
@@ -120,6 +121,13 @@ def test_the_same_name_with_another_image_is_refused(binaries) -> None:
     _register(binaries)
     with pytest.raises(kabi.AlreadyExistsError, match="test.nvrtc.tiled.float32.sm90"):
         _register(binaries, options=("-lineinfo",))
+
+
+def test_the_default_name_keeps_the_entry_readable(binaries) -> None:
+    declaration = {**tiled_matmul_declaration("float16"), "target_archs": [90]}
+    (kernel,) = kabi.cuda.register_source("matmul", **declaration)
+    binaries.append(kernel.name)
+    assert kernel.name == "cuda.matmul.tiled_matmul___half_.sm90"
 
 
 def test_archs_the_kernel_excludes_are_not_compiled(binaries) -> None:

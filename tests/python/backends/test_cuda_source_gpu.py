@@ -1,19 +1,14 @@
 """kabi.cuda.register_source on a GPU: a plain tiled CUDA C++ matmul compiled with NVRTC for the device's arch runs
 through the core's device-binary launch, matches a float64 reference on odd and strided shapes, passes the
-correctness gate, takes part in tuning, can be forced with kabi.use, replays in a CUDA graph, and runs from a C++
-program that loads its directory."""
+correctness gate, takes part in tuning, can be forced with kabi.use and replays in a CUDA graph (a C++ program
+launching it: test_cpp_app_cuda.py)."""
 
 from __future__ import annotations
-
-import subprocess
-from pathlib import Path
 
 import pytest
 import torch
 
-import _cmake
 import kabi
-from kabi import config
 
 from _cuda_sources import tiled_matmul_declaration
 
@@ -84,17 +79,3 @@ def test_the_kernel_replays_in_a_cuda_graph(tiled) -> None:
     graph.replay()
     torch.cuda.synchronize()
     torch.testing.assert_close(c, _reference(a, b), rtol=6e-2, atol=1e-2)
-
-
-@pytest.mark.parametrize("tiled", [torch.float32], indirect=True)
-def test_a_cpp_program_launches_the_kernel_from_its_directory(tiled, tmp_path_factory) -> None:
-    build_dir = tmp_path_factory.mktemp("cpp_app")
-    _cmake.build(_cmake.REPOSITORY / "examples" / "cpp_app", build_dir, {"kabi_DIR": str(config.cmake_dir())})
-    app: Path = build_dir / "kabi_matmul_app"
-    result = subprocess.run([str(app), "--device", "cuda", "--dtype", "float32", "--shape", "77x45x33",
-                             "--iterations", "20", "--binaries", str(tiled.directory), "--force", tiled.name,
-                             "--allow-unverified"], capture_output=True, text=True, timeout=300)
-    output = result.stdout
-    assert result.returncode == 0, output + result.stderr
-    assert f"pick: {tiled.name}" in output and "kind: device binary, backend cuda" in output, output
-    assert output.rstrip().endswith("): ok"), output

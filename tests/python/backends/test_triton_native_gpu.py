@@ -1,20 +1,17 @@
 """Triton candidates on the native launch path, on a CUDA GPU: the first CUDA dispatch registers the Triton configs
 as device binaries for this GPU, a Triton pick is launched by the core (its kind is a device binary; the Python
 kernel declines the problem), the result matches the reference in eager calls and in a replayed CUDA graph, tuning
-measures the binaries, and a C++ program launches the same cached binaries."""
+measures the binaries, and a binary's Python predicate is asked once per problem (a C++ program launching the cached
+binaries: test_cpp_app_cuda.py)."""
 
 from __future__ import annotations
-
-import subprocess
 
 import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-import _cmake  # noqa: E402
 import kabi  # noqa: E402
-from kabi import config  # noqa: E402
 from kabi.backends.triton import TILED_CONFIGS, _native  # noqa: E402
 
 pytestmark = [
@@ -89,22 +86,6 @@ def test_tuning_measures_the_binaries() -> None:
     timed = [measurement for measurement in report.measurements
              if measurement.kernel.endswith(f".float16.sm{_gpu().arch}") and measurement.time_us < float("inf")]
     assert timed, report
-
-
-def test_a_cpp_program_launches_the_cached_binaries(tmp_path_factory) -> None:
-    gpu = _gpu()
-    # This test's own cache directory: only two binaries are compiled into it.
-    variants = _native.binary_variants(gpu.arch, ["tiled"], ["bfloat16"], [TILED_CONFIGS[0].tag])
-    directory = _native.ensure_binaries(variants, gpu.arch, gpu.compute_units)
-    assert len(list(directory.glob("*.kabi-manifest"))) == 2
-    build_dir = tmp_path_factory.mktemp("cpp_app")
-    _cmake.build(_cmake.REPOSITORY / "examples" / "cpp_app", build_dir, {"kabi_DIR": str(config.cmake_dir())})
-    result = subprocess.run([str(build_dir / "kabi_matmul_app"), "--device", "cuda", "--dtype", "bfloat16",
-                             "--shape", "200x264x136", "--iterations", "20", "--binaries", str(directory),
-                             "--force", "triton", "--allow-unverified"], capture_output=True, text=True, timeout=300)
-    output = result.stdout
-    assert result.returncode == 0, output + result.stderr
-    assert "kind: device binary, backend triton" in output and output.rstrip().endswith("): ok"), output
 
 
 def test_a_binary_predicate_is_asked_once_per_problem(tmp_path) -> None:

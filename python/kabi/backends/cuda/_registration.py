@@ -20,6 +20,7 @@ Example (a matmul kernel taking c = a @ b for row-major float32 a[M, K], b[K, N]
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,7 +134,10 @@ def register_source(op: str, *, source: str, entry: str, dtypes: str | Iterable[
     if not isinstance(entry, str) or not entry.strip():
         raise InvalidArgumentError("entry must name the __global__ function to launch (or a template instance)")
     _core.op_schema(op)
-    name = name or f"cuda.{op}.{entry}"
+    # A default name keeps the entry's letters and digits: "tiled<__half>" names the kernel "cuda.matmul.tiled___half_".
+    name = name if name is not None else f"cuda.{op}.{re.sub(r'[^A-Za-z0-9_.]', '_', entry)}"
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.\-]+", name):
+        raise InvalidArgumentError(f"name must be letters, digits, '_', '.' or '-' (it names files), got {name!r}")
     if batch not in _BATCH_MODES:
         raise InvalidArgumentError(f"batch must be one of {', '.join(_BATCH_MODES)}, got {batch!r}")
     launch = dict(params=_params(params), grid=_axes(grid, "grid", str, "1"), block=_axes(block, "block", int, 1))
