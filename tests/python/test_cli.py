@@ -146,18 +146,20 @@ def test_binaries_compile_native_writes_where_registration_looks(capsys, tmp_pat
     from kabi.backends.triton import Manifest, ManifestParam, _native
     from kabi.backends.triton._manifest import fnv1a64, write_binary
 
-    def compile_one(variant, arch, multiprocessors, directory):
-        name, image = variant.name(arch), b"\x7fELF" + bytes(60)
-        write_binary(Manifest(op="matmul", name=name, backend="triton", device="cuda", priority=0,
-                              dtypes=(variant.dtype,), layouts=("contiguous",), alignment=16, batch_mode="none",
-                              image=f"{name}.cubin", image_format="cubin", image_fnv1a64=fnv1a64(image), arch=arch,
-                              entry="kernel", grid=("1", "1", "1"), block=(128, 1, 1), shared_memory_bytes=0,
-                              cluster_size=1, params=(ManifestParam.tensor(0),)), image, directory)
-        return ""
+    def compile_request(variants, arch, multiprocessors, directory):
+        for variant in variants:
+            name, image = variant.name(arch), b"\x7fELF" + bytes(60)
+            write_binary(Manifest(op="matmul", name=name, backend="triton", device="cuda", priority=0,
+                                  dtypes=(variant.dtype,), layouts=("contiguous",), alignment=16, batch_mode="none",
+                                  image=f"{name}.cubin", image_format="cubin", image_fnv1a64=fnv1a64(image),
+                                  arch=arch, entry="kernel", grid=("1", "1", "1"), block=(128, 1, 1),
+                                  shared_memory_bytes=0, cluster_size=1, params=(ManifestParam.tensor(0),)),
+                         image, directory)
+        return []
 
     # One in-process worker, and a stand-in for Triton's compiler: what is checked is where the files go.
     monkeypatch.setattr(_native.os, "cpu_count", lambda: 1)
-    monkeypatch.setattr(_native, "_compile_one", compile_one)
+    monkeypatch.setattr(_native, "_compile_request", compile_request)
     status, output = run_cli(capsys, "binaries", "compile", "--native", "--arch", "90", "--multiprocessors", "114",
                              "--out", str(tmp_path), "--families", "persistent_tma")
     assert status == 0, output

@@ -63,7 +63,7 @@ def test_binaries_compile_once_and_register_with_their_supports_predicate(unregi
     def no_compiling(*arguments):
         raise AssertionError("the cached binaries were compiled again")
 
-    monkeypatch.setattr(_native, "_compile_one", no_compiling)
+    monkeypatch.setattr(_native, "_compile_request", no_compiling)
     again = _native.register_native_binaries(90, 132, _supports_for, families=["tiled"], dtypes=["float16"],
                                              tags=[TAG], workers=1)
     assert again == registered
@@ -75,17 +75,30 @@ def test_a_complete_packaged_directory_is_used_without_compiling(tmp_path, monke
     packaged_root = tmp_path / "packaged"
     shutil.copytree(cache_directory, packaged_root / cache_directory.relative_to(cache_directory.parents[1]))
     monkeypatch.setattr(_native, "_PACKAGED_ROOT", packaged_root)
-    monkeypatch.setattr(_native, "_compile_one", lambda *arguments: "must not compile")
+    def no_compiling(*arguments):
+        raise AssertionError("the packaged binaries were compiled again")
+
+    monkeypatch.setattr(_native, "_compile_request", no_compiling)
     assert packaged_root in _native.ensure_binaries(variants, 90, 132, workers=1).parents
 
 
 def test_a_variant_that_fails_to_compile_is_logged_and_left_to_python(monkeypatch, caplog) -> None:
-    monkeypatch.setattr(_native, "_compile_one", lambda variant, *rest: f"{variant.name(90)}: RuntimeError: boom")
+    monkeypatch.setattr(_native, "_compile_request",
+                        lambda variants, *rest: [f"{variant.name(90)}: RuntimeError: boom" for variant in variants])
     with caplog.at_level(logging.WARNING, logger="kabi"):
         registered = _native.register_native_binaries(90, 132, _supports_for, families=["tiled"], dtypes=["float16"],
                                                       tags=[TAG], workers=1)
     assert registered == {}
     assert "boom" in caplog.text and ROW_MAJOR in caplog.text
+
+
+def test_worker_processes_compile_in_parallel_and_report_each_failure(tmp_path) -> None:
+    (variant,) = _native.binary_variants(80, ["tiled"], ["float16"], [TAG])[:1]
+    unknown = _native.BinaryVariant("tiled", SimpleNamespace(tag="bm16_no_such_config"), "float16", "row_major")
+    failures = _native._compile_in_processes([variant, unknown], 80, 132, tmp_path, workers=2)
+    assert len(failures) == 1 and failures[0].startswith(unknown.name(80) + ": ValueError"), failures
+    assert (tmp_path / f"{variant.name(80)}.kabi-manifest").is_file()
+    assert (tmp_path / f"{variant.name(80)}.cubin").read_bytes()[:4] == b"\x7fELF"
 
 
 def _cuda_problem(layouts, dtype="float16"):

@@ -21,11 +21,12 @@ Example::
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
-import multiprocessing
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,17 +91,36 @@ def _complete(directory: Path, names: list[str]) -> bool:
     return all((directory / f"{name}{MANIFEST_SUFFIX}").is_file() for name in names)
 
 
-def _compile_one(variant: BinaryVariant, arch: int, multiprocessors: int, directory: str) -> str:
-    """Compile one variant into ``directory``; "" on success, else why it failed (its problems stay with the
-    Python kernel)."""
-    from ._compile import compile_to_binary
+def _compile_request(variants: list[BinaryVariant], arch: int, multiprocessors: int, directory: Path) -> list[str]:
+    """Compile the variants in this process; return why each failure failed."""
+    from ._compile_worker import compile_request
 
-    try:
-        compile_to_binary(variant.family, variant.config, variant.dtype, arch, directory, layout=variant.layout,
-                          multiprocessors=multiprocessors)
-    except Exception as error:  # noqa: BLE001 - one config Triton cannot build must not cost the others
-        return f"{variant.name(arch)}: {type(error).__name__}: {error}"
-    return ""
+    return compile_request({"arch": arch, "multiprocessors": multiprocessors, "directory": str(directory),
+                            "variants": [[variant.family, variant.config.tag, variant.dtype, variant.layout]
+                                         for variant in variants]})
+
+
+def _compile_in_processes(variants: list[BinaryVariant], arch: int, multiprocessors: int, directory: Path,
+                          workers: int) -> list[str]:
+    """Compile the variants in ``workers`` worker processes (``_compile_worker``); return why each failure failed."""
+    chunks = [variants[start::workers] for start in range(workers)]
+    processes = []
+    for chunk in chunks:
+        request = {"arch": arch, "multiprocessors": multiprocessors, "directory": str(directory),
+                   "variants": [[variant.family, variant.config.tag, variant.dtype, variant.layout]
+                                for variant in chunk]}
+        processes.append(subprocess.Popen([sys.executable, "-m", "kabi.backends.triton._compile_worker",
+                                           json.dumps(request)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                          text=True))
+    failures = []
+    for chunk, process in zip(chunks, processes):
+        output, errors = process.communicate()
+        if process.returncode != 0:
+            tail = errors.strip().splitlines()[-1:] or [f"exit status {process.returncode}"]
+            failures += [f"{variant.name(arch)}: the compiling process failed: {tail[0]}" for variant in chunk]
+        else:
+            failures += output.splitlines()
+    return failures
 
 
 def compile_binaries(variants: list[BinaryVariant], arch: int, multiprocessors: int, root: str | Path,
@@ -116,14 +136,11 @@ def compile_binaries(variants: list[BinaryVariant], arch: int, multiprocessors: 
     if not missing:
         return directory
     workers = max(1, min(workers or os.cpu_count() or 1, len(missing)))
-    arguments = ([arch] * len(missing), [multiprocessors] * len(missing), [str(directory)] * len(missing))
     if workers == 1:
-        failures = list(map(_compile_one, missing, *arguments))
+        failures = _compile_request(missing, arch, multiprocessors, directory)
     else:
-        # Spawned, not forked: this process may hold a CUDA context, which a forked child must not inherit.
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            failures = list(pool.map(_compile_one, missing, *arguments))
-    for failure in filter(None, failures):
+        failures = _compile_in_processes(missing, arch, multiprocessors, directory, workers)
+    for failure in failures:
         _logger.warning("kabi: a Triton device binary could not be compiled; its Python kernel serves: %s", failure)
     return directory
 
