@@ -317,9 +317,11 @@ std::string load_binary(const std::string& manifest_path, const std::string& op,
   check(kabi_binary_load(manifest_path.c_str(), predicate != nullptr ? &python_supports : nullptr, predicate,
                          predicate != nullptr ? &release_python_predicate : nullptr, &kernel));
   py::dict info = kernel_to_dict(kernel);
-  if (info["op"].cast<std::string>() != op) {
-    raise_status(KABI_STATUS_INVALID_ARGUMENT, manifest_path + ": declares op " + info["op"].cast<std::string>() +
-                                                   ", not " + op);
+  const std::string declared_op = info["op"].cast<std::string>();
+  if (declared_op != op) {
+    // The predicate was bound to the wrong op's attributes: the kernel must not stay.
+    kabi_kernel_unregister(declared_op.c_str(), info["name"].cast<std::string>().c_str());
+    raise_status(KABI_STATUS_INVALID_ARGUMENT, manifest_path + ": declares op " + declared_op + ", not " + op);
   }
   return info["name"].cast<std::string>();
 }
