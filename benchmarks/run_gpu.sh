@@ -2,8 +2,8 @@
 # One call on the GPU machine does it all: install what its image lacks, build kabi, run the GPU tests and the
 # benchmarks, leave results under benchmarks/results/ (and $OUT when set), print a short table.
 # Usage: bash benchmarks/fetch_gpu_wheels.sh here, then (device tool) bash benchmarks/run_gpu.sh [STEP ...] with
-# carry [".whl"]. Steps: tests repro overhead bench:llm-decode triton decode cpp (default: all, in that order),
-# and distributed (2 GPUs). Each
+# carry [".whl"]. Steps: tests repro overhead bench:llm-decode triton decode cpp (default: all, in that order), and
+# native (the GPU tests of the Triton binaries and kabi.cuda alone), distributed (2 GPUs). Each
 # step has its own time limit so that one hanging step still leaves the others' results and the table.
 # bench:[OP/]SUITE[:DTYPE] runs `kabi bench OP --suite SUITE [--dtype DTYPE]` (OP: matmul when not given) for 240 s
 # at most (then interrupts it, which still plots what was measured, and the step shows FAILED), writing
@@ -62,6 +62,9 @@ for step in "${steps[@]}"; do
     # come back as one archive.
     cpp) run_step "cpp app on cuda" timeout 180 bash examples/cpp_app/run_gpu_example.sh /tmp/kabi-cpp-app
          tar -czf "$out/cpp_app-logs.tar.gz" -C /tmp/kabi-cpp-app --exclude=binaries --exclude=build . 2>/dev/null || true ;;
+    native) run_step "triton binaries and kabi.cuda" timeout 420 python3 -m pytest -q -m gpu \
+              tests/python/backends/test_triton_native_gpu.py tests/python/backends/test_cuda_source_gpu.py \
+              tests/python/backends/test_triton_gpu.py tests/python/test_cpp_app_cuda.py --junitxml="$out/gpu-native.xml" ;;
     *) echo "unknown step $step"; status+=("$step|UNKNOWN|0s") ;;
   esac
 done

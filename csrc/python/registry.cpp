@@ -3,8 +3,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "bindings.hpp"
@@ -188,12 +191,42 @@ void write_reason(char* buffer, std::size_t size, const std::string& text) {
   buffer[length] = '\0';
 }
 
-// What an EXTERNAL kernel with a Python supports predicate hands libkabi as user_data: the predicate (a strong
-// reference) and its op, which decodes the problem's attributes.
+// What a kernel with a Python supports predicate (an EXTERNAL kernel, or a device binary loaded by binary_load) hands
+// libkabi as user_data: the predicate (a strong reference) and its op, which decodes the problem's attributes.
 struct PythonPredicate {
   PyObject* predicate;
   kabi_op op;
+  // A device binary's predicate also runs at every kabi_launch, where a Python call would cost more than the launch:
+  // its verdict per distinct problem (the predicate sees nothing else) is remembered, and asked for once.
+  bool remember_verdicts = false;
+  std::mutex mutex;
+  std::unordered_map<std::string, std::pair<int32_t, std::string>> verdicts;
 };
+
+// Everything of a problem a Python predicate can see (problem_to_dict's inputs), as bytes: the memo's key.
+std::string problem_bytes(const kabi_problem& problem) {
+  std::string bytes;
+  const auto append = [&bytes](const void* data, std::size_t size) {
+    bytes.append(static_cast<const char*>(data), size);
+  };
+  append(&problem.device_type, sizeof problem.device_type);
+  append(&problem.device_index, sizeof problem.device_index);
+  append(&problem.dtype, sizeof problem.dtype);
+  append(problem.type_bindings, sizeof(uint32_t) * static_cast<std::size_t>(problem.num_type_variables));
+  append(problem.dims, sizeof(int64_t) * static_cast<std::size_t>(problem.num_dims));
+  append(problem.batch_shape, sizeof(int64_t) * static_cast<std::size_t>(problem.batch_rank));
+  append(&problem.batch_size, sizeof problem.batch_size);
+  append(problem.input_layouts, sizeof(uint32_t) * static_cast<std::size_t>(problem.num_inputs));
+  append(&problem.inputs_present, sizeof problem.inputs_present);
+  append(&problem.batch_mode, sizeof problem.batch_mode);
+  for (int32_t i = 0; i < problem.num_attributes; ++i) {
+    append(&problem.attributes[i].integer, sizeof(int64_t));
+    append(&problem.attributes[i].real, sizeof(double));
+  }
+  return bytes;
+}
+
+constexpr std::size_t kMaxRememberedVerdicts = 4096;
 
 // The supports trampoline: libkabi may call it from any thread, with or without the GIL held. The predicate
 // (a Python callable taking the problem as a dict) returns True, or a str saying why the kernel declines.
@@ -203,24 +236,44 @@ int32_t python_supports(void* user_data, const kabi_problem* problem, const kabi
     write_reason(reason, reason_size, "its Python predicate cannot run: the interpreter has shut down");
     return 0;
   }
-  py::gil_scoped_acquire gil;
-  try {
-    const auto& bound = *static_cast<const PythonPredicate*>(user_data);
-    auto predicate = py::reinterpret_borrow<py::object>(bound.predicate);
-    py::object verdict = predicate(problem_to_dict(bound.op, *problem));
-    if (py::isinstance<py::str>(verdict)) {
-      write_reason(reason, reason_size, verdict.cast<std::string>());
-      return 0;
+  auto& bound = *static_cast<PythonPredicate*>(user_data);
+  std::string key;
+  if (bound.remember_verdicts) {
+    key = problem_bytes(*problem);
+    const std::lock_guard<std::mutex> lock(bound.mutex);
+    const auto found = bound.verdicts.find(key);
+    if (found != bound.verdicts.end()) {
+      write_reason(reason, reason_size, found->second.second);
+      return found->second.first;
     }
-    if (verdict.is_none() || !py::bool_(verdict)) {
-      write_reason(reason, reason_size, "declined by its supports predicate");
-      return 0;
-    }
-    return 1;
-  } catch (py::error_already_set& error) {
-    write_reason(reason, reason_size, std::string("its supports predicate raised ") + error.what());
-    return 0;
   }
+  int32_t accepted = 0;
+  std::string why;
+  {
+    py::gil_scoped_acquire gil;
+    try {
+      auto predicate = py::reinterpret_borrow<py::object>(bound.predicate);
+      py::object verdict = predicate(problem_to_dict(bound.op, *problem));
+      if (py::isinstance<py::str>(verdict)) {
+        why = verdict.cast<std::string>();
+      } else if (verdict.is_none() || !py::bool_(verdict)) {
+        why = "declined by its supports predicate";
+      } else {
+        accepted = 1;
+      }
+    } catch (py::error_already_set& error) {
+      // Not remembered: the next call asks again.
+      write_reason(reason, reason_size, std::string("its supports predicate raised ") + error.what());
+      return 0;
+    }
+  }
+  if (bound.remember_verdicts) {
+    const std::lock_guard<std::mutex> lock(bound.mutex);
+    if (bound.verdicts.size() >= kMaxRememberedVerdicts) bound.verdicts.clear();
+    bound.verdicts.emplace(std::move(key), std::make_pair(accepted, why));
+  }
+  write_reason(reason, reason_size, why);
+  return accepted;
 }
 
 void release_python_predicate(void* user_data) {
@@ -273,6 +326,31 @@ void register_external_kernel(const std::string& op, const std::string& name, co
     if (desc.user_data != nullptr) release_python_predicate(desc.user_data);
     raise_status(status);
   }
+}
+
+// A device binary from its manifest file, with a Python supports predicate (None: the declared filters only). The
+// op names the manifest's op: the predicate decodes the problem's attributes with it.
+std::string load_binary(const std::string& manifest_path, const std::string& op, const py::object& supports) {
+  PythonPredicate* predicate = nullptr;
+  if (!supports.is_none()) {
+    if (!PyCallable_Check(supports.ptr())) {
+      raise_status(KABI_STATUS_INVALID_ARGUMENT, manifest_path + ": supports must be callable");
+    }
+    predicate = new PythonPredicate{supports.inc_ref().ptr(), find_op(op)};
+    predicate->remember_verdicts = true;
+  }
+  kabi_kernel kernel = nullptr;
+  // libkabi owns the predicate from here on, and frees it itself when the load fails.
+  check(kabi_binary_load(manifest_path.c_str(), predicate != nullptr ? &python_supports : nullptr, predicate,
+                         predicate != nullptr ? &release_python_predicate : nullptr, &kernel));
+  py::dict info = kernel_to_dict(kernel);
+  const std::string declared_op = info["op"].cast<std::string>();
+  if (declared_op != op) {
+    // The predicate was bound to the wrong op's attributes: the kernel must not stay.
+    kabi_kernel_unregister(declared_op.c_str(), info["name"].cast<std::string>().c_str());
+    raise_status(KABI_STATUS_INVALID_ARGUMENT, manifest_path + ": declares op " + declared_op + ", not " + op);
+  }
+  return info["name"].cast<std::string>();
 }
 
 }  // namespace
@@ -369,6 +447,9 @@ void bind_registry(py::module_& m) {
         py::arg("layouts"),
         py::arg("alignment"), py::arg("batch_mode"), py::arg("supports"), py::arg("fingerprint"),
         "Register an EXTERNAL kernel (its code runs in Python); supports(problem_dict) -> True | reason str.");
+  m.def("binary_load", &load_binary, py::arg("manifest_path"), py::arg("op"), py::arg("supports") = py::none(),
+        "Register the device binary one manifest file describes, with an optional Python supports predicate "
+        "(supports(problem_dict) -> True | reason str); returns the kernel's name.");
   m.def(
       "kernel_unregister", [](const std::string& op, const std::string& name) {
         check(kabi_kernel_unregister(op.c_str(), name.c_str()));

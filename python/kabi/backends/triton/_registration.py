@@ -1,5 +1,6 @@
 """Registering the Triton kernels into kabi: one Python kernel per (family, config) for matmul, and one per config
-of the fused linear kernel.
+of the fused linear kernel; on a GPU also the device binaries of the matmul configs (``_native``), which serve the
+problems they cover in place of their Python kernels, launched by the core.
 
 kabi's bootstrap hands ``register_triton_kernels`` to plugin discovery, which calls it the first time the registry is
 read for CUDA where a CUDA device exists (``kabi._plugins.discovery.complete_registry``), so ``import kabi`` never
@@ -20,12 +21,13 @@ tests can drive them through ``kabi.ops.matmul``::
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib.util
+import logging
+import os
 import threading
-from pathlib import Path
 
 from ..._base.tensors import DEVICE_TYPES
+from ._names import kernel_name, kernels_fingerprint, linear_kernel_name
 
 _ELEMENT_SIZES = {"float16": 2, "bfloat16": 2, "float32": 4}
 # The interpreter's tl.dot on bfloat16 multiplies raw bit patterns, so on the CPU only float16/float32 register.
@@ -45,42 +47,31 @@ _LINEAR_DTYPES = ("float16", "bfloat16", "float32")
 # Above torch-native (0), the configs in LINEAR_CONFIGS' order: where nothing is tuned, the first config that fits
 # the problem is the heuristic pick.
 _LINEAR_PRIORITY = 10
-_KERNEL_SOURCES = ("_jit_kernels.py", "_decode_jit_kernels.py", "_linear_kernels.py")
 
+_logger = logging.getLogger("kabi")
 _registered_devices: set[str] = set()
 _lock = threading.Lock()
 
 
-def kernel_name(family_name: str, config_tag: str, device: str = "cuda") -> str:
-    """The kabi name of one (family, config), e.g. ``triton.matmul.tiled.bm128_bn128_bk64_w8_s3_g8``."""
-    name = f"triton.matmul.{family_name}.{config_tag}"
-    return name if device == "cuda" else f"{name}.{device}"
+def _covering_layout(a_layout: str, b_layout: str) -> str | None:
+    """The native layout variant that serves inputs of these layout classes, if one does."""
+    from ._native import COVERED_LAYOUTS
 
-
-def linear_kernel_name(config_tag: str, device: str = "cuda") -> str:
-    """The kabi name of one config of the fused linear kernel, e.g. ``triton.linear.bm16_bn64_bk128_w4_s4_g8``."""
-    name = f"triton.linear.{config_tag}"
-    return name if device == "cuda" else f"{name}.{device}"
-
-
-@functools.lru_cache(maxsize=1)
-def kernels_fingerprint() -> str:
-    """Triton's version and a hash of the kernels' sources: a change to either invalidates tuned decisions."""
-    import triton
-
-    digest = hashlib.sha256()
-    for source in _KERNEL_SOURCES:
-        digest.update(Path(__file__).with_name(source).read_bytes())
-    return f"triton-{triton.__version__}:{digest.hexdigest()[:16]}"
+    for variant, classes in COVERED_LAYOUTS.items():
+        if a_layout in classes and b_layout in classes:
+            return variant
+    return None
 
 
 class _Supports:
     """The supports predicate of one (family, config): kabi passes a ``kabi.Problem`` (dims, dtype, layout names,
     device); returns True or the reason it declines."""
 
-    def __init__(self, family, config) -> None:
+    def __init__(self, family, config, binaries: dict | None = None) -> None:
         self._family = family
         self._config = config
+        # {(arch, dtype, layout variant): device binary name}: the problems this Python kernel leaves to its binary.
+        self._binaries = binaries or {}
 
     def __call__(self, problem) -> bool | str:
         import torch
@@ -92,6 +83,10 @@ class _Supports:
         if problem.device_type == DEVICE_TYPES["cuda"]:
             arch, _ = device_facts(torch.device("cuda", problem.device_index))
         a_layout, b_layout = problem.layouts[:2]
+        if self._binaries:
+            binary = self._binaries.get((arch, problem.dtype, _covering_layout(a_layout, b_layout)))
+            if binary:
+                return f"runs as its device binary {binary}"
         matmul_problem = MatmulProblem(
             m=dims["M"], n=dims["N"], k=dims["K"], element_size=_ELEMENT_SIZES[problem.dtype], arch=arch,
             a_column_major=a_layout == "col_strided", b_column_major=b_layout == "col_strided")
@@ -152,6 +147,7 @@ def _register(device: str) -> list[str]:
     if device == "cuda" and interpreted:
         raise ValueError("the Triton kernels were built for the interpreter (TRITON_INTERPRET=1); they cannot "
                          "be registered for CUDA in this process")
+    binaries = _register_binaries() if device == "cuda" else {}
     names = []
     for family in FAMILIES.values():
         dtypes = tuple(DTYPE_NAMES[dtype] for dtype in family.dtypes)
@@ -165,10 +161,39 @@ def _register(device: str) -> list[str]:
             register_kernel(
                 "matmul", functools.partial(family.launch, config), name=name, backend="triton", device=device,
                 archs=archs, dtypes=dtypes, layouts=_PYTHON_LAYOUTS[family.name], batch="none",
-                alignment=family.alignment, priority=family.priority - rank, supports=_Supports(family, config),
+                alignment=family.alignment, priority=family.priority - rank,
+                supports=_Supports(family, config, binaries.get((family.name, config.tag))),
                 fingerprint=f"{kernels_fingerprint()}:{family.name}:{config.tag}")
             names.append(name)
-    return names + _register_linear(device)
+    binary_names = [name for twins in binaries.values() for name in twins.values()]
+    return names + binary_names + _register_linear(device)
+
+
+def _register_binaries() -> dict[tuple[str, str], dict[tuple[int, str, str], str]]:
+    """Register the device binaries of every (family, config) for the arch of each CUDA device libkabi sees
+    (compiled at first use, cached on disk: see _native); return, per (family, config tag), the binary serving
+    each (arch, dtype, layout variant). Empty, leaving every problem to the Python kernels, with
+    KABI_TRITON_BINARIES=0 or where the core sees no CUDA device; an arch whose binaries cannot be built is
+    logged and left to them too."""
+    from ..._base.devices import devices
+    from ._families import FAMILIES
+    from ._native import register_native_binaries
+
+    if os.environ.get("KABI_TRITON_BINARIES", "1") == "0":
+        return {}
+    binaries: dict[tuple[str, str], dict[tuple[int, str, str], str]] = {}
+    gpus = {(device.arch, device.compute_units) for device in devices() if device.device_type == "cuda"}
+    for arch, multiprocessors in sorted(gpus):
+        try:
+            registered = register_native_binaries(
+                arch, multiprocessors, lambda family, config: _Supports(FAMILIES[family], config))
+        except Exception as error:  # noqa: BLE001 - the Python kernels still serve every problem
+            _logger.warning("kabi: Triton device binaries for sm_%d are unavailable, the Python kernels serve: "
+                            "%s: %s", arch, type(error).__name__, error)
+            continue
+        for (family, tag, dtype, layout), name in registered.items():
+            binaries.setdefault((family, tag), {})[(arch, dtype, layout)] = name
+    return binaries
 
 
 def _register_linear(device: str) -> list[str]:
