@@ -1101,7 +1101,7 @@ KABI_EXPORT kabi_status kabi_binaries_load(const char* directory, int32_t* out_r
  *  optional supports predicate (NULL: the declared filters only), the way a kernel declared in code has one:
  *  user_data is passed to supports and freed with user_data_free (may be NULL) once the kernel is unregistered. A
  *  kernel already registered under the same op, name and fingerprint is kept (*out_kernel is that one, and
- *  user_data is freed at once); on an error user_data is freed too. *out_kernel may be NULL. */
+ *  user_data is freed at once); on an error user_data is freed too. *out_kernel may be NULL. Since ABI 2.1. */
 KABI_EXPORT kabi_status kabi_binary_load(const char* manifest_path, kabi_supports_fn supports, void* user_data,
                                          void (*user_data_free)(void* user_data), kabi_kernel* out_kernel);
 
