@@ -231,13 +231,13 @@ def test_optional_inputs_and_attributes_key_linear_decisions():
 
 def test_calls_the_c_path_cannot_bind_get_pythons_errors():
     x, w, bias = torch.randn(5, 3), torch.randn(4, 3), torch.randn(4)
-    with pytest.raises(TypeError, match="missing a required argument: 'w'"):
+    with pytest.raises(TypeError, match=r"linear takes 2 to 3 inputs \(x, w, bias=None\), got 1"):
         kabi.ops.linear(x)
     with pytest.raises(TypeError, match="unexpected keyword argument 'scale'"):
         kabi.ops.linear(x, w, scale=2.0)
     with pytest.raises(TypeError, match="multiple values for argument 'bias'"):
         kabi.ops.linear(x, w, bias, bias=bias)
-    with pytest.raises(TypeError, match="too many positional arguments"):
+    with pytest.raises(TypeError, match=r"linear takes 2 to 3 inputs \(x, w, bias=None\), got 4"):
         kabi.ops.linear(x, w, bias, "relu")
     with pytest.raises(kabi.InvalidArgumentError, match="activation must be one of none, relu"):
         kabi.ops.linear(x, w, activation="tanh")

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 import kabi
+from kabi._base.registry_fields import RegistryError
 from kabi._base.declarations import (
     DTYPE_NAMES,
-    RegistryError,
     Tolerance,
     kernel_specs,
     load_kernel_file,

@@ -929,6 +929,12 @@ KABI_EXPORT kabi_status kabi_cache_set_directory(const char* directory);
 /** The cache directory in use (NUL-terminated, at most buffer_size bytes). */
 KABI_EXPORT kabi_status kabi_cache_directory(char* buffer, size_t buffer_size);
 
+/** The default cache directory, whatever kabi_cache_set_directory chose: KABI_CACHE_DIR, else
+ *  $XDG_CACHE_HOME/kabi, else $HOME/.cache/kabi, read from the environment now. Compiled kernel images live under it
+ *  (they stay valid whichever tuning cache is in use). KABI_STATUS_NOT_FOUND when none of those is set. Since ABI
+ *  2.1. */
+KABI_EXPORT kabi_status kabi_cache_default_directory(char* buffer, size_t buffer_size);
+
 /** Re-read the cache file(s): picks up what other processes wrote. */
 KABI_EXPORT kabi_status kabi_cache_reload(void);
 

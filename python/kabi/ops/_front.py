@@ -253,7 +253,15 @@ class OpFront:
     def bind(self, arguments: tuple, keywords: dict[str, Any]) -> tuple[tuple, tuple, Any]:
         """``(inputs, attributes, out)`` of a call written as the op function takes it (``kabi.explain``,
         ``kabi.tune``): inputs in schema order (None for an absent optional one), attribute values in schema order
-        with the defaults filled in. Python's own ``TypeError`` names a missing or unexpected argument."""
+        with the defaults filled in. A wrong number of inputs is named with the inputs the op takes; Python's own
+        ``TypeError`` names any other missing or unexpected argument."""
+        required = [pattern.name for pattern in self.schema.inputs if not pattern.optional]
+        if len(arguments) < len(required) and not any(name in keywords for name in required) or \
+                len(arguments) > len(self.input_names):
+            optional = [f"{pattern.name}=None" for pattern in self.schema.inputs if pattern.optional]
+            counted = (f"{len(required)}" if not optional else f"{len(required)} to {len(self.input_names)}")
+            raise ArgumentTypeError(f"{self.name} takes {counted} inputs ({', '.join(required + optional)}), got "
+                                    f"{len(arguments)}")
         try:
             bound = self.signature.bind(*arguments, **keywords)
         except TypeError as error:

@@ -36,7 +36,8 @@ from ._nvrtc import compile_source, nvrtc_version
 if TYPE_CHECKING:
     from ..triton._manifest import ManifestParam
 
-# Under kabi's cache directory (KABI_CACHE_DIR, else $XDG_CACHE_HOME/kabi, else ~/.cache/kabi).
+# Under kabi's default cache directory (KABI_CACHE_DIR, else $XDG_CACHE_HOME/kabi, else ~/.cache/kabi), which
+# kabi.cache.set_directory does not move: compiled images stay valid whatever tuning cache is in use.
 _IMAGES = Path("binaries", "nvrtc", "images")
 _KERNELS = Path("binaries", "nvrtc", "kernels")
 _BATCH_MODES = ("none", "uniform", "any")
@@ -153,7 +154,7 @@ def _register_for_arch(arch: int, source: str, entry: str, name: str, options: t
                        launch: dict, declaration: dict) -> SourceKernel:
     from ..triton._manifest import Manifest, check_against_ptx, fnv1a64, write_binary
 
-    cache = Path(_core.cache_directory())
+    cache = Path(_core.cache_default_directory())
     arch_name = f"sm_{arch}{'a' if arch_specific else ''}"
     image = compile_source(source, entry, arch_name, options, cache_directory=cache / _IMAGES)
     kernel_name = f"{name}.sm{arch}{'a' if arch_specific else ''}"

@@ -7,7 +7,9 @@ version and the kernels' sources), the arch and the SM count the persistent grid
 1. ``kabi/binaries/triton/<fingerprint>/sm<arch>_sms<N>`` inside the installed package, where a wheel ships them
    (``kabi binaries compile --native --arch 90 --out python/kabi/binaries/triton`` before building it: no compiling
    at run time);
-2. ``<kabi cache directory>/binaries/triton/<fingerprint>/sm<arch>_sms<N>``, where the ones missing are compiled
+2. ``<kabi's default cache directory>/binaries/triton/<fingerprint>/sm<arch>_sms<N>`` (``KABI_CACHE_DIR``, else
+   ``$XDG_CACHE_HOME/kabi``, else ``~/.cache/kabi``: not moved by ``kabi.cache.set_directory``, which kabi bench uses
+   for a throwaway tuning cache, since compiled images stay valid whatever is tuned), where the ones missing are compiled
    at the first CUDA dispatch of a process (in parallel, one process per core), each written atomically, so
    concurrent processes and a crash mid-write leave only whole files.
 Each registers with its Python twin's supports predicate (the same shape rules), and the Python kernel declines
@@ -152,7 +154,7 @@ def ensure_binaries(variants: list[BinaryVariant], arch: int, multiprocessors: i
     packaged = _PACKAGED_ROOT / _directory_name(arch, multiprocessors)
     if _complete(packaged, [variant.name(arch) for variant in variants]):
         return packaged
-    return compile_binaries(variants, arch, multiprocessors, Path(_core.cache_directory()) / _CACHE_SUBDIRECTORY,
+    return compile_binaries(variants, arch, multiprocessors, Path(_core.cache_default_directory()) / _CACHE_SUBDIRECTORY,
                             workers)
 
 
