@@ -1,5 +1,5 @@
 """Registering the Triton kernels into kabi: one Python kernel per (family, config) for matmul, and one per config
-of the fused linear kernel.
+of the fused linear kernel and of the FP8 scaled_mm kernel.
 
 kabi's bootstrap hands ``register_triton_kernels`` to plugin discovery, which calls it the first time the registry is
 read for CUDA where a CUDA device exists (``kabi._plugins.discovery.complete_registry``), so ``import kabi`` never
@@ -45,7 +45,15 @@ _LINEAR_DTYPES = ("float16", "bfloat16", "float32")
 # Above torch-native (0), the configs in LINEAR_CONFIGS' order: where nothing is tuned, the first config that fits
 # the problem is the heuristic pick.
 _LINEAR_PRIORITY = 10
-_KERNEL_SOURCES = ("_jit_kernels.py", "_decode_jit_kernels.py", "_linear_kernels.py")
+# FP8 tensor cores: sm_89 (Ada) and sm_90 (wgmma). On the CPU the interpreter runs it on float8_e4m3fn and
+# float8_e5m2 alike, widening the tiles to float32 before tl.dot (_scaled_mm.launch_scaled_mm).
+_SCALED_MM_ARCHS = (89, None)
+_SCALED_MM_DTYPES = ("bfloat16", "float16", "float32", "float8_e4m3fn", "float8_e5m2")
+# wgmma reads FP8 tiles K-major: a row-major (or a view with unit stride along K) and b column-major; other strides
+# are correct but slow, and declined so that torch's kernel serves them.
+_SCALED_MM_LAYOUTS = ("contiguous", "row_strided", "col_strided")
+_SCALED_MM_PRIORITY = 10
+_KERNEL_SOURCES = ("_jit_kernels.py", "_decode_jit_kernels.py", "_linear_kernels.py", "_scaled_mm_kernels.py")
 
 _registered_devices: set[str] = set()
 _lock = threading.Lock()
@@ -54,6 +62,12 @@ _lock = threading.Lock()
 def kernel_name(family_name: str, config_tag: str, device: str = "cuda") -> str:
     """The kabi name of one (family, config), e.g. ``triton.matmul.tiled.bm128_bn128_bk64_w8_s3_g8``."""
     name = f"triton.matmul.{family_name}.{config_tag}"
+    return name if device == "cuda" else f"{name}.{device}"
+
+
+def scaled_mm_kernel_name(config_tag: str, device: str = "cuda") -> str:
+    """The kabi name of one config of the FP8 kernel, e.g. ``triton.scaled_mm.bm128_bn128_bk128_w8_s4_g8``."""
+    name = f"triton.scaled_mm.{config_tag}"
     return name if device == "cuda" else f"{name}.{device}"
 
 
@@ -119,6 +133,30 @@ class _LinearSupports:
                                          _ELEMENT_SIZES[problem.dtype], arch) or True
 
 
+class _ScaledMMSupports:
+    """The supports predicate of one scaled_mm config: a row-major, b column-major on a GPU (the FP8 operand layout
+    of wgmma), and the config's fit to M, N, K."""
+
+    def __init__(self, config) -> None:
+        self._config = config
+
+    def __call__(self, problem) -> bool | str:
+        import torch
+
+        from ._families import device_facts
+        from ._scaled_mm import scaled_mm_unsupported_reason
+
+        arch = None
+        if problem.device_type == DEVICE_TYPES["cuda"]:
+            arch, _ = device_facts(torch.device("cuda", problem.device_index))
+            a_layout, b_layout = problem.layouts[:2]
+            if a_layout == "col_strided" or b_layout != "col_strided":
+                return (f"the FP8 tiles are read K-major: a row-major and b column-major (a transposed [N, K] "
+                        f"weight); a is {a_layout}, b is {b_layout}")
+        dims = problem.dims
+        return scaled_mm_unsupported_reason(self._config, dims["M"], dims["N"], dims["K"], arch) or True
+
+
 def register_triton_kernels(device: str = "cuda") -> list[str]:
     """Register every Triton matmul and linear kernel for ``device`` ("cuda", or "cpu" under the interpreter) and return
     their names. Idempotent; returns [] when Triton is not installed or the device's kernels are registered.
@@ -168,7 +206,7 @@ def _register(device: str) -> list[str]:
                 alignment=family.alignment, priority=family.priority - rank, supports=_Supports(family, config),
                 fingerprint=f"{kernels_fingerprint()}:{family.name}:{config.tag}")
             names.append(name)
-    return names + _register_linear(device)
+    return names + _register_linear(device) + _register_scaled_mm(device)
 
 
 def _register_linear(device: str) -> list[str]:
@@ -183,5 +221,22 @@ def _register_linear(device: str) -> list[str]:
             archs=None if device == "cpu" else _LINEAR_ARCHS, dtypes=_LINEAR_DTYPES, layouts="any", batch="any",
             priority=_LINEAR_PRIORITY - rank, supports=_LinearSupports(config),
             fingerprint=f"{kernels_fingerprint()}:linear:{config.tag}")
+        names.append(name)
+    return names
+
+
+def _register_scaled_mm(device: str) -> list[str]:
+    from ...ops._kernel_registration import register_kernel
+    from ._scaled_mm import SCALED_MM_CONFIGS, launch_scaled_mm
+
+    names = []
+    for rank, config in enumerate(SCALED_MM_CONFIGS):
+        name = scaled_mm_kernel_name(config.tag, device)
+        register_kernel(
+            "scaled_mm", functools.partial(launch_scaled_mm, config), name=name, backend="triton", device=device,
+            archs=None if device == "cpu" else _SCALED_MM_ARCHS, dtypes=_SCALED_MM_DTYPES,
+            layouts=_SCALED_MM_LAYOUTS, batch="none", alignment=0 if device == "cpu" else 16,
+            priority=_SCALED_MM_PRIORITY - rank, supports=_ScaledMMSupports(config),
+            fingerprint=f"{kernels_fingerprint()}:scaled_mm:{config.tag}")
         names.append(name)
     return names
