@@ -67,7 +67,7 @@ def launch_scaled_mm(config: MatmulConfig, a: torch.Tensor, b: torch.Tensor, sca
         a, b, scale_a, scale_b, bias, result, m, n, k, *a.stride(), *b.stride(), *result.stride(),
         ROW_SCALE_A=scale_a.dim() == 2, ROW_SCALE_B=scale_b.dim() == 2, HAS_BIAS=bias is not None,
         BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, GROUP_M=config.group_m,
-        DOT_IN_FLOAT32=a.device.type == "cpu", num_warps=config.num_warps, num_stages=config.num_stages)
+        num_warps=config.num_warps, num_stages=config.num_stages)
     return result
 
 
@@ -90,12 +90,10 @@ def compile_scaled_mm(config: MatmulConfig, dtype: torch.dtype, out_dtype: torch
                  "K": "i32", "stride_am": "i32", "stride_ak": "constexpr", "stride_bk": "constexpr",
                  "stride_bn": "i32", "stride_om": "i32", "stride_on": "constexpr",
                  "ROW_SCALE_A": "constexpr", "ROW_SCALE_B": "constexpr", "HAS_BIAS": "constexpr",
-                 "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "BLOCK_K": "constexpr", "GROUP_M": "constexpr",
-                 "DOT_IN_FLOAT32": "constexpr"}
+                 "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "BLOCK_K": "constexpr", "GROUP_M": "constexpr"}
     constexprs = {"stride_ak": 1, "stride_bk": 1, "stride_on": 1, "ROW_SCALE_A": row_scales,
                   "ROW_SCALE_B": row_scales, "HAS_BIAS": has_bias, "BLOCK_M": config.block_m,
-                  "BLOCK_N": config.block_n, "BLOCK_K": config.block_k, "GROUP_M": config.group_m,
-                  "DOT_IN_FLOAT32": False}
+                  "BLOCK_N": config.block_n, "BLOCK_K": config.block_k, "GROUP_M": config.group_m}
     if not has_bias:
         constexprs["bias_ptr"] = None
     attrs = {(position,): [["tt.divisibility", 16]]

@@ -2,17 +2,19 @@
 
 One program per BLOCK_M x BLOCK_N tile of out, tiles visited in bands of GROUP_M rows (``_grouped_tile``, shared
 with the matmul kernels). tl.dot takes the FP8 tiles as they are: on sm_90 it becomes wgmma with FP8 operands
-(HGMMA in the SASS), on sm_89 the FP8 mma, both accumulating in float32. The scales are applied once, to the
+(QGMMA, its FP8 form, in the SASS), on sm_89 the FP8 mma, both accumulating in float32. The scales are applied once, to the
 accumulator (a per-tensor scale as one float, a row-wise one as a column of M or a row of N floats), then the bias,
 so the epilogue costs no pass over memory and no extra rounding. b is read through its strides; its fast layout is
-the transposed view of an [N, K] weight (K contiguous), the operand layout wgmma wants for FP8.
+the transposed view of an [N, K] weight (K contiguous), the operand layout wgmma wants for FP8. Triton's CPU
+interpreter multiplies float8_e4m3fn and float8_e5m2 tiles correctly (unlike bfloat16 ones), so the kernel runs
+there as it is.
 
 Example (interpreter on CPU, or a GPU)::
 
     grid = (triton.cdiv(M, 128) * triton.cdiv(N, 128),)
     scaled_mm_kernel[grid](a, b, scale_a, scale_b, bias, out, M, N, K, *a.stride(), *b.stride(), *out.stride(),
                            ROW_SCALE_A=False, ROW_SCALE_B=True, HAS_BIAS=True, BLOCK_M=128, BLOCK_N=128,
-                           BLOCK_K=128, GROUP_M=8, DOT_IN_FLOAT32=False)
+                           BLOCK_K=128, GROUP_M=8)
 """
 
 import triton
@@ -25,10 +27,7 @@ from ._jit_kernels import _grouped_tile
 def scaled_mm_kernel(a_ptr, b_ptr, scale_a_ptr, scale_b_ptr, bias_ptr, out_ptr, M, N, K,
                      stride_am, stride_ak, stride_bk, stride_bn, stride_om, stride_on,
                      ROW_SCALE_A: tl.constexpr, ROW_SCALE_B: tl.constexpr, HAS_BIAS: tl.constexpr,
-                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-                     DOT_IN_FLOAT32: tl.constexpr):
-    # DOT_IN_FLOAT32 widens the FP8 tiles before tl.dot: Triton's CPU interpreter has no FP8 product. On a GPU it
-    # stays False and the tensor cores take FP8.
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     tile_m, tile_n = _grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -44,9 +43,6 @@ def scaled_mm_kernel(a_ptr, b_ptr, scale_a_ptr, scale_b_ptr, bias_ptr, out_ptr, 
         k_left = K - k_block * BLOCK_K
         a = tl.load(a_ptrs, mask=ks[None, :] < k_left, other=0.0)
         b = tl.load(b_ptrs, mask=ks[:, None] < k_left, other=0.0)
-        if DOT_IN_FLOAT32:
-            a = a.to(tl.float32)
-            b = b.to(tl.float32)
         acc = tl.dot(a, b, acc)
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
