@@ -67,7 +67,7 @@ def launch_scaled_mm(config: MatmulConfig, a: torch.Tensor, b: torch.Tensor, sca
         a, b, scale_a, scale_b, bias, result, m, n, k, *a.stride(), *b.stride(), *result.stride(),
         ROW_SCALE_A=scale_a.dim() == 2, ROW_SCALE_B=scale_b.dim() == 2, HAS_BIAS=bias is not None,
         BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, GROUP_M=config.group_m,
-        num_warps=config.num_warps, num_stages=config.num_stages)
+        num_warps=config.num_warps, num_stages=config.num_stages, enable_fp_fusion=True)
     return result
 
 
@@ -100,4 +100,5 @@ def compile_scaled_mm(config: MatmulConfig, dtype: torch.dtype, out_dtype: torch
              for position, kind in enumerate(signature.values()) if kind.startswith("*")}
     source = ASTSource(scaled_mm_kernel, signature, constexprs, attrs)
     return triton.compile(source, target=GPUTarget("cuda", arch, 32),
-                          options={"num_warps": config.num_warps, "num_stages": config.num_stages})
+                          options={"num_warps": config.num_warps, "num_stages": config.num_stages,
+                                   "enable_fp_fusion": True})
