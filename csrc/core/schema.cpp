@@ -177,7 +177,7 @@ class SchemaParser {
       } else if (is_identifier(item)) {
         dims.push_back(dimension_index(item, tensor.name, tensor.is_output));
       } else {
-        fail(tensor.name + ": \"" + item + "\" is neither a dimension name nor 1");
+        fail(tensor.name + ": \"" + item + "\" is not a dimension name (a name, or 1)");
       }
     }
     if (dims.size() > KABI_MAX_DIMS) fail(tensor.name + ": more than " + std::to_string(KABI_MAX_DIMS) + " dimensions");
@@ -293,7 +293,8 @@ class SchemaParser {
     auto found = std::find(schema_.dim_names.begin(), schema_.dim_names.end(), name);
     if (found != schema_.dim_names.end()) {
       if (is_output && !bound_by_required_input(found - schema_.dim_names.begin())) {
-        fail("output " + tensor + ": dimension " + name + " is defined only by optional inputs");
+        fail("output " + tensor + ": dimension " + name +
+             " is defined only by optional inputs or inputs of several shapes");
       }
       return static_cast<int32_t>(found - schema_.dim_names.begin());
     }
