@@ -187,7 +187,9 @@ class SchemaParser {
   // A call picks a tensor's shape by its rank, so each alternative has a rank of its own and no "...".
   void check_alternative_shapes(const SchemaTensor& tensor) const {
     if (tensor.alternative_shapes.empty()) return;
-    if (tensor.is_output) fail("output " + tensor.name + " has several shapes; an output's shape follows from the inputs");
+    if (tensor.is_output) {
+      fail("output " + tensor.name + " has several shapes; an output's shape follows from the inputs");
+    }
     if (tensor.has_batch) fail(tensor.name + ": a tensor with several shapes cannot have \"...\"");
     if (tensor.alternative_shapes.size() + 1 > KABI_MAX_SHAPE_ALTERNATIVES) {
       fail(tensor.name + ": more than " + std::to_string(KABI_MAX_SHAPE_ALTERNATIVES) + " shapes");
