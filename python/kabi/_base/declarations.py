@@ -299,6 +299,12 @@ class OpSpec:
         return next(iter(self.type_variables.values()), ())
 
     @property
+    def problem_dtypes(self) -> tuple[str, ...]:
+        """The dtypes a suite or ``--dtype`` may name: any type variable's (each is given to every variable that
+        may take it; scaled_mm's float8_e4m3fn binds its operands' variables)."""
+        return _any_variable_dtypes(self.type_variables)
+
+    @property
     def type_variables_text(self) -> str:
         """The ``[types]`` table in kabi.h's type_variables syntax, ``"T: float16, float32"``, for the core."""
         return "; ".join(f"{name}: {', '.join(dtypes)}" for name, dtypes in self.type_variables.items())
@@ -443,8 +449,6 @@ def _op_spec(root: _Reader, file_stem: str | None) -> OpSpec:
     if not type_variables:
         raise root.fail("types", "declares no type variable; expected a table such as T = [\"float32\"]")
     dtypes = next(iter(type_variables.values()))
-    # A suite's dtype, as --dtype, is given to every type variable that may take it.
-    any_variable_dtypes = tuple(dict.fromkeys(dtype for allowed in type_variables.values() for dtype in allowed))
     tolerance_table = root.child("tolerance")
     tolerance = {}
     for dtype in dtypes:
@@ -475,7 +479,7 @@ def _op_spec(root: _Reader, file_stem: str | None) -> OpSpec:
         if not layouts or len(set(layouts)) != len(layouts):
             raise suite.fail("layouts", f"expected distinct layout names, at least one, got {list(layouts)!r}")
         suites[suite_name] = ShapeSuite(
-            suite_name, suite.get("description", str), tuple(shapes), suite.names("dtypes", any_variable_dtypes),
+            suite_name, suite.get("description", str), tuple(shapes), suite.names("dtypes", _any_variable_dtypes(type_variables)),
             layouts,
         )
         suite.finish()
@@ -496,6 +500,10 @@ def _op_spec(root: _Reader, file_stem: str | None) -> OpSpec:
     )
     root.finish()
     return spec
+
+
+def _any_variable_dtypes(type_variables: Mapping[str, tuple[str, ...]]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(dtype for allowed in type_variables.values() for dtype in allowed))
 
 
 def _dimension_names(names: list[Any]) -> str | None:

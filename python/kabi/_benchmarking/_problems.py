@@ -46,7 +46,8 @@ class OpBenchmark:
       such problems are also timed as CUDA-graph replays, and that figure is the one compared;
     - ``peers``: what a user would call instead, each applying where its predicate says;
     - ``output_dtype(problem)``: the dtype of the output, which picks the gate's tolerance (default: the problem's
-      dtype; scaled_mm's FP8 inputs give a bfloat16 output).
+      dtype; scaled_mm's FP8 inputs give a bfloat16 output);
+    - ``targets``: (ratio, statistic, goal) the results are judged by (default: matmul's, ``_results.TARGETS``).
     """
 
     op: str
@@ -56,3 +57,4 @@ class OpBenchmark:
     host_bound: Callable[[BenchProblem], bool]
     peers: tuple[Peer, ...]
     output_dtype: Callable[[BenchProblem], str] = lambda problem: problem.dtype
+    targets: tuple[tuple[str, str, float], ...] | None = None

@@ -75,4 +75,7 @@ SCALED_MM = OpBenchmark(
              description="torch.matmul on the same product in bfloat16 (scales folded into the operands)"),
     ),
     output_dtype=lambda problem: _OUTPUT_DTYPE,
+    # The issue's: at least torch._scaled_mm's speed over the suite and 0.95 of it on every shape.
+    targets=(("auto/oracle", "geomean", 0.98), ("auto/oracle", "min", 0.95),
+             ("auto/torch._scaled_mm", "geomean", 1.0), ("auto/torch._scaled_mm", "min", 0.95)),
 )
