@@ -12,6 +12,8 @@ import pytest
 import torch
 
 import kabi
+from kabi.cli import main
+
 from _scaled_mm_checks import FP8_DTYPES, OUT_DTYPES, SCALE_KINDS, make_inputs, verdict
 
 # Sizes off every tile and power of two.
@@ -136,3 +138,21 @@ def test_bad_input_is_refused_naming_the_argument(changes, error, message) -> No
     arguments = _valid()
     out = _call()
     assert verdict(out, *arguments.values(), "bfloat16") is None
+
+
+@pytest.mark.parametrize(("arguments", "expected"), [
+    (("--attr", "out_dtype=bfloat16"), "O=bfloat16,F8A=float8_e4m3fn,F8B=float8_e4m3fn"),
+    (("--dtype", "float8_e5m2", "--attr", "out_dtype=float32", "--transpose", "b"),
+     "O=float32,F8A=float8_e5m2,F8B=float8_e5m2"),
+])
+def test_kabi_run_from_the_command_line(capsys, arguments, expected) -> None:
+    status = main(["run", "scaled_mm", "--shape", "16x32x64", "--device", "cpu", "--repeat", "3", *arguments])
+    output = capsys.readouterr().out
+    assert status == 0, output
+    assert expected in output and "PASS" in output
+
+
+def test_kabi_run_names_a_bad_attribute(capsys) -> None:
+    status = main(["run", "scaled_mm", "--shape", "16x32x64", "--attr", "out_dtype=float64"])
+    assert status != 0
+    assert "--attr out_dtype: expected one of float16, bfloat16, float32, got 'float64'" in capsys.readouterr().err
