@@ -1,4 +1,4 @@
-"""Runs every config of the Triton FP8 kernel through ``kabi.ops.scaled_mm`` on CPU tensors in Triton's interpreter;
+"""Runs every config of the Triton FP8 kernels (pointer and persistent TMA) through ``kabi.ops.scaled_mm`` on CPU tensors in Triton's interpreter;
 prints one JSON object: how many calls ran, and every failure.
 
 Started by test_triton_scaled_mm_interpreter.py in a fresh process, because TRITON_INTERPRET must be set before
@@ -16,21 +16,23 @@ import torch  # noqa: E402
 import kabi  # noqa: E402
 from kabi.backends.triton import register_triton_kernels  # noqa: E402
 from kabi.backends.triton._registration import scaled_mm_kernel_name  # noqa: E402
-from kabi.backends.triton._scaled_mm import SCALED_MM_CONFIGS  # noqa: E402
+from kabi.backends.triton._scaled_mm import SCALED_MM_CONFIGS, SCALED_MM_TMA_CONFIGS  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from _scaled_mm_checks import FP8_DTYPES, OUT_DTYPES, SCALE_KINDS, make_inputs, verdict  # noqa: E402
 
-# (M, N, K): edges of every tile (M and N off 16, K off 32 so the K loop's mask runs), and M large enough for the
-# tallest tile, which declines smaller M.
-_SHAPES = ((19, 40, 72), (130, 24, 48))
+# (M, N, K): edges of every tile (M and N off 16, K off 32 so the K loop's mask runs; TMA, which needs K a multiple
+# of 16, declines it), the same with K of 16-byte rows for TMA, and M large enough for the tallest tile, which
+# declines smaller M.
+_SHAPES = ((19, 40, 72), (19, 40, 80), (130, 24, 48))
 
 
 def main() -> None:
     names = register_triton_kernels(device="cpu")
     failures, runs = [], 0
-    for index, config in enumerate(SCALED_MM_CONFIGS):
-        name = scaled_mm_kernel_name(config.tag, "cpu")
+    kernels = [(config, False) for config in SCALED_MM_CONFIGS] + [(config, True) for config in SCALED_MM_TMA_CONFIGS]
+    for index, (config, tma) in enumerate(kernels):
+        name = scaled_mm_kernel_name(config.tag, "cpu", tma)
         if name not in names:
             failures.append(f"{name} was not registered")
             continue

@@ -53,6 +53,9 @@ _SCALED_MM_DTYPES = ("bfloat16", "float16", "float32", "float8_e4m3fn", "float8_
 # are correct but slow, and declined so that torch's kernel serves them.
 _SCALED_MM_LAYOUTS = ("contiguous", "row_strided", "col_strided")
 _SCALED_MM_PRIORITY = 10
+# Hopper's persistent TMA kernel ranks above the pointer kernel where both fit.
+_SCALED_MM_TMA_PRIORITY = 20
+_SCALED_MM_OUT_SIZES = {"bfloat16": 2, "float16": 2, "float32": 4}
 _KERNEL_SOURCES = ("_jit_kernels.py", "_decode_jit_kernels.py", "_linear_kernels.py", "_scaled_mm_kernels.py")
 
 _registered_devices: set[str] = set()
@@ -65,9 +68,10 @@ def kernel_name(family_name: str, config_tag: str, device: str = "cuda") -> str:
     return name if device == "cuda" else f"{name}.{device}"
 
 
-def scaled_mm_kernel_name(config_tag: str, device: str = "cuda") -> str:
-    """The kabi name of one config of the FP8 kernel, e.g. ``triton.scaled_mm.bm128_bn128_bk128_w8_s4_g8``."""
-    name = f"triton.scaled_mm.{config_tag}"
+def scaled_mm_kernel_name(config_tag: str, device: str = "cuda", tma: bool = False) -> str:
+    """The kabi name of one config of an FP8 kernel, e.g. ``triton.scaled_mm.bm128_bn128_bk128_w8_s4_g8`` (the
+    pointer kernel) or ``triton.scaled_mm.tma.bm128_bn256_bk128_w8_s3_g8`` (Hopper's persistent TMA kernel)."""
+    name = f"triton.scaled_mm.{'tma.' if tma else ''}{config_tag}"
     return name if device == "cuda" else f"{name}.{device}"
 
 
@@ -137,23 +141,30 @@ class _ScaledMMSupports:
     """The supports predicate of one scaled_mm config: a row-major, b column-major on a GPU (the FP8 operand layout
     of wgmma), and the config's fit to M, N, K."""
 
-    def __init__(self, config) -> None:
+    def __init__(self, config, tma: bool) -> None:
         self._config = config
+        self._tma = tma
 
     def __call__(self, problem) -> bool | str:
         import torch
 
         from ._families import device_facts
-        from ._scaled_mm import scaled_mm_unsupported_reason
+        from ._scaled_mm import scaled_mm_tma_unsupported_reason, scaled_mm_unsupported_reason
 
         arch = None
-        if problem.device_type == DEVICE_TYPES["cuda"]:
+        on_cuda = problem.device_type == DEVICE_TYPES["cuda"]
+        if on_cuda:
             arch, _ = device_facts(torch.device("cuda", problem.device_index))
+        # TMA reads the tiles K-major on any device; the pointer kernel needs it only for speed.
+        if on_cuda or self._tma:
             a_layout, b_layout = problem.layouts[:2]
             if a_layout == "col_strided" or b_layout != "col_strided":
                 return (f"the FP8 tiles are read K-major: a row-major and b column-major (a transposed [N, K] "
                         f"weight); a is {a_layout}, b is {b_layout}")
         dims = problem.dims
+        if self._tma:
+            return scaled_mm_tma_unsupported_reason(self._config, dims["M"], dims["N"], dims["K"],
+                                                    _SCALED_MM_OUT_SIZES[problem.dtype], arch) or True
         return scaled_mm_unsupported_reason(self._config, dims["M"], dims["N"], dims["K"], arch) or True
 
 
@@ -227,16 +238,19 @@ def _register_linear(device: str) -> list[str]:
 
 def _register_scaled_mm(device: str) -> list[str]:
     from ...ops._kernel_registration import register_kernel
-    from ._scaled_mm import SCALED_MM_CONFIGS, launch_scaled_mm
+    from ._scaled_mm import SCALED_MM_CONFIGS, SCALED_MM_TMA_CONFIGS, launch_scaled_mm, launch_scaled_mm_tma
 
     names = []
-    for rank, config in enumerate(SCALED_MM_CONFIGS):
-        name = scaled_mm_kernel_name(config.tag, device)
-        register_kernel(
-            "scaled_mm", functools.partial(launch_scaled_mm, config), name=name, backend="triton", device=device,
-            archs=None if device == "cpu" else _SCALED_MM_ARCHS, dtypes=_SCALED_MM_DTYPES,
-            layouts=_SCALED_MM_LAYOUTS, batch="none", alignment=0 if device == "cpu" else 16,
-            priority=_SCALED_MM_PRIORITY - rank, supports=_ScaledMMSupports(config),
-            fingerprint=f"{kernels_fingerprint()}:scaled_mm:{config.tag}")
-        names.append(name)
+    kernels = ((False, SCALED_MM_CONFIGS, launch_scaled_mm, _SCALED_MM_ARCHS, _SCALED_MM_PRIORITY),
+               (True, SCALED_MM_TMA_CONFIGS, launch_scaled_mm_tma, {90}, _SCALED_MM_TMA_PRIORITY))
+    for tma, configs, launch, archs, priority in kernels:
+        for rank, config in enumerate(configs):
+            name = scaled_mm_kernel_name(config.tag, device, tma)
+            register_kernel(
+                "scaled_mm", functools.partial(launch, config), name=name, backend="triton", device=device,
+                archs=None if device == "cpu" else archs, dtypes=_SCALED_MM_DTYPES, layouts=_SCALED_MM_LAYOUTS,
+                batch="none", alignment=0 if device == "cpu" else 16, priority=priority - rank,
+                supports=_ScaledMMSupports(config, tma),
+                fingerprint=f"{kernels_fingerprint()}:scaled_mm:{'tma.' if tma else ''}{config.tag}")
+            names.append(name)
     return names

@@ -16,9 +16,11 @@ import torch
 import triton
 
 from ._configs import MatmulConfig, next_power_of_two, shared_memory_limit
-from ._scaled_mm_kernels import scaled_mm_kernel
+from ._families import _TorchScratchAllocator, device_facts
+from ._scaled_mm_kernels import scaled_mm_kernel, scaled_mm_persistent_tma_kernel
 
-__all__ = ["SCALED_MM_CONFIGS", "compile_scaled_mm", "launch_scaled_mm", "scaled_mm_unsupported_reason"]
+__all__ = ["SCALED_MM_CONFIGS", "SCALED_MM_TMA_CONFIGS", "compile_scaled_mm", "launch_scaled_mm",
+           "launch_scaled_mm_tma", "scaled_mm_tma_unsupported_reason", "scaled_mm_unsupported_reason"]
 
 _TRITON_DTYPES = {torch.float8_e4m3fn: "fp8e4nv", torch.float8_e5m2: "fp8e5", torch.bfloat16: "bf16",
                   torch.float16: "fp16", torch.float32: "fp32"}
@@ -32,6 +34,26 @@ SCALED_MM_CONFIGS = (
     MatmulConfig(64, 128, 128, num_warps=4, num_stages=4),
     MatmulConfig(64, 64, 128, num_warps=4, num_stages=4),
 )
+
+
+# The persistent TMA kernel's tiles (sm_90): wgmma-sized, 128-byte K steps, the widest first (8192^3 and prefill).
+SCALED_MM_TMA_CONFIGS = (
+    MatmulConfig(128, 256, 128, num_warps=8, num_stages=3),
+    MatmulConfig(128, 128, 128, num_warps=8, num_stages=4),
+    MatmulConfig(128, 128, 128, num_warps=4, num_stages=4),
+    MatmulConfig(64, 128, 128, num_warps=4, num_stages=5),
+)
+
+
+def scaled_mm_tma_unsupported_reason(config: MatmulConfig, m: int, n: int, k: int, out_element_size: int,
+                                     arch: int | None) -> str:
+    """What the pointer kernel's fit requires, and TMA's 16-byte row pitches: K a multiple of 16 (a's and the
+    weight's rows of FP8 bytes) and out's rows of N elements a multiple of 16 bytes."""
+    if k % 16:
+        return f"a's and b's rows of K={k} FP8 bytes are not a multiple of 16, as TMA requires"
+    if (n * out_element_size) % 16:
+        return f"out's rows of N={n} elements are not a multiple of 16 bytes, as TMA requires"
+    return scaled_mm_unsupported_reason(config, m, n, k, arch)
 
 
 def scaled_mm_unsupported_reason(config: MatmulConfig, m: int, n: int, k: int, arch: int | None) -> str:
@@ -68,6 +90,31 @@ def launch_scaled_mm(config: MatmulConfig, a: torch.Tensor, b: torch.Tensor, sca
         ROW_SCALE_A=scale_a.dim() == 2, ROW_SCALE_B=scale_b.dim() == 2, HAS_BIAS=bias is not None,
         BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, GROUP_M=config.group_m,
         num_warps=config.num_warps, num_stages=config.num_stages, enable_fp_fusion=True)
+    return result
+
+
+def launch_scaled_mm_tma(config: MatmulConfig, a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
+                         scale_b: torch.Tensor, bias: torch.Tensor | None = None, out_dtype: str = "bfloat16", *,
+                         out: torch.Tensor | None = None) -> torch.Tensor:
+    """As :func:`launch_scaled_mm`, through the persistent TMA kernel (sm_90): a with unit stride along K, b the
+    transposed view of an [N, K] weight (unit stride along K), both with 16-byte row pitches (the supports
+    predicate's declaration); an ``out`` with other strides is written through a dense result."""
+    m, k = a.shape
+    n = b.shape[1]
+    dense_out = out is not None and out.stride(1) == 1 and (out.stride(0) * out.element_size()) % 16 == 0
+    result = out if dense_out else torch.empty((m, n), dtype=getattr(torch, out_dtype), device=a.device)
+    if result.numel() == 0 or k == 0:
+        return launch_scaled_mm(config, a, b, scale_a, scale_b, bias, out_dtype, out=out)
+    _, multiprocessors = device_facts(a.device)
+    num_programs = min(multiprocessors, triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n))
+    with _TorchScratchAllocator(a.device):
+        scaled_mm_persistent_tma_kernel[(num_programs,)](
+            a, b, scale_a, scale_b, bias, result, m, n, k, a.stride(0), b.stride(1), result.stride(0), num_programs,
+            ROW_SCALE_A=scale_a.dim() == 2, ROW_SCALE_B=scale_b.dim() == 2, HAS_BIAS=bias is not None,
+            BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, GROUP_M=config.group_m,
+            num_warps=config.num_warps, num_stages=config.num_stages, enable_fp_fusion=True)
+    if out is not None and not dense_out:
+        return out.copy_(result)
     return result
 
 
