@@ -726,14 +726,16 @@ def load_kernel_file(path: Path) -> tuple[KernelSpec, ...]:
             priority=entry.get("priority", int, 0),
             plugin=entry.get("plugin", str, ""),
             implementation=entry.get("implementation", str, "", check=lambda s: None if s.count(":") == 1 else "expected 'module:attribute'"),
-            supports=entry.get("supports", str, "", check=lambda s: None if s.count(":") == 1 else "expected 'module:function'"),
+            supports=entry.get("supports", str, "",
+                               check=lambda s: None if s.count(":") == 1 else "expected 'module:function'"),
             fingerprint=entry.get("fingerprint", str, ""),
             path=path,
         )
         if bool(spec.plugin) == bool(spec.implementation):
             raise entry.fail("implementation", "a kernel names exactly one of `plugin` (native) or `implementation` (Python)")
         if spec.supports and not spec.implementation:
-            raise entry.fail("supports", "only a Python kernel (one with an `implementation`) takes a supports predicate")
+            raise entry.fail("supports", "only a Python kernel (one with an `implementation`) takes a supports "
+                                         "predicate")
         if spec.arch_max and spec.arch_min > spec.arch_max:
             raise entry.fail("arch_min", f"{spec.arch_min} is above arch_max {spec.arch_max}")
         entry.finish()

@@ -1,5 +1,5 @@
-"""Runs every config of the Triton FP8 kernels (pointer and persistent TMA) through ``kabi.ops.scaled_mm`` on CPU tensors in Triton's interpreter;
-prints one JSON object: how many calls ran, and every failure.
+"""Runs every config of the Triton FP8 kernels (pointer and persistent TMA) through ``kabi.ops.scaled_mm`` on CPU
+tensors in Triton's interpreter; prints one JSON object: how many calls ran, and every failure.
 
 Started by test_triton_scaled_mm_interpreter.py in a fresh process, because TRITON_INTERPRET must be set before
 Triton is first imported, and other test modules import Triton for real. Not a test module (no ``test_`` prefix).

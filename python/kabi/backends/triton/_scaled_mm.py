@@ -119,11 +119,11 @@ def launch_scaled_mm_tma(config: MatmulConfig, a: torch.Tensor, b: torch.Tensor,
 
 
 def compile_scaled_mm(config: MatmulConfig, dtype: torch.dtype, out_dtype: torch.dtype, arch: int, *,
-                      row_scales: bool, has_bias: bool):
-    """Compile the kernel for ``arch`` (89, 90: sm_90a) with no GPU: the Triton ``CompiledKernel``, whose ``asm``
-    holds the PTX and the cubin. Specialized as the common call is: row-major a and out, b the transposed view of
-    an [N, K] weight (their unit strides folded into the code), 16-byte aligned pointers, both scales per tensor or
-    both row-wise."""
+                      row_scales: bool, has_bias: bool, tma: bool = False):
+    """Compile the pointer kernel (or, with ``tma``, the persistent TMA kernel) for ``arch`` (89, 90: sm_90a) with
+    no GPU: the Triton ``CompiledKernel``, whose ``asm`` holds the PTX and the cubin. Specialized as the common call
+    is: row-major a and out, b the transposed view of an [N, K] weight (their unit strides folded into the code),
+    16-byte aligned pointers, both scales per tensor or both row-wise."""
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
@@ -134,18 +134,24 @@ def compile_scaled_mm(config: MatmulConfig, dtype: torch.dtype, out_dtype: torch
     operand, output = "*" + _TRITON_DTYPES[dtype], "*" + _TRITON_DTYPES[out_dtype]
     signature = {"a_ptr": operand, "b_ptr": operand, "scale_a_ptr": "*fp32", "scale_b_ptr": "*fp32",
                  "bias_ptr": output if has_bias else "constexpr", "out_ptr": output, "M": "i32", "N": "i32",
-                 "K": "i32", "stride_am": "i32", "stride_ak": "constexpr", "stride_bk": "constexpr",
-                 "stride_bn": "i32", "stride_om": "i32", "stride_on": "constexpr",
-                 "ROW_SCALE_A": "constexpr", "ROW_SCALE_B": "constexpr", "HAS_BIAS": "constexpr",
-                 "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "BLOCK_K": "constexpr", "GROUP_M": "constexpr"}
-    constexprs = {"stride_ak": 1, "stride_bk": 1, "stride_on": 1, "ROW_SCALE_A": row_scales,
-                  "ROW_SCALE_B": row_scales, "HAS_BIAS": has_bias, "BLOCK_M": config.block_m,
-                  "BLOCK_N": config.block_n, "BLOCK_K": config.block_k, "GROUP_M": config.group_m}
+                 "K": "i32"}
+    if tma:
+        signature.update(stride_am="i32", stride_bn="i32", stride_om="i32", num_programs="i32")
+        constexprs = {}
+    else:
+        signature.update(stride_am="i32", stride_ak="constexpr", stride_bk="constexpr", stride_bn="i32",
+                         stride_om="i32", stride_on="constexpr")
+        constexprs = {"stride_ak": 1, "stride_bk": 1, "stride_on": 1}
+    signature.update(ROW_SCALE_A="constexpr", ROW_SCALE_B="constexpr", HAS_BIAS="constexpr", BLOCK_M="constexpr",
+                     BLOCK_N="constexpr", BLOCK_K="constexpr", GROUP_M="constexpr")
+    constexprs.update(ROW_SCALE_A=row_scales, ROW_SCALE_B=row_scales, HAS_BIAS=has_bias, BLOCK_M=config.block_m,
+                      BLOCK_N=config.block_n, BLOCK_K=config.block_k, GROUP_M=config.group_m)
     if not has_bias:
         constexprs["bias_ptr"] = None
     attrs = {(position,): [["tt.divisibility", 16]]
              for position, kind in enumerate(signature.values()) if kind.startswith("*")}
-    source = ASTSource(scaled_mm_kernel, signature, constexprs, attrs)
+    kernel = scaled_mm_persistent_tma_kernel if tma else scaled_mm_kernel
+    source = ASTSource(kernel, signature, constexprs, attrs)
     return triton.compile(source, target=GPUTarget("cuda", arch, 32),
                           options={"num_warps": config.num_warps, "num_stages": config.num_stages,
                                    "enable_fp_fusion": True})

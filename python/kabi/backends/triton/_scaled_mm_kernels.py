@@ -3,14 +3,14 @@
 Two kernels: ``scaled_mm_kernel`` reads through pointers (any strides, sm_89 and later), and
 ``scaled_mm_persistent_tma_kernel`` is Hopper's (sm_90): persistent programs, TMA loads and stores.
 
-``scaled_mm_kernel``: one program per BLOCK_M x BLOCK_N tile of out, tiles visited in bands of GROUP_M rows (``_grouped_tile``, shared
-with the matmul kernels). tl.dot takes the FP8 tiles as they are: on sm_90 it becomes wgmma with FP8 operands
-(QGMMA, its FP8 form, in the SASS), on sm_89 the FP8 mma, both accumulating in float32. The scales are applied once, to the
-accumulator (a per-tensor scale as one float, a row-wise one as a column of M or a row of N floats), then the bias,
-so the epilogue costs no pass over memory and no extra rounding. b is read through its strides; its fast layout is
-the transposed view of an [N, K] weight (K contiguous), the operand layout wgmma wants for FP8. Triton's CPU
-interpreter multiplies float8_e4m3fn and float8_e5m2 tiles correctly (unlike bfloat16 ones), so the kernel runs
-there as it is.
+``scaled_mm_kernel``: one program per BLOCK_M x BLOCK_N tile of out, tiles visited in bands of GROUP_M rows
+(``_grouped_tile``, shared with the matmul kernels). tl.dot takes the FP8 tiles as they are: on sm_90 it becomes
+wgmma with FP8 operands (QGMMA, its FP8 form, in the SASS), on sm_89 the FP8 mma, both accumulating in float32. The
+scales are applied once, to the accumulator (a per-tensor scale as one float, a row-wise one as a column of M or a
+row of N floats), then the bias, so the epilogue costs no pass over memory and no extra rounding. b is read through
+its strides; its fast layout is the transposed view of an [N, K] weight (K contiguous), the operand layout wgmma
+wants for FP8. Triton's CPU interpreter multiplies float8_e4m3fn and float8_e5m2 tiles correctly (unlike bfloat16
+ones), so both kernels run there as they are.
 
 Example (interpreter on CPU, or a GPU)::
 
