@@ -72,10 +72,12 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
 
 
 def scaled_mm_cuda_supports(problem: Problem) -> bool | str:
-    """What torch._scaled_mm on CUDA (cuBLASLt) refuses, as the supports predicate of ``torch.scaled_mm.cuda``: a
-    not row-major, b not column-major, K and N not multiples of 16 (cuBLASLt's FP8 alignment), and a float32
-    output with a bias."""
+    """What torch._scaled_mm on CUDA refuses, as the supports predicate of ``torch.scaled_mm.cuda``: a not
+    row-major, b not column-major, K and N not multiples of 16 (cuBLASLt's FP8 alignment), a float32 output with a
+    bias, and row-wise scales (a mix is served as row-wise) with an output other than bfloat16."""
     a_layout, b_layout = problem.layouts[:2]
+    if any(problem.input_shapes[2:4]) and problem.dtype != "bfloat16":
+        return f"torch._scaled_mm on CUDA takes row-wise scales with a bfloat16 output only; out is {problem.dtype}"
     if a_layout not in ("contiguous", "row_strided"):
         return f"torch._scaled_mm on CUDA needs a row-major; a is {a_layout}"
     if b_layout != "col_strided":
