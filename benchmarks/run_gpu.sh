@@ -3,12 +3,14 @@
 # benchmarks, leave results under benchmarks/results/ (and $OUT when set), print a short table.
 # Usage: bash benchmarks/fetch_gpu_wheels.sh here, then (device tool) bash benchmarks/run_gpu.sh [STEP ...] with
 # carry [".whl"]. Steps: tests repro overhead bench:llm-decode triton decode cpp (default: all, in that order), and
-# native (the GPU tests of the Triton binaries and kabi.cuda alone), distributed (2 GPUs). Each
+# native (the GPU tests of the Triton binaries and kabi.cuda alone), fp8, distributed (2 GPUs). Each
 # step has its own time limit so that one hanging step still leaves the others' results and the table.
 # bench:[OP/]SUITE[:DTYPE] runs `kabi bench OP --suite SUITE [--dtype DTYPE]` (OP: matmul when not given) for 240 s
 # at most (then interrupts it, which still plots what was measured, and the step shows FAILED), writing
 # benchmarks/results/nvidia-h200-OP-SUITE[-DTYPE].json and .png; the JSON is written after every problem, so a
 # suite that needs longer resumes where it stopped when the step runs again with that JSON in place.
+# fp8 runs `kabi bench scaled_mm --suite fp8` (the issue's FP8 suite, both kinds of scales) the same way, 540 s at
+# most, into benchmarks/results/nvidia-h200-scaled_mm-fp8.json and .png.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/kabi-gpu-out}
@@ -36,7 +38,7 @@ run_step() {
   if "$@"; then status+=("$name|ok|$(( $(date +%s) - t0 ))s"); else status+=("$name|FAILED|$(( $(date +%s) - t0 ))s"); fi
 }
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(tests repro overhead bench:llm-decode triton decode cpp)
+[ ${#steps[@]} -eq 0 ] && steps=(tests repro overhead bench:llm-decode triton decode cpp fp8)
 for step in "${steps[@]}"; do
   case $step in
     tests) run_step "gpu tests" timeout 420 python3 -m pytest -q -m gpu tests --continue-on-collection-errors --junitxml="$out/gpu-tests.xml" ;;
@@ -52,6 +54,10 @@ for step in "${steps[@]}"; do
                ${dtype:+--dtype "$dtype"} --device cuda --out "benchmarks/results/$name.json" \
                --plot "benchmarks/results/$name.png"
              cp "benchmarks/results/$name.png" "$out"/ 2>/dev/null || true ;;
+    fp8) name="nvidia-h200-scaled_mm-fp8"
+         run_step "bench scaled_mm fp8" timeout -s INT 540 python3 -m kabi.cli bench scaled_mm --suite fp8 \
+           --device cuda --out "benchmarks/results/$name.json" --plot "benchmarks/results/$name.png"
+         cp "benchmarks/results/$name.png" "$out"/ 2>/dev/null || true ;;
     triton) run_step "triton matmul" timeout 240 python3 benchmarks/triton_matmul.py --out benchmarks/results ;;
     decode) run_step "decode at the memory roof" timeout 300 python3 benchmarks/decode.py \
               --output benchmarks/results/decode-nvidia-h200.json ;;

@@ -165,6 +165,12 @@ KABI_EXPORT kabi_status kabi_op_tensor_get(kabi_op handle, int32_t index, kabi_t
     std::copy(tensor.dims.begin(), tensor.dims.end(), decl.dims);
     decl.type_variable = tensor.type_variable;
     decl.dtypes = tensor.dtypes;
+    decl.num_alternative_shapes = static_cast<int32_t>(tensor.alternative_shapes.size());
+    for (size_t s = 0; s < tensor.alternative_shapes.size(); ++s) {
+      const std::vector<int32_t>& shape = tensor.alternative_shapes[s];
+      decl.alternative_ranks[s] = static_cast<int32_t>(shape.size());
+      std::copy(shape.begin(), shape.end(), decl.alternative_dims[s]);
+    }
     write_output_struct(out_decl, decl);
   });
 }
@@ -186,6 +192,7 @@ KABI_EXPORT kabi_status kabi_op_attribute_get(kabi_op handle, int32_t index, kab
     decl.num_enum_values = static_cast<int32_t>(values.size());
     decl.enum_values = values.data();
     decl.in_tuning_key = attribute.in_tuning_key ? 1 : 0;
+    decl.type_variable = attribute.type_variable;
     write_output_struct(out_decl, decl);
   });
 }

@@ -106,13 +106,23 @@ py::dict op_schema(const std::string& name) {
     kabi_tensor_decl decl{};
     decl.struct_size = sizeof(decl);
     check(kabi_op_tensor_get(op, t, &decl));
-    py::tuple tensor_dims(decl.num_dims);
-    for (int32_t d = 0; d < decl.num_dims; ++d) tensor_dims[d] = dims[decl.dims[d]];
+    const auto dims_of = [&](const int32_t* indices, int32_t count) {
+      py::tuple names(count);
+      for (int32_t d = 0; d < count; ++d) names[d] = indices[d] == KABI_DIM_ONE ? py::str("1") : dims[indices[d]];
+      return names;
+    };
+    const py::tuple tensor_dims = dims_of(decl.dims, decl.num_dims);
+    py::list shapes;
+    shapes.append(tensor_dims);
+    for (int32_t s = 0; s < decl.num_alternative_shapes; ++s) {
+      shapes.append(dims_of(decl.alternative_dims[s], decl.alternative_ranks[s]));
+    }
     py::dict tensor;
     tensor["name"] = decl.name;
     tensor["optional"] = decl.optional != 0;
     tensor["has_batch"] = decl.has_batch != 0;
     tensor["dims"] = tensor_dims;
+    tensor["shapes"] = py::tuple(shapes);
     tensor["type_variable"] =
         decl.type_variable >= 0 ? py::object(py::str(variable_names[static_cast<std::size_t>(decl.type_variable)]))
                                 : py::object(py::none());
@@ -143,6 +153,9 @@ py::dict op_schema(const std::string& name) {
     attribute["has_default"] = decl.has_default != 0;
     attribute["default"] = default_value;
     attribute["in_tuning_key"] = decl.in_tuning_key != 0;
+    attribute["type_variable"] = decl.type_variable >= 0
+                                     ? py::object(py::str(variable_names[static_cast<std::size_t>(decl.type_variable)]))
+                                     : py::object(py::none());
     attributes.append(attribute);
   }
   py::list key_items;
@@ -403,9 +416,10 @@ void bind_registry(py::module_& m) {
       "tuning_key).");
   m.def("op_schema", &op_schema, py::arg("name"),
         "The op's schema as libkabi parsed it: a dict of inputs and outputs (each with name, optional, has_batch, "
-        "dims, type_variable or dtype, dtypes), attributes (name, type, enum_values, has_default, default, "
-        "in_tuning_key), type_variables ({name: dtype names}), dims, tuning_key (the text) and tuning_key_items "
-        "(each with kind: dtype, layout, batch, dim or attribute; name; pow2; pow2_cap).");
+        "dims (a literal 1 as \"1\"), shapes (dims first, then the shape alternatives), type_variable or dtype, "
+        "dtypes), attributes (name, type, enum_values, has_default, default, in_tuning_key, type_variable: the "
+        "variable a dtype attribute binds, or None), type_variables ({name: dtype names}), dims, tuning_key (the "
+        "text) and tuning_key_items (each with kind: dtype, layout, batch, dim or attribute; name; pow2; pow2_cap).");
   m.def("register_op", &register_op, py::arg("name"), py::arg("schema"), py::arg("type_variables") = py::none(),
         py::arg("tuning_key") = py::none(),
         "Register an op (kabi_op_register): its schema and type variables in kabi.h's syntax, and its tuning key "

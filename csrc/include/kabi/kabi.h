@@ -23,6 +23,10 @@
  * inputs and several outputs in the schema; a workspace that kernels declare and the host allocates through a
  * replaceable stream-ordered allocator; the problem handed to every function kernel; the extension chains. A plugin
  * or device-binary manifest built for ABI 1.x is refused with a message that says to rebuild it.
+ *
+ * ABI 2.1 appends: a literal 1 among a tensor's dims and shape alternatives ("[M, 1] | []"; KABI_DIM_ONE, the
+ * alternative_* fields of kabi_tensor_decl, kabi_problem.input_shapes), and attributes typed by a type variable,
+ * whose value binds it (kabi_attribute_decl.type_variable).
  */
 #ifndef KABI_KABI_H_
 #define KABI_KABI_H_
@@ -262,19 +266,29 @@ typedef struct kabi_op_s* kabi_op;
 #define KABI_MAX_BATCH_RANK 8
 #define KABI_MAX_TYPE_VARIABLES 8
 #define KABI_MAX_ATTRIBUTES 16
+/** The most shapes one input may declare ("[M, 1] | []" declares two). */
+#define KABI_MAX_SHAPE_ALTERNATIVES 4
+/** A dim that is a literal 1 in the schema ("[1, N]"), where other dims hold an index into dim_names. */
+#define KABI_DIM_ONE (-1)
 
 /** Declaration of an op. Input struct.
  *
  *  The schema names the op's inputs (tensors, then attributes) and, after "->", its output tensors:
  *    "x: [..., K] T, w: [N, K] T, bias?: [N] T, activation: enum(none, relu, gelu, gelu_tanh, silu) = none
  *       -> out: [..., N] T"
- *  - A tensor is `name: [dims] dtype`. Dims are named ("M"; one name is one size across the call) and may start
- *    with "...", a group of leading dimensions that broadcast as torch.matmul's do; [] is a 0-d tensor.
+ *  - A tensor is `name: [dims] dtype`. Dims are named ("M"; one name is one size across the call) or a literal 1,
+ *    and may start with "...", a group of leading dimensions that broadcast as torch.matmul's do; [] is a 0-d
+ *    tensor. An input may list other shapes it may have instead, each of its own rank and without "...":
+ *    `scale_a: [M, 1] | [] float32` is a row-wise or a per-tensor scale; a call's rank picks the shape. Only inputs
+ *    of one shape define the dimensions of outputs.
  *    `name?:` marks an optional input: a call passes it absent as a zero-filled DLTensor (see kabi_args).
  *  - The dtype is a type variable declared in type_variables (all tensors typed by one variable share its dtype in
  *    a call), or a concrete dtype name ("float32", "int32").
  *  - An attribute is `name: int`, `float`, `bool` or `enum(value, ...)`, optionally `= default` (an integer, a
  *    number, true/false, or one of the enum's values). One without a default must be passed by every call.
+ *    An attribute typed by a type variable, `out_dtype: O = bfloat16`, is an enum of the variable's dtype names (in
+ *    KABI_DTYPE_* bit order) whose value binds the variable: an output typed O then has the dtype the caller
+ *    chose, and any tensor typed O must agree with it.
  *  Parsed once, here; kabi_op_tensor_get, kabi_op_attribute_get and kabi_op_type_variable_get return the parsed
  *  form. A syntax error is KABI_STATUS_INVALID_ARGUMENT naming the op and the offending text. */
 typedef struct kabi_op_desc {
@@ -350,6 +364,11 @@ typedef struct kabi_tensor_decl {
   int32_t type_variable;
   /** The dtypes it may have: its variable's set, or its one concrete dtype's bit. */
   uint32_t dtypes;
+  /** ABI 2.1: the shapes it may have instead of dims ("[M, 1] | []": one alternative, of rank 0), each as
+   *  alternative_ranks[i] entries of alternative_dims[i] (indices into dim_names, or KABI_DIM_ONE). */
+  int32_t num_alternative_shapes;
+  int32_t alternative_ranks[KABI_MAX_SHAPE_ALTERNATIVES - 1];
+  int32_t alternative_dims[KABI_MAX_SHAPE_ALTERNATIVES - 1][KABI_MAX_DIMS];
 } kabi_tensor_decl;
 
 /** Tensor `index` of the op: inputs first (0 <= index < num_inputs), then outputs. */
@@ -383,6 +402,9 @@ typedef struct kabi_attribute_decl {
   const char* const* enum_values;
   /** 1 when the op's tuning key names it. */
   int32_t in_tuning_key;
+  /** ABI 2.1: for an ENUM of dtype names typed by a type variable ("out_dtype: O"), the variable its value binds
+   *  (an index as kabi_tensor_decl.type_variable); -1 otherwise. */
+  int32_t type_variable;
 } kabi_attribute_decl;
 
 KABI_EXPORT kabi_status kabi_op_attribute_get(kabi_op op, int32_t index, kabi_attribute_decl* out_decl);
@@ -491,6 +513,8 @@ typedef struct kabi_problem {
   kabi_attribute_value attributes[KABI_MAX_ATTRIBUTES];
   /** The tuning key, as the op's tuning_key formats it, e.g. "float32|contiguous,contiguous|1|256|256|256". */
   char key[256];
+  /** ABI 2.1: the declared shape each input matched: 0 for its dims, i + 1 for alternative i (0 when absent). */
+  int32_t input_shapes[KABI_MAX_TENSORS];
 } kabi_problem;
 
 /** Validate a call against its op (each tensor's dtype is allowed and agrees with the others of its type variable,

@@ -57,7 +57,9 @@ BATCH_MODE_NAMES = ("none", "uniform", "any")
 DEVICE_NAMES = ("cpu", "cuda", "rocm", "mps", "xpu")
 # How a suite lays out the second operand: "row_major" is b as a contiguous [..., K, N]; "transposed_b" is b as the
 # transposed view of a contiguous [..., N, K], the layout of an nn.Linear weight.
-SUITE_LAYOUT_NAMES = ("row_major", "transposed_b")
+# The input layouts a suite's shapes are benchmarked in: b row-major or transposed (matmul), the scales per tensor
+# or row-wise (scaled_mm, whose b is always transposed).
+SUITE_LAYOUT_NAMES = ("row_major", "transposed_b", "tensor_scales", "row_scales")
 # How the input generator fills a tensor (``[inputs.<tensor>] kind``); kabi.ops._inputs gives each its meaning.
 INPUT_KINDS = ("normal", "uniform", "positive", "integers", "offsets")
 # The key of a problem shape's leading (batch) shape, beside the named dimensions.
@@ -223,6 +225,12 @@ class OpSpec:
         return next(iter(self.type_variables.values()), ())
 
     @property
+    def problem_dtypes(self) -> tuple[str, ...]:
+        """The dtypes a suite or ``--dtype`` may name: any type variable's (each is given to every variable that
+        may take it; scaled_mm's float8_e4m3fn binds its operands' variables)."""
+        return _any_variable_dtypes(self.type_variables)
+
+    @property
     def type_variables_text(self) -> str:
         """The ``[types]`` table in kabi.h's type_variables syntax, ``"T: float16, float32"``, for the core."""
         return "; ".join(f"{name}: {', '.join(dtypes)}" for name, dtypes in self.type_variables.items())
@@ -253,6 +261,9 @@ class KernelSpec:
     priority: int = 0
     plugin: str = ""
     implementation: str = ""
+    # A Python kernel's supports predicate, ``"module:function"`` taking the problem: what its declaration above
+    # cannot say (a layout one input needs, a size multiple), True or the reason it declines.
+    supports: str = ""
     fingerprint: str = ""
     path: Path = Path()
 
@@ -333,7 +344,8 @@ def _op_spec(root: TableReader, file_stem: str | None) -> OpSpec:
         if not layouts or len(set(layouts)) != len(layouts):
             raise suite.fail("layouts", f"expected distinct layout names, at least one, got {list(layouts)!r}")
         suites[suite_name] = ShapeSuite(
-            suite_name, suite.get("description", str), tuple(shapes), suite.names("dtypes", tuple(dtypes)), layouts,
+            suite_name, suite.get("description", str), tuple(shapes), suite.names("dtypes", _any_variable_dtypes(type_variables)),
+            layouts,
         )
         suite.finish()
     spec = OpSpec(
@@ -354,6 +366,10 @@ def _op_spec(root: TableReader, file_stem: str | None) -> OpSpec:
     )
     root.finish()
     return spec
+
+
+def _any_variable_dtypes(type_variables: Mapping[str, tuple[str, ...]]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(dtype for allowed in type_variables.values() for dtype in allowed))
 
 
 def _dimension_names(names: list[Any]) -> str | None:
@@ -462,11 +478,16 @@ def load_kernel_file(path: Path) -> tuple[KernelSpec, ...]:
             priority=entry.get("priority", int, 0),
             plugin=entry.get("plugin", str, ""),
             implementation=entry.get("implementation", str, "", check=lambda s: None if s.count(":") == 1 else "expected 'module:attribute'"),
+            supports=entry.get("supports", str, "",
+                               check=lambda s: None if s.count(":") == 1 else "expected 'module:function'"),
             fingerprint=entry.get("fingerprint", str, ""),
             path=path,
         )
         if bool(spec.plugin) == bool(spec.implementation):
             raise entry.fail("implementation", "a kernel names exactly one of `plugin` (native) or `implementation` (Python)")
+        if spec.supports and not spec.implementation:
+            raise entry.fail("supports", "only a Python kernel (one with an `implementation`) takes a supports "
+                                         "predicate")
         if spec.arch_max and spec.arch_min > spec.arch_max:
             raise entry.fail("arch_min", f"{spec.arch_min} is above arch_max {spec.arch_max}")
         entry.finish()

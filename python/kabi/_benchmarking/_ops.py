@@ -12,10 +12,11 @@ from .._base.errors import NotFoundError
 from ._linear import LINEAR
 from ._matmul import MATMUL
 from ._problems import OpBenchmark
+from ._scaled_mm import SCALED_MM
 
 __all__ = ["OP_BENCHMARKS", "op_benchmark"]
 
-OP_BENCHMARKS: dict[str, OpBenchmark] = {benchmark.op: benchmark for benchmark in (MATMUL, LINEAR)}
+OP_BENCHMARKS: dict[str, OpBenchmark] = {benchmark.op: benchmark for benchmark in (MATMUL, LINEAR, SCALED_MM)}
 
 
 def op_benchmark(op: str) -> OpBenchmark:

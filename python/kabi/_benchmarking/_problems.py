@@ -44,7 +44,10 @@ class OpBenchmark:
     - ``bytes_moved(problem)``: bytes of one call if every input is read once and the output written once;
     - ``host_bound(problem)``: True where the call is so short that host time dominates eager calls (decode):
       such problems are also timed as CUDA-graph replays, and that figure is the one compared;
-    - ``peers``: what a user would call instead, each applying where its predicate says.
+    - ``peers``: what a user would call instead, each applying where its predicate says;
+    - ``output_dtype(problem)``: the dtype of the output, which picks the gate's tolerance (default: the problem's
+      dtype; scaled_mm's FP8 inputs give a bfloat16 output);
+    - ``targets``: (ratio, statistic, goal) the results are judged by (default: matmul's, ``_results.TARGETS``).
     """
 
     op: str
@@ -53,3 +56,5 @@ class OpBenchmark:
     bytes_moved: Callable[[BenchProblem], int]
     host_bound: Callable[[BenchProblem], bool]
     peers: tuple[Peer, ...]
+    output_dtype: Callable[[BenchProblem], str] = lambda problem: problem.dtype
+    targets: tuple[tuple[str, str, float], ...] | None = None

@@ -69,9 +69,9 @@ def _problems(op: str, suite_name: str, dtypes: Sequence[str] | None) -> tuple[l
                             f"({spec.path.name}), got {suite_name!r}")
     suite = spec.suites[suite_name]
     chosen = list(dtypes) if dtypes else list(suite.dtypes)
-    unknown = [dtype for dtype in chosen if dtype not in spec.dtypes]
+    unknown = [dtype for dtype in chosen if dtype not in spec.problem_dtypes]
     if unknown:
-        raise InvalidArgumentError(f"kabi bench: dtype must be among {', '.join(spec.dtypes)} for {op}, "
+        raise InvalidArgumentError(f"kabi bench: dtype must be among {', '.join(spec.problem_dtypes)} for {op}, "
                                    f"got {', '.join(unknown)}")
     problems = [BenchProblem(shape.positional(spec.shape_order), dtype, layout)
                 for dtype in chosen for shape in suite.shapes for layout in suite.layouts]
@@ -155,7 +155,7 @@ def benchmark(
                 document["problems"].append(measure_problem(benchmark_op, problem, resolved_device, chosen_peers,
                                                             settings, roof))
                 document["complete"] = len(document["problems"]) == len(problems)
-                document["summary"] = summarize(document["problems"])
+                document["summary"] = summarize(document["problems"], benchmark_op.targets)
                 if out_path is not None:
                     write_document(out_path, document)
                 progress.advance(task)
@@ -165,7 +165,7 @@ def benchmark(
             if plot is not None and document["problems"]:
                 plot_results(document, Path(plot))
     document["complete"] = len(document["problems"]) == len(problems)
-    document["summary"] = summarize(document["problems"])
+    document["summary"] = summarize(document["problems"], benchmark_op.targets)
     if out_path is not None:
         write_document(out_path, document)
     return BenchmarkResults(document, out_path)

@@ -29,7 +29,7 @@ import torch
 from .. import _core
 from .._base.core_answers import KernelInfo, Problem, names_to_bits
 from .._base.decision_cache import invalidate_all
-from .._base.declarations import KernelSpec, op_name_of
+from .._base.declarations import KernelSpec, op_name_of, resolve_callable
 from .._base.errors import AlreadyExistsError, ArgumentTypeError, InvalidArgumentError, UnavailableError
 from .._base.tensors import device_type_code, dtype_name
 from .._plugins import loading
@@ -282,5 +282,6 @@ def register_declared(spec: KernelSpec) -> KernelInfo:
         batch=spec.batch_mode,
         alignment=spec.alignment,
         priority=spec.priority,
+        supports=resolve_callable(spec.supports) if spec.supports else None,
         fingerprint=spec.fingerprint or None,
     )

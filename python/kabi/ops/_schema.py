@@ -3,8 +3,9 @@
 The core parses the schema text once (``"a: [..., M, K] T, b: [..., K, N] T -> out: [..., M, N] T"``, kabi.h's
 kabi_op_desc); :func:`op_schema` reads its parsed form through ``_core.op_schema``, so Python never parses schema
 text. Each tensor names its dimensions: a name (``M``) must agree wherever it appears, and a leading ``...`` stands
-for batch dimensions that broadcast across inputs as in torch (right-aligned, a size 1 stretches). The output shapes
-follow from the sizes the inputs bind.
+for batch dimensions that broadcast across inputs as in torch (right-aligned, a size 1 stretches). A dimension may
+be a literal ``1``, and an input may list other shapes it may have (``scale_a: [M, 1] | []``: a row-wise or a
+per-tensor scale), which a call's rank picks. The output shapes follow from the sizes the inputs bind.
 
 An op may also take a vector where a tensor has no batch and one named dimension less (torch.matmul's rule, the
 op's ``vectors``: ``{"a": "M", "b": "N"}``): the missing dimension is taken as size 1, and every output drops it, so
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 
@@ -39,6 +40,8 @@ from .._base.errors import ArgumentTypeError, InvalidArgumentError, UnsupportedD
 __all__ = ["Attribute", "OpSchema", "TensorPattern", "VectorPromotion", "op_schema"]
 
 BATCH = "..."
+# A dimension that is a literal 1 in the schema ("[1, N]"), as the core reports it.
+ONE = "1"
 
 
 @dataclass(frozen=True)
@@ -51,11 +54,24 @@ class TensorPattern:
     dims: tuple[str, ...]
     optional: bool = False
     dtype: str = ""
+    # The other shapes the input may have instead of dims (``[M, 1] | []``), each of its own rank.
+    alternative_shapes: tuple[tuple[str, ...], ...] = ()
+
+    @property
+    def shapes(self) -> tuple[tuple[str, ...], ...]:
+        return (self.dims, *self.alternative_shapes)
 
     @property
     def dims_text(self) -> str:
-        """The dimensions as written in the schema: ``[..., M, K]``."""
-        return f"[{', '.join(([BATCH] if self.batched else []) + list(self.dims))}]"
+        """The dimensions as written in the schema: ``[..., M, K]``; ``[M, 1] or []`` for several shapes."""
+        first = f"[{', '.join(([BATCH] if self.batched else []) + list(self.dims))}]"
+        return " or ".join([first] + [f"[{', '.join(shape)}]" for shape in self.alternative_shapes])
+
+    def dims_for_rank(self, rank: int) -> tuple[str, ...] | None:
+        """The declared shape a tensor of this rank has (its dims, or the alternative of that rank); None if none."""
+        if rank == len(self.dims) or (self.batched and rank > len(self.dims)):
+            return self.dims
+        return next((shape for shape in self.alternative_shapes if len(shape) == rank), None)
 
     def __str__(self) -> str:
         return f"{self.name}: {self.dims_text}"
@@ -71,6 +87,8 @@ class Attribute:
     enum_values: tuple[str, ...] = ()
     has_default: bool = False
     default: Any = None
+    # For an enum of dtype names typed by a type variable (``out_dtype: O``): the variable its value binds.
+    type_variable: str | None = None
 
     @property
     def expected(self) -> str:
@@ -174,12 +192,23 @@ class OpSchema:
         bound = {name: dtype for (name, _), dtype in zip(self.type_variables, type_bindings)}
         return tuple(bound.get(pattern.dtype, pattern.dtype) for pattern in self.outputs)
 
-    def bind_dtypes(self, op: str, dtypes: Sequence[str | None]) -> dict[str, str]:
-        """The dtype of each type variable given the inputs' dtype names (None for an absent input), checked as the
-        core checks them: a variable takes one dtype among those it allows, and a concrete dtype must match.
-        ``UnsupportedDtypeError`` naming the argument otherwise. For fake tensors, which never reach the core."""
+    def attribute_dtypes(self, attributes: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
+        """The type variables that attributes bind (``out_dtype: O``): variable -> (dtype, attribute name), from the
+        values given in ``attributes`` or the defaults."""
+        bound = {}
+        for attribute in self.attributes:
+            if attribute.type_variable is not None:
+                bound[attribute.type_variable] = (attributes.get(attribute.name, attribute.default), attribute.name)
+        return bound
+
+    def bind_dtypes(self, op: str, dtypes: Sequence[str | None],
+                    attributes: Mapping[str, Any] | None = None) -> dict[str, str]:
+        """The dtype of each type variable given the inputs' dtype names (None for an absent input) and the
+        attributes (those typed by a variable bind it first), checked as the core checks them: a variable takes one
+        dtype among those it allows, and a concrete dtype must match. ``UnsupportedDtypeError`` naming the argument
+        otherwise. For fake tensors, which never reach the core."""
         allowed = dict(self.type_variables)
-        bound: dict[str, tuple[str, str]] = {}
+        bound: dict[str, tuple[str, str]] = self.attribute_dtypes(attributes or {})
         for pattern, dtype in zip(self.inputs, dtypes):
             if dtype is None:
                 continue
@@ -247,15 +276,22 @@ class OpSchema:
                     raise InvalidArgumentError(f"{op}: input {pattern.name} is required but was passed absent")
                 continue
             shape = tuple(shape)
-            named = len(pattern.dims)
-            if len(shape) < named or (not pattern.batched and len(shape) != named):
-                expected = f"rank at least {named}" if pattern.batched else f"rank {named}"
+            dims = pattern.dims_for_rank(len(shape))
+            if dims is None:
+                ranks = " or ".join(str(len(alternative)) for alternative in pattern.shapes)
+                expected = f"rank at least {ranks}" if pattern.batched else f"rank {ranks}"
                 raise InvalidArgumentError(
                     f"{op}: {pattern.name} has shape {list(shape)} (rank {len(shape)}); "
                     f"expected {pattern.dims_text} ({expected})"
                 )
-            for position, (dim, size) in enumerate(zip(pattern.dims, shape[len(shape) - named:])):
+            named = len(dims)
+            for position, (dim, size) in enumerate(zip(dims, shape[len(shape) - named:])):
                 index = position - named
+                if dim == ONE:
+                    if _differ(size, 1):
+                        raise InvalidArgumentError(f"{op}: {pattern.name} has shape {list(shape)}; expected "
+                                                   f"{pattern.dims_text}: its dimension {index} must be 1")
+                    continue
                 if dim not in sizes:
                     sizes[dim] = (size, pattern.name, shape)
                 elif _differ(size, sizes[dim][0]):
@@ -268,7 +304,8 @@ class OpSchema:
                 leading.append((pattern.name, shape, shape[: len(shape) - named]))
         batch = _broadcast(op, leading)
         return [
-            (batch if pattern.batched else ()) + tuple(sizes[dim][0] for dim in pattern.dims) for pattern in self.outputs
+            (batch if pattern.batched else ()) + tuple(1 if dim == ONE else sizes[dim][0] for dim in pattern.dims)
+            for pattern in self.outputs
         ]
 
     def __str__(self) -> str:
@@ -333,6 +370,7 @@ def _pattern(tensor: dict[str, Any]) -> TensorPattern:
         dims=tuple(tensor["dims"]),
         optional=tensor["optional"],
         dtype=tensor["type_variable"] or tensor["dtype"],
+        alternative_shapes=tuple(tuple(shape) for shape in tensor["shapes"][1:]),
     )
 
 
@@ -353,7 +391,7 @@ def op_schema(op: str, vectors: tuple[tuple[str, str], ...] = ()) -> OpSchema:
             )
     attributes = tuple(
         Attribute(attribute["name"], attribute["type"], tuple(attribute["enum_values"]), attribute["has_default"],
-                  attribute["default"])
+                  attribute["default"], attribute["type_variable"])
         for attribute in parsed["attributes"]
     )
     type_variables = tuple((name, tuple(dtypes)) for name, dtypes in parsed["type_variables"].items())

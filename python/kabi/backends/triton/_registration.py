@@ -1,6 +1,6 @@
 """Registering the Triton kernels into kabi: one Python kernel per (family, config) for matmul, and one per config
-of the fused linear kernel; on a GPU also the device binaries of the matmul configs (``_native``), which serve the
-problems they cover in place of their Python kernels, launched by the core.
+of the fused linear kernel and of the FP8 scaled_mm kernels; on a GPU also the device binaries of the matmul configs
+(``_native``), which serve the problems they cover in place of their Python kernels, launched by the core.
 
 kabi's bootstrap hands ``register_triton_kernels`` to plugin discovery, which calls it the first time the registry is
 read for CUDA where a CUDA device exists (``kabi._plugins.discovery.complete_registry``), so ``import kabi`` never
@@ -27,7 +27,7 @@ import os
 import threading
 
 from ..._base.tensors import DEVICE_TYPES
-from ._names import kernel_name, kernels_fingerprint, linear_kernel_name
+from ._names import kernel_name, kernels_fingerprint, linear_kernel_name, scaled_mm_kernel_name
 
 _ELEMENT_SIZES = {"float16": 2, "bfloat16": 2, "float32": 4}
 # The interpreter's tl.dot on bfloat16 multiplies raw bit patterns, so on the CPU only float16/float32 register.
@@ -47,6 +47,17 @@ _LINEAR_DTYPES = ("float16", "bfloat16", "float32")
 # Above torch-native (0), the configs in LINEAR_CONFIGS' order: where nothing is tuned, the first config that fits
 # the problem is the heuristic pick.
 _LINEAR_PRIORITY = 10
+# FP8 tensor cores: sm_89 (Ada) and sm_90 (wgmma). On the CPU the interpreter runs it on float8_e4m3fn and
+# float8_e5m2 alike (its FP8 tl.dot is exact, unlike its bfloat16 one).
+_SCALED_MM_ARCHS = (89, None)
+_SCALED_MM_DTYPES = ("bfloat16", "float16", "float32", "float8_e4m3fn", "float8_e5m2")
+# wgmma reads FP8 tiles K-major: a row-major (or a view with unit stride along K) and b column-major; other strides
+# are correct but slow, and declined so that torch's kernel serves them.
+_SCALED_MM_LAYOUTS = ("contiguous", "row_strided", "col_strided")
+_SCALED_MM_PRIORITY = 10
+# Hopper's persistent TMA kernel ranks above the pointer kernel where both fit.
+_SCALED_MM_TMA_PRIORITY = 20
+_SCALED_MM_OUT_SIZES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
 _logger = logging.getLogger("kabi")
 _registered_devices: set[str] = set()
@@ -114,6 +125,37 @@ class _LinearSupports:
                                          _ELEMENT_SIZES[problem.dtype], arch) or True
 
 
+class _ScaledMMSupports:
+    """The supports predicate of one scaled_mm config: a row-major, b column-major on a GPU (the FP8 operand layout
+    of wgmma), and the config's fit to M, N, K."""
+
+    def __init__(self, config, tma: bool) -> None:
+        self._config = config
+        self._tma = tma
+
+    def __call__(self, problem) -> bool | str:
+        import torch
+
+        from ._families import device_facts
+        from ._scaled_mm import scaled_mm_tma_unsupported_reason, scaled_mm_unsupported_reason
+
+        arch = None
+        on_cuda = problem.device_type == DEVICE_TYPES["cuda"]
+        if on_cuda:
+            arch, _ = device_facts(torch.device("cuda", problem.device_index))
+        # TMA reads the tiles K-major on any device; the pointer kernel needs it only for speed.
+        if on_cuda or self._tma:
+            a_layout, b_layout = problem.layouts[:2]
+            if a_layout == "col_strided" or b_layout != "col_strided":
+                return (f"the FP8 tiles are read K-major: a row-major and b column-major (a transposed [N, K] "
+                        f"weight); a is {a_layout}, b is {b_layout}")
+        dims = problem.dims
+        if self._tma:
+            return scaled_mm_tma_unsupported_reason(self._config, dims["M"], dims["N"], dims["K"],
+                                                    _SCALED_MM_OUT_SIZES[problem.dtype], arch) or True
+        return scaled_mm_unsupported_reason(self._config, dims["M"], dims["N"], dims["K"], arch) or True
+
+
 def register_triton_kernels(device: str = "cuda") -> list[str]:
     """Register every Triton matmul and linear kernel for ``device`` ("cuda", or "cpu" under the interpreter) and return
     their names. Idempotent; returns [] when Triton is not installed or the device's kernels are registered.
@@ -166,7 +208,7 @@ def _register(device: str) -> list[str]:
                 fingerprint=f"{kernels_fingerprint()}:{family.name}:{config.tag}")
             names.append(name)
     binary_names = [name for twins in binaries.values() for name in twins.values()]
-    return names + binary_names + _register_linear(device)
+    return names + binary_names + _register_linear(device) + _register_scaled_mm(device)
 
 
 def _register_binaries() -> dict[tuple[str, str], dict[tuple[int, str, str], str]]:
@@ -209,4 +251,24 @@ def _register_linear(device: str) -> list[str]:
             priority=_LINEAR_PRIORITY - rank, supports=_LinearSupports(config),
             fingerprint=f"{kernels_fingerprint()}:linear:{config.tag}")
         names.append(name)
+    return names
+
+
+def _register_scaled_mm(device: str) -> list[str]:
+    from ...ops._kernel_registration import register_kernel
+    from ._scaled_mm import SCALED_MM_CONFIGS, SCALED_MM_TMA_CONFIGS, launch_scaled_mm, launch_scaled_mm_tma
+
+    names = []
+    kernels = ((False, SCALED_MM_CONFIGS, launch_scaled_mm, _SCALED_MM_ARCHS, _SCALED_MM_PRIORITY),
+               (True, SCALED_MM_TMA_CONFIGS, launch_scaled_mm_tma, {90}, _SCALED_MM_TMA_PRIORITY))
+    for tma, configs, launch, archs, priority in kernels:
+        for rank, config in enumerate(configs):
+            name = scaled_mm_kernel_name(config.tag, device, tma)
+            register_kernel(
+                "scaled_mm", functools.partial(launch, config), name=name, backend="triton", device=device,
+                archs=None if device == "cpu" else archs, dtypes=_SCALED_MM_DTYPES, layouts=_SCALED_MM_LAYOUTS,
+                batch="none", alignment=0 if device == "cpu" else 16, priority=priority - rank,
+                supports=_ScaledMMSupports(config, tma),
+                fingerprint=f"{kernels_fingerprint()}:scaled_mm:{'tma.' if tma else ''}{config.tag}")
+            names.append(name)
     return names
