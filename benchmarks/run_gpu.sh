@@ -41,7 +41,7 @@ steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(tests repro overhead bench:llm-decode triton decode cpp fp8)
 for step in "${steps[@]}"; do
   case $step in
-    tests) run_step "gpu tests" timeout 420 python3 -m pytest -q -m gpu tests --continue-on-collection-errors --junitxml="$out/gpu-tests.xml" ;;
+    tests) run_step "gpu tests" timeout ${GPU_TESTS_TIMEOUT:-420} python3 -m pytest -q -m gpu tests --continue-on-collection-errors --junitxml="$out/gpu-tests.xml" ;;
     # The first CUDA dispatch with tuning on (a failure seen here once, inside the tuner's second selection).
     repro) run_step "first tuned CUDA dispatch" timeout 120 python3 scripts/gpu_tuning_repro.py ;;
     overhead) run_step "overhead" timeout 120 python3 benchmarks/overhead.py \
