@@ -124,12 +124,13 @@ def tiled_binary(tmp_path_factory):
 def test_device_binary_launches_on_the_current_stream_and_inside_capture(fresh_decisions, tiled_binary):
     """The core launches native kernels on torch's current stream (asked through DLPack's exchange API): on a busy
     side stream the launch waits for the write queued before it there, and a capture records the launch (a launch on
-    any other stream would fail the capture)."""
-    a, b = random_pair(64, 256, 128)
+    any other stream would fail the capture). 128 rows: the tiled kernel leaves decode shapes (64 rows or fewer) to
+    the small-M kernel."""
+    a, b = random_pair(128, 256, 128)
     with kabi.use(matmul=tiled_binary):
         assert kabi.explain(kabi.ops.matmul, a, b).pick == tiled_binary
         kabi.ops.matmul(a, b)
-        new_a, _ = random_pair(64, 256, 128)
+        new_a, _ = random_pair(128, 256, 128)
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
@@ -139,7 +140,7 @@ def test_device_binary_launches_on_the_current_stream_and_inside_capture(fresh_d
         side.synchronize()
         torch.testing.assert_close(on_side, (new_a.float() @ b.float()).to(a.dtype), rtol=2e-2, atol=2e-2)
         graph, output = capture(kabi.ops.matmul, a, b)
-        new_a, new_b = random_pair(64, 256, 128)
+        new_a, new_b = random_pair(128, 256, 128)
         a.copy_(new_a)
         b.copy_(new_b)
         graph.replay()

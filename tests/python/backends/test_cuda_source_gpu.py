@@ -39,7 +39,7 @@ def _reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("tiled", list(DTYPE_NAMES), indirect=True)
 @pytest.mark.parametrize("m, n, k", [(1, 45, 33), (77, 45, 300), (128, 256, 64)])
 def test_the_registered_kernel_matches_the_reference(tiled, m: int, n: int, k: int) -> None:
-    dtype = next(dtype for dtype, name in DTYPE_NAMES.items() if tiled.name.endswith(f"{name}.sm{tiled.arch}"))
+    dtype = next(dtype for dtype, name in DTYPE_NAMES.items() if tiled.name.endswith(f".{name}.sm{tiled.arch}"))
     a = torch.randn(m, k + 7, dtype=dtype, device="cuda")[:, :k]  # row-strided: its rows are k + 7 apart
     b = torch.randn(k, n, dtype=dtype, device="cuda")
     with kabi.use(matmul=tiled.name):
