@@ -30,7 +30,6 @@ bool bind(void* handle, Library* library, std::string* missing) {
   ok &= resolve(handle, "cublasLtMatmulPreferenceDestroy", &library->preference_destroy, missing);
   ok &= resolve(handle, "cublasLtMatmulPreferenceSetAttribute", &library->preference_set, missing);
   ok &= resolve(handle, "cublasLtMatmulAlgoGetHeuristic", &library->heuristic, missing);
-  ok &= resolve(handle, "cublasLtMatmulAlgoConfigGetAttribute", &library->algo_config_get, missing);
   ok &= resolve(handle, "cublasLtMatmul", &library->matmul, missing);
   return ok;
 }

@@ -40,8 +40,6 @@ constexpr int32_t kPrefMaxWorkspaceBytes = 1, kPrefMinAlignmentA = 5, kPrefMinAl
                   kPrefMinAlignmentD = 8;
 // cublasLtEpilogue_t.
 constexpr uint32_t kEpilogueDefault = 1, kEpilogueRelu = 2, kEpilogueBias = 4, kEpilogueGelu = 32;
-// cublasLtMatmulAlgoConfigAttributes_t: what names an algorithm in a fingerprint.
-constexpr int32_t kAlgoConfigId = 0, kAlgoConfigTileId = 1, kAlgoConfigSplitK = 2, kAlgoConfigStagesId = 6;
 
 struct Library {
   void* handle = nullptr;
@@ -60,8 +58,6 @@ struct Library {
   Status (*preference_set)(Preference, int32_t attribute, const void* value, size_t size) = nullptr;
   Status (*heuristic)(Handle, MatmulDesc, MatrixLayout a, MatrixLayout b, MatrixLayout c, MatrixLayout d,
                       Preference, int requested, HeuristicResult* results, int* returned) = nullptr;
-  Status (*algo_config_get)(const MatmulAlgo*, int32_t attribute, void* buffer, size_t size,
-                            size_t* written) = nullptr;
   Status (*matmul)(Handle, MatmulDesc, const void* alpha, const void* a, MatrixLayout, const void* b, MatrixLayout,
                    const void* beta, const void* c, MatrixLayout, void* d, MatrixLayout, const MatmulAlgo*,
                    void* workspace, size_t workspace_size, void* stream) = nullptr;

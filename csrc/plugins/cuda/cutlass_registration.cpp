@@ -34,6 +34,11 @@ std::string plan(const CutlassKernel& kernel, const kabi_problem& problem, const
   if (!kernel.config->needs_wgmma && (call->bias != nullptr || call->activation != Activation::kNone)) {
     return "the sm_80 CUTLASS kernels have no bias or activation epilogue";
   }
+  // A TMA descriptor steps through the batch with a nonzero stride.
+  if (kernel.config->needs_wgmma && call->batch > 1 && call->batch_stride_b == 0) {
+    return "b is shared by the batch entries but a's entries do not stack its rows (the sm_90a kernels need a "
+           "batch stride)";
+  }
   *gemm = &kernel.config->gemms[call->dtype == KABI_DTYPE_BFLOAT16 ? 0 : 1][static_cast<int>(call->b_order)];
   return (*gemm)->check(*call);
 }
