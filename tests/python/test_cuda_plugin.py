@@ -82,15 +82,15 @@ def sass(plugin_record: dict) -> dict[str, str]:
         pytest.skip("cuobjdump is not installed (CUDA toolkit or the triton wheel)")
     result = subprocess.run([tool, "--dump-sass", plugin_record["path"]], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
-    per_arch: dict[str, str] = {}
+    per_arch: dict[str, list[str]] = {}
     arch = None
     for line in result.stdout.splitlines():
         match = re.search(r"arch = (sm_\w+)", line)
         if match:
             arch = match.group(1)
         elif arch is not None:
-            per_arch[arch] = per_arch.get(arch, "") + line + "\n"
-    return per_arch
+            per_arch.setdefault(arch, []).append(line)
+    return {name: "\n".join(lines) for name, lines in per_arch.items()}
 
 
 def test_sm90a_code_uses_wgmma_and_tma(sass: dict[str, str]) -> None:
