@@ -4,7 +4,6 @@
 # devices with its other backends (torch, Triton, device binaries).
 option(KABI_ENABLE_CUDA "Build the CUDA plugin libkabi_cuda.so where a CUDA compiler is found" ON)
 set(KABI_CUTLASS_INCLUDE_DIR "" CACHE PATH "Directory holding cutlass/ and cute/ (default: from nvidia-cutlass)")
-set(KABI_CUDA_PLUGIN_BUILT OFF)
 
 if(NOT KABI_ENABLE_CUDA)
   message(STATUS "kabi: KABI_ENABLE_CUDA is OFF; the CUDA plugin (CUTLASS and cuBLASLt kernels) is not built")
@@ -31,4 +30,3 @@ endif()
 message(STATUS "kabi: CUDA plugin with ${CMAKE_CUDA_COMPILER}, CUTLASS from ${KABI_CUTLASS_INCLUDE_DIR}")
 enable_language(CUDA)
 add_subdirectory(csrc/plugins/cuda)
-set(KABI_CUDA_PLUGIN_BUILT ON)

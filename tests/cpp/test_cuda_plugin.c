@@ -81,18 +81,26 @@ static double extreme_error(const uint16_t* out, const double* reference) {
   return worst / largest;
 }
 
+/* dlsym's object pointer stored into a function pointer the way POSIX shows (ISO C has no conversion between the
+ * two, and -pedantic refuses a cast). */
+#define RESOLVE(library, target, symbol) (*(void**)(&(target)) = dlsym((library), (symbol)))
+
 static int open_driver(void) {
   void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (driver == NULL) return 0;
-  cu_init_fn init = (cu_init_fn)dlsym(driver, "cuInit");
-  cu_device_get_fn device_get = (cu_device_get_fn)dlsym(driver, "cuDeviceGet");
-  cu_primary_retain_fn retain = (cu_primary_retain_fn)dlsym(driver, "cuDevicePrimaryCtxRetain");
-  cu_ctx_set_current_fn set_current = (cu_ctx_set_current_fn)dlsym(driver, "cuCtxSetCurrent");
-  cu.alloc = (cu_mem_alloc_fn)dlsym(driver, "cuMemAlloc_v2");
-  cu.release = (cu_mem_free_fn)dlsym(driver, "cuMemFree_v2");
-  cu.to_device = (cu_copy_to_device_fn)dlsym(driver, "cuMemcpyHtoD_v2");
-  cu.to_host = (cu_copy_to_host_fn)dlsym(driver, "cuMemcpyDtoH_v2");
-  cu.synchronize = (cu_synchronize_fn)dlsym(driver, "cuCtxSynchronize");
+  cu_init_fn init;
+  cu_device_get_fn device_get;
+  cu_primary_retain_fn retain;
+  cu_ctx_set_current_fn set_current;
+  RESOLVE(driver, init, "cuInit");
+  RESOLVE(driver, device_get, "cuDeviceGet");
+  RESOLVE(driver, retain, "cuDevicePrimaryCtxRetain");
+  RESOLVE(driver, set_current, "cuCtxSetCurrent");
+  RESOLVE(driver, cu.alloc, "cuMemAlloc_v2");
+  RESOLVE(driver, cu.release, "cuMemFree_v2");
+  RESOLVE(driver, cu.to_device, "cuMemcpyHtoD_v2");
+  RESOLVE(driver, cu.to_host, "cuMemcpyDtoH_v2");
+  RESOLVE(driver, cu.synchronize, "cuCtxSynchronize");
   int device = 0;
   void* context = NULL;
   return init != NULL && device_get != NULL && retain != NULL && set_current != NULL && cu.alloc != NULL &&
