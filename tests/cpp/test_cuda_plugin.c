@@ -161,8 +161,8 @@ int main(int argc, char** argv) {
     kabi_kernel_info info;
     memset(&info, 0, sizeof info);
     info.struct_size = sizeof info;
-    if (kabi_kernel_at("matmul", i, &kernel) != KABI_STATUS_OK || kabi_kernel_info_get(kernel, &info) != KABI_STATUS_OK ||
-        strcmp(info.plugin, "kabi-cuda") != 0) {
+    if (kabi_kernel_at("matmul", i, &kernel) != KABI_STATUS_OK ||
+        kabi_kernel_info_get(kernel, &info) != KABI_STATUS_OK || strcmp(info.plugin, "kabi-cuda") != 0) {
       continue;
     }
     memset(out, 0xFF, sizeof out); /* NaN patterns: a kernel that writes nothing fails */

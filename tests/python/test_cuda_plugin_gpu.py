@@ -213,7 +213,8 @@ def test_kabi_dispatch_can_pick_them() -> None:
     a = torch.randn(512, 1024, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(1024, 768, device="cuda", dtype=torch.bfloat16)
     # Every CUTLASS kernel takes this problem; of cuBLASLt's slots only the first is sure to exist for it.
-    for kernel in [name for name in _kernels("matmul") if not name.startswith("cuda.cublaslt")] + ["cuda.cublaslt.algo0"]:
+    cutlass = [name for name in _kernels("matmul") if not name.startswith("cuda.cublaslt")]
+    for kernel in cutlass + ["cuda.cublaslt.algo0"]:
         with kabi.use(matmul=kernel):
             result = kabi.ops.matmul(a, b)
         _check("matmul", result, a.double() @ b.double(), torch.bfloat16, f"kabi.ops.matmul forced to {kernel}")

@@ -254,7 +254,9 @@ kabi_status run(void* user_data, const kabi_problem* problem, const kabi_args* a
                                     plan->d, call.out, plan->d, &result.algo, args->workspace, args->workspace_size,
                                     call.stream);
     }
-    if (status != 0) return context.fail(KABI_STATUS_KERNEL_FAILED, kernel.name + ": " + status_text("cublasLtMatmul", status));
+    if (status != 0) {
+      return context.fail(KABI_STATUS_KERNEL_FAILED, kernel.name + ": " + status_text("cublasLtMatmul", status));
+    }
     return KABI_STATUS_OK;
   } catch (const std::exception& error) {
     return context.fail(KABI_STATUS_INTERNAL, kernel.name + ": " + error.what());

@@ -27,8 +27,6 @@ struct CutlassConfig {
   // The exact arch the code runs on (90 for sm_90a), or a range for sm_80-family code.
   int32_t arch_min, arch_max;
   bool needs_wgmma;
-  // Rows of out one tile covers: the smallest M the configuration is meant for (a hint for the docs, not a limit).
-  int32_t tile_m;
   // [dtype: 0 bfloat16, 1 float16][b order: MatrixOrder]
   CutlassGemm gemms[2][2];
 };

@@ -144,12 +144,11 @@ struct Config {
   using Row = cutlass::layout::RowMajor;
   using Column = cutlass::layout::ColumnMajor;
 
-  static constexpr CutlassConfig make(const char* name, int32_t tile_m) {
+  static constexpr CutlassConfig make(const char* name) {
     return CutlassConfig{name,
                          90,
                          90,
                          true,
-                         tile_m,
                          {{G<cutlass::bfloat16_t, Row>::entry(), G<cutlass::bfloat16_t, Column>::entry()},
                           {G<cutlass::half_t, Row>::entry(), G<cutlass::half_t, Column>::entry()}}};
   }

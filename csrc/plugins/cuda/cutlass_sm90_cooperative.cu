@@ -9,6 +9,6 @@ const CutlassConfig kSm90Cooperative128x256 =
     sm90::Config<cute::Shape<cute::_128, cute::_256, cute::_64>, cute::Shape<cute::_2, cute::_1, cute::_1>,
                  cutlass::gemm::KernelTmaWarpSpecializedCooperative,
                  cutlass::epilogue::TmaWarpSpecializedCooperative,
-                 cutlass::gemm::PersistentScheduler>::make("sm90.ws_cooperative.128x256x64.c2x1.persistent", 128);
+                 cutlass::gemm::PersistentScheduler>::make("sm90.ws_cooperative.128x256x64.c2x1.persistent");
 
 }  // namespace kabi::cuda

@@ -9,6 +9,6 @@ extern const CutlassConfig kSm90Pingpong128x128;
 const CutlassConfig kSm90Pingpong128x128 =
     sm90::Config<cute::Shape<cute::_128, cute::_128, cute::_64>, cute::Shape<cute::_1, cute::_2, cute::_1>,
                  cutlass::gemm::KernelTmaWarpSpecializedPingpong, cutlass::epilogue::TmaWarpSpecialized,
-                 cutlass::gemm::PersistentScheduler>::make("sm90.ws_pingpong.128x128x64.c1x2.persistent", 128);
+                 cutlass::gemm::PersistentScheduler>::make("sm90.ws_pingpong.128x128x64.c1x2.persistent");
 
 }  // namespace kabi::cuda

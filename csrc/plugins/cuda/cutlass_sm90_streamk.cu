@@ -10,6 +10,6 @@ const CutlassConfig kSm90StreamK128x128 =
     sm90::Config<cute::Shape<cute::_128, cute::_128, cute::_64>, cute::Shape<cute::_1, cute::_1, cute::_1>,
                  cutlass::gemm::KernelTmaWarpSpecializedCooperative,
                  cutlass::epilogue::TmaWarpSpecializedCooperative,
-                 cutlass::gemm::StreamKScheduler>::make("sm90.ws_cooperative.128x128x64.c1x1.streamk", 128);
+                 cutlass::gemm::StreamKScheduler>::make("sm90.ws_cooperative.128x128x64.c1x1.streamk");
 
 }  // namespace kabi::cuda
