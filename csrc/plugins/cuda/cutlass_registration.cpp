@@ -13,8 +13,8 @@
 namespace kabi::cuda {
 namespace {
 
-// Below cuBLASLt's first heuristic slot (cublaslt_kernels.cpp): untuned, the vendor library's own pick is the
-// safer default; tuning is where a CUTLASS kernel wins.
+// Below cuBLASLt's first heuristic slot (cublaslt_kernels.cpp), above its others. Selection's heuristic ranks an
+// exact arch match first (kabi.h), so an untuned pick on sm_90 is still an sm_90a CUTLASS kernel; tuning decides.
 constexpr int32_t kPriority = 5;
 
 struct CutlassKernel {
