@@ -19,6 +19,7 @@ import torch
 from kabi import _core
 
 import _cmake
+from _c_caller import SKIPPED, compile_c_caller
 
 PLUGIN_NAME = "kabi-cuda"
 
@@ -65,6 +66,14 @@ def test_plugin_is_built_and_loads(plugin_record: dict) -> None:
 def test_without_a_device_it_registers_nothing(plugin_record: dict) -> None:
     assert plugin_record["num_kernels"] == 0
     assert not [kernel for kernel in _core.kernel_list() if kernel["plugin"] == PLUGIN_NAME]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the machine without a CUDA device")
+def test_from_c_without_a_device_it_loads_and_registers_nothing(plugin_record: dict, tmp_path: Path) -> None:
+    program = compile_c_caller(tmp_path)
+    result = subprocess.run([str(program), plugin_record["path"]], capture_output=True, text=True, timeout=120)
+    assert result.returncode == SKIPPED, result.stdout + result.stderr
+    assert "the plugin loaded and registered nothing" in result.stdout
 
 
 def test_it_links_no_cuda_library_a_cpu_machine_lacks(plugin_record: dict) -> None:

@@ -17,7 +17,7 @@ from kabi._base.tensors import descriptor
 from kabi._selection.correctness import check_output
 from kabi import ConstraintViolatedError
 
-import _cmake
+from _c_caller import compile_c_caller
 from _linear_checks import ACTIVATION_FUNCTIONS
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -221,10 +221,8 @@ def test_kabi_dispatch_can_pick_them() -> None:
 
 
 def test_called_from_c(tmp_path) -> None:
-    build_dir = tmp_path / "cpp"
-    _cmake.build(_cmake.REPOSITORY / "tests" / "cpp", build_dir)
+    program = compile_c_caller(tmp_path)
     (plugin,) = [record["path"] for record in _core.plugin_records() if record["name"] == PLUGIN]
-    result = subprocess.run([str(build_dir / "kabi_test_cuda_plugin"), plugin], capture_output=True, text=True,
-                            timeout=300)
+    result = subprocess.run([str(program), plugin], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "PASSED" in result.stdout
