@@ -2,8 +2,8 @@
 # One call on the GPU machine does it all: install what its image lacks, build kabi, run the GPU tests and the
 # benchmarks, leave results under benchmarks/results/ (and $OUT when set), print a short table.
 # Usage: bash benchmarks/fetch_gpu_wheels.sh here, then (device tool) bash benchmarks/run_gpu.sh [STEP ...] with
-# carry [".whl"]. Steps: tests repro overhead bench:llm-decode triton decode cpp (default: all, in that order), and
-# native (the GPU tests of the Triton binaries and kabi.cuda alone), fp8, distributed (2 GPUs). Each
+# carry [".whl"]. Steps: tests cuda memcheck repro overhead bench:llm-decode triton decode cpp fp8 (default: all, in
+# that order), and native (the GPU tests of the Triton binaries and kabi.cuda alone), distributed (2 GPUs). Each
 # step has its own time limit so that one hanging step still leaves the others' results and the table.
 # bench:[OP/]SUITE[:DTYPE] runs `kabi bench OP --suite SUITE [--dtype DTYPE]` (OP: matmul when not given) for 240 s
 # at most (then interrupts it, which still plots what was measured, and the step shows FAILED), writing
@@ -38,10 +38,18 @@ run_step() {
   if "$@"; then status+=("$name|ok|$(( $(date +%s) - t0 ))s"); else status+=("$name|FAILED|$(( $(date +%s) - t0 ))s"); fi
 }
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(tests repro overhead bench:llm-decode triton decode cpp fp8)
+[ ${#steps[@]} -eq 0 ] && steps=(tests cuda memcheck repro overhead bench:llm-decode triton decode cpp fp8)
 for step in "${steps[@]}"; do
   case $step in
     tests) run_step "gpu tests" timeout ${GPU_TESTS_TIMEOUT:-420} python3 -m pytest -q -m gpu tests --continue-on-collection-errors --junitxml="$out/gpu-tests.xml" ;;
+    # The CUDA plugin (libkabi_cuda.so): its build checks (SASS, registration) and every kernel on this GPU.
+    cuda) run_step "cuda plugin" timeout 420 python3 -m pytest -q -rs tests/python/test_cuda_plugin.py \
+            tests/python/test_cuda_plugin_gpu.py --junitxml="$out/cuda-plugin-tests.xml" ;;
+    # compute-sanitizer memcheck over a small suite of every CUDA plugin kernel (the guard-region checks of the same
+    # tests are the fallback where the tool refuses the device).
+    memcheck) run_step "cuda plugin memcheck" timeout 540 compute-sanitizer --tool memcheck --error-exitcode 1 \
+                --target-processes all python3 -m pytest -q -x -p no:cacheprovider tests/python/test_cuda_plugin_gpu.py \
+                -k "bfloat16 and (every_matmul_kernel and transposed or every_linear_kernel and relu or misaligned)" ;;
     # The first CUDA dispatch with tuning on (a failure seen here once, inside the tuner's second selection).
     repro) run_step "first tuned CUDA dispatch" timeout 120 python3 scripts/gpu_tuning_repro.py ;;
     overhead) run_step "overhead" timeout 120 python3 benchmarks/overhead.py \

@@ -1,0 +1,70 @@
+// cuBLASLt, opened at run time (never linked): from KABI_CUBLASLT_LIBRARY, the nvidia-cublas package
+// (nvidia/cu13/lib/libcublasLt.so.13) or the copy torch ships beside it, or the loader's search path. The few types
+// and constants the plugin uses are declared here, with the values of cublasLt.h (CUDA 12 and 13 agree on them), so
+// the plugin builds where no cuBLAS header is installed (CI's CPU machine) exactly as where one is.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace kabi::cuda::lt {
+
+using Handle = struct cublasLtContext*;
+using MatmulDesc = void*;
+using MatrixLayout = void*;
+using Preference = void*;
+using Status = int32_t;  // cublasStatus_t; 0 is success
+
+struct MatmulAlgo {
+  uint64_t data[8];
+};
+struct HeuristicResult {
+  MatmulAlgo algo;
+  size_t workspace_size;
+  Status state;
+  float waves_count;
+  int reserved[4];
+};
+
+// cudaDataType_t, cublasComputeType_t, cublasOperation_t, cublasLtOrder_t.
+constexpr int32_t kCudaR32F = 0, kCudaR16F = 2, kCudaR16BF = 14;
+constexpr int32_t kCompute32F = 68;
+constexpr int32_t kOpN = 0, kOpT = 1;
+// cublasLtMatmulDescAttributes_t.
+constexpr int32_t kDescTransA = 3, kDescTransB = 4, kDescEpilogue = 7, kDescBiasPointer = 8;
+// cublasLtMatrixLayoutAttribute_t.
+constexpr int32_t kLayoutBatchCount = 5, kLayoutStridedBatchOffset = 6;
+// cublasLtMatmulPreferenceAttributes_t.
+constexpr int32_t kPrefMaxWorkspaceBytes = 1, kPrefMinAlignmentA = 5, kPrefMinAlignmentB = 6, kPrefMinAlignmentC = 7,
+                  kPrefMinAlignmentD = 8;
+// cublasLtEpilogue_t.
+constexpr uint32_t kEpilogueDefault = 1, kEpilogueRelu = 2, kEpilogueBias = 4, kEpilogueGelu = 32;
+
+struct Library {
+  void* handle = nullptr;
+  std::string path;
+  size_t version = 0;
+  Status (*create)(Handle*) = nullptr;
+  size_t (*get_version)() = nullptr;
+  Status (*desc_create)(MatmulDesc*, int32_t compute_type, int32_t scale_type) = nullptr;
+  Status (*desc_destroy)(MatmulDesc) = nullptr;
+  Status (*desc_set)(MatmulDesc, int32_t attribute, const void* value, size_t size) = nullptr;
+  Status (*layout_create)(MatrixLayout*, int32_t type, uint64_t rows, uint64_t cols, int64_t ld) = nullptr;
+  Status (*layout_destroy)(MatrixLayout) = nullptr;
+  Status (*layout_set)(MatrixLayout, int32_t attribute, const void* value, size_t size) = nullptr;
+  Status (*preference_create)(Preference*) = nullptr;
+  Status (*preference_destroy)(Preference) = nullptr;
+  Status (*preference_set)(Preference, int32_t attribute, const void* value, size_t size) = nullptr;
+  Status (*heuristic)(Handle, MatmulDesc, MatrixLayout a, MatrixLayout b, MatrixLayout c, MatrixLayout d,
+                      Preference, int requested, HeuristicResult* results, int* returned) = nullptr;
+  Status (*matmul)(Handle, MatmulDesc, const void* alpha, const void* a, MatrixLayout, const void* b, MatrixLayout,
+                   const void* beta, const void* c, MatrixLayout, void* d, MatrixLayout, const MatmulAlgo*,
+                   void* workspace, size_t workspace_size, void* stream) = nullptr;
+};
+
+// Open cuBLASLt once (later calls return the first outcome). plugin_directory is where libkabi_cuda.so lies: the
+// nvidia-cublas package of the same environment is searched from it. False with *error set when none loads.
+bool open_cublaslt(const std::string& plugin_directory, Library* library, std::string* error);
+
+}  // namespace kabi::cuda::lt

@@ -1,0 +1,40 @@
+// The CUTLASS GEMMs the plugin registers, as host code sees them: each configuration (a schedule, tile and cluster
+// shape, built for one arch) is a table of entry points per dtype and b order. The .cu files instantiate them; the
+// host code (cutlass_registration.cpp) needs no CUTLASS header.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "gemm_call.hpp"
+
+namespace kabi::cuda {
+
+// One instantiation: a CUTLASS device-level GEMM for one dtype and one b order.
+struct CutlassGemm {
+  // Why the kernel cannot compute the call exactly (CUTLASS's can_implement, on the call's shapes and strides), or
+  // "" when it can.
+  std::string (*check)(const GemmCall& call);
+  size_t (*workspace_bytes)(const GemmCall& call, int32_t multiprocessors);
+  // Runs on call.stream; returns "" or what failed.
+  std::string (*run)(const GemmCall& call, void* workspace, int32_t multiprocessors);
+};
+
+struct CutlassConfig {
+  // e.g. "sm90.ws_cooperative.128x256x64.c2x1.persistent"
+  const char* name;
+  // The exact arch the code runs on (90 for sm_90a), or a range for sm_80-family code.
+  int32_t arch_min, arch_max;
+  bool needs_wgmma;
+  // [dtype: 0 bfloat16, 1 float16][b order: MatrixOrder]
+  CutlassGemm gemms[2][2];
+};
+
+// Every configuration this build compiled, in registration order.
+const CutlassConfig* const* cutlass_configs(size_t* count);
+
+// The CUTLASS release the kernels were built from, e.g. "4.2.1".
+const char* cutlass_version();
+
+}  // namespace kabi::cuda

@@ -1,0 +1,228 @@
+"""Every kernel of the built-in CUDA plugin (kabi-cuda: CUTLASS and cuBLASLt) on a GPU, launched directly through the
+binding: against the float64 reference with the ops' gate tolerances on fresh random inputs with odd sizes, both
+weight layouts and batches; misaligned strides declined (never computed wrong); inside a CUDA-graph capture; and the
+output's neighbours untouched (guard regions), which is the memory-safety check where compute-sanitizer cannot run."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+import torch
+
+import kabi
+from kabi import _core
+from kabi._base.declarations import kernel_specs, op_spec
+from kabi._base.tensors import descriptor
+from kabi._selection.correctness import check_output
+from kabi import ConstraintViolatedError
+
+from _c_caller import compile_c_caller
+from _linear_checks import ACTIVATION_FUNCTIONS
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+PLUGIN = "kabi-cuda"
+DTYPES = [torch.bfloat16, torch.float16]
+ACTIVATIONS = list(ACTIVATION_FUNCTIONS)
+# Elements of poison around each output: a kernel writing past its output shows up as a changed guard.
+GUARD = 4096
+POISON = -7.0
+
+
+def _kernels(op: str) -> list[str]:
+    _core.plugin_load_builtin()
+    return sorted(kernel["name"] for kernel in _core.kernel_list()
+                  if kernel["plugin"] == PLUGIN and kernel["op"] == op)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def plugin_kernels() -> None:
+    _core.plugin_load_builtin()
+    names = _kernels("matmul")
+    assert names, "the CUDA plugin registered no kernel on this GPU"
+    major, minor = torch.cuda.get_device_capability()
+    if (major, minor) == (9, 0):
+        assert any(name.startswith("cuda.cutlass.sm90.") for name in names), names
+    assert any(name.startswith("cuda.cublaslt.algo") for name in names), f"cuBLASLt did not load: {names}"
+
+
+FEATURE_BITS = {"tensor_cores": 1 << 32, "bf16_mma": 1 << 33, "tma": 1 << 35, "wgmma": 1 << 36}
+DTYPE_BITS = {"float16": 1, "bfloat16": 2}
+LAYOUT_BITS = {"contiguous": 1, "row_strided": 2, "col_strided": 4, "general": 8}
+
+
+def test_registration_matches_the_registry_files() -> None:
+    arch = torch.cuda.get_device_capability()[0] * 10 + torch.cuda.get_device_capability()[1]
+    declared = [spec for spec in kernel_specs("cuda") if spec.plugin == PLUGIN and (
+        arch in spec.archs if spec.archs else spec.arch_min <= arch and (spec.arch_max == 0 or arch <= spec.arch_max))]
+    live = {(kernel["op"], kernel["name"]): kernel for kernel in _core.kernel_list() if kernel["plugin"] == PLUGIN}
+    assert sorted(live) == sorted((spec.op, spec.name) for spec in declared)
+    for spec in declared:
+        kernel = live[(spec.op, spec.name)]
+        assert kernel["backend"] == spec.backend == "cuda" and kernel["device_type"] == 2
+        assert tuple(kernel["archs"]) == spec.archs
+        assert (kernel["arch_min"], kernel["arch_max"]) == (spec.arch_min, spec.arch_max)
+        assert kernel["required_features"] == sum(FEATURE_BITS[name] for name in spec.features)
+        assert kernel["dtypes"] == sum(DTYPE_BITS[name] for name in spec.dtypes)
+        assert kernel["layouts"] == sum(LAYOUT_BITS[name] for name in spec.layouts)
+        assert (kernel["alignment"], kernel["priority"], kernel["batch_mode"]) == (spec.alignment, spec.priority, 1)
+        assert kernel["kind"] == "function" and kernel["has_workspace"]
+        assert ("cutlass" if "cutlass" in spec.name else "cublasLt") in kernel["fingerprint"]
+
+
+def _guarded_output(shape: tuple, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """An output of `shape` inside a poisoned buffer (16-byte aligned), and the buffer."""
+    count = 1
+    for size in shape:
+        count *= size
+    buffer = torch.full((GUARD + count + GUARD,), POISON, dtype=dtype, device="cuda")
+    return buffer[GUARD:GUARD + count].view(shape), buffer
+
+
+def _assert_guards_intact(buffer: torch.Tensor, kernel: str) -> None:
+    guards = torch.cat([buffer[:GUARD], buffer[-GUARD:]])
+    assert bool((guards == POISON).all()), f"{kernel} wrote outside its output"
+
+
+def _launch(op: str, kernel: str, inputs: list, out: torch.Tensor, attributes: tuple = ()) -> bool:
+    """Run the kernel; False when it declines the call."""
+    descriptors = [None if tensor is None else descriptor(tensor) for tensor in inputs]
+    try:
+        _core.launch(op, kernel, descriptors, [descriptor(out)], stream=torch.cuda.current_stream().cuda_stream,
+                     attributes=attributes)
+    except ConstraintViolatedError:
+        return False
+    torch.cuda.synchronize()
+    return True
+
+
+def _check(op: str, out: torch.Tensor, reference: torch.Tensor, dtype: torch.dtype, what: str) -> None:
+    tolerance = op_spec(op).tolerance[str(dtype).removeprefix("torch.")]
+    verdict = check_output(out.cpu(), reference.cpu(), tolerance, expected_dtype=dtype)
+    assert verdict is None, f"{what}: {verdict}"
+
+
+def _b(k: int, n: int, dtype: torch.dtype, layout: str, batch: tuple = ()) -> torch.Tensor:
+    if layout == "row_major":
+        return torch.randn(*batch, k, n, device="cuda").to(dtype)
+    return torch.randn(*batch, n, k, device="cuda").to(dtype).transpose(-1, -2)  # nn.Linear weight, transposed
+
+
+# (batch, M, N, K): aligned sizes every kernel must take, then sizes off every tile.
+ALIGNED = [((), 128, 256, 64), ((), 1, 4096, 512), ((), 257, 136, 1032), ((3,), 72, 64, 200)]
+ODD = [((), 127, 129, 131), ((), 1, 4095, 4097), ((2,), 33, 17, 9)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("layout", ["row_major", "transposed"])
+def test_every_matmul_kernel_matches_the_reference(dtype: torch.dtype, layout: str) -> None:
+    for kernel in _kernels("matmul"):
+        for batch, m, n, k in ALIGNED + ODD:
+            a = torch.randn(*batch, m, k, device="cuda").to(dtype)
+            b = _b(k, n, dtype, layout, batch)
+            out, buffer = _guarded_output((*batch, m, n), dtype)
+            ran = _launch("matmul", kernel, [a, b], out)
+            what = f"{kernel} {layout} batch={batch} M={m} N={n} K={k}"
+            if (batch, m, n, k) in ALIGNED and kernel.startswith("cuda.cutlass"):
+                assert ran, f"{what}: declined an aligned problem"
+            if ran:
+                _check("matmul", out, a.double() @ b.double(), dtype, what)
+                _assert_guards_intact(buffer, kernel)
+            elif (batch, m, n, k) in ODD and kernel.startswith("cuda.cutlass"):
+                assert bool((buffer == POISON).all()), f"{what}: declined but wrote"
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_batched_matmul_with_a_shared_weight(dtype: torch.dtype) -> None:
+    # b broadcast over a's batch folds into one GEMM of batch * M rows.
+    a = torch.randn(4, 96, 256, device="cuda").to(dtype)
+    b = torch.randn(256, 128, device="cuda").to(dtype)
+    for kernel in _kernels("matmul"):
+        out, buffer = _guarded_output((4, 96, 128), dtype)
+        assert _launch("matmul", kernel, [a, b], out), f"{kernel} declined a shared weight"
+        _check("matmul", out, a.double() @ b.double(), dtype, kernel)
+        _assert_guards_intact(buffer, kernel)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_misaligned_strides_are_declined_not_computed_wrong(dtype: torch.dtype) -> None:
+    # A row stride of 130 elements (260 bytes) and a base one element off 16 bytes.
+    a = torch.randn(64, 130, device="cuda").to(dtype)[:, :128]
+    offset = torch.randn(64 * 128 + 1, device="cuda").to(dtype)[1:].view(64, 128)
+    b = torch.randn(128, 64, device="cuda").to(dtype)
+    for kernel in _kernels("matmul"):
+        for left in (a, offset):
+            out, buffer = _guarded_output((64, 64), dtype)
+            if _launch("matmul", kernel, [left, b], out):
+                assert not kernel.startswith("cuda.cutlass"), f"{kernel} ran on strides TMA cannot read"
+                _check("matmul", out, left.double() @ b.double(), dtype, kernel)
+            else:
+                assert bool((buffer == POISON).all()), f"{kernel} declined but wrote"
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+def test_every_linear_kernel_matches_the_reference(dtype: torch.dtype, activation: str) -> None:
+    index = ACTIVATIONS.index(activation)
+    served = []
+    for kernel in _kernels("linear"):
+        for rows, n, k, with_bias, transposed in [((2, 64), 256, 128, True, False), ((1,), 4096, 512, False, False),
+                                                   ((200,), 136, 264, True, True), ((33,), 29, 17, True, False)]:
+            x = torch.randn(*rows, k, device="cuda").to(dtype)
+            w = (torch.randn(k, n, device="cuda").to(dtype).t() if transposed
+                 else torch.randn(n, k, device="cuda").to(dtype))
+            bias = torch.randn(n, device="cuda").to(dtype) if with_bias else None
+            out, buffer = _guarded_output((*rows, n), dtype)
+            if not _launch("linear", kernel, [x, w, bias], out, attributes=(index,)):
+                continue
+            served.append(kernel)
+            reference = torch.nn.functional.linear(x.double(), w.double(), None if bias is None else bias.double())
+            _check("linear", out, ACTIVATION_FUNCTIONS[activation](reference), dtype,
+                   f"{kernel} {activation} rows={rows} N={n} K={k} bias={with_bias} transposed={transposed}")
+            _assert_guards_intact(buffer, kernel)
+    if torch.cuda.get_device_capability() == (9, 0):
+        assert any(name.startswith("cuda.cutlass.sm90.") for name in served), "no sm90 CUTLASS epilogue ran"
+    if activation in ("none", "relu", "gelu_tanh"):
+        assert "cuda.cublaslt.algo0" in served, "cuBLASLt's epilogue should serve this activation"
+    else:
+        assert not any(name.startswith("cuda.cublaslt") for name in served), "cuBLASLt has no exact epilogue here"
+
+
+def test_every_kernel_runs_inside_a_cuda_graph() -> None:
+    dtype = torch.bfloat16
+    a = torch.randn(256, 512, device="cuda").to(dtype)
+    b = torch.randn(384, 512, device="cuda").to(dtype).t()
+    for kernel in _kernels("matmul"):
+        out = torch.empty(256, 384, device="cuda", dtype=dtype)
+        assert _launch("matmul", kernel, [a, b], out), kernel  # warm-up: workspace and plans exist before capture
+        out.fill_(POISON)
+        graph = torch.cuda.CUDAGraph()
+        stream = torch.cuda.Stream()
+        with torch.cuda.stream(stream):
+            with torch.cuda.graph(graph, stream=stream):
+                _core.launch("matmul", kernel, [descriptor(a), descriptor(b)], [descriptor(out)],
+                             stream=stream.cuda_stream)
+        a.copy_(torch.randn_like(a, dtype=torch.float32).to(dtype))
+        graph.replay()
+        torch.cuda.synchronize()
+        _check("matmul", out, a.double() @ b.double(), dtype, f"{kernel} replayed in a graph")
+
+
+def test_kabi_dispatch_can_pick_them() -> None:
+    a = torch.randn(512, 1024, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(1024, 768, device="cuda", dtype=torch.bfloat16)
+    # Every CUTLASS kernel takes this problem; of cuBLASLt's slots only the first is sure to exist for it.
+    cutlass = [name for name in _kernels("matmul") if not name.startswith("cuda.cublaslt")]
+    for kernel in cutlass + ["cuda.cublaslt.algo0"]:
+        with kabi.use(matmul=kernel):
+            result = kabi.ops.matmul(a, b)
+        _check("matmul", result, a.double() @ b.double(), torch.bfloat16, f"kabi.ops.matmul forced to {kernel}")
+
+
+def test_called_from_c(tmp_path) -> None:
+    program = compile_c_caller(tmp_path)
+    (plugin,) = [record["path"] for record in _core.plugin_records() if record["name"] == PLUGIN]
+    result = subprocess.run([str(program), plugin], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "PASSED" in result.stdout
