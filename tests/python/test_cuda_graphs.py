@@ -166,6 +166,11 @@ def test_tuning_for_graph_replay_records_both_modes_and_the_capture_runs_the_gra
                    if record.execution_mode == "graph" and math.isfinite(record.time_us)}
     eager_kernels = {record.kernel for record in records if record.execution_mode == "eager"}
     assert graph_times and set(graph_times) <= eager_kernels
+    failed = {record.kernel for record in records if not math.isfinite(record.time_us)}
+    eligible = {candidate.name for candidate in explanation.candidates if candidate.eligible}
+    assert eligible - failed <= set(graph_times), (
+        f"eligible kernels without a graph-mode time: {sorted(eligible - failed - set(graph_times))}; "
+        f"{explanation.pick_reason}: {explanation.reason}")
     winner = min(graph_times, key=graph_times.get)
     assert explanation.execution_mode == "graph" and explanation.pick == winner
     assert captured_kernel == winner
