@@ -164,6 +164,10 @@ KABI_EXPORT kabi_status kabi_op_tensor_get(kabi_op handle, int32_t index, kabi_t
     std::copy(tensor.dims.begin(), tensor.dims.end(), decl.dims);
     decl.type_variable = tensor.type_variable;
     decl.dtypes = tensor.dtypes;
+    decl.leading_dim_optional = tensor.leading_dim_optional ? 1 : 0;
+    decl.present_with_input = tensor.present_with_input;
+    decl.present_with_rank = tensor.present_with_rank;
+    decl.offsets_of_dim = tensor.offsets_of_dim;
     write_output_struct(out_decl, decl);
   });
 }

@@ -33,7 +33,7 @@
 #include <dlpack/dlpack.h>
 
 #define KABI_ABI_VERSION_MAJOR 2
-#define KABI_ABI_VERSION_MINOR 0
+#define KABI_ABI_VERSION_MINOR 1
 /** The version this header describes, as (MAJOR << 16) | MINOR. */
 #define KABI_ABI_VERSION ((uint32_t)((KABI_ABI_VERSION_MAJOR << 16) | KABI_ABI_VERSION_MINOR))
 /** The MAJOR part of a packed version. */
@@ -271,6 +271,12 @@ typedef struct kabi_op_s* kabi_op;
  *  - A tensor is `name: [dims] dtype`. Dims are named ("M"; one name is one size across the call) and may start
  *    with "...", a group of leading dimensions that broadcast as torch.matmul's do; [] is a 0-d tensor.
  *    `name?:` marks an optional input: a call passes it absent as a zero-filled DLTensor (see kabi_args).
+ *  - Inputs that come in forms (grouped_mm: "x: [E?, R, K] T, w: [E, K, N] T, offs?(x.rank == 2): [E] int32
+ *    offsets(R) -> out: [E?, R, N] T"): a first dim "E?" may be left out, and an output's "E?" is there exactly
+ *    when the inputs have it; `name?(input.rank == N)` is an optional input given exactly when that earlier
+ *    required input has rank N; `offsets(R)` after an int32/int64 1-D input's dtype says its values are group end
+ *    offsets along R, non-decreasing from 0 to R's size (checked for host memory; a kernel reading device offsets
+ *    must stay inside its tensors whatever they hold).
  *  - The dtype is a type variable declared in type_variables (all tensors typed by one variable share its dtype in
  *    a call), or a concrete dtype name ("float32", "int32").
  *  - An attribute is `name: int`, `float`, `bool` or `enum(value, ...)`, optionally `= default` (an integer, a
@@ -348,6 +354,14 @@ typedef struct kabi_tensor_decl {
   int32_t type_variable;
   /** The dtypes it may have: its variable's set, or its one concrete dtype's bit. */
   uint32_t dtypes;
+  /** ABI 2.1: 1 when its first dim may be left out ("[E?, M, K]"). */
+  int32_t leading_dim_optional;
+  /** ABI 2.1: an optional input's presence condition ("offs?(x.rank == 2)"): given exactly when input
+   *  present_with_input (an index, -1 for no condition) has rank present_with_rank. */
+  int32_t present_with_input;
+  int32_t present_with_rank;
+  /** ABI 2.1: for "[E] int32 offsets(R)", the index of R in kabi_op_info.dim_names; -1 otherwise. */
+  int32_t offsets_of_dim;
 } kabi_tensor_decl;
 
 /** Tensor `index` of the op: inputs first (0 <= index < num_inputs), then outputs. */

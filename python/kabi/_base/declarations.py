@@ -86,12 +86,15 @@ DEVICE_NAMES = ("cpu", "cuda", "rocm", "mps", "xpu")
 # How a suite lays out the second operand: "row_major" is b as a contiguous [..., K, N]; "transposed_b" is b as the
 # transposed view of a contiguous [..., N, K], the layout of an nn.Linear weight.
 SUITE_LAYOUT_NAMES = ("row_major", "transposed_b")
+# How a grouped op's benchmark spreads rows over groups (a suite's ``routings``): each row's group drawn uniformly
+# ("balanced") or with probability proportional to 1 / rank ("zipf": a few hot experts, many cold or empty ones).
+SUITE_ROUTING_NAMES = ("balanced", "zipf")
 # How the input generator fills a tensor (``[inputs.<tensor>] kind``); kabi.ops._inputs gives each its meaning.
 INPUT_KINDS = ("normal", "uniform", "positive", "integers", "offsets")
 # The key of a problem shape's leading (batch) shape, beside the named dimensions.
 BATCH_KEY = "batch"
 # The functions a gradient expression may call besides kabi ops; kabi.ops._gradient_functions implements them.
-GRADIENT_FUNCTIONS = ("activation_grad", "matmul_summed", "rows", "sum_to")
+GRADIENT_FUNCTIONS = ("activation_grad", "grouped_weight_grad", "matmul_summed", "rows", "sum_to")
 # The tensor methods and properties a gradient expression may use.
 GRADIENT_TENSOR_ATTRIBUTES = ("conj", "mH", "mT", "reshape", "shape", "squeeze", "sum", "transpose", "unsqueeze")
 
@@ -215,13 +218,15 @@ class InputDeclaration:
 @dataclass(frozen=True)
 class ShapeSuite:
     """Named problem shapes for ``kabi tune --suite`` and ``kabi bench``; ``layouts`` (default ``("row_major",)``)
-    lists the operand layouts each shape is benchmarked in."""
+    lists the operand layouts each shape is benchmarked in, ``routings`` (``SUITE_ROUTING_NAMES``) how a grouped op's
+    rows are spread over its groups."""
 
     name: str
     description: str
     shapes: tuple[ProblemShape, ...]
     dtypes: tuple[str, ...]
     layouts: tuple[str, ...] = ("row_major",)
+    routings: tuple[str, ...] = ("balanced",)
 
 
 @dataclass(frozen=True)
@@ -467,8 +472,12 @@ def _op_spec(root: _Reader, file_stem: str | None) -> OpSpec:
         layouts = suite.names("layouts", SUITE_LAYOUT_NAMES, ["row_major"])
         if not layouts or len(set(layouts)) != len(layouts):
             raise suite.fail("layouts", f"expected distinct layout names, at least one, got {list(layouts)!r}")
+        routings = suite.names("routings", SUITE_ROUTING_NAMES, ["balanced"])
+        if not routings or len(set(routings)) != len(routings):
+            raise suite.fail("routings", f"expected distinct routing names, at least one, got {list(routings)!r}")
         suites[suite_name] = ShapeSuite(
             suite_name, suite.get("description", str), tuple(shapes), suite.names("dtypes", tuple(dtypes)), layouts,
+            routings,
         )
         suite.finish()
     spec = OpSpec(

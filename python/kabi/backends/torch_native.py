@@ -18,9 +18,9 @@ import torch.nn.functional as F
 from .._base.core_answers import KernelInfo
 from .._base.declarations import kernel_specs
 from ..ops._kernel_registration import register_declared
-from ..ops._references import activation_named
+from ..ops._references import activation_named, group_bounds
 
-__all__ = ["linear", "matmul", "register"]
+__all__ = ["grouped_mm", "grouped_mm_loop", "linear", "matmul", "register"]
 
 # torch.matmul's own signature, matmul(a, b, *, out=None), is the Python kernel convention: registering the
 # builtin itself keeps a wrapper's call off every dispatch.
@@ -53,6 +53,45 @@ def linear(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, a
         if bias is not None:
             out.add_(bias)
     return apply.in_place(out)
+
+
+def _clamped_offsets(offs: torch.Tensor, rows: int) -> torch.Tensor:
+    """The offsets as every grouped_mm kernel reads them: each end clamped into [previous end, rows], on the device,
+    so that no values make torch read or write outside x and out (the op checks host offsets; device ones are not
+    read back, see registry/ops/grouped_mm.toml)."""
+    return torch.cummax(offs.clamp(0, rows), 0).values.to(torch.int32)
+
+
+def grouped_mm(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor | None = None, *,
+               out: torch.Tensor | None = None) -> torch.Tensor:
+    """``F.grouped_mm(x, w, offs=offs)``: torch's own grouped GEMM (2-D x 3-D with offsets, or 3-D x 3-D), with rows
+    past the last offset zero. It needs no host copy of the offsets, so it runs inside CUDA graphs."""
+    if offs is None:
+        result = F.grouped_mm(x, w)
+    elif x.shape[0] == 0 or w.shape[0] == 0:
+        result = x.new_zeros(x.shape[0], w.shape[-1])
+    else:
+        clamped = _clamped_offsets(offs, x.shape[0])
+        result = F.grouped_mm(x, w, offs=clamped)
+        past_last = torch.arange(x.shape[0], device=x.device) >= clamped[-1]
+        result.masked_fill_(past_last[:, None], 0)
+    return result if out is None else out.copy_(result)
+
+
+def grouped_mm_loop(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor | None = None, *,
+                    out: torch.Tensor | None = None) -> torch.Tensor:
+    """One ``torch.mm`` per group, for every dtype and device torch multiplies in. It reads the offsets on the host:
+    a GPU synchronizes once per call, and a CUDA graph cannot capture it."""
+    if offs is None:
+        return torch.bmm(x, w, out=out)
+    result = x.new_empty(x.shape[0], w.shape[-1]) if out is None else out
+    last = 0
+    for group, (start, end) in enumerate(group_bounds(offs, x.shape[0])):
+        if end > start:
+            torch.mm(x[start:end], w[group], out=result[start:end])
+        last = end
+    result[last:].zero_()
+    return result
 
 
 def register() -> tuple[KernelInfo, ...]:

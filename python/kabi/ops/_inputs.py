@@ -156,7 +156,12 @@ class _Op:
                                        f"{self.schema['schema']!r}")
 
     def kind(self, tensor: Mapping[str, Any], dtype: torch.dtype) -> InputDeclaration:
-        return self.declarations.get(tensor["name"], InputDeclaration(_default_kind(dtype)))
+        """The declared kind; else offsets for a tensor whose schema says ``offsets(R)``; else by dtype."""
+        if tensor["name"] in self.declarations:
+            return self.declarations[tensor["name"]]
+        if tensor["offsets_of"]:
+            return InputDeclaration("offsets", total=tensor["offsets_of"])
+        return InputDeclaration(_default_kind(dtype))
 
     def fail(self, message: str) -> InvalidArgumentError:
         return InvalidArgumentError(f"{self.name}: {message}")
@@ -220,6 +225,19 @@ def problem_inputs(
                            torch.device(device), _generator(generator))
 
 
+def _form_dims(tensor: Mapping[str, Any], inputs: Sequence[Mapping[str, Any]], present: Collection[str]) -> tuple:
+    """The dims a generated tensor has: a first dim that may be left out (``[E?, R, K]``) is left out exactly when
+    an optional input whose presence condition names this tensor's shorter rank is given (grouped_mm's ``offs``)."""
+    dims = tuple(tensor["dims"])
+    if not tensor["leading_dim_optional"]:
+        return dims
+    for other in inputs:
+        if other["present_with"] is not None and other["present_with"][0] == tensor["name"]:
+            shorter = other["present_with"][1] == len(dims) - 1
+            return dims[1:] if shorter == (other["name"] in present) else dims
+    return dims
+
+
 def _problem_inputs(spec: _Op, dims: Mapping[str, int], batch_shape: tuple[int, ...], dtypes: str | Mapping[str, str],
                     attributes: Mapping[str, Any] | None, present: frozenset[str], device: torch.device,
                     generator: torch.Generator) -> tuple[torch.Tensor | None, ...]:
@@ -244,7 +262,7 @@ def _problem_inputs(spec: _Op, dims: Mapping[str, int], batch_shape: tuple[int, 
         raise spec.fail(f"present names {stray[0]}, which is not an optional input; expected among "
                         f"{', '.join(sorted(optional)) or 'none'}")
     shapes = [None if tensor["optional"] and tensor["name"] not in present else
-              (*(batch_shape if tensor["has_batch"] else ()), *(dims[dim] for dim in tensor["dims"]))
+              (*(batch_shape if tensor["has_batch"] else ()), *(dims[dim] for dim in _form_dims(tensor, inputs, present)))
               for tensor in inputs]
     by_variable = _dtypes(spec, dtypes, {tensor["type_variable"] for tensor, shape in zip(inputs, shapes)
                                          if shape is not None and tensor["type_variable"]})
@@ -386,8 +404,10 @@ def _problem_of(spec: _Op, inputs: Sequence[torch.Tensor | None], attributes: Ma
     for tensor, value in zip(spec.schema["inputs"], inputs):
         if value is None:
             continue
-        named = len(tensor["dims"])
-        dims.update(zip(tensor["dims"], value.shape[value.dim() - named:]))
+        named_dims = tensor["dims"][1:] if tensor["leading_dim_optional"] and value.dim() < len(tensor["dims"]) \
+            else tensor["dims"]
+        named = len(named_dims)
+        dims.update(zip(named_dims, value.shape[value.dim() - named:]))
         if tensor["has_batch"]:
             leading.append(value.shape[: value.dim() - named])
         if tensor["type_variable"]:

@@ -4,7 +4,9 @@ The core parses the schema text once (``"a: [..., M, K] T, b: [..., K, N] T -> o
 kabi_op_desc); :func:`op_schema` reads its parsed form through ``_core.op_schema``, so Python never parses schema
 text. Each tensor names its dimensions: a name (``M``) must agree wherever it appears, and a leading ``...`` stands
 for batch dimensions that broadcast across inputs as in torch (right-aligned, a size 1 stretches). The output shapes
-follow from the sizes the inputs bind.
+follow from the sizes the inputs bind. A first dimension written ``E?`` may be left out (grouped_mm's ``x`` is
+``[T, K]`` or ``[E, M, K]``), and an output's ``E?`` is there exactly when the inputs have it; an optional input with
+a presence condition (``offs?(x.rank == 2)``) is given exactly when it holds.
 
 An op may also take a vector where a tensor has no batch and one named dimension less (torch.matmul's rule, the
 op's ``vectors``: ``{"a": "M", "b": "N"}``): the missing dimension is taken as size 1, and every output drops it, so
@@ -51,11 +53,22 @@ class TensorPattern:
     dims: tuple[str, ...]
     optional: bool = False
     dtype: str = ""
+    leading_dim_optional: bool = False
+    present_with: tuple[str, int] | None = None
 
     @property
     def dims_text(self) -> str:
-        """The dimensions as written in the schema: ``[..., M, K]``."""
-        return f"[{', '.join(([BATCH] if self.batched else []) + list(self.dims))}]"
+        """The dimensions as written in the schema: ``[..., M, K]``, ``[E?, M, K]``."""
+        dims = list(self.dims)
+        if self.leading_dim_optional:
+            dims[0] += "?"
+        return f"[{', '.join(([BATCH] if self.batched else []) + dims)}]"
+
+    def named_dims(self, rank: int) -> tuple[str, ...]:
+        """The dims a tensor of this rank names: all of them, or without the first where it may be left out."""
+        if self.leading_dim_optional and rank == len(self.dims) - 1:
+            return self.dims[1:]
+        return self.dims
 
     def __str__(self) -> str:
         return f"{self.name}: {self.dims_text}"
@@ -239,20 +252,31 @@ class OpSchema:
             return [promotion.output_shape(i, shape) for i, shape in enumerate(full)]
         sizes: dict[str, tuple[Any, str, tuple]] = {}
         leading: list[tuple[str, tuple, tuple]] = []
+        leading_given: dict[str, tuple[bool, str, tuple]] = {}
         for pattern, shape in zip(self.inputs, shapes):
             if shape is None:
                 if not pattern.optional:
                     raise InvalidArgumentError(f"{op}: input {pattern.name} is required but was passed absent")
                 continue
             shape = tuple(shape)
-            named = len(pattern.dims)
+            dims = pattern.named_dims(len(shape))
+            named = len(dims)
             if len(shape) < named or (not pattern.batched and len(shape) != named):
-                expected = f"rank at least {named}" if pattern.batched else f"rank {named}"
+                expected = (f"rank at least {named}" if pattern.batched else
+                            f"rank {named - 1} or {named}" if pattern.leading_dim_optional else f"rank {named}")
                 raise InvalidArgumentError(
                     f"{op}: {pattern.name} has shape {list(shape)} (rank {len(shape)}); "
                     f"expected {pattern.dims_text} ({expected})"
                 )
-            for position, (dim, size) in enumerate(zip(pattern.dims, shape[len(shape) - named:])):
+            if pattern.leading_dim_optional:
+                given = dims == pattern.dims
+                first = leading_given.setdefault(pattern.dims[0], (given, pattern.name, shape))
+                if first[0] != given:
+                    raise InvalidArgumentError(
+                        f"{op}: {first[1]} has shape {list(first[2])} but {pattern.name} has shape {list(shape)}: "
+                        f"both have the dimension {pattern.dims[0]} or neither"
+                    )
+            for position, (dim, size) in enumerate(zip(dims, shape[len(shape) - named:])):
                 index = position - named
                 if dim not in sizes:
                     sizes[dim] = (size, pattern.name, shape)
@@ -264,10 +288,28 @@ class OpSchema:
                     )
             if pattern.batched:
                 leading.append((pattern.name, shape, shape[: len(shape) - named]))
+        self._check_presence(op, shapes)
         batch = _broadcast(op, leading)
-        return [
-            (batch if pattern.batched else ()) + tuple(sizes[dim][0] for dim in pattern.dims) for pattern in self.outputs
-        ]
+        result = []
+        for pattern in self.outputs:
+            dims = pattern.dims
+            if pattern.leading_dim_optional and not leading_given.get(dims[0], (True,))[0]:
+                dims = dims[1:]
+            result.append((batch if pattern.batched else ()) + tuple(sizes[dim][0] for dim in dims))
+        return result
+
+    def _check_presence(self, op: str, shapes: Sequence[Sequence[Any] | None]) -> None:
+        """An optional input with a presence condition (``offs?(x.rank == 2)``) is given exactly when it holds."""
+        ranks = {pattern.name: None if shape is None else len(shape) for pattern, shape in zip(self.inputs, shapes)}
+        for pattern, shape in zip(self.inputs, shapes):
+            if pattern.present_with is None:
+                continue
+            other, rank = pattern.present_with
+            wanted = ranks[other] == rank
+            if wanted != (shape is not None):
+                rule = "is required when" if wanted else "must be absent unless"
+                raise InvalidArgumentError(f"{op}: {pattern.name} {rule} {other} has rank {rank} ({other} has rank "
+                                           f"{ranks[other]})")
 
     def __str__(self) -> str:
         return f"{', '.join(map(str, self.inputs))} -> {', '.join(map(str, self.outputs))}"
@@ -331,6 +373,8 @@ def _pattern(tensor: dict[str, Any]) -> TensorPattern:
         dims=tuple(tensor["dims"]),
         optional=tensor["optional"],
         dtype=tensor["type_variable"] or tensor["dtype"],
+        leading_dim_optional=tensor["leading_dim_optional"],
+        present_with=tensor["present_with"],
     )
 
 

@@ -1,5 +1,5 @@
 """Registering the Triton kernels into kabi: one Python kernel per (family, config) for matmul, and one per config
-of the fused linear kernel.
+of the fused linear kernel and of the persistent grouped GEMM (grouped_mm).
 
 kabi's bootstrap hands ``register_triton_kernels`` to plugin discovery, which calls it the first time the registry is
 read for CUDA where a CUDA device exists (``kabi._plugins.discovery.complete_registry``), so ``import kabi`` never
@@ -45,7 +45,10 @@ _LINEAR_DTYPES = ("float16", "bfloat16", "float32")
 # Above torch-native (0), the configs in LINEAR_CONFIGS' order: where nothing is tuned, the first config that fits
 # the problem is the heuristic pick.
 _LINEAR_PRIORITY = 10
-_KERNEL_SOURCES = ("_jit_kernels.py", "_decode_jit_kernels.py", "_linear_kernels.py")
+# The grouped GEMM's pointer path runs on sm_80 and later (bfloat16 tensor cores); sm_90 reads through TMA.
+_GROUPED_ARCHS = (80, None)
+_GROUPED_PRIORITY = 10
+_KERNEL_SOURCES = ("_jit_kernels.py", "_decode_jit_kernels.py", "_linear_kernels.py", "_grouped_kernels.py")
 
 _registered_devices: set[str] = set()
 _lock = threading.Lock()
@@ -119,6 +122,32 @@ class _LinearSupports:
                                          _ELEMENT_SIZES[problem.dtype], arch) or True
 
 
+def grouped_kernel_name(config_tag: str, device: str = "cuda") -> str:
+    """The kabi name of one config of the grouped GEMM, e.g. ``triton.grouped_mm.bm128_bn128_bk64_w8_s3_g8``."""
+    name = f"triton.grouped_mm.{config_tag}"
+    return name if device == "cuda" else f"{name}.{device}"
+
+
+class _GroupedSupports:
+    """The supports predicate of one grouped config: R is every row in the 2-D form, a group's rows in the 3-D."""
+
+    def __init__(self, config) -> None:
+        self._config = config
+
+    def __call__(self, problem) -> bool | str:
+        import torch
+
+        from ._families import device_facts
+        from ._grouped import grouped_unsupported_reason
+
+        arch = None
+        if problem.device_type == DEVICE_TYPES["cuda"]:
+            arch, _ = device_facts(torch.device("cuda", problem.device_index))
+        dims = problem.dims
+        return grouped_unsupported_reason(self._config, dims["R"], dims["N"], dims["K"],
+                                          _ELEMENT_SIZES[problem.dtype], arch) or True
+
+
 def register_triton_kernels(device: str = "cuda") -> list[str]:
     """Register every Triton matmul and linear kernel for ``device`` ("cuda", or "cpu" under the interpreter) and return
     their names. Idempotent; returns [] when Triton is not installed or the device's kernels are registered.
@@ -168,7 +197,7 @@ def _register(device: str) -> list[str]:
                 alignment=family.alignment, priority=family.priority - rank, supports=_Supports(family, config),
                 fingerprint=f"{kernels_fingerprint()}:{family.name}:{config.tag}")
             names.append(name)
-    return names + _register_linear(device)
+    return names + _register_linear(device) + _register_grouped(device)
 
 
 def _register_linear(device: str) -> list[str]:
@@ -183,5 +212,21 @@ def _register_linear(device: str) -> list[str]:
             archs=None if device == "cpu" else _LINEAR_ARCHS, dtypes=_LINEAR_DTYPES, layouts="any", batch="any",
             priority=_LINEAR_PRIORITY - rank, supports=_LinearSupports(config),
             fingerprint=f"{kernels_fingerprint()}:linear:{config.tag}")
+        names.append(name)
+    return names
+
+
+def _register_grouped(device: str) -> list[str]:
+    from ...ops._kernel_registration import register_kernel
+    from ._grouped import GROUPED_CONFIGS, launch_grouped_mm
+
+    names = []
+    for rank, config in enumerate(GROUPED_CONFIGS):
+        name = grouped_kernel_name(config.tag, device)
+        register_kernel(
+            "grouped_mm", functools.partial(launch_grouped_mm, config), name=name, backend="triton", device=device,
+            archs=None if device == "cpu" else _GROUPED_ARCHS, dtypes=_LINEAR_DTYPES, layouts="any", batch="none",
+            priority=_GROUPED_PRIORITY - rank, supports=_GroupedSupports(config),
+            fingerprint=f"{kernels_fingerprint()}:grouped_mm:{config.tag}")
         names.append(name)
     return names
