@@ -62,10 +62,22 @@ def _clamped_offsets(offs: torch.Tensor, rows: int) -> torch.Tensor:
     return torch.cummax(offs.clamp(0, rows), 0).values.to(torch.int32)
 
 
+def _fits_torch_grouped_mm(x: torch.Tensor, w: torch.Tensor) -> bool:
+    """Whether F.grouped_mm takes these operands: every stride but the unit one, and the data, 16-byte aligned."""
+    element = x.element_size()
+    tensors = (x, w)
+    return all(tensor.data_ptr() % 16 == 0 and all(stride == 1 or (stride * element) % 16 == 0
+                                                   for stride in tensor.stride()) for tensor in tensors)
+
+
 def grouped_mm(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor | None = None, *,
                out: torch.Tensor | None = None) -> torch.Tensor:
     """``F.grouped_mm(x, w, offs=offs)``: torch's own grouped GEMM (2-D x 3-D with offsets, or 3-D x 3-D), with rows
-    past the last offset zero. It needs no host copy of the offsets, so it runs inside CUDA graphs."""
+    past the last offset zero. It needs no host copy of the offsets, so it runs inside CUDA graphs. Operands whose
+    strides torch's kernel does not take (rows of other than a multiple of 16 bytes) go through the per-group loop.
+    """
+    if not _fits_torch_grouped_mm(x, w):
+        return grouped_mm_loop(x, w, offs, out=out)
     if offs is None:
         result = F.grouped_mm(x, w)
     elif x.shape[0] == 0 or w.shape[0] == 0:

@@ -233,6 +233,7 @@ class OpFront:
             active_scope=_scopes.active_scope,
             count_hit=self.cache.memo.count_hit, count_miss=self.cache.memo.count_miss, miss=self.miss,
             call_with_out=self.call_with_out, kernel_failed=self.kernel_failed, kabi_error=KabiError,
+            check_host_values=self.check_host_values,
         )
         op.__module__ = "kabi.ops"
         op.__doc__ = self._docstring()
@@ -326,6 +327,15 @@ class OpFront:
                 + (f" of {len(out)}" if isinstance(out, (tuple, list)) else "")
             )
         return [(f"out[{index}]", check_array(tensor, f"out[{index}]", self.name)) for index, tensor in enumerate(out)]
+
+    def check_host_values(self, inputs: tuple) -> None:
+        """The core's checks of a call's value-checked inputs (grouped_mm's offsets) when one is in host memory: a
+        decision serves every call of its shapes, whose values differ. Device values are not read back (a copy and
+        a synchronization per call); kernels keep inside their tensors whatever those hold."""
+        for name, tensor in zip(self.input_names, inputs):
+            if name in self.schema.value_checked_inputs and tensor is not None and tensor.device.type == "cpu":
+                _core.describe(self.name, self.input_descriptors(inputs))
+                return
 
     def input_descriptors(self, inputs: tuple, with_data: bool = True) -> list[tuple | None]:
         """The binding's descriptors of the inputs (None for an absent optional input); without data pointers

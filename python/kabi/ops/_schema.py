@@ -55,6 +55,7 @@ class TensorPattern:
     dtype: str = ""
     leading_dim_optional: bool = False
     present_with: tuple[str, int] | None = None
+    offsets_of: str | None = None
 
     @property
     def dims_text(self) -> str:
@@ -169,6 +170,11 @@ class OpSchema:
     @property
     def input_names(self) -> tuple[str, ...]:
         return tuple(pattern.name for pattern in self.inputs)
+
+    @property
+    def value_checked_inputs(self) -> tuple[str, ...]:
+        """The inputs whose values the core checks where the host can read them (``offsets(R)``)."""
+        return tuple(pattern.name for pattern in self.inputs if pattern.offsets_of is not None)
 
     @property
     def attribute_names(self) -> tuple[str, ...]:
@@ -375,6 +381,7 @@ def _pattern(tensor: dict[str, Any]) -> TensorPattern:
         dtype=tensor["type_variable"] or tensor["dtype"],
         leading_dim_optional=tensor["leading_dim_optional"],
         present_with=tensor["present_with"],
+        offsets_of=tensor["offsets_of"],
     )
 
 

@@ -34,7 +34,7 @@ __all__ = ["front_function", "key_function", "parameters_text"]
 # an underscore, which no tensor or attribute of a kabi schema is expected to.
 _INTERNAL = ("entries_", "active_scope_", "count_hit_", "count_miss_", "miss_", "call_with_out_", "kernel_failed_",
              "KabiError_", "expected_outputs_", "Tensor_", "expected_", "defaults_", "op_", "key_", "implementation_",
-             "error_", "scope_", "inputs_", "attributes_")
+             "error_", "scope_", "inputs_", "attributes_", "check_host_values_")
 
 
 def _check_names(op: str, schema: OpSchema) -> None:
@@ -103,11 +103,14 @@ def key_function(schema: OpSchema) -> Callable[[tuple, tuple, Any], tuple]:
 def front_function(op: str, schema: OpSchema, *, entries: dict, expected_outputs: dict,
                    active_scope: Callable[[], Any], count_hit: Callable[[], None], count_miss: Callable[[], None],
                    miss: Callable[..., Any], call_with_out: Callable[..., Any],
-                   kernel_failed: Callable[..., Exception], kabi_error: type) -> Callable[..., Any]:
+                   kernel_failed: Callable[..., Exception], kabi_error: type,
+                   check_host_values: Callable[[tuple], None] | None = None) -> Callable[..., Any]:
     """The op function (see the module docstring): a hit calls the cached implementation, which has the attributes
     bound, with the inputs (and ``out``); anything else goes to ``miss(inputs, out, attributes)``. A single output's
     ``out`` that has the decision's (shape, dtype, device) in ``expected_outputs`` is passed on at once; any other
-    ``out`` goes to ``call_with_out(implementation, key, inputs, out)``, which checks it and says what is wrong."""
+    ``out`` goes to ``call_with_out(implementation, key, inputs, out)``, which checks it and says what is wrong.
+    For a schema with value-checked inputs (``offsets(R)``: values differ between calls of one decision), a hit
+    first calls ``check_host_values(inputs)``, which checks those in host memory."""
     _check_names(op, schema)
     inputs = _tuple_text(schema.input_names)
     attributes = _tuple_text(schema.attribute_names)
@@ -118,6 +121,7 @@ def front_function(op: str, schema: OpSchema, *, entries: dict, expected_outputs
                 out.dtype is expected_[1] and out.device == expected_[2]:
             return implementation_({arguments}, out=out)
 """
+    value_check = f"    check_host_values_({inputs})\n" if schema.value_checked_inputs else ""
     source = f"""\
 def op_({_parameters(schema, lambda index: f"defaults_[{index}]")}):
     try:
@@ -129,7 +133,7 @@ def op_({_parameters(schema, lambda index: f"defaults_[{index}]")}):
         count_miss_()
         return miss_({inputs}, out, {attributes})
     count_hit_()
-    try:
+{value_check}    try:
         if out is None:
             return implementation_({arguments})
 {checked_out}        return call_with_out_(implementation_, key_, {inputs}, out)
@@ -142,7 +146,7 @@ def op_({_parameters(schema, lambda index: f"defaults_[{index}]")}):
         "entries_": entries, "active_scope_": active_scope, "count_hit_": count_hit, "count_miss_": count_miss,
         "miss_": miss, "call_with_out_": call_with_out, "kernel_failed_": kernel_failed, "KabiError_": kabi_error,
         "defaults_": tuple(attribute.default for attribute in schema.attributes),
-        "expected_outputs_": expected_outputs, "Tensor_": torch.Tensor,
+        "expected_outputs_": expected_outputs, "Tensor_": torch.Tensor, "check_host_values_": check_host_values,
     }
     exec(compile(source, f"<kabi.ops.{op}>", "exec"), namespace)
     function = namespace["op_"]
