@@ -101,8 +101,8 @@ def grouped_mm_kernel(x_ptr, w_ptr, offs_ptr, out_ptr, E, R, N, K,
             start = 0
             end = R
             x_group = group
-            x_base = x_ptr + group.to(tl.int64) * stride_xe
-            out_base = out_ptr + group.to(tl.int64) * stride_oe
+            x_base = x_ptr + tl.cast(group, tl.int64) * stride_xe
+            out_base = out_ptr + tl.cast(group, tl.int64) * stride_oe
         k_blocks = tl.where(group < E, full_k_blocks, 0)
         group_tiles = tl.cdiv(end - start, BLOCK_M) * tiles_n
         # This program's items of the group: those whose index in the whole list is pid modulo num_programs.
@@ -111,7 +111,7 @@ def grouped_mm_kernel(x_ptr, w_ptr, offs_ptr, out_ptr, E, R, N, K,
             local = item - tile_base
             tile_m = local // tiles_n
             tile_n = local % tiles_n
-            acc = _tile_product(x_base, w_ptr + group.to(tl.int64) * stride_we, x_desc, w_desc, group, x_group,
+            acc = _tile_product(x_base, w_ptr + tl.cast(group, tl.int64) * stride_we, x_desc, w_desc, group, x_group,
                                 start, end, tile_m, tile_n, N, K, stride_xm, stride_xk, stride_wk, stride_wn,
                                 k_blocks, BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA, W_N_BY_K, DOT_IN_FLOAT32,
                                 INPUT_PRECISION)
