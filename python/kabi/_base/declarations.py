@@ -218,15 +218,15 @@ class InputDeclaration:
 @dataclass(frozen=True)
 class ShapeSuite:
     """Named problem shapes for ``kabi tune --suite`` and ``kabi bench``; ``layouts`` (default ``("row_major",)``)
-    lists the operand layouts each shape is benchmarked in, ``routings`` (``SUITE_ROUTING_NAMES``) how a grouped op's
-    rows are spread over its groups."""
+    lists the operand layouts each shape is benchmarked in, ``routings`` (``SUITE_ROUTING_NAMES``; none for an op
+    without groups) how a grouped op's rows are spread over its groups."""
 
     name: str
     description: str
     shapes: tuple[ProblemShape, ...]
     dtypes: tuple[str, ...]
     layouts: tuple[str, ...] = ("row_major",)
-    routings: tuple[str, ...] = ("balanced",)
+    routings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -472,9 +472,9 @@ def _op_spec(root: _Reader, file_stem: str | None) -> OpSpec:
         layouts = suite.names("layouts", SUITE_LAYOUT_NAMES, ["row_major"])
         if not layouts or len(set(layouts)) != len(layouts):
             raise suite.fail("layouts", f"expected distinct layout names, at least one, got {list(layouts)!r}")
-        routings = suite.names("routings", SUITE_ROUTING_NAMES, ["balanced"])
-        if not routings or len(set(routings)) != len(routings):
-            raise suite.fail("routings", f"expected distinct routing names, at least one, got {list(routings)!r}")
+        routings = suite.names("routings", SUITE_ROUTING_NAMES, [])
+        if len(set(routings)) != len(routings):
+            raise suite.fail("routings", f"expected distinct routing names, got {list(routings)!r}")
         suites[suite_name] = ShapeSuite(
             suite_name, suite.get("description", str), tuple(shapes), suite.names("dtypes", tuple(dtypes)), layouts,
             routings,

@@ -9,13 +9,14 @@ Example::
 from __future__ import annotations
 
 from .._base.errors import NotFoundError
+from ._grouped import GROUPED_MM
 from ._linear import LINEAR
 from ._matmul import MATMUL
 from ._problems import OpBenchmark
 
 __all__ = ["OP_BENCHMARKS", "op_benchmark"]
 
-OP_BENCHMARKS: dict[str, OpBenchmark] = {benchmark.op: benchmark for benchmark in (MATMUL, LINEAR)}
+OP_BENCHMARKS: dict[str, OpBenchmark] = {benchmark.op: benchmark for benchmark in (MATMUL, LINEAR, GROUPED_MM)}
 
 
 def op_benchmark(op: str) -> OpBenchmark:

@@ -70,6 +70,17 @@ def _fits_torch_grouped_mm(x: torch.Tensor, w: torch.Tensor) -> bool:
                                                    for stride in tensor.stride()) for tensor in tensors)
 
 
+def _torch_grouped_mm(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor | None) -> torch.Tensor:
+    if offs is None:
+        return F.grouped_mm(x, w)
+    if x.shape[0] == 0 or w.shape[0] == 0:
+        return x.new_zeros(x.shape[0], w.shape[-1])
+    clamped = _clamped_offsets(offs, x.shape[0])
+    result = F.grouped_mm(x, w, offs=clamped)
+    past_last = torch.arange(x.shape[0], device=x.device) >= clamped[-1]
+    return result.masked_fill_(past_last[:, None], 0)
+
+
 def grouped_mm(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor | None = None, *,
                out: torch.Tensor | None = None) -> torch.Tensor:
     """``F.grouped_mm(x, w, offs=offs)``: torch's own grouped GEMM (2-D x 3-D with offsets, or 3-D x 3-D), with rows
@@ -78,24 +89,23 @@ def grouped_mm(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor | None = Non
     """
     if not _fits_torch_grouped_mm(x, w):
         return grouped_mm_loop(x, w, offs, out=out)
-    if offs is None:
-        result = F.grouped_mm(x, w)
-    elif x.shape[0] == 0 or w.shape[0] == 0:
-        result = x.new_zeros(x.shape[0], w.shape[-1])
-    else:
-        clamped = _clamped_offsets(offs, x.shape[0])
-        result = F.grouped_mm(x, w, offs=clamped)
-        past_last = torch.arange(x.shape[0], device=x.device) >= clamped[-1]
-        result.masked_fill_(past_last[:, None], 0)
+    result = _torch_grouped_mm(x, w, offs)
     return result if out is None else out.copy_(result)
 
 
 def grouped_mm_loop(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor | None = None, *,
                     out: torch.Tensor | None = None) -> torch.Tensor:
     """One ``torch.mm`` per group, for every dtype and device torch multiplies in. It reads the offsets on the host:
-    a GPU synchronizes once per call, and a CUDA graph cannot capture it."""
+    a GPU synchronizes once per call. A CUDA graph capture forbids that read, so a captured call runs torch's grouped
+    GEMM instead (``RuntimeError`` where that does not take the operands' strides)."""
     if offs is None:
         return torch.bmm(x, w, out=out)
+    if offs.device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+        if not _fits_torch_grouped_mm(x, w):
+            raise RuntimeError("grouped_mm_loop: a CUDA graph capture cannot read the offsets on the host, and "
+                               "F.grouped_mm does not take these operands' strides (rows of 16-byte multiples)")
+        result = _torch_grouped_mm(x, w, offs)
+        return result if out is None else out.copy_(result)
     result = x.new_empty(x.shape[0], w.shape[-1]) if out is None else out
     last = 0
     for group, (start, end) in enumerate(group_bounds(offs, x.shape[0])):
