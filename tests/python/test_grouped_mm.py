@@ -169,3 +169,32 @@ def test_explain_and_tune_see_every_cpu_kernel() -> None:
     result = kabi.tune(kabi.ops.grouped_mm, x, w, offs)
     assert result is not None
     assert kabi.explain(kabi.ops.grouped_mm, x, w, offs).pick in eligible
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_the_cli_runs_a_generated_routing(capsys, dtype: str) -> None:
+    from kabi.cli import main
+
+    status = main(["run", "grouped_mm", "--shape", "E=4,R=40,N=8,K=24", "--dtype", dtype, "--repeat", "3"])
+    output = capsys.readouterr().out
+    assert status == 0, output
+    assert "PASS" in output and "E=4,R=40,N=8,K=24" in output
+    status = main(["run", "grouped_mm", "--shape", "4x40x8x24", "--force", "torch.grouped_mm_loop.cpu",
+                   "--repeat", "3"])
+    output = capsys.readouterr().out
+    assert status == 0 and "torch.grouped_mm_loop.cpu" in output and "PASS" in output, output
+
+
+def test_the_input_generator_draws_routings_with_empty_groups() -> None:
+    from kabi.ops._inputs import problem_inputs
+
+    seen_empty = False
+    for seed in range(8):
+        x, w, offs = problem_inputs("grouped_mm", {"E": 8, "R": 12, "N": 4, "K": 4}, present={"offs"},
+                                    generator=seed)
+        assert x.shape == (12, 4) and w.shape == (8, 4, 4) and offs.dtype == torch.int32
+        assert int(offs[-1]) == 12 and bool((offs.diff() >= 0).all())
+        seen_empty |= bool((offs.diff() == 0).any()) or int(offs[0]) == 0
+    assert seen_empty
+    x, w, offs = problem_inputs("grouped_mm", {"E": 3, "R": 5, "N": 4, "K": 2})
+    assert x.shape == (3, 5, 2) and offs is None
