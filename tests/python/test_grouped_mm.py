@@ -198,3 +198,16 @@ def test_the_input_generator_draws_routings_with_empty_groups() -> None:
     assert seen_empty
     x, w, offs = problem_inputs("grouped_mm", {"E": 3, "R": 5, "N": 4, "K": 2})
     assert x.shape == (3, 5, 2) and offs is None
+
+
+def test_a_problem_is_rebuilt_from_its_key_in_both_forms() -> None:
+    """What `kabi cache retune` does: inputs whose problem key is the recorded one, offsets valid ones."""
+    from kabi._selection.tuning_keys import representative_problem
+
+    w = torch.randn(4, 8, 16).mT
+    for x, offs in ((torch.randn(30, 16), torch.tensor([3, 3, 20, 30], dtype=torch.int32)),
+                    (torch.randn(4, 5, 16), None)):
+        key = kabi.explain(kabi.ops.grouped_mm, x, w, offs).problem_key
+        inputs, _ = representative_problem("grouped_mm", key, torch.device("cpu"))
+        assert kabi.explain(kabi.ops.grouped_mm, *inputs).problem_key == key
+        assert (inputs[2] is None) == (offs is None) and inputs[0].dim() == x.dim()

@@ -60,6 +60,7 @@ from .. import _core
 from .._base.declarations import InputDeclaration, OpSpec, op_specs, resolve_callable
 from .._base.errors import ArgumentTypeError, InvalidArgumentError
 from .._base.tensors import torch_dtype
+from ._schema import op_schema
 
 __all__ = ["DEFAULT_SEED", "input_like", "inputs_like", "problem_inputs"]
 
@@ -225,19 +226,6 @@ def problem_inputs(
                            torch.device(device), _generator(generator))
 
 
-def _form_dims(tensor: Mapping[str, Any], inputs: Sequence[Mapping[str, Any]], present: Collection[str]) -> tuple:
-    """The dims a generated tensor has: a first dim that may be left out (``[E?, R, K]``) is left out exactly when
-    an optional input whose presence condition names this tensor's shorter rank is given (grouped_mm's ``offs``)."""
-    dims = tuple(tensor["dims"])
-    if not tensor["leading_dim_optional"]:
-        return dims
-    for other in inputs:
-        if other["present_with"] is not None and other["present_with"][0] == tensor["name"]:
-            shorter = other["present_with"][1] == len(dims) - 1
-            return dims[1:] if shorter == (other["name"] in present) else dims
-    return dims
-
-
 def _problem_inputs(spec: _Op, dims: Mapping[str, int], batch_shape: tuple[int, ...], dtypes: str | Mapping[str, str],
                     attributes: Mapping[str, Any] | None, present: frozenset[str], device: torch.device,
                     generator: torch.Generator) -> tuple[torch.Tensor | None, ...]:
@@ -261,8 +249,10 @@ def _problem_inputs(spec: _Op, dims: Mapping[str, int], batch_shape: tuple[int, 
     if stray:
         raise spec.fail(f"present names {stray[0]}, which is not an optional input; expected among "
                         f"{', '.join(sorted(optional)) or 'none'}")
+    form = op_schema(spec.name)
     shapes = [None if tensor["optional"] and tensor["name"] not in present else
-              (*(batch_shape if tensor["has_batch"] else ()), *(dims[dim] for dim in _form_dims(tensor, inputs, present)))
+              (*(batch_shape if tensor["has_batch"] else ()),
+               *(dims[dim] for dim in form.generated_dims(tensor["name"], present)))
               for tensor in inputs]
     by_variable = _dtypes(spec, dtypes, {tensor["type_variable"] for tensor, shape in zip(inputs, shapes)
                                          if shape is not None and tensor["type_variable"]})

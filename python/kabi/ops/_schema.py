@@ -180,6 +180,19 @@ class OpSchema:
     def attribute_names(self) -> tuple[str, ...]:
         return tuple(attribute.name for attribute in self.attributes)
 
+    def generated_dims(self, name: str, present: Any) -> tuple[str, ...]:
+        """The dims a made-up input ``name`` has when the optional inputs in ``present`` are given: a first dim that
+        may be left out (``[E?, R, K]``) is left out exactly when an optional input whose presence condition asks
+        for this input's shorter rank is given (grouped_mm's ``x`` without ``E`` when ``offs`` is given)."""
+        pattern = next(pattern for pattern in self.inputs if pattern.name == name)
+        if not pattern.leading_dim_optional:
+            return pattern.dims
+        for other in self.inputs:
+            if other.present_with is not None and other.present_with[0] == name:
+                shorter = other.present_with[1] == len(pattern.dims) - 1
+                return pattern.dims[1:] if shorter == (other.name in present) else pattern.dims
+        return pattern.dims
+
     def complete_inputs(self, given: tuple) -> tuple:
         """Every input in schema order: torch's dispatcher hands a custom op's kernels only the inputs a call gave,
         leaving out trailing optional ones, which are None here."""
