@@ -272,8 +272,8 @@ class Binder {
                                       ? std::to_string(declared - 1) + " or " + std::to_string(declared)
                                       : std::to_string(needed);
         fail(KABI_STATUS_INVALID_ARGUMENT, schema.name + " has shape " + shape_of(tensor) + " (rank " +
-                                               std::to_string(tensor.ndim) + "); expected " + schema_shape(op_, schema) +
-                                               " (rank " + ranks + ")");
+                                               std::to_string(tensor.ndim) + "); expected " +
+                                               schema_shape(op_, schema) + " (rank " + ranks + ")");
       }
       if (schema.leading_dim_optional) record_leading_dim(i, !leading_left_out);
       for (int32_t j = 0; j < needed; ++j) {

@@ -157,7 +157,8 @@ static void test_validation(kabi_op op) {
                "grouped_mm: offs[2] is 12, past the end of R (11): group end offsets must not exceed it");
   make_call(&call);
   call.inputs[2].dtype = int_dtype(64);
-  CHECK_STATUS(kabi_call(op, &call.args, NULL), KABI_STATUS_UNSUPPORTED_DTYPE, "grouped_mm: offs is int64; expected int32");
+  CHECK_STATUS(kabi_call(op, &call.args, NULL), KABI_STATUS_UNSUPPORTED_DTYPE,
+               "grouped_mm: offs is int64; expected int32");
   make_call(&call);
   call.inputs[2].shape = short_shape;
   CHECK_STATUS(kabi_call(op, &call.args, NULL), KABI_STATUS_INVALID_ARGUMENT,

@@ -65,7 +65,7 @@ def test_the_gradient_functions_are_implemented_under_their_declared_names():
     "gradient, message",
     [
         ('[gradient]\na = "matmul_summed(grad, c.mH, a.shape)"\n', "gradient.a: unknown name 'c'; a gradient expression "
-         "may use the inputs \\(a, b\\), grad, the kabi ops \\(linear, matmul\\) and the functions activation_grad"),
+         "may use the inputs \\(a, b\\), grad, the kabi ops \\(grouped_mm, linear, matmul\\) and the functions activation_grad"),
         ('[gradient]\na = "abs(grad)"\n', "gradient.a: unknown name 'abs'"),
         ('[gradient]\na = "__import__(\'os\')"\n', "gradient.a: unknown name '__import__'"),
         ('[gradient]\na = "matmul_summed(grad, b.mH"\n', "gradient.a: not a valid Python expression"),

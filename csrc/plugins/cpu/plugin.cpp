@@ -1,5 +1,5 @@
-// kabi-cpu: the built-in CPU plugin. matmul, linear and grouped_mm in float32 and float64 through OpenBLAS gemm, registered only
-// through the host table that kabi_plugin_init receives (this library does not link libkabi).
+// kabi-cpu: the built-in CPU plugin. matmul, linear and grouped_mm in float32 and float64 through OpenBLAS gemm,
+// registered only through the host table that kabi_plugin_init receives (this library does not link libkabi).
 #include <dlfcn.h>
 
 #include <algorithm>

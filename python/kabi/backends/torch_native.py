@@ -59,7 +59,8 @@ def _clamped_offsets(offs: torch.Tensor, rows: int) -> torch.Tensor:
     """The offsets as every grouped_mm kernel reads them: each end clamped into [previous end, rows], on the device,
     so that no values make torch read or write outside x and out (the op checks host offsets; device ones are not
     read back, see registry/ops/grouped_mm.toml)."""
-    return torch.cummax(offs.clamp(0, rows), 0).values.to(torch.int32)
+    # Clamping commutes with the running maximum (both are monotone): two small kernels, no copy to the host.
+    return torch.cummax(offs, 0).values.clamp_(0, rows)
 
 
 def _fits_torch_grouped_mm(x: torch.Tensor, w: torch.Tensor) -> bool:
