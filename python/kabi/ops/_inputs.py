@@ -31,9 +31,10 @@ The kinds (``kabi._base.declarations.INPUT_KINDS``), kept few on purpose:
 - ``integers``: small integers, in [-8, 8] (signed), [0, 8] (unsigned), 0 or 1 (bool), so that integer products
   of many terms stay exact; a tensor of them is never all zeros.
 - ``offsets``: sorted group boundaries along the last dimension, from 0 up to the size of the dimension named by
-  ``total``, which the last one equals. MoE group offsets are declared so: ``offsets: [G] int32`` in the schema and
-  ``[inputs.offsets] kind = "offsets"`` with ``total = "M"``: G groups of rows of an [M, K] input, some possibly
-  empty, that together cover all M rows.
+  ``total``, which the last one equals: G groups of rows of an [M, K] input, some possibly empty, that together
+  cover all M rows. A tensor whose schema gives the value rule ``offsets(M)`` (grouped_mm's ``offs: [E] int32
+  offsets(R)``, which the core checks) is filled so without a declaration; ``[inputs.offs] kind = "offsets"`` with
+  ``total = "M"`` says it for a tensor without the rule.
 
 A whole-op generator is called as ``generator(dims=..., batch_shape=..., dtypes=..., attributes=..., present=...,
 device=..., generator=...)`` (dtypes per type variable as ``torch.dtype``, ``generator`` a seeded
@@ -391,11 +392,11 @@ def _problem_of(spec: _Op, inputs: Sequence[torch.Tensor | None], attributes: Ma
     dtypes and the optional inputs present."""
     dims: dict[str, int] = {}
     leading, dtypes, present, devices = [], {}, set(), set()
-    for tensor, value in zip(spec.schema["inputs"], inputs):
+    patterns = op_schema(spec.name).inputs
+    for tensor, pattern, value in zip(spec.schema["inputs"], patterns, inputs):
         if value is None:
             continue
-        named_dims = tensor["dims"][1:] if tensor["leading_dim_optional"] and value.dim() < len(tensor["dims"]) \
-            else tensor["dims"]
+        named_dims = pattern.named_dims(value.dim())
         named = len(named_dims)
         dims.update(zip(named_dims, value.shape[value.dim() - named:]))
         if tensor["has_batch"]:
