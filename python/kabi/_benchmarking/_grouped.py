@@ -96,6 +96,15 @@ GROUPED_MM = OpBenchmark(
     flops=_flops,
     bytes_moved=_bytes_moved,
     host_bound=lambda problem: False,
+    # The goals: >= 1.15x F.grouped_mm as a geometric mean, never slower than it or the loop; its roof
+    # goals (>= 0.8 of the roof at decode, 0.75 at prefill) are each problem's roof_fraction in the results.
+    targets=(
+        ("auto/oracle", "geomean", 0.98),
+        ("auto/oracle", "min", 0.95),
+        ("auto/F.grouped_mm", "geomean", 1.15),
+        ("auto/F.grouped_mm", "min", 1.0),
+        ("auto/torch.mm loop", "min", 1.0),
+    ),
     peers=(
         Peer("F.grouped_mm", applies=lambda problem, device: True,
              build=lambda inputs: (lambda: F.grouped_mm(inputs[0], inputs[1], offs=inputs[2])),

@@ -17,6 +17,7 @@ from typing import Any, Callable
 import torch
 
 from ._peers import Peer
+from ._results import TARGETS
 
 __all__ = ["BenchProblem", "OpBenchmark"]
 
@@ -47,7 +48,8 @@ class OpBenchmark:
     - ``bytes_moved(problem)``: bytes of one call if every input is read once and the output written once;
     - ``host_bound(problem)``: True where the call is so short that host time dominates eager calls (decode):
       such problems are also timed as CUDA-graph replays, and that figure is the one compared;
-    - ``peers``: what a user would call instead, each applying where its predicate says.
+    - ``peers``: what a user would call instead, each applying where its predicate says;
+    - ``targets``: (ratio, statistic, goal) the suite summary checks on the primary figures.
     """
 
     op: str
@@ -56,3 +58,4 @@ class OpBenchmark:
     bytes_moved: Callable[[BenchProblem], int]
     host_bound: Callable[[BenchProblem], bool]
     peers: tuple[Peer, ...]
+    targets: tuple[tuple[str, str, float], ...] = TARGETS

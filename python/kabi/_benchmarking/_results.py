@@ -70,10 +70,11 @@ def _setup_seconds(problems: list[Mapping[str, Any]], name: str) -> list[float]:
             if item["name"] == name and item["setup_s"] is not None]
 
 
-def summarize(problems: list[Mapping[str, Any]]) -> dict[str, Any]:
+def summarize(problems: list[Mapping[str, Any]],
+              goals: tuple[tuple[str, str, float], ...] = TARGETS) -> dict[str, Any]:
     """Geometric means and minima of every ratio over the problems (per mode and on the primary figures), tuning
-    times of kabi and Inductor, and each target met (True), missed (False) or without data (None: the peer did
-    not run), with the problems below its goal."""
+    times of kabi and Inductor, and each target (``goals``: the op's, default the matmul issue's) met (True),
+    missed (False) or without data (None: the peer did not run), with the problems below its goal."""
     by_mode: dict[str, dict[str, dict[str, float]]] = {}
     for problem in problems:
         modes = {**{mode: mode for mode in problem["modes"]}, "primary": problem["primary_mode"]}
@@ -83,7 +84,7 @@ def summarize(problems: list[Mapping[str, Any]]) -> dict[str, Any]:
     ratios = {label: {ratio: _statistics(values) for ratio, values in table.items()} for label, table in by_mode.items()}
     primary = by_mode.get("primary", {})
     targets = []
-    for ratio, statistic, goal in TARGETS:
+    for ratio, statistic, goal in goals:
         values = primary.get(ratio, {})
         value = ratios["primary"][ratio][statistic] if values else None
         misses = sorted(key for key, item in values.items() if item < goal)

@@ -154,7 +154,7 @@ def benchmark(
                 document["problems"].append(measure_problem(benchmark_op, problem, resolved_device, chosen_peers,
                                                             settings, roof))
                 document["complete"] = len(document["problems"]) == len(problems)
-                document["summary"] = summarize(document["problems"])
+                document["summary"] = summarize(document["problems"], benchmark_op.targets)
                 if out_path is not None:
                     write_document(out_path, document)
                 progress.advance(task)
@@ -164,7 +164,7 @@ def benchmark(
             if plot is not None and document["problems"]:
                 plot_results(document, Path(plot))
     document["complete"] = len(document["problems"]) == len(problems)
-    document["summary"] = summarize(document["problems"])
+    document["summary"] = summarize(document["problems"], benchmark_op.targets)
     if out_path is not None:
         write_document(out_path, document)
     return BenchmarkResults(document, out_path)
