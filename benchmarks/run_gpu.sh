@@ -2,12 +2,15 @@
 # One call on the GPU machine does it all: install what its image lacks, build kabi, run the GPU tests and the
 # benchmarks, leave results under benchmarks/results/ (and $OUT when set), print a short table.
 # Usage: bash benchmarks/fetch_gpu_wheels.sh here, then (device tool) bash benchmarks/run_gpu.sh [STEP ...] with
-# carry [".whl"]. Steps: tests repro overhead bench:llm-decode triton decode cpp (default: all, in that order). Each
+# carry [".whl"]. Steps: tests repro overhead bench:llm-decode triton decode cpp (default: all, in that order), and
+# native (the GPU tests of the Triton binaries and kabi.cuda alone), fp8, distributed (2 GPUs). Each
 # step has its own time limit so that one hanging step still leaves the others' results and the table.
-# bench:SUITE[:DTYPE] runs `kabi bench matmul --suite SUITE [--dtype DTYPE]` for 240 s at most (then interrupts it,
-# which still plots what was measured, and the step shows FAILED), writing
-# benchmarks/results/nvidia-h200-matmul-SUITE[-DTYPE].json and .png; the JSON is written after every problem, so a
+# bench:[OP/]SUITE[:DTYPE] runs `kabi bench OP --suite SUITE [--dtype DTYPE]` (OP: matmul when not given) for 240 s
+# at most (then interrupts it, which still plots what was measured, and the step shows FAILED), writing
+# benchmarks/results/nvidia-h200-OP-SUITE[-DTYPE].json and .png; the JSON is written after every problem, so a
 # suite that needs longer resumes where it stopped when the step runs again with that JSON in place.
+# fp8 runs `kabi bench scaled_mm --suite fp8` (the issue's FP8 suite, both kinds of scales) the same way, 540 s at
+# most, into benchmarks/results/nvidia-h200-scaled_mm-fp8.json and .png.
 # moe:SUITE likewise runs `kabi bench grouped_mm --suite SUITE` (moe-mixtral-8x7b, moe-deepseek-v3,
 # moe-qwen3-30b-a3b) for 420 s at most, writing benchmarks/results/nvidia-h200-grouped_mm-SUITE.json and .png.
 set -uo pipefail
@@ -37,7 +40,7 @@ run_step() {
   if "$@"; then status+=("$name|ok|$(( $(date +%s) - t0 ))s"); else status+=("$name|FAILED|$(( $(date +%s) - t0 ))s"); fi
 }
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(tests repro overhead bench:llm-decode triton decode cpp)
+[ ${#steps[@]} -eq 0 ] && steps=(tests repro overhead bench:llm-decode triton decode cpp fp8)
 for step in "${steps[@]}"; do
   case $step in
     tests) run_step "gpu tests" timeout 420 python3 -m pytest -q -m gpu tests --continue-on-collection-errors --junitxml="$out/gpu-tests.xml" ;;
@@ -45,12 +48,18 @@ for step in "${steps[@]}"; do
     repro) run_step "first tuned CUDA dispatch" timeout 120 python3 scripts/gpu_tuning_repro.py ;;
     overhead) run_step "overhead" timeout 120 python3 benchmarks/overhead.py \
                 --output benchmarks/results/overhead-nvidia-h200.json ;;
-    bench:*) IFS=: read -r _ suite dtype <<< "$step"
-             name="nvidia-h200-matmul-$suite${dtype:+-$dtype}"
-             run_step "bench $suite ${dtype:-}" timeout -s INT 240 python3 -m kabi.cli bench matmul --suite "$suite" \
+    bench:*) IFS=: read -r _ target dtype <<< "$step"
+             op=matmul; suite=$target
+             [[ $target == */* ]] && { op=${target%%/*}; suite=${target#*/}; }
+             name="nvidia-h200-$op-$suite${dtype:+-$dtype}"
+             run_step "bench $op $suite ${dtype:-}" timeout -s INT 240 python3 -m kabi.cli bench "$op" --suite "$suite" \
                ${dtype:+--dtype "$dtype"} --device cuda --out "benchmarks/results/$name.json" \
                --plot "benchmarks/results/$name.png"
              cp "benchmarks/results/$name.png" "$out"/ 2>/dev/null || true ;;
+    fp8) name="nvidia-h200-scaled_mm-fp8"
+         run_step "bench scaled_mm fp8" timeout -s INT 540 python3 -m kabi.cli bench scaled_mm --suite fp8 \
+           --device cuda --out "benchmarks/results/$name.json" --plot "benchmarks/results/$name.png"
+         cp "benchmarks/results/$name.png" "$out"/ 2>/dev/null || true ;;
     moe:*) IFS=: read -r _ suite <<< "$step"
            name="nvidia-h200-grouped_mm-$suite"
            run_step "bench grouped_mm $suite" timeout -s INT 420 python3 -m kabi.cli bench grouped_mm --suite "$suite" \
@@ -59,10 +68,16 @@ for step in "${steps[@]}"; do
     triton) run_step "triton matmul" timeout 240 python3 benchmarks/triton_matmul.py --out benchmarks/results ;;
     decode) run_step "decode at the memory roof" timeout 300 python3 benchmarks/decode.py \
               --output benchmarks/results/decode-nvidia-h200.json ;;
+    # Needs 2 GPUs (the nvidia-h200-x2 kind): tuning time on 1 and 2 ranks, NCCL.
+    distributed) run_step "tuning on 1 and 2 ranks" timeout 420 python3 benchmarks/distributed_tuning.py --worlds 1 2 \
+                   --output benchmarks/results/distributed-tuning-nvidia-h200-x2.json ;;
     # The app's build and binaries stay on the machine (the device tool brings back only a few files); its logs
     # come back as one archive.
     cpp) run_step "cpp app on cuda" timeout 180 bash examples/cpp_app/run_gpu_example.sh /tmp/kabi-cpp-app
          tar -czf "$out/cpp_app-logs.tar.gz" -C /tmp/kabi-cpp-app --exclude=binaries --exclude=build . 2>/dev/null || true ;;
+    native) run_step "triton binaries and kabi.cuda" timeout 420 python3 -m pytest -q -m gpu \
+              tests/python/backends/test_triton_native_gpu.py tests/python/backends/test_cuda_source_gpu.py \
+              tests/python/backends/test_triton_gpu.py tests/python/test_cpp_app_cuda.py --junitxml="$out/gpu-native.xml" ;;
     *) echo "unknown step $step"; status+=("$step|UNKNOWN|0s") ;;
   esac
 done

@@ -141,6 +141,7 @@ KABI_EXPORT kabi_status kabi_op_info_get(kabi_op handle, kabi_op_info* out_info)
     info.num_type_variables = static_cast<int32_t>(op.schema.type_variables.size());
     info.num_dims = static_cast<int32_t>(op.schema.dim_names.size());
     info.dim_names = op.dim_name_pointers.data();
+    info.num_tuning_key_items = static_cast<int32_t>(op.tuning_key.size());
     write_output_struct(out_info, info);
   });
 }
@@ -164,6 +165,12 @@ KABI_EXPORT kabi_status kabi_op_tensor_get(kabi_op handle, int32_t index, kabi_t
     std::copy(tensor.dims.begin(), tensor.dims.end(), decl.dims);
     decl.type_variable = tensor.type_variable;
     decl.dtypes = tensor.dtypes;
+    decl.num_alternative_shapes = static_cast<int32_t>(tensor.alternative_shapes.size());
+    for (size_t s = 0; s < tensor.alternative_shapes.size(); ++s) {
+      const std::vector<int32_t>& shape = tensor.alternative_shapes[s];
+      decl.alternative_ranks[s] = static_cast<int32_t>(shape.size());
+      std::copy(shape.begin(), shape.end(), decl.alternative_dims[s]);
+    }
     decl.leading_dim_optional = tensor.leading_dim_optional ? 1 : 0;
     decl.present_with_input = tensor.present_with_input;
     decl.present_with_rank = tensor.present_with_rank;
@@ -189,7 +196,31 @@ KABI_EXPORT kabi_status kabi_op_attribute_get(kabi_op handle, int32_t index, kab
     decl.num_enum_values = static_cast<int32_t>(values.size());
     decl.enum_values = values.data();
     decl.in_tuning_key = attribute.in_tuning_key ? 1 : 0;
+    decl.type_variable = attribute.type_variable;
     write_output_struct(out_decl, decl);
+  });
+}
+
+KABI_EXPORT kabi_status kabi_op_tuning_key_get(kabi_op handle, int32_t index, kabi_tuning_key_item* out_item) {
+  return c_boundary([&] {
+    const Op& op = op_from_handle(handle, "kabi_op_tuning_key_get");
+    check_output_struct(out_item, "kabi_op_tuning_key_get: out_item",
+                        KABI_STRUCT_SIZE_THROUGH(kabi_tuning_key_item, field));
+    check_index(index, static_cast<int32_t>(op.tuning_key.size()), "kabi_op_tuning_key_get", op, "tuning key items");
+    const TuningKeyItem& parsed = op.tuning_key[static_cast<size_t>(index)];
+    kabi_tuning_key_item item{};
+    item.struct_size = sizeof item;
+    switch (parsed.kind) {
+      case TuningKeyItem::Kind::kDtype: item.field = KABI_TUNING_KEY_DTYPE; break;
+      case TuningKeyItem::Kind::kLayout: item.field = KABI_TUNING_KEY_LAYOUT; break;
+      case TuningKeyItem::Kind::kBatch: item.field = KABI_TUNING_KEY_BATCH; break;
+      case TuningKeyItem::Kind::kDim: item.field = KABI_TUNING_KEY_DIM; break;
+      case TuningKeyItem::Kind::kAttribute: item.field = KABI_TUNING_KEY_ATTRIBUTE; break;
+    }
+    item.index = parsed.index;
+    item.pow2 = parsed.pow2 ? 1 : 0;
+    item.pow2_cap = parsed.pow2_cap;
+    write_output_struct(out_item, item);
   });
 }
 

@@ -226,6 +226,17 @@ KABI_EXPORT kabi_status kabi_cache_directory(char* buffer, size_t buffer_size) {
       [&] { copy_to_buffer(TuningCache::instance().directory(), buffer, buffer_size, "kabi_cache_directory"); });
 }
 
+KABI_EXPORT kabi_status kabi_cache_default_directory(char* buffer, size_t buffer_size) {
+  return c_boundary([&] {
+    const std::string directory = default_cache_directory();
+    if (directory.empty()) {
+      throw Error(KABI_STATUS_NOT_FOUND,
+                  "kabi_cache_default_directory: no cache directory (set KABI_CACHE_DIR, XDG_CACHE_HOME or HOME)");
+    }
+    copy_to_buffer(directory, buffer, buffer_size, "kabi_cache_default_directory");
+  });
+}
+
 KABI_EXPORT kabi_status kabi_cache_reload(void) {
   return c_boundary([] {
     TuningCache::instance().reload();

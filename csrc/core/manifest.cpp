@@ -451,7 +451,46 @@ int32_t load_binaries(const std::string& directory) {
   return static_cast<int32_t>(staging.kernels.size());
 }
 
+Kernel* load_binary(const std::string& manifest_path, kabi_supports_fn supports, void* user_data,
+                    void (*user_data_free)(void*)) {
+  // Until the kernel holds user_data, freeing it on the way out is this function's job.
+  std::unique_ptr<void, void (*)(void*)> owned(user_data, user_data_free != nullptr ? user_data_free : [](void*) {});
+  const std::filesystem::path path(manifest_path);
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) {
+    throw Error(KABI_STATUS_IO_ERROR, "kabi_binary_load: " + manifest_path + " is not a file");
+  }
+  KernelPtr kernel = read_kernel(path);
+  Registry& registry = Registry::instance();
+  if (KernelPtr existing = registry.find_kernel(kernel->op->name, kernel->name)) {
+    if (existing->fingerprint == kernel->fingerprint) return existing.get();
+    throw Error(KABI_STATUS_ALREADY_EXISTS, manifest_path + ": kernel " + kernel->op->name + "/" + kernel->name +
+                                                " is already registered with fingerprint " + existing->fingerprint +
+                                                ", not " + kernel->fingerprint);
+  }
+  kernel->supports = supports;
+  kernel->user_data = owned.release();
+  kernel->user_data_free = user_data_free;
+  Staging staging;
+  staging.kernels.push_back(kernel);
+  registry.commit(staging, "");
+  return kernel.get();
+}
+
 }  // namespace kabi::core
+
+extern "C" KABI_EXPORT kabi_status kabi_binary_load(const char* manifest_path, kabi_supports_fn supports,
+                                                    void* user_data, void (*user_data_free)(void* user_data),
+                                                    kabi_kernel* out_kernel) {
+  return kabi::core::c_boundary([&] {
+    if (manifest_path == nullptr) {
+      if (user_data_free != nullptr) user_data_free(user_data);
+      throw kabi::core::Error(KABI_STATUS_INVALID_ARGUMENT, "kabi_binary_load: manifest_path is NULL");
+    }
+    kabi::core::Kernel* kernel = kabi::core::load_binary(manifest_path, supports, user_data, user_data_free);
+    if (out_kernel != nullptr) *out_kernel = kernel;
+  });
+}
 
 extern "C" KABI_EXPORT kabi_status kabi_binaries_load(const char* directory, int32_t* out_registered) {
   return kabi::core::c_boundary([&] {

@@ -4,10 +4,19 @@
 #include <cstdint>
 #include <string>
 
+#include "kabi/kabi.h"
+
 namespace kabi::core {
 
 // Registers every manifest in directory, all or nothing; returns how many kernels were new (a kernel already
 // registered with the same fingerprint is skipped). Throws Error naming the file and the field that is wrong.
 int32_t load_binaries(const std::string& directory);
+
+// Registers the one kernel a manifest file describes, with an optional supports predicate (user_data is handed to
+// it, and freed with user_data_free once the kernel is gone). A kernel already registered under the same op, name and
+// fingerprint is kept: it is returned and user_data is freed at once. Throws Error naming the file and the field.
+struct Kernel;
+Kernel* load_binary(const std::string& manifest_path, kabi_supports_fn supports, void* user_data,
+                    void (*user_data_free)(void*));
 
 }  // namespace kabi::core

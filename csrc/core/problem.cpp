@@ -40,13 +40,27 @@ std::string shape_of(const DLTensor& tensor) {
   return format_shape(tensor.shape, tensor.ndim);
 }
 
-// "[..., M, K]" for a schema tensor.
-std::string schema_shape(const Op& op, const SchemaTensor& tensor) {
+// "[M, 1]" for one shape of a schema tensor.
+std::string dims_text(const Op& op, const std::vector<int32_t>& dims, bool has_batch, bool leading_dim_optional) {
   std::vector<std::string> items;
-  if (tensor.has_batch) items.push_back("...");
-  for (int32_t dim : tensor.dims) items.push_back(op.schema.dim_names[static_cast<size_t>(dim)]);
-  if (tensor.leading_dim_optional) items.front() += "?";
+  if (has_batch) items.push_back("...");
+  for (int32_t dim : dims) items.push_back(dim == KABI_DIM_ONE ? "1" : op.schema.dim_names[static_cast<size_t>(dim)]);
+  if (leading_dim_optional) items[has_batch ? 1 : 0] += "?";
   return "[" + join(items, ", ") + "]";
+}
+
+// "[..., M, K]" for a schema tensor; "[M, 1] or []" for one with shape alternatives.
+std::string schema_shape(const Op& op, const SchemaTensor& tensor) {
+  std::string text = dims_text(op, tensor.dims, tensor.has_batch, tensor.leading_dim_optional);
+  for (const std::vector<int32_t>& shape : tensor.alternative_shapes) {
+    text += " or " + dims_text(op, shape, false, false);
+  }
+  return text;
+}
+
+// The declared shape of a tensor that a call's input matched (0: dims, i + 1: alternative i).
+const std::vector<int32_t>& matched_dims(const SchemaTensor& tensor, int32_t shape) {
+  return shape == 0 ? tensor.dims : tensor.alternative_shapes[static_cast<size_t>(shape - 1)];
 }
 
 std::string input_list(const Schema& schema) {
@@ -84,8 +98,8 @@ class Binder {
     check_outputs(outputs_required);
     find_present_inputs();
     for (int32_t i = 0; i < args_.num_outputs; ++i) check_tensor(args_.outputs[i], output_name(i));
-    check_dtypes_and_devices();
     bind_attributes();
+    check_dtypes_and_devices();
     bind_dimensions();
     check_presence_conditions();
     check_offsets();
@@ -250,6 +264,17 @@ class Binder {
       }
       problem_.attributes[i] = value;
     }
+    for (int32_t i = 0; i < declared; ++i) bind_type_variable(i);
+  }
+
+  // An attribute typed by a type variable binds it to the dtype it names, before any tensor of that type is read.
+  void bind_type_variable(int32_t index) {
+    const SchemaAttribute& attribute = schema_.attributes[static_cast<size_t>(index)];
+    if (attribute.type_variable < 0) return;
+    const auto variable = static_cast<size_t>(attribute.type_variable);
+    const std::string& dtype = attribute.enum_values[static_cast<size_t>(problem_.attributes[index].integer)];
+    problem_.type_bindings[variable] = dtype_bit_from_name(dtype);
+    bound_by_[variable] = &attribute.name;
   }
 
   void bind_dimensions() {
@@ -262,23 +287,24 @@ class Binder {
       if (!present(i)) continue;
       const SchemaTensor& schema = schema_.inputs[static_cast<size_t>(i)];
       const DLTensor& tensor = args_.inputs[i];
-      const auto declared = static_cast<int32_t>(schema.dims.size());
-      const bool leading_left_out = schema.leading_dim_optional && tensor.ndim == declared - 1;
-      const int32_t needed = leading_left_out ? declared - 1 : declared;
-      const bool rank_ok = schema.has_batch ? tensor.ndim >= needed : tensor.ndim == needed;
-      if (!rank_ok) {
-        const std::string ranks = schema.has_batch ? "at least " + std::to_string(needed)
-                                  : schema.leading_dim_optional
-                                      ? std::to_string(declared - 1) + " or " + std::to_string(declared)
-                                      : std::to_string(needed);
-        fail(KABI_STATUS_INVALID_ARGUMENT, schema.name + " has shape " + shape_of(tensor) + " (rank " +
-                                               std::to_string(tensor.ndim) + "); expected " +
-                                               schema_shape(op_, schema) + " (rank " + ranks + ")");
-      }
+      problem_.input_shapes[i] = match_shape(schema, tensor);
+      const std::vector<int32_t>& declared = matched_dims(schema, problem_.input_shapes[i]);
+      const bool leading_left_out =
+          schema.leading_dim_optional && tensor.ndim + 1 == static_cast<int32_t>(declared.size());
       if (schema.leading_dim_optional) record_leading_dim(i, !leading_left_out);
+      const auto skipped = static_cast<int32_t>(leading_left_out);
+      const auto needed = static_cast<int32_t>(declared.size()) - skipped;
       for (int32_t j = 0; j < needed; ++j) {
-        const int32_t dim = schema.dims[static_cast<size_t>(j + declared - needed)];
+        const int32_t dim = declared[static_cast<size_t>(j + skipped)];
         const int64_t value = tensor.shape[tensor.ndim - needed + j];
+        if (dim == KABI_DIM_ONE) {
+          if (value != 1) {
+            fail(KABI_STATUS_INVALID_ARGUMENT, schema.name + " has shape " + shape_of(tensor) + "; expected " +
+                                                   schema_shape(op_, schema) + ": its dimension " +
+                                                   std::to_string(j - needed) + " must be 1");
+          }
+          continue;
+        }
         const int32_t owner = bound_dim_by_[static_cast<size_t>(dim)];
         if (owner < 0) {
           bound_dim_by_[static_cast<size_t>(dim)] = i;
@@ -363,6 +389,22 @@ class Binder {
     }
   }
 
+  // Which declared shape a tensor has, by its rank; fails naming the tensor and every shape it may have.
+  int32_t match_shape(const SchemaTensor& schema, const DLTensor& tensor) const {
+    const auto needed = static_cast<int32_t>(schema.dims.size());
+    if (schema.has_batch ? tensor.ndim >= needed : tensor.ndim == needed) return 0;
+    if (schema.leading_dim_optional && tensor.ndim == needed - 1) return 0;
+    for (size_t s = 0; s < schema.alternative_shapes.size(); ++s) {
+      if (tensor.ndim == static_cast<int32_t>(schema.alternative_shapes[s].size())) return static_cast<int32_t>(s + 1);
+    }
+    std::string ranks = (schema.has_batch ? "rank at least " : "rank ") + std::to_string(needed);
+    if (schema.leading_dim_optional) ranks = "rank " + std::to_string(needed - 1) + " or " + std::to_string(needed);
+    for (const std::vector<int32_t>& shape : schema.alternative_shapes) ranks += " or " + std::to_string(shape.size());
+    fail(KABI_STATUS_INVALID_ARGUMENT, schema.name + " has shape " + shape_of(tensor) + " (rank " +
+                                           std::to_string(tensor.ndim) + "); expected " + schema_shape(op_, schema) +
+                                           " (" + ranks + ")");
+  }
+
   // Broadcasts the inputs' leading dims right-aligned, as torch does, into problem_.batch_shape. Uses fixed arrays:
   // this runs on every launch.
   void broadcast_batch() {
@@ -415,9 +457,9 @@ class Binder {
       for (int32_t d = 0; d < problem_.batch_rank; ++d) shape[rank++] = problem_.batch_shape[d];
     }
     for (size_t d = 0; d < schema.dims.size(); ++d) {
-      const auto dim = static_cast<size_t>(schema.dims[d]);
-      if (d == 0 && schema.leading_dim_optional && !leading_dim_given_[dim]) continue;
-      shape[rank++] = problem_.dims[dim];
+      const int32_t dim = schema.dims[d];
+      if (d == 0 && schema.leading_dim_optional && !leading_dim_given_[static_cast<size_t>(dim)]) continue;
+      shape[rank++] = dim == KABI_DIM_ONE ? 1 : problem_.dims[dim];
     }
     return rank;
   }
@@ -539,8 +581,15 @@ void format_problem_key(const Op& op, kabi_problem& problem) {
         break;
       case TuningKeyItem::Kind::kLayout:
         for (int32_t i = 0; i < problem.num_inputs; ++i) {
+          const SchemaTensor& tensor = schema.inputs[static_cast<size_t>(i)];
           key += (i ? "," : "");
           key += input_present(problem, i) ? layout_name(problem.input_layouts[i]) : "absent";
+          // Kernels differ by the shape such an input has (a per-tensor or a row-wise scale), so the key says it.
+          if (!tensor.alternative_shapes.empty() && input_present(problem, i)) {
+            std::string shape = dims_text(op, matched_dims(tensor, problem.input_shapes[i]), false, false);
+            shape.erase(std::remove(shape.begin(), shape.end(), ' '), shape.end());
+            key += shape;
+          }
         }
         break;
       case TuningKeyItem::Kind::kBatch: key += std::to_string(bucket_dimension(item, problem.batch_size)); break;

@@ -176,29 +176,22 @@ class SchemaParser {
     SchemaTensor tensor;
     tensor.name = name;
     tensor.is_output = is_output;
-    const size_t close = text.find(']');
+    const size_t close = text.rfind(']');
     if (close == std::string::npos) fail(name + ": expected dimensions in brackets, got \"" + text + "\"");
-    const std::string inner = trim(text.substr(1, close - 1));
-    if (!inner.empty()) {
-      const std::vector<std::string> items = split_top_level(inner, ',');
-      for (size_t i = 0; i < items.size(); ++i) {
-        const std::string item = trim(items[i]);
-        if (item == "...") {
-          if (i != 0) fail(name + ": \"...\" must come first");
-          tensor.has_batch = true;
-          continue;
-        }
-        const bool may_be_left_out = !item.empty() && item.back() == '?';
-        const std::string dim = may_be_left_out ? trim(item.substr(0, item.size() - 1)) : item;
-        if (!is_identifier(dim)) fail(name + ": \"" + item + "\" is not a dimension name");
-        if (may_be_left_out && (i != 0 || items.size() < 2)) {
-          fail(name + ": only the first of two or more dimensions may be left out (\"" + item + "\")");
-        }
-        tensor.leading_dim_optional = tensor.leading_dim_optional || may_be_left_out;
-        tensor.dims.push_back(dimension_index(dim, name, is_output && !may_be_left_out));
+    const std::vector<std::string> shapes = split_top_level(text.substr(0, close + 1), '|');
+    for (size_t s = 0; s < shapes.size(); ++s) {
+      const std::string shape = trim(shapes[s]);
+      if (shape.size() < 2 || shape.front() != '[' || shape.back() != ']') {
+        fail(name + ": expected dimensions in brackets, got \"" + shape + "\"");
+      }
+      std::vector<int32_t> dims = parse_dims(tensor, trim(shape.substr(1, shape.size() - 2)));
+      if (s == 0) {
+        tensor.dims = std::move(dims);
+      } else {
+        tensor.alternative_shapes.push_back(std::move(dims));
       }
     }
-    if (tensor.dims.size() > KABI_MAX_DIMS) fail(name + ": more than " + std::to_string(KABI_MAX_DIMS) + " dimensions");
+    check_alternative_shapes(tensor);
     std::string dtype = trim(text.substr(close + 1));
     if (dtype.empty()) fail(name + ": expected a type variable or dtype after its dimensions");
     const size_t space = dtype.find_first_of(" \t");
@@ -210,12 +203,11 @@ class SchemaParser {
     if (tensor.offsets_of_dim >= 0 && (dtype_bit_from_name(dtype) & offset_dtypes) == 0) {
       fail(name + ": offsets are int32 or int64, not \"" + dtype + "\"");
     }
-    for (size_t v = 0; v < schema_.type_variables.size(); ++v) {
-      if (schema_.type_variables[v].name == dtype) {
-        tensor.type_variable = static_cast<int32_t>(v);
-        tensor.dtypes = schema_.type_variables[v].dtypes;
-        return tensor;
-      }
+    const int32_t variable = type_variable_index(dtype);
+    if (variable >= 0) {
+      tensor.type_variable = variable;
+      tensor.dtypes = schema_.type_variables[static_cast<size_t>(variable)].dtypes;
+      return tensor;
     }
     tensor.dtypes = dtype_bit_from_name(dtype);
     if (tensor.dtypes == 0) {
@@ -237,6 +229,65 @@ class SchemaParser {
     tensor.offsets_of_dim = static_cast<int32_t>(found - schema_.dim_names.begin());
   }
 
+  // The dims of one bracketed shape ("..., M, 1" or "E?, M, K"): names, a literal 1, a leading "...", and a first
+  // name that may be left out.
+  std::vector<int32_t> parse_dims(SchemaTensor& tensor, const std::string& inner) {
+    std::vector<int32_t> dims;
+    if (inner.empty()) return dims;
+    const std::vector<std::string> items = split_top_level(inner, ',');
+    for (size_t i = 0; i < items.size(); ++i) {
+      const std::string item = trim(items[i]);
+      const bool may_be_left_out = !item.empty() && item.back() == '?';
+      const std::string dim = may_be_left_out ? trim(item.substr(0, item.size() - 1)) : item;
+      if (may_be_left_out && (i != 0 || items.size() < 2)) {
+        fail(tensor.name + ": only the first of two or more dimensions may be left out (\"" + item + "\")");
+      }
+      tensor.leading_dim_optional = tensor.leading_dim_optional || may_be_left_out;
+      if (item == "...") {
+        if (i != 0) fail(tensor.name + ": \"...\" must come first");
+        tensor.has_batch = true;
+      } else if (item == "1") {
+        dims.push_back(KABI_DIM_ONE);
+      } else if (is_identifier(dim)) {
+        dims.push_back(dimension_index(dim, tensor.name, tensor.is_output && !may_be_left_out));
+      } else {
+        fail(tensor.name + ": \"" + item + "\" is not a dimension name (a name, or 1)");
+      }
+    }
+    if (dims.size() > KABI_MAX_DIMS) fail(tensor.name + ": more than " + std::to_string(KABI_MAX_DIMS) + " dimensions");
+    return dims;
+  }
+
+  // A call picks a tensor's shape by its rank, so each alternative has a rank of its own and no "...".
+  void check_alternative_shapes(const SchemaTensor& tensor) const {
+    if (tensor.alternative_shapes.empty()) return;
+    if (tensor.is_output) {
+      fail("output " + tensor.name + " has several shapes; an output's shape follows from the inputs");
+    }
+    if (tensor.has_batch) fail(tensor.name + ": a tensor with several shapes cannot have \"...\"");
+    if (tensor.leading_dim_optional) {
+      fail(tensor.name + ": a tensor with several shapes cannot leave out its first dimension");
+    }
+    if (tensor.alternative_shapes.size() + 1 > KABI_MAX_SHAPE_ALTERNATIVES) {
+      fail(tensor.name + ": more than " + std::to_string(KABI_MAX_SHAPE_ALTERNATIVES) + " shapes");
+    }
+    std::vector<size_t> ranks{tensor.dims.size()};
+    for (const std::vector<int32_t>& shape : tensor.alternative_shapes) {
+      if (std::find(ranks.begin(), ranks.end(), shape.size()) != ranks.end()) {
+        fail(tensor.name + ": two of its shapes have rank " + std::to_string(shape.size()) +
+             "; a call's rank must pick one");
+      }
+      ranks.push_back(shape.size());
+    }
+  }
+
+  int32_t type_variable_index(const std::string& name) const {
+    for (size_t v = 0; v < schema_.type_variables.size(); ++v) {
+      if (schema_.type_variables[v].name == name) return static_cast<int32_t>(v);
+    }
+    return -1;
+  }
+
   void parse_attribute(const std::string& name, const std::string& text) {
     SchemaAttribute attribute;
     attribute.name = name;
@@ -248,6 +299,14 @@ class SchemaParser {
       attribute.type = KABI_ATTRIBUTE_FLOAT;
     } else if (type == "bool") {
       attribute.type = KABI_ATTRIBUTE_BOOL;
+    } else if (const int32_t variable = type_variable_index(type); variable >= 0) {
+      // A dtype chosen by the caller: an enum of the variable's dtype names, whose value binds the variable.
+      attribute.type = KABI_ATTRIBUTE_ENUM;
+      attribute.type_variable = variable;
+      const uint32_t dtypes = schema_.type_variables[static_cast<size_t>(variable)].dtypes;
+      for (uint32_t bit = 1; bit != 0; bit <<= 1) {
+        if (dtypes & bit) attribute.enum_values.emplace_back(dtype_name(bit));
+      }
     } else if (type.rfind("enum", 0) == 0) {
       attribute.type = KABI_ATTRIBUTE_ENUM;
       const std::string values = trim(type.substr(4));
@@ -266,7 +325,8 @@ class SchemaParser {
         attribute.enum_values.push_back(value);
       }
     } else {
-      fail("attribute " + name + ": \"" + type + "\" is not int, float, bool or enum(...)");
+      fail("attribute " + name + ": \"" + type + "\" is not int, float, bool, enum(...) or a type variable (" +
+           variable_names() + ")");
     }
     if (equals != std::string::npos) {
       attribute.has_default = true;
@@ -312,7 +372,8 @@ class SchemaParser {
     auto found = std::find(schema_.dim_names.begin(), schema_.dim_names.end(), name);
     if (found != schema_.dim_names.end()) {
       if (is_output && !bound_by_required_input(found - schema_.dim_names.begin())) {
-        fail("output " + tensor + ": dimension " + name + " is defined only by optional inputs");
+        fail("output " + tensor + ": dimension " + name +
+             " is defined only by optional inputs or inputs of several shapes");
       }
       return static_cast<int32_t>(found - schema_.dim_names.begin());
     }
@@ -325,9 +386,11 @@ class SchemaParser {
     return static_cast<int32_t>(schema_.dim_names.size() - 1);
   }
 
+  // Whether every call binds the dimension: a required input of one shape names it.
   bool bound_by_required_input(std::ptrdiff_t dim) const {
     return std::any_of(schema_.inputs.begin(), schema_.inputs.end(), [&](const SchemaTensor& input) {
-      return !input.optional && std::find(input.dims.begin(), input.dims.end(), dim) != input.dims.end();
+      return !input.optional && input.alternative_shapes.empty() &&
+             std::find(input.dims.begin(), input.dims.end(), dim) != input.dims.end();
     });
   }
 
@@ -347,18 +410,24 @@ class SchemaParser {
     }
   }
 
-  // Every declared variable types some tensor, and one that types an output is bound by a required input, so a
-  // call always knows each output's dtype.
+  // Every declared variable types some tensor, and one that types an output is bound by a required input or an
+  // attribute, so a call always knows each output's dtype.
   void check_type_variables_bound() const {
     for (size_t v = 0; v < schema_.type_variables.size(); ++v) {
       const auto typed = [&](const SchemaTensor& tensor) { return tensor.type_variable == static_cast<int32_t>(v); };
       const std::string& name = schema_.type_variables[v].name;
       const bool bound = std::any_of(schema_.inputs.begin(), schema_.inputs.end(),
-                                     [&](const SchemaTensor& input) { return typed(input) && !input.optional; });
+                                     [&](const SchemaTensor& input) { return typed(input) && !input.optional; }) ||
+                         std::any_of(schema_.attributes.begin(), schema_.attributes.end(),
+                                     [&](const SchemaAttribute& attribute) {
+                                       return attribute.type_variable == static_cast<int32_t>(v);
+                                     });
       const bool types_input = std::any_of(schema_.inputs.begin(), schema_.inputs.end(), typed);
       const bool types_output = std::any_of(schema_.outputs.begin(), schema_.outputs.end(), typed);
       if (!types_input && !types_output) fail("type variable " + name + " types no tensor");
-      if (types_output && !bound) fail("type variable " + name + " types an output but no required input");
+      if (types_output && !bound) {
+        fail("type variable " + name + " types an output but no required input or attribute");
+      }
     }
   }
 

@@ -13,7 +13,9 @@
 namespace kabi::core {
 
 // One tensor of a schema: its name, whether it is an optional input or starts with the "..." broadcast group, its
-// named trailing dims as indices into Schema::dim_names, and its dtype (a type variable or one concrete dtype).
+// named trailing dims as indices into Schema::dim_names (KABI_DIM_ONE for a literal 1), the other shapes an input
+// may have instead ("scale: [M, 1] | [] float32": a row-wise or a per-tensor scale; each of its own rank), and its
+// dtype (a type variable or one concrete dtype).
 // Three rules for ops whose inputs come in forms (grouped_mm's x[T, K] with offsets, or x[E, M, K] without):
 // - a first dim written "E?" may be left out (the tensor then has one dim less); an output's "E?" is there exactly
 //   when the inputs that may leave it out have it;
@@ -27,6 +29,7 @@ struct SchemaTensor {
   bool has_batch = false;
   bool leading_dim_optional = false;
   std::vector<int32_t> dims;
+  std::vector<std::vector<int32_t>> alternative_shapes;
   int32_t type_variable = -1;  // index into Schema::type_variables, or -1 for a concrete dtype
   uint32_t dtypes = 0;         // the variable's set, or the concrete dtype's bit
   int32_t present_with_input = -1;  // an optional input's condition: given exactly when this input ...
@@ -46,6 +49,9 @@ struct SchemaAttribute {
   kabi_attribute_value default_value{};
   std::vector<std::string> enum_values;
   bool in_tuning_key = false;
+  // For an attribute typed by a type variable ("out_dtype: O = bfloat16"): the variable its value binds; it is then
+  // an enum of the variable's dtype names. -1 otherwise.
+  int32_t type_variable = -1;
 };
 
 struct Schema {
@@ -66,7 +72,8 @@ std::vector<TypeVariable> parse_type_variables(const std::string& context, const
 
 // Throws Error(KABI_STATUS_INVALID_ARGUMENT) naming the op and the part on a syntax error, an undeclared type variable
 // or unknown dtype, a repeated name, an attribute without a type or enum values, a default its type cannot take, an
-// optional output, an output dimension no required input defines, or a limit of kabi.h exceeded.
+// optional output, an output dimension no required input defines, shape alternatives on an output, with "..." or
+// of one rank twice, or a limit of kabi.h exceeded.
 Schema parse_schema(const std::string& op_name, const std::string& text, const std::string& type_variables);
 
 // One item of a tuning key.

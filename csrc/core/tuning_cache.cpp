@@ -240,13 +240,6 @@ std::string environment(const char* name) {
   return value != nullptr ? std::string(value) : std::string();
 }
 
-std::string default_directory() {
-  if (std::string directory = environment("KABI_CACHE_DIR"); !directory.empty()) return directory;
-  if (std::string xdg = environment("XDG_CACHE_HOME"); !xdg.empty()) return xdg + "/kabi";
-  if (std::string home = environment("HOME"); !home.empty()) return home + "/.cache/kabi";
-  return {};
-}
-
 std::string index_key(const std::string& device_signature, const std::string& op, const std::string& problem_key) {
   std::string key = device_signature;
   key += '\x1f';
@@ -261,6 +254,13 @@ int64_t now_seconds() {
 }
 
 }  // namespace
+
+std::string default_cache_directory() {
+  if (std::string directory = environment("KABI_CACHE_DIR"); !directory.empty()) return directory;
+  if (std::string xdg = environment("XDG_CACHE_HOME"); !xdg.empty()) return xdg + "/kabi";
+  if (std::string home = environment("HOME"); !home.empty()) return home + "/.cache/kabi";
+  return {};
+}
 
 bool TuningEntry::gate_only() const { return (flags & KABI_TUNING_RECORD_GATE_ONLY) != 0; }
 bool TuningEntry::memory_only() const { return (flags & KABI_TUNING_RECORD_MEMORY_ONLY) != 0; }
@@ -321,7 +321,7 @@ struct TuningCache::State {
 
   void load() {
     std::vector<Record> memory_only = memory_only_records();
-    directory = directory_override.empty() ? default_directory() : directory_override;
+    directory = directory_override.empty() ? default_cache_directory() : directory_override;
     index.clear();
     record_count = 0;
     corrupt_record_count = 0;

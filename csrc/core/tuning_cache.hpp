@@ -33,6 +33,9 @@ struct TuningListing {
   TuningEntry entry;
 };
 
+// KABI_CACHE_DIR, else $XDG_CACHE_HOME/kabi, else $HOME/.cache/kabi (empty when none is set), read now.
+std::string default_cache_directory();
+
 class TuningCache {
  public:
   // The process-wide cache; loads lazily from directory() on first use.
@@ -51,7 +54,7 @@ class TuningCache {
   // only op's when op is not empty.
   std::vector<TuningListing> list(const std::string& op);
 
-  // KABI_CACHE_DIR, else $XDG_CACHE_HOME/kabi, else $HOME/.cache/kabi; or what set_directory() set.
+  // default_cache_directory(), or what set_directory() set.
   std::string directory();
   void set_directory(const std::string& directory);  // empty: back to the default; reloads
   void reload();

@@ -1,6 +1,6 @@
 // DLPack's C exchange API (`__dlpack_c_exchange_api__` on a tensor type, DLPack 1.2+; torch 2.10+): C functions that
 // describe a tensor as a DLTensor and report the framework's current stream without any Python call. The decision
-// memo (front.cpp) keys calls by it and prepared launches (dispatch.cpp) read data pointers and streams through it.
+// table (decision_table.hpp) keys calls by it and prepared launches (dispatch.cpp) read data pointers and streams through it.
 #pragma once
 
 #include <Python.h>

@@ -1,20 +1,27 @@
-// The hit path of a two-input op front, in C: build the decision-cache key, look it up, call the cached
-// implementation. Everything else (misses, validation, `out=` checks) stays in Python (kabi/ops/_front.py), which
-// this function calls back. The key is the tuple the Python side builds too (kabi/ops/_front.py, _key):
-//   (a.dtype, b.dtype, a.device, b.device, a.requires_grad, b.requires_grad, active kabi.use scope, a.dim(),
-//    *a.shape, *a.stride(), *b.shape, *b.stride())
-// Before building that tuple, a call with two tensors of the front's exact tensor types and no `out` looks in the
-// decision memo (decision_memo.hpp), keyed by the same facts read in C; a tuple-key hit fills the memo.
-// A cached implementation that raises a foreign exception surfaces as KernelFailedError naming the kernel, as on the
-// miss path; only the error path pays for that.
+// The hit path of every op front, in C: bind the call's arguments, key it, find the decision in the op's table
+// (decision_table.hpp), call the remembered implementation. Everything else stays in Python (kabi/ops/_front.py),
+// which this function calls back:
+//   - a call whose arguments Python must bind (an unexpected keyword, a missing input, a value given twice) goes to
+//     `bind_call(*args, **kwargs)`, which raises Python's own error for it or takes the miss path;
+//   - a call whose decision is not remembered (or cannot be keyed) goes to `miss(inputs, out, attributes)`;
+//   - a call whose `out` the table cannot accept in C goes to `call_with_out(implementation, outputs, inputs, out)`,
+//     which checks it against the decision's output descriptors and says what is wrong.
+// The function follows kabi.ops' one convention: required inputs positional, optional inputs positional or by
+// keyword (None when left out), attributes keyword-only with their defaults, then `out`.
+// An op whose inputs carry values the core checks (grouped_mm's offsets) has a `host_value_check(inputs)`, which a
+// hit calls first: one decision serves every call of its shapes, whatever their values. Other ops have none and pay
+// nothing for it.
+// A remembered implementation that raises a foreign exception surfaces as the KernelFailedError that
+// `kernel_failed(kernel_name, error)` words, chained to the original; only the error path pays for that.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "bindings.hpp"
-#include "decision_memo.hpp"
+#include "decision_table.hpp"
 #include "dlpack_exchange.hpp"
 #include "errors.hpp"
 
@@ -23,137 +30,86 @@ namespace py = pybind11;
 namespace kabi::python {
 namespace {
 
-// The state of one front, passed as the function's `self`: a struct sequence (a tuple underneath, so the slots are
-// read with PyTuple_GET_ITEM) whose type name shows in the function's repr.
-enum FrontSlot { kEntries = 0, kScopeVar, kMiss, kCallWithOut, kKernelFailed, kMemo, kMemoAccess, kSlotCount };
+constexpr int kMaxParameters = 64;
+constexpr const char* kFrontStateName = "kabi.ops.FrontState";
 
-// What the memo path needs, reached from the state's kMemoAccess capsule without any Python lookup.
-struct MemoAccess {
-  DecisionMemo* memo = nullptr;
-  kabi_op op = nullptr;
-  std::vector<std::pair<PyTypeObject*, const DLPackExchangeAPI*>> tensor_types;
+// What one op's function knows, reached through its `self` capsule without any Python lookup.
+struct FrontState {
+  DecisionTable* table = nullptr;
+  py::object table_object;  // keeps the table alive
+  int32_t required_inputs = 0;
+  int32_t inputs = 0;
+  // Inputs, then attributes, in schema order; interned. A keyword matches by identity first.
+  std::vector<py::object> parameter_names;
+  std::vector<py::object> attribute_defaults;  // None as a py::object() (null) where the attribute is required
+  py::object out_name;
+  py::object out_keyword;  // ("out",): the kwnames of a hit that passes out on
+  py::object scope_var, miss, call_with_out, kernel_failed, bind_call;
+  py::object host_value_check;  // null for an op without value-checked inputs
 
-  const DLPackExchangeAPI* api_for(PyObject* value) const {
-    PyTypeObject* type = Py_TYPE(value);
-    for (const auto& [known, api] : tensor_types) {
-      if (known == type) return api;
-    }
-    return nullptr;
+  int32_t attributes() const { return static_cast<int32_t>(attribute_defaults.size()); }
+};
+
+struct BoundCall {
+  PyObject* values[kMaxParameters] = {};  // borrowed: inputs (None when absent), then attribute values
+  PyObject* out = nullptr;
+};
+
+// The index of keyword among the parameters a keyword may name (optional inputs and attributes), or -1.
+int32_t keyword_index(const FrontState& state, PyObject* keyword) {
+  const auto count = static_cast<int32_t>(state.parameter_names.size());
+  for (int32_t i = state.required_inputs; i < count; ++i) {
+    if (state.parameter_names[static_cast<std::size_t>(i)].ptr() == keyword) return i;
   }
-};
-
-constexpr const char* kMemoAccessName = "kabi.ops.MemoAccess";
-
-PyTypeObject* front_state_type() {
-  static PyStructSequence_Field fields[] = {
-      {"entries", "the op's decision cache: key -> implementation"},
-      {"scope_var", "the ContextVar of the active kabi.use scope"},
-      {"miss", "miss(inputs, out): validate, select, remember, run"},
-      {"call_with_out", "call_with_out(implementation, key, inputs, out)"},
-      {"kernel_failed", "kernel_failed(key, error): the KernelFailedError for a decision's kernel that raised error"},
-      {"memo", "the decision memo (kabi._core.DecisionMemo) in front of entries"},
-      {"memo_access", "the memo and the tensor types it keys, for C"},
-      {nullptr, nullptr},
-  };
-  static PyStructSequence_Desc description = {"kabi.ops.OpDispatch", "The state of an op's C hit path.", fields,
-                                              kSlotCount};
-  static PyTypeObject* type = PyStructSequence_NewType(&description);  // kept for the life of the process
-  return type;
+  for (int32_t i = state.required_inputs; i < count; ++i) {
+    if (PyUnicode_Compare(state.parameter_names[static_cast<std::size_t>(i)].ptr(), keyword) == 0) return i;
+  }
+  return -1;
 }
 
-struct InternedNames {
-  PyObject* shape = PyUnicode_InternFromString("shape");
-  PyObject* stride = PyUnicode_InternFromString("stride");
-  PyObject* dtype = PyUnicode_InternFromString("dtype");
-  PyObject* device = PyUnicode_InternFromString("device");
-  PyObject* requires_grad = PyUnicode_InternFromString("requires_grad");
-  PyObject* out = PyUnicode_InternFromString("out");
-};
-
-const InternedNames& names() {
-  static const InternedNames interned;  // leaked on purpose: the strings live as long as the interpreter
-  return interned;
-}
-
-// The key of (a, b), or nullptr with no Python error set when an input lacks the attributes (not a tensor): the
-// miss path then reports the mistake properly. Shapes and strides are flattened into plain ints, which hash and
-// compare faster than torch.Size objects.
-PyObject* build_key(PyObject* a, PyObject* b, PyObject* scope_var) {
-  const InternedNames& name = names();
-  // dtype a, dtype b, device a, device b, requires_grad a, requires_grad b, scope, rank of a; then the tuples
-  // flattened: shape a, stride a, shape b, stride b.
-  constexpr int kScalars = 8;
-  constexpr int kScope = 6;
-  constexpr int kRank = 7;
-  PyObject* parts[kScalars + 4] = {
-      PyObject_GetAttr(a, name.dtype),         PyObject_GetAttr(b, name.dtype),
-      PyObject_GetAttr(a, name.device),        PyObject_GetAttr(b, name.device),
-      PyObject_GetAttr(a, name.requires_grad), PyObject_GetAttr(b, name.requires_grad),
-      nullptr,
-      nullptr,
-      PyObject_GetAttr(a, name.shape),         PyObject_CallMethodNoArgs(a, name.stride),
-      PyObject_GetAttr(b, name.shape),         PyObject_CallMethodNoArgs(b, name.stride),
-  };
-  PyObject* key = nullptr;
-  bool complete = PyContextVar_Get(scope_var, Py_None, &parts[kScope]) == 0;
-  for (int i = 0; i < kScalars + 4; ++i) complete = complete && (i == kRank || parts[i] != nullptr);
-  for (int i = kScalars; i < kScalars + 4; ++i) complete = complete && PyTuple_Check(parts[i]);
-  if (complete) {
-    const Py_ssize_t rank_a = PyTuple_GET_SIZE(parts[kScalars]);
-    const Py_ssize_t rank_b = PyTuple_GET_SIZE(parts[kScalars + 2]);
-    complete = PyTuple_GET_SIZE(parts[kScalars + 1]) == rank_a && PyTuple_GET_SIZE(parts[kScalars + 3]) == rank_b;
-    parts[kRank] = complete ? PyLong_FromSsize_t(rank_a) : nullptr;
-    key = parts[kRank] != nullptr ? PyTuple_New(kScalars + 2 * rank_a + 2 * rank_b) : nullptr;
-    if (key != nullptr) {
-      Py_ssize_t position = 0;
-      for (int i = 0; i < kScalars; ++i) PyTuple_SET_ITEM(key, position++, Py_NewRef(parts[i]));
-      for (int i = kScalars; i < kScalars + 4; ++i) {
-        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(parts[i]); ++j) {
-          PyTuple_SET_ITEM(key, position++, Py_NewRef(PyTuple_GET_ITEM(parts[i], j)));
-        }
+// Binds the call as the op function's signature does; false (no Python error set) for anything Python should
+// bind and, where it is wrong, explain.
+bool bind(const FrontState& state, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, BoundCall& call) {
+  if (nargs > state.inputs) return false;
+  const int32_t attributes = state.attributes();
+  for (int32_t i = 0; i < state.inputs; ++i) call.values[i] = i < nargs ? args[i] : (i < state.required_inputs ? nullptr : Py_None);
+  for (int32_t i = 0; i < attributes; ++i) call.values[state.inputs + i] = state.attribute_defaults[static_cast<std::size_t>(i)].ptr();
+  if (kwnames != nullptr) {
+    const Py_ssize_t keywords = PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t k = 0; k < keywords; ++k) {
+      PyObject* keyword = PyTuple_GET_ITEM(kwnames, k);
+      if (keyword == state.out_name.ptr() || PyUnicode_Compare(keyword, state.out_name.ptr()) == 0) {
+        call.out = args[nargs + k] == Py_None ? nullptr : args[nargs + k];
+        continue;
       }
+      const int32_t index = keyword_index(state, keyword);
+      if (index < 0 || index < nargs) return false;
+      call.values[index] = args[nargs + k];
     }
   }
-  for (PyObject* part : parts) Py_XDECREF(part);
-  if (key == nullptr) PyErr_Clear();
-  return key;
-}
-
-// requires_grad as a C bool; -1 (no Python error set) when it cannot be read.
-int requires_grad_of(PyObject* tensor) {
-  PyObject* value = PyObject_GetAttr(tensor, names().requires_grad);
-  if (value == nullptr) {
-    PyErr_Clear();
-    return -1;
+  for (int32_t i = 0; i < state.inputs + attributes; ++i) {
+    if (call.values[i] == nullptr) return false;
   }
-  const int truth = value == Py_True ? 1 : value == Py_False ? 0 : -1;
-  Py_DECREF(value);
-  return truth;
+  return true;
 }
 
-// The memo key of (a, b[, out]) under scope; false (no Python error set) when the call is not memo material.
-bool build_memo_key(const MemoAccess& access, PyObject* const* tensors, int count, PyObject* scope, MemoKey& key) {
-  DLTensor views[MemoKey::kMaxTensors] = {};
-  bool requires_grad[MemoKey::kMaxTensors] = {};
-  for (int i = 0; i < count; ++i) {
-    const DLPackExchangeAPI* api = access.api_for(tensors[i]);
-    if (api == nullptr) return false;
-    if (api->dltensor_from_py_object_no_sync(tensors[i], &views[i]) != 0) {
-      PyErr_Clear();  // e.g. a tensor DLPack cannot describe: the tuple key handles it
-      return false;
-    }
-    const int truth = requires_grad_of(tensors[i]);
-    if (truth < 0) return false;
-    requires_grad[i] = truth == 1;
-  }
-  return key.assign(views, requires_grad, count, scope);
+PyObject* tuple_of(PyObject* const* items, int32_t count) {
+  PyObject* tuple = PyTuple_New(count);
+  if (tuple == nullptr) return nullptr;
+  for (int32_t i = 0; i < count; ++i) PyTuple_SET_ITEM(tuple, i, Py_NewRef(items[i]));
+  return tuple;
 }
 
-// implementation(a, b) or implementation(a, b, out=out): args and kwnames as the front received them.
-PyObject* call_implementation(PyObject* implementation, PyObject* const* args, PyObject* kwnames) {
-  Py_INCREF(implementation);  // the table may drop it while it runs (another thread invalidating)
-  PyObject* result = PyObject_Vectorcall(implementation, args, 2, kwnames);
-  Py_DECREF(implementation);
+PyObject* call_miss(FrontState& state, const BoundCall& call) {
+  state.table->count_miss();
+  PyObject* inputs = tuple_of(call.values, state.inputs);
+  PyObject* attributes = inputs != nullptr ? tuple_of(call.values + state.inputs, state.attributes()) : nullptr;
+  PyObject* result = attributes == nullptr ? nullptr
+                                           : PyObject_CallFunctionObjArgs(state.miss.ptr(), inputs,
+                                                                          call.out != nullptr ? call.out : Py_None,
+                                                                          attributes, nullptr);
+  Py_XDECREF(inputs);
+  Py_XDECREF(attributes);
   return result;
 }
 
@@ -182,20 +138,17 @@ void raise_exception(PyObject* error) {
 #endif
 }
 
-// Called when a cached implementation returned nullptr: a foreign Exception becomes the KernelFailedError that the
-// front's kernel_failed words for the decision of `key` (built here when nullptr), with the original as its __cause__
-// and __context__, like `raise ... from error`. kabi's own errors pass through unchanged, and so do BaseExceptions
-// that are no failure of the kernel (KeyboardInterrupt, SystemExit). Returns nullptr, with the exception to raise set.
-PyObject* kernel_failed(PyObject* state, PyObject* const* args, PyObject* key) {
+// Called when a remembered implementation returned nullptr: a foreign Exception becomes the KernelFailedError that
+// the front's kernel_failed words for `kernel`, with the original as its __cause__ and __context__, like
+// `raise ... from error`. kabi's own errors pass through unchanged, and so do BaseExceptions that are no failure of
+// the kernel (KeyboardInterrupt, SystemExit). Returns nullptr, with the exception to raise set.
+PyObject* kernel_failed(const FrontState& state, PyObject* kernel) {
   PyObject* kabi_error = kabi_error_class();
   if (!PyErr_ExceptionMatches(PyExc_Exception) || kabi_error == nullptr || PyErr_ExceptionMatches(kabi_error)) {
     return nullptr;
   }
   PyObject* error = take_raised_exception();
-  PyObject* decision = key != nullptr ? Py_NewRef(key) : build_key(args[0], args[1], PyTuple_GET_ITEM(state, kScopeVar));
-  PyObject* replacement = PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(state, kKernelFailed),
-                                                       decision != nullptr ? decision : Py_None, error, nullptr);
-  Py_XDECREF(decision);
+  PyObject* replacement = PyObject_CallFunctionObjArgs(state.kernel_failed.ptr(), kernel, error, nullptr);
   if (replacement == nullptr) {
     // Wording the error failed: that failure is raised, with the kernel's exception as its context.
     replacement = take_raised_exception();
@@ -208,141 +161,212 @@ PyObject* kernel_failed(PyObject* state, PyObject* const* args, PyObject* key) {
   return nullptr;
 }
 
-PyObject* call_miss(const MemoAccess& access, PyObject* state, PyObject* const* args, Py_ssize_t nargs,
-                    PyObject* out) {
-  access.memo->count_miss();
-  PyObject* inputs = PyTuple_New(nargs);
-  if (inputs == nullptr) return nullptr;
-  for (Py_ssize_t i = 0; i < nargs; ++i) PyTuple_SET_ITEM(inputs, i, Py_NewRef(args[i]));
-  PyObject* result = PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(state, kMiss), inputs, out, nullptr);
-  Py_DECREF(inputs);
-  return result;
-}
-
-PyObject* two_input_front(PyObject* state, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  PyObject* out = Py_None;
-  if (kwnames != nullptr) {
-    const Py_ssize_t keyword_count = PyTuple_GET_SIZE(kwnames);
-    for (Py_ssize_t i = 0; i < keyword_count; ++i) {
-      PyObject* keyword = PyTuple_GET_ITEM(kwnames, i);
-      if (PyUnicode_Compare(keyword, names().out) != 0) {
-        PyErr_Format(PyExc_TypeError, "got an unexpected keyword argument '%U' (the only keyword is out)", keyword);
-        return nullptr;
-      }
-      out = args[nargs + i];
-    }
-  }
-  const auto* access =
-      static_cast<const MemoAccess*>(PyCapsule_GetPointer(PyTuple_GET_ITEM(state, kMemoAccess), kMemoAccessName));
-  if (access == nullptr) return nullptr;
-  if (nargs != 2) return call_miss(*access, state, args, nargs, out);
-  // The op's kernels or tuning records changed since these decisions were made: the miss path drops them.
-  if (kabi_op_generation(access->op) != access->memo->generation()) {
-    return call_miss(*access, state, args, nargs, out);
-  }
-  const uint64_t memo_epoch = access->memo->epoch();
-  MemoKey memo_key;
-  PyObject* scope = nullptr;
-  if (PyContextVar_Get(PyTuple_GET_ITEM(state, kScopeVar), Py_None, &scope) != 0) return nullptr;
-  // With out, the front received exactly (a, b, out) and kwnames ("out",): the memo passes them on as they are.
-  const bool memo_keyed = build_memo_key(*access, args, out == Py_None ? 2 : 3, scope, memo_key);
-  Py_DECREF(scope);  // the memo holds its own reference to a scope it keys
-  if (memo_keyed) {
-    if (PyObject* implementation = access->memo->find(memo_key)) {
-      access->memo->count_hit();
-      PyObject* result = call_implementation(implementation, args, out == Py_None ? nullptr : kwnames);
-      return result != nullptr ? result : kernel_failed(state, args, nullptr);
-    }
-  }
-  PyObject* key = build_key(args[0], args[1], PyTuple_GET_ITEM(state, kScopeVar));
-  if (key == nullptr) return call_miss(*access, state, args, nargs, out);
-  PyObject* implementation = PyDict_GetItemWithError(PyTuple_GET_ITEM(state, kEntries), key);
-  if (implementation == nullptr) {
-    Py_DECREF(key);
-    if (PyErr_Occurred()) return nullptr;
-    return call_miss(*access, state, args, nargs, out);
-  }
-  access->memo->count_hit();
-  Py_INCREF(implementation);
+// Runs a found decision; its references are taken first, since the call may store into or clear the table.
+PyObject* run_decision(FrontState& state, const Decision& decision, const BoundCall& call) {
+  PyObject* implementation = Py_NewRef(decision.implementation);
+  PyObject* kernel = Py_NewRef(decision.kernel);
   PyObject* result = nullptr;
-  if (out == Py_None) {
-    if (memo_keyed) access->memo->insert(memo_key, implementation, memo_epoch);
-    result = PyObject_Vectorcall(implementation, args, 2, nullptr);
+  if (call.out == nullptr) {
+    result = PyObject_Vectorcall(implementation, call.values, static_cast<size_t>(state.inputs), nullptr);
+  } else if (state.table->out_matches(decision, call.out)) {
+    PyObject* arguments[kMaxParameters + 1];
+    for (int32_t i = 0; i < state.inputs; ++i) arguments[i] = call.values[i];
+    arguments[state.inputs] = call.out;
+    result = PyObject_Vectorcall(implementation, arguments, static_cast<size_t>(state.inputs),
+                                 state.out_keyword.ptr());
   } else {
-    PyObject* inputs = PyTuple_Pack(2, args[0], args[1]);
+    PyObject* outputs = Py_NewRef(decision.outputs);
+    PyObject* inputs = tuple_of(call.values, state.inputs);
     result = inputs == nullptr ? nullptr
-                               : PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(state, kCallWithOut), implementation,
-                                                              key, inputs, out, nullptr);
+                               : PyObject_CallFunctionObjArgs(state.call_with_out.ptr(), implementation, outputs,
+                                                              inputs, call.out, nullptr);
     Py_XDECREF(inputs);
-    // call_with_out has checked out against the decision's result: calls with the same facts may skip that check.
-    if (result != nullptr && memo_keyed) access->memo->insert(memo_key, implementation, memo_epoch);
+    Py_DECREF(outputs);
   }
-  if (result == nullptr) kernel_failed(state, args, key);
+  if (result == nullptr) kernel_failed(state, kernel);
+  Py_DECREF(kernel);
   Py_DECREF(implementation);
-  Py_DECREF(key);
   return result;
 }
 
-py::object make_two_input_front(const std::string& name, const std::string& doc, const std::string& module,
-                                const py::dict& entries, const py::object& scope_var, const py::object& miss,
-                                const py::object& call_with_out, const py::object& kernel_failed,
-                                const py::object& memo, const std::vector<py::type>& tensor_types) {
-  if (!PyContextVar_CheckExact(scope_var.ptr())) throw py::type_error("scope_var must be a contextvars.ContextVar");
-  auto access = std::make_unique<MemoAccess>();
-  access->memo = memo.cast<DecisionMemo*>();
-  access->op = find_op(name);
-  for (const py::type& type : tensor_types) {
-    auto* type_object = reinterpret_cast<PyTypeObject*>(type.ptr());
-    // A type without the exchange API (an older torch) simply never reaches the memo.
-    if (const DLPackExchangeAPI* api = exchange_api_of(type_object)) access->tensor_types.emplace_back(type_object, api);
+PyObject* op_front(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  auto* state = static_cast<FrontState*>(PyCapsule_GetPointer(self, kFrontStateName));
+  if (state == nullptr) return nullptr;
+  DecisionTable& table = *state->table;
+  BoundCall call;
+  if (!bind(*state, args, nargs, kwnames, call)) {
+    table.count_miss();
+    return PyObject_Vectorcall(state->bind_call.ptr(), args, static_cast<size_t>(nargs), kwnames);
   }
-  auto access_capsule = py::reinterpret_steal<py::object>(
-      PyCapsule_New(access.get(), kMemoAccessName, [](PyObject* capsule) {
-        delete static_cast<MemoAccess*>(PyCapsule_GetPointer(capsule, kMemoAccessName));
-      }));
-  if (!access_capsule) throw py::error_already_set();
-  access.release();
+  // The op's kernels or tuning records changed since these decisions were made: the miss path drops them.
+  if (kabi_op_generation(table.op()) != table.generation()) return call_miss(*state, call);
+  PyObject* scope = nullptr;
+  if (PyContextVar_Get(state->scope_var.ptr(), Py_None, &scope) != 0) return nullptr;
+  KeyWords key;
+  // The scope keys by identity; the context variable keeps it alive meanwhile, and the table once it stores it.
+  const bool keyed = table.make_key(call.values, state->inputs, call.values + state->inputs, state->attributes(),
+                                    scope, key);
+  Py_DECREF(scope);
+  const Decision* decision = keyed ? table.find(key) : nullptr;
+  if (decision == nullptr) return call_miss(*state, call);
+  table.count_hit();
+  if (state->host_value_check) {
+    PyObject* inputs = tuple_of(call.values, state->inputs);
+    PyObject* checked =
+        inputs == nullptr ? nullptr : PyObject_CallFunctionObjArgs(state->host_value_check.ptr(), inputs, nullptr);
+    Py_XDECREF(inputs);
+    if (checked == nullptr) return nullptr;
+    Py_DECREF(checked);
+    // The check ran Python code, which may have changed the table: find the decision again.
+    decision = table.find(key);
+    if (decision == nullptr) return call_miss(*state, call);
+  }
+  return run_decision(*state, *decision, call);
+}
+
+py::object make_op_front(const std::string& name, const std::string& doc, const std::string& module,
+                         const py::object& table_object, int32_t required_inputs,
+                         const std::vector<std::string>& input_names, const std::vector<std::string>& attribute_names,
+                         const std::vector<py::object>& attribute_defaults, const py::object& scope_var,
+                         const py::object& miss, const py::object& call_with_out, const py::object& kernel_failed,
+                         const py::object& bind_call, const py::object& host_value_check) {
+  if (!PyContextVar_CheckExact(scope_var.ptr())) throw py::type_error("scope_var must be a contextvars.ContextVar");
+  if (input_names.size() + attribute_names.size() > kMaxParameters) {
+    throw py::value_error(name + ": an op function takes at most " + std::to_string(kMaxParameters) +
+                          " inputs and attributes");
+  }
+  if (attribute_defaults.size() != attribute_names.size() || required_inputs < 0 ||
+      required_inputs > static_cast<int32_t>(input_names.size())) {
+    throw py::value_error(name + ": inconsistent op front description");
+  }
+  auto state = std::make_unique<FrontState>();
+  state->table = table_object.cast<DecisionTable*>();
+  state->table_object = table_object;
+  state->required_inputs = required_inputs;
+  state->inputs = static_cast<int32_t>(input_names.size());
+  const auto interned = [](const std::string& text) {
+    return py::reinterpret_steal<py::object>(PyUnicode_InternFromString(text.c_str()));
+  };
+  for (const std::string& input : input_names) state->parameter_names.push_back(interned(input));
+  for (const std::string& attribute : attribute_names) state->parameter_names.push_back(interned(attribute));
+  for (const py::object& value : attribute_defaults) {
+    state->attribute_defaults.push_back(value.is_none() ? py::object() : value);
+  }
+  state->out_name = interned("out");
+  state->out_keyword = py::make_tuple(state->out_name);
+  state->scope_var = scope_var;
+  state->miss = miss;
+  state->call_with_out = call_with_out;
+  state->kernel_failed = kernel_failed;
+  state->bind_call = bind_call;
+  if (!host_value_check.is_none()) state->host_value_check = host_value_check;
+  auto capsule = py::reinterpret_steal<py::object>(PyCapsule_New(state.get(), kFrontStateName, [](PyObject* object) {
+    delete static_cast<FrontState*>(PyCapsule_GetPointer(object, kFrontStateName));
+  }));
+  if (!capsule) throw py::error_already_set();
+  state.release();
   // The method definition must outlive the function object; fronts are made once per op, so it is kept forever.
   auto* definition = new PyMethodDef{};
   definition->ml_name = (new std::string(name))->c_str();
-  definition->ml_meth = reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&two_input_front));
+  definition->ml_meth = reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&op_front));
   definition->ml_flags = METH_FASTCALL | METH_KEYWORDS;
   definition->ml_doc = (new std::string(doc))->c_str();
-  PyTypeObject* state_type = front_state_type();
-  if (state_type == nullptr) throw py::error_already_set();
-  auto state = py::reinterpret_steal<py::object>(PyStructSequence_New(state_type));
-  if (!state) throw py::error_already_set();
-  const py::handle slots[kSlotCount] = {entries, scope_var, miss, call_with_out, kernel_failed, memo, access_capsule};
-  for (int i = 0; i < kSlotCount; ++i) PyStructSequence_SetItem(state.ptr(), i, slots[i].inc_ref().ptr());
   py::str module_name(module);
-  PyObject* function = PyCFunction_NewEx(definition, state.ptr(), module_name.ptr());
+  PyObject* function = PyCFunction_NewEx(definition, capsule.ptr(), module_name.ptr());
   if (function == nullptr) throw py::error_already_set();
   return py::reinterpret_steal<py::object>(function);
+}
+
+AttributeKind attribute_kind(const std::string& kind) {
+  if (kind == "int") return AttributeKind::kInt;
+  if (kind == "float") return AttributeKind::kFloat;
+  if (kind == "bool") return AttributeKind::kBool;
+  if (kind == "enum") return AttributeKind::kEnum;
+  throw py::value_error("unknown attribute kind '" + kind + "' (expected int, float, bool or enum)");
+}
+
+std::unique_ptr<DecisionTable> make_table(const std::string& op, const std::vector<py::tuple>& attributes,
+                                          const std::vector<py::type>& tensor_types, const py::object& facts) {
+  std::vector<AttributeSpec> specs;
+  for (const py::tuple& attribute : attributes) {
+    AttributeSpec spec{attribute_kind(attribute[0].cast<std::string>()), {}};
+    for (const std::string& value : attribute[1].cast<std::vector<std::string>>()) {
+      spec.enum_values.push_back(PyUnicode_InternFromString(value.c_str()));
+    }
+    specs.push_back(std::move(spec));
+  }
+  std::vector<std::pair<PyTypeObject*, const DLPackExchangeAPI*>> fast_types;
+  for (const py::type& type : tensor_types) {
+    auto* type_object = reinterpret_cast<PyTypeObject*>(type.ptr());
+    // A type without the exchange API (an older torch) is read through facts.
+    if (const DLPackExchangeAPI* api = cached_exchange_api_of(type_object)) fast_types.emplace_back(type_object, api);
+  }
+  return std::make_unique<DecisionTable>(op, std::move(specs), std::move(fast_types), facts.ptr());
+}
+
+// The key of a call made from Python (store, find): inputs, attributes and scope as the front reads them.
+KeyWords key_of(const DecisionTable& table, const py::tuple& inputs, const py::tuple& attributes,
+                const py::object& scope, bool& keyed) {
+  KeyWords key;
+  std::vector<PyObject*> values;
+  for (const py::handle item : inputs) values.push_back(item.ptr());
+  for (const py::handle item : attributes) values.push_back(item.ptr());
+  keyed = table.make_key(values.data(), static_cast<int32_t>(inputs.size()), values.data() + inputs.size(),
+                         static_cast<int32_t>(attributes.size()), scope.ptr(), key);
+  return key;
 }
 
 }  // namespace
 
 void bind_front(py::module_& m) {
-  py::class_<DecisionMemo>(m, "DecisionMemo",
-                           "The C table in front of an op's decision cache (see csrc/python/decision_memo.hpp).")
-      .def(py::init<>())
-      .def("clear", &DecisionMemo::clear, "Forget every entry (after the decision cache's dict is cleared).")
-      .def_property("generation", &DecisionMemo::generation, &DecisionMemo::set_generation,
-                    "The op generation (kabi_op_generation) of the op's decisions; hits under another generation "
-                    "become misses.")
-      .def("__len__", &DecisionMemo::size)
-      .def_property_readonly("hits", &DecisionMemo::hits, "Calls answered from the op's decisions.")
-      .def_property_readonly("misses", &DecisionMemo::misses, "Calls that went to the miss path.")
-      .def("count_hit", &DecisionMemo::count_hit, "Count a hit of a front whose hit path is in Python.")
-      .def("count_miss", &DecisionMemo::count_miss, "Count a miss of a front whose hit path is in Python.")
-      .def("reset_counts", &DecisionMemo::reset_counts, "Zero hits and misses (kabi.ops._stats.reset_stats).");
-  m.def("make_two_input_front", &make_two_input_front, py::arg("name"), py::arg("doc"), py::arg("module"),
-        py::arg("entries"), py::arg("scope_var"), py::arg("miss"), py::arg("call_with_out"),
-        py::arg("kernel_failed"), py::arg("memo"),
-        py::arg("tensor_types"),
-        "The public function of a two-input op: the decision-cache hit path in C, misses and out= in Python; "
-        "kernel_failed(key, error) words the error of a cached kernel that raised a foreign exception. "
-        "Calls with two tensors of exactly one of tensor_types (and no out) consult memo first.");
+  py::class_<DecisionTable>(m, "DecisionTable",
+                            "An op's decisions: the one table its front's hit path reads (csrc/python/decision_table.hpp).")
+      .def(py::init(&make_table), py::arg("op"), py::arg("attributes"), py::arg("tensor_types"), py::arg("facts"),
+           "attributes: (kind, enum values) per attribute, in schema order; tensor_types: the types read through "
+           "DLPack's C exchange API; facts(tensor) -> (shape, strides, dtype code, dtype bits, device type, device "
+           "index, requires_grad) for any other value, raising for one that is not a tensor.")
+      .def(
+          "store",
+          [](DecisionTable& table, const py::tuple& inputs, const py::tuple& attributes, const py::object& scope,
+             const py::object& implementation, const py::tuple& outputs, const py::str& kernel, uint64_t generation) {
+            bool keyed = false;
+            const KeyWords key = key_of(table, inputs, attributes, scope, keyed);
+            return keyed && table.store(key, scope.ptr(), implementation.ptr(), outputs.ptr(), kernel.ptr(), generation);
+          },
+          py::arg("inputs"), py::arg("attributes"), py::arg("scope"), py::arg("implementation"), py::arg("outputs"),
+          py::arg("kernel"), py::arg("generation"),
+          "Remember a decision made at generation (from begin_miss) unless the op changed since; outputs: one "
+          "binding descriptor per output. Returns whether it was stored (a call that cannot be keyed is not).")
+      .def(
+          "find",
+          [](const DecisionTable& table, const py::tuple& inputs, const py::tuple& attributes,
+             const py::object& scope) -> py::object {
+            bool keyed = false;
+            const KeyWords key = key_of(table, inputs, attributes, scope, keyed);
+            const Decision* decision = keyed ? table.find(key) : nullptr;
+            if (decision == nullptr) return py::none();
+            return py::make_tuple(py::reinterpret_borrow<py::object>(decision->implementation),
+                                  py::reinterpret_borrow<py::object>(decision->outputs),
+                                  py::reinterpret_borrow<py::object>(decision->kernel));
+          },
+          py::arg("inputs"), py::arg("attributes"), py::arg("scope"),
+          "(implementation, outputs, kernel) of the decision the front would find for this call, or None.")
+      .def("begin_miss", &DecisionTable::begin_miss,
+           "The generation to select and store against; a table of an older generation is emptied first.")
+      .def("clear", &DecisionTable::clear, "Forget every decision and adopt the op's current generation.")
+      .def_property_readonly("generation", &DecisionTable::generation)
+      .def_property_readonly_static("max_entries", [](const py::object&) { return DecisionTable::kMaxEntries; })
+      .def("__len__", &DecisionTable::size)
+      .def_property_readonly("hits", &DecisionTable::hits, "Calls answered from the table.")
+      .def_property_readonly("misses", &DecisionTable::misses, "Calls that went to the miss path.")
+      .def("reset_counts", &DecisionTable::reset_counts, "Zero hits and misses.");
+  m.def("make_op_front", &make_op_front, py::arg("name"), py::arg("doc"), py::arg("module"), py::arg("table"),
+        py::arg("required_inputs"), py::arg("input_names"), py::arg("attribute_names"),
+        py::arg("attribute_defaults"), py::arg("scope_var"), py::arg("miss"), py::arg("call_with_out"),
+        py::arg("kernel_failed"), py::arg("bind_call"), py::arg("host_value_check") = py::none(),
+        "The public function of an op: the hit path in C over table; misses, out= checks and argument errors in "
+        "Python. attribute_defaults holds None for an attribute without a default (a None default is not "
+        "supported). host_value_check(inputs), when given, runs on every hit before the decision.");
 }
 
 }  // namespace kabi::python

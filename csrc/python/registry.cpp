@@ -3,8 +3,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "bindings.hpp"
@@ -72,6 +75,17 @@ const char* attribute_type_name(kabi_attribute_type type) {
 }
 
 // The op's schema as the core parsed it, in plain Python values, so Python never parses schema text itself.
+const char* tuning_key_kind_name(int32_t field) {
+  switch (field) {
+    case KABI_TUNING_KEY_DTYPE: return "dtype";
+    case KABI_TUNING_KEY_LAYOUT: return "layout";
+    case KABI_TUNING_KEY_BATCH: return "batch";
+    case KABI_TUNING_KEY_DIM: return "dim";
+    case KABI_TUNING_KEY_ATTRIBUTE: return "attribute";
+    default: throw std::runtime_error("unknown tuning key field " + std::to_string(field));
+  }
+}
+
 py::dict op_schema(const std::string& name) {
   kabi_op op = find_op(name);
   const kabi_op_info info = op_info_of(op);
@@ -92,13 +106,23 @@ py::dict op_schema(const std::string& name) {
     kabi_tensor_decl decl{};
     decl.struct_size = sizeof(decl);
     check(kabi_op_tensor_get(op, t, &decl));
-    py::tuple tensor_dims(decl.num_dims);
-    for (int32_t d = 0; d < decl.num_dims; ++d) tensor_dims[d] = dims[decl.dims[d]];
+    const auto dims_of = [&](const int32_t* indices, int32_t count) {
+      py::tuple names(count);
+      for (int32_t d = 0; d < count; ++d) names[d] = indices[d] == KABI_DIM_ONE ? py::str("1") : dims[indices[d]];
+      return names;
+    };
+    const py::tuple tensor_dims = dims_of(decl.dims, decl.num_dims);
+    py::list shapes;
+    shapes.append(tensor_dims);
+    for (int32_t s = 0; s < decl.num_alternative_shapes; ++s) {
+      shapes.append(dims_of(decl.alternative_dims[s], decl.alternative_ranks[s]));
+    }
     py::dict tensor;
     tensor["name"] = decl.name;
     tensor["optional"] = decl.optional != 0;
     tensor["has_batch"] = decl.has_batch != 0;
     tensor["dims"] = tensor_dims;
+    tensor["shapes"] = py::tuple(shapes);
     tensor["leading_dim_optional"] = decl.leading_dim_optional != 0;
     tensor["present_with"] = decl.present_with_input >= 0
                                  ? py::object(py::make_tuple(inputs[decl.present_with_input]["name"], decl.present_with_rank))
@@ -134,7 +158,25 @@ py::dict op_schema(const std::string& name) {
     attribute["has_default"] = decl.has_default != 0;
     attribute["default"] = default_value;
     attribute["in_tuning_key"] = decl.in_tuning_key != 0;
+    attribute["type_variable"] = decl.type_variable >= 0
+                                     ? py::object(py::str(variable_names[static_cast<std::size_t>(decl.type_variable)]))
+                                     : py::object(py::none());
     attributes.append(attribute);
+  }
+  py::list key_items;
+  for (int32_t k = 0; k < info.num_tuning_key_items; ++k) {
+    kabi_tuning_key_item item{};
+    item.struct_size = sizeof(item);
+    check(kabi_op_tuning_key_get(op, k, &item));
+    py::dict key_item;
+    const char* kind = tuning_key_kind_name(item.field);
+    key_item["kind"] = kind;
+    key_item["name"] = item.field == KABI_TUNING_KEY_DIM         ? py::object(dims[item.index])
+                       : item.field == KABI_TUNING_KEY_ATTRIBUTE ? py::object(attributes[static_cast<std::size_t>(item.index)]["name"])
+                                                                 : py::object(py::str(kind));
+    key_item["pow2"] = item.pow2 != 0;
+    key_item["pow2_cap"] = item.pow2_cap;
+    key_items.append(key_item);
   }
   py::dict result;
   result["name"] = info.name;
@@ -145,6 +187,7 @@ py::dict op_schema(const std::string& name) {
   result["type_variables"] = type_variables;
   result["dims"] = dims;
   result["tuning_key"] = info.tuning_key;
+  result["tuning_key_items"] = py::tuple(key_items);
   return result;
 }
 
@@ -166,12 +209,42 @@ void write_reason(char* buffer, std::size_t size, const std::string& text) {
   buffer[length] = '\0';
 }
 
-// What an EXTERNAL kernel with a Python supports predicate hands libkabi as user_data: the predicate (a strong
-// reference) and its op, which decodes the problem's attributes.
+// What a kernel with a Python supports predicate (an EXTERNAL kernel, or a device binary loaded by binary_load) hands
+// libkabi as user_data: the predicate (a strong reference) and its op, which decodes the problem's attributes.
 struct PythonPredicate {
   PyObject* predicate;
   kabi_op op;
+  // A device binary's predicate also runs at every kabi_launch, where a Python call would cost more than the launch:
+  // its verdict per distinct problem (the predicate sees nothing else) is remembered, and asked for once.
+  bool remember_verdicts = false;
+  std::mutex mutex;
+  std::unordered_map<std::string, std::pair<int32_t, std::string>> verdicts;
 };
+
+// Everything of a problem a Python predicate can see (problem_to_dict's inputs), as bytes: the memo's key.
+std::string problem_bytes(const kabi_problem& problem) {
+  std::string bytes;
+  const auto append = [&bytes](const void* data, std::size_t size) {
+    bytes.append(static_cast<const char*>(data), size);
+  };
+  append(&problem.device_type, sizeof problem.device_type);
+  append(&problem.device_index, sizeof problem.device_index);
+  append(&problem.dtype, sizeof problem.dtype);
+  append(problem.type_bindings, sizeof(uint32_t) * static_cast<std::size_t>(problem.num_type_variables));
+  append(problem.dims, sizeof(int64_t) * static_cast<std::size_t>(problem.num_dims));
+  append(problem.batch_shape, sizeof(int64_t) * static_cast<std::size_t>(problem.batch_rank));
+  append(&problem.batch_size, sizeof problem.batch_size);
+  append(problem.input_layouts, sizeof(uint32_t) * static_cast<std::size_t>(problem.num_inputs));
+  append(&problem.inputs_present, sizeof problem.inputs_present);
+  append(&problem.batch_mode, sizeof problem.batch_mode);
+  for (int32_t i = 0; i < problem.num_attributes; ++i) {
+    append(&problem.attributes[i].integer, sizeof(int64_t));
+    append(&problem.attributes[i].real, sizeof(double));
+  }
+  return bytes;
+}
+
+constexpr std::size_t kMaxRememberedVerdicts = 4096;
 
 // The supports trampoline: libkabi may call it from any thread, with or without the GIL held. The predicate
 // (a Python callable taking the problem as a dict) returns True, or a str saying why the kernel declines.
@@ -181,24 +254,44 @@ int32_t python_supports(void* user_data, const kabi_problem* problem, const kabi
     write_reason(reason, reason_size, "its Python predicate cannot run: the interpreter has shut down");
     return 0;
   }
-  py::gil_scoped_acquire gil;
-  try {
-    const auto& bound = *static_cast<const PythonPredicate*>(user_data);
-    auto predicate = py::reinterpret_borrow<py::object>(bound.predicate);
-    py::object verdict = predicate(problem_to_dict(bound.op, *problem));
-    if (py::isinstance<py::str>(verdict)) {
-      write_reason(reason, reason_size, verdict.cast<std::string>());
-      return 0;
+  auto& bound = *static_cast<PythonPredicate*>(user_data);
+  std::string key;
+  if (bound.remember_verdicts) {
+    key = problem_bytes(*problem);
+    const std::lock_guard<std::mutex> lock(bound.mutex);
+    const auto found = bound.verdicts.find(key);
+    if (found != bound.verdicts.end()) {
+      write_reason(reason, reason_size, found->second.second);
+      return found->second.first;
     }
-    if (verdict.is_none() || !py::bool_(verdict)) {
-      write_reason(reason, reason_size, "declined by its supports predicate");
-      return 0;
-    }
-    return 1;
-  } catch (py::error_already_set& error) {
-    write_reason(reason, reason_size, std::string("its supports predicate raised ") + error.what());
-    return 0;
   }
+  int32_t accepted = 0;
+  std::string why;
+  {
+    py::gil_scoped_acquire gil;
+    try {
+      auto predicate = py::reinterpret_borrow<py::object>(bound.predicate);
+      py::object verdict = predicate(problem_to_dict(bound.op, *problem));
+      if (py::isinstance<py::str>(verdict)) {
+        why = verdict.cast<std::string>();
+      } else if (verdict.is_none() || !py::bool_(verdict)) {
+        why = "declined by its supports predicate";
+      } else {
+        accepted = 1;
+      }
+    } catch (py::error_already_set& error) {
+      // Not remembered: the next call asks again.
+      write_reason(reason, reason_size, std::string("its supports predicate raised ") + error.what());
+      return 0;
+    }
+  }
+  if (bound.remember_verdicts) {
+    const std::lock_guard<std::mutex> lock(bound.mutex);
+    if (bound.verdicts.size() >= kMaxRememberedVerdicts) bound.verdicts.clear();
+    bound.verdicts.emplace(std::move(key), std::make_pair(accepted, why));
+  }
+  write_reason(reason, reason_size, why);
+  return accepted;
 }
 
 void release_python_predicate(void* user_data) {
@@ -253,6 +346,31 @@ void register_external_kernel(const std::string& op, const std::string& name, co
   }
 }
 
+// A device binary from its manifest file, with a Python supports predicate (None: the declared filters only). The
+// op names the manifest's op: the predicate decodes the problem's attributes with it.
+std::string load_binary(const std::string& manifest_path, const std::string& op, const py::object& supports) {
+  PythonPredicate* predicate = nullptr;
+  if (!supports.is_none()) {
+    if (!PyCallable_Check(supports.ptr())) {
+      raise_status(KABI_STATUS_INVALID_ARGUMENT, manifest_path + ": supports must be callable");
+    }
+    predicate = new PythonPredicate{supports.inc_ref().ptr(), find_op(op)};
+    predicate->remember_verdicts = true;
+  }
+  kabi_kernel kernel = nullptr;
+  // libkabi owns the predicate from here on, and frees it itself when the load fails.
+  check(kabi_binary_load(manifest_path.c_str(), predicate != nullptr ? &python_supports : nullptr, predicate,
+                         predicate != nullptr ? &release_python_predicate : nullptr, &kernel));
+  py::dict info = kernel_to_dict(kernel);
+  const std::string declared_op = info["op"].cast<std::string>();
+  if (declared_op != op) {
+    // The predicate was bound to the wrong op's attributes: the kernel must not stay.
+    kabi_kernel_unregister(declared_op.c_str(), info["name"].cast<std::string>().c_str());
+    raise_status(KABI_STATUS_INVALID_ARGUMENT, manifest_path + ": declares op " + declared_op + ", not " + op);
+  }
+  return info["name"].cast<std::string>();
+}
+
 }  // namespace
 
 kabi_op find_op(const std::string& name) {
@@ -303,8 +421,10 @@ void bind_registry(py::module_& m) {
       "tuning_key).");
   m.def("op_schema", &op_schema, py::arg("name"),
         "The op's schema as libkabi parsed it: a dict of inputs and outputs (each with name, optional, has_batch, "
-        "dims, type_variable or dtype, dtypes), attributes (name, type, enum_values, has_default, default, "
-        "in_tuning_key), type_variables ({name: dtype names}), dims and tuning_key.");
+        "dims (a literal 1 as \"1\"), shapes (dims first, then the shape alternatives), type_variable or dtype, "
+        "dtypes), attributes (name, type, enum_values, has_default, default, in_tuning_key, type_variable: the "
+        "variable a dtype attribute binds, or None), type_variables ({name: dtype names}), dims, tuning_key (the "
+        "text) and tuning_key_items (each with kind: dtype, layout, batch, dim or attribute; name; pow2; pow2_cap).");
   m.def("register_op", &register_op, py::arg("name"), py::arg("schema"), py::arg("type_variables") = py::none(),
         py::arg("tuning_key") = py::none(),
         "Register an op (kabi_op_register): its schema and type variables in kabi.h's syntax, and its tuning key "
@@ -346,6 +466,9 @@ void bind_registry(py::module_& m) {
         py::arg("layouts"),
         py::arg("alignment"), py::arg("batch_mode"), py::arg("supports"), py::arg("fingerprint"),
         "Register an EXTERNAL kernel (its code runs in Python); supports(problem_dict) -> True | reason str.");
+  m.def("binary_load", &load_binary, py::arg("manifest_path"), py::arg("op"), py::arg("supports") = py::none(),
+        "Register the device binary one manifest file describes, with an optional Python supports predicate "
+        "(supports(problem_dict) -> True | reason str); returns the kernel's name.");
   m.def(
       "kernel_unregister", [](const std::string& op, const std::string& name) {
         check(kabi_kernel_unregister(op.c_str(), name.c_str()));

@@ -184,6 +184,15 @@ void bind_runtime(py::module_& m) {
         "Every live tuning record (disk and memory-only), sorted, as dicts; only op's when given.");
   m.def("cache_directory", &cache_directory, "The tuning cache directory in use.");
   m.def(
+      "cache_default_directory",
+      []() {
+        std::vector<char> buffer(4096);
+        check(kabi_cache_default_directory(buffer.data(), buffer.size()));
+        return std::string(buffer.data());
+      },
+      "The default cache directory (KABI_CACHE_DIR, else $XDG_CACHE_HOME/kabi, else ~/.cache/kabi), whatever "
+      "cache_set_directory chose: where compiled kernel images live.");
+  m.def(
       "cache_set_directory",
       [](const std::optional<std::string>& directory) {
         check(kabi_cache_set_directory(directory ? directory->c_str() : nullptr));

@@ -160,12 +160,15 @@ py::dict problem_to_dict(kabi_op op, const kabi_problem& problem) {
   result["batch_size"] = problem.batch_size;
   py::tuple layouts(problem.num_inputs);
   py::tuple present(problem.num_inputs);
+  py::tuple input_shapes(problem.num_inputs);
   for (int32_t i = 0; i < problem.num_inputs; ++i) {
     layouts[i] = problem.input_layouts[i];
     present[i] = py::bool_((problem.inputs_present >> i) & 1u);
+    input_shapes[i] = problem.input_shapes[i];
   }
   result["layouts"] = layouts;
   result["inputs_present"] = present;
+  result["input_shapes"] = input_shapes;
   result["batch_mode"] = problem.batch_mode;
   py::tuple output_shapes(problem.num_outputs);
   for (int32_t o = 0; o < problem.num_outputs; ++o) {

@@ -32,6 +32,7 @@ from ._base.errors import (
     UnsupportedDtypeError,
 )
 from ._benchmarking import BenchmarkResults, benchmark
+from .backends import cuda
 from ._plugins.loading import PluginRecord, load_binaries, load_plugin, plugins
 from ._selection import cache
 from ._selection.bench import BenchResult, bench
@@ -78,6 +79,7 @@ __all__ = [
     "bench",
     "benchmark",
     "cache",
+    "cuda",
     "device_info",
     "devices",
     "explain",

@@ -69,6 +69,35 @@ static void test_schema_parse_errors(void) {
   check_refused("x: [N] T -> out: [N] T", "T: float32; U: float16", NULL, "type variable U types no tensor");
 }
 
+/* The key "dtype,layout,batch:pow2<=4,N,K,activation" of c2.linear, item by item as the core parsed it. */
+static void test_parsed_tuning_key(void) {
+  static const int32_t fields[] = {KABI_TUNING_KEY_DTYPE, KABI_TUNING_KEY_LAYOUT, KABI_TUNING_KEY_BATCH,
+                                   KABI_TUNING_KEY_DIM,   KABI_TUNING_KEY_DIM,    KABI_TUNING_KEY_ATTRIBUTE};
+  kabi_op_info info;
+  kabi_tuning_key_item item;
+  int32_t i;
+  memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  CHECK(kabi_op_info_get(linear, &info) == KABI_STATUS_OK);
+  CHECK(info.num_tuning_key_items == 6);
+  for (i = 0; i < 6; ++i) {
+    memset(&item, 0, sizeof item);
+    item.struct_size = sizeof item;
+    CHECK(kabi_op_tuning_key_get(linear, i, &item) == KABI_STATUS_OK);
+    CHECK(item.field == fields[i]);
+    CHECK(item.pow2 == (i == 2) && item.pow2_cap == (i == 2 ? 4 : 0));
+  }
+  CHECK(kabi_op_tuning_key_get(linear, 3, &item) == KABI_STATUS_OK);
+  CHECK(strcmp(info.dim_names[item.index], "N") == 0);
+  CHECK(kabi_op_tuning_key_get(linear, 5, &item) == KABI_STATUS_OK && item.index == 1);
+  CHECK(kabi_op_tuning_key_get(linear, 0, &item) == KABI_STATUS_OK && item.index == -1);
+  CHECK_STATUS(kabi_op_tuning_key_get(linear, 6, &item), KABI_STATUS_NOT_FOUND, "index 6 is outside [0, 6)");
+  /* A caller built against ABI 2.0 passes the smaller kabi_op_info; the host writes only what it covers. */
+  memset(&info, 0, sizeof info);
+  info.struct_size = offsetof(kabi_op_info, num_tuning_key_items);
+  CHECK(kabi_op_info_get(linear, &info) == KABI_STATUS_OK && info.num_tuning_key_items == 0);
+}
+
 static void test_parsed_model(void) {
   const kabi_op_desc desc = op_desc("c2.linear", LINEAR_SCHEMA, LINEAR_TYPES, "dtype,layout,batch:pow2<=4,N,K,activation");
   kabi_op_info info;
@@ -114,6 +143,7 @@ static void test_parsed_model(void) {
   CHECK(strcmp(variable.name, "T") == 0 && variable.dtypes == tensor.dtypes);
   CHECK(kabi_dtype_from_name("bfloat16") == KABI_DTYPE_BFLOAT16 && kabi_dtype_from_name("float17") == 0);
   CHECK(kabi_dtype_from_name(NULL) == 0);
+  test_parsed_tuning_key();
 }
 
 /* The tensors of one linear call: x [batch, 8], w [6, 8], scale [], bias [6], lora [3, 8]. */

@@ -14,7 +14,8 @@ import pytest
 import torch
 
 import kabi
-from kabi._base.declarations import RegistryError, load_op_file, op_spec, op_specs
+from kabi._base.declarations import load_op_file, op_spec, op_specs
+from kabi._base.registry_fields import RegistryError
 from kabi._benchmarking import _ops, _runner, read_document, validation_errors
 from kabi._benchmarking._peers import Peer
 from kabi._benchmarking._report import BEGIN_MARKER, END_MARKER
@@ -71,7 +72,8 @@ def test_quick_suite_writes_schema_valid_json_and_a_png(quick_runs, op):
     assert document["complete"] and len(document["problems"]) == problems
     assert document["runs"][0]["command"].startswith(f"kabi bench {op} --suite quick --device cpu")
     assert document["runs"][0]["device"]["type"] == "cpu" and document["runs"][0]["versions"]["torch"] == torch.__version__
-    assert document["roof"]["matrix_tflops"]["float32"] > 0 and document["roof"]["copy_gbps"] > 0
+    assert all(document["roof"]["matrix_tflops"][dtype] > 0 for dtype in suite.dtypes)
+    assert document["roof"]["copy_gbps"] > 0
     data = plot.read_bytes()
     assert data.startswith(PNG_MAGIC) and len(data) > 20_000
 
@@ -274,3 +276,22 @@ def test_suite_layouts_are_validated(tmp_path):
     path.write_text(text.replace('layouts = ["row_major", "transposed_b"]', 'layouts = ["row_major", "diagonal"]', 1))
     with pytest.raises(RegistryError, match=r"suites.quick.layouts\[1\]: 'diagonal' is not one of row_major, transposed_b"):
         load_op_file(path)
+
+
+def test_subjects_run_unmeasured_until_a_gpu_reaches_its_steady_state(monkeypatch):
+    from kabi._benchmarking import _timing
+
+    calls = {"steady": 0, "failing": 0}
+
+    def failing():
+        calls["failing"] += 1
+        raise RuntimeError("not on this device")
+
+    subjects = [_timing.Subject("steady", "peer", lambda: calls.__setitem__("steady", calls["steady"] + 1)),
+                _timing.Subject("failing", "peer", failing)]
+    monkeypatch.setattr(_timing, "synchronize", lambda device: None)
+    _timing._reach_steady_state(subjects, torch.device("cuda"), 0.02)
+    assert calls["steady"] > 1 and calls["failing"] == calls["steady"], "a raising subject does not stop the others"
+    before = dict(calls)
+    _timing._reach_steady_state(subjects, torch.device("cpu"), 0.02)
+    assert calls == before, "a CPU has no power-limit ramp to wait out"

@@ -130,6 +130,24 @@ def test_a_linear_problem_is_rebuilt_with_its_absent_bias_and_its_activation(key
     assert described["key"] == key
 
 
+GATHER_OP = "test_retune_gather"
+
+
+@pytest.mark.parametrize(
+    "key", ["float64,int32|contiguous,contiguous,contiguous|9|5", "float32,int64|contiguous,general,absent|4|3"]
+)
+def test_a_problem_of_several_type_variables_and_a_concrete_dtype_is_rebuilt(key):
+    if GATHER_OP not in _core.op_list():
+        _core.register_op(GATHER_OP, "x: [N] T, index: [M] I, weight?: [M] float32 -> out: [M] T",
+                          "T: float32, float64; I: int32, int64", "dtype,layout,N,M")
+    inputs, _ = representative_problem(GATHER_OP, key, torch.device("cpu"))
+    dtypes = key.split("|")[0].split(",")
+    assert [str(t.dtype) for t in inputs[:2]] == [f"torch.{dtype}" for dtype in dtypes]
+    assert inputs[2] is None or inputs[2].dtype == torch.float32
+    described = _core.describe(GATHER_OP, [descriptor(t) if t is not None else None for t in inputs])
+    assert described["key"] == key
+
+
 def test_retune_measures_linear_problems_again_with_their_attributes(cache_dir):
     x, w = torch.randn(16, 8), torch.randn(6, 8)
     with kabi.tuning("first-call", warmup=1, repeat=2, min_time_s=0.0, max_spread=math.inf, min_cpu_share=0.0):
@@ -148,6 +166,7 @@ def test_retune_measures_linear_problems_again_with_their_attributes(cache_dir):
         ("float32|contiguous|1|64|16|32", "layout names 1 inputs, the op has 2"),
         ("float32|contiguous,contiguous|1|sixty|16|32", "M must be a non-negative integer, got 'sixty'"),
         ("float12|contiguous,contiguous|1|64|16|32", "unknown dtype 'float12'"),
+        ("float32,float64|contiguous,contiguous|1|64|16|32", "dtype names 2 type variables, the op has 1"),
         ("float32|row_strided,contiguous|1|1|16|32", "no representative inputs found"),
     ],
 )

@@ -141,6 +141,36 @@ def test_binaries_compile_then_list(capsys, tmp_path):
         assert f"{name} │ sm_80 │ bfloat16 │ matmul_" in output
 
 
+def test_binaries_compile_native_writes_where_registration_looks(capsys, tmp_path, monkeypatch):
+    pytest.importorskip("triton")
+    from kabi.backends.triton import Manifest, ManifestParam, _native
+    from kabi.backends.triton._manifest import fnv1a64, write_binary
+
+    def compile_request(variants, arch, multiprocessors, directory):
+        for variant in variants:
+            name, image = variant.name(arch), b"\x7fELF" + bytes(60)
+            write_binary(Manifest(op="matmul", name=name, backend="triton", device="cuda", priority=0,
+                                  dtypes=(variant.dtype,), layouts=("contiguous",), alignment=16, batch_mode="none",
+                                  image=f"{name}.cubin", image_format="cubin", image_fnv1a64=fnv1a64(image),
+                                  arch=arch, entry="kernel", grid=("1", "1", "1"), block=(128, 1, 1),
+                                  shared_memory_bytes=0, cluster_size=1, params=(ManifestParam.tensor(0),)),
+                         image, directory)
+        return []
+
+    # One in-process worker, and a stand-in for Triton's compiler: what is checked is where the files go.
+    monkeypatch.setattr(_native.os, "cpu_count", lambda: 1)
+    monkeypatch.setattr(_native, "_compile_request", compile_request)
+    status, output = run_cli(capsys, "binaries", "compile", "--native", "--arch", "90", "--multiprocessors", "114",
+                             "--out", str(tmp_path), "--families", "persistent_tma")
+    assert status == 0, output
+    variants = _native.binary_variants(90, ["persistent_tma"])
+    assert len(variants) == 16 and "KABI_BINARY_PATH=" in output
+    monkeypatch.setattr(_native, "_PACKAGED_ROOT", tmp_path)
+    directory = _native.ensure_binaries(variants, 90, 114)
+    assert tmp_path in directory.parents and directory.name == "sm90_sms114"
+    assert len(list(directory.glob("*.kabi-manifest"))) == 16
+
+
 def test_binaries_list_reports_an_invalid_manifest(capsys, tmp_path):
     (tmp_path / "broken.kabi-manifest").write_text("not a manifest\n")
     status, output = run_cli(capsys, "binaries", "list", str(tmp_path))

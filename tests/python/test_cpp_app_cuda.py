@@ -1,5 +1,7 @@
 """The C++ example (examples/cpp_app) on a CUDA GPU: it launches Triton kernels compiled to device binaries through
-libkabi, with no Python in its process, and its result matches its host reference.
+libkabi, with no Python in its process (binaries compiled here, and those kabi's registration caches as its CUDA
+candidates), and a CUDA C++ kernel registered from Python with kabi.cuda.register_source; each result matches the
+app's host reference.
 
 Built against the kabi this interpreter imports (an editable install will do), unlike test_installed_package.py,
 which builds a wheel first: on the GPU machine that would cost minutes of the GPU tests' time.
@@ -57,3 +59,37 @@ def test_cpp_app_launches_a_triton_binary_on_cuda(app: Path, binaries: Path, dty
     assert "pick: triton.matmul." in output and f".{dtype}.sm" in output, output
     assert "kind: device binary, backend triton" in output
     assert f"over {shape} {dtype}" in output and output.rstrip().endswith("): ok"), output
+
+
+def _run_app(app: Path, directory: Path, dtype: str, shape: str, force: str) -> str:
+    result = subprocess.run([str(app), "--device", "cuda", "--dtype", dtype, "--shape", shape, "--iterations", "20",
+                             "--binaries", str(directory), "--force", force, "--allow-unverified"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.rstrip().endswith("): ok"), result.stdout
+    return result.stdout
+
+
+def test_cpp_app_launches_the_triton_binaries_kabi_caches(app: Path) -> None:
+    pytest.importorskip("triton")
+    from kabi.backends.triton import TILED_CONFIGS, _native
+
+    gpu = kabi.device_info("cuda", 0)
+    # This test's own cache directory: two binaries are compiled into it, where registration would put them.
+    variants = _native.binary_variants(gpu.arch, ["tiled"], ["bfloat16"], [TILED_CONFIGS[0].tag])
+    directory = _native.ensure_binaries(variants, gpu.arch, gpu.compute_units)
+    assert len(list(directory.glob("*.kabi-manifest"))) == 2
+    output = _run_app(app, directory, "bfloat16", "200x264x136", "triton")
+    assert "kind: device binary, backend triton" in output, output
+
+
+def test_cpp_app_launches_a_kernel_registered_from_cuda_source(app: Path) -> None:
+    pytest.importorskip("cuda.bindings.nvrtc", reason="kabi.cuda needs cuda-bindings and nvidia-cuda-nvrtc")
+    from _cuda_sources import tiled_matmul_declaration
+
+    (kernel,) = kabi.cuda.register_source("matmul", **tiled_matmul_declaration("float32"), name="test.cpp_app.tiled")
+    try:
+        output = _run_app(app, kernel.directory, "float32", "77x45x33", kernel.name)
+    finally:
+        kabi.unregister_kernel("matmul", kernel.name)
+    assert f"pick: {kernel.name}" in output and "kind: device binary, backend cuda" in output, output

@@ -159,7 +159,7 @@ def test_tuning_for_graph_replay_records_both_modes_and_the_capture_runs_the_gra
         expected = kabi.ops.matmul(a, b)
         explanation = kabi.explain(kabi.ops.matmul, a, b)
         graph, output = capture(kabi.ops.matmul, a, b)
-        captured_kernel = front_of("matmul").cache.kernel(front_of("matmul").key((a, b), (), _scopes.active_scope()))
+        _, _, captured_kernel = front_of("matmul").cache.find((a, b), (), _scopes.active_scope())
     records = _problem_records(explanation.problem_key)
     graph_times = {record.kernel: record.time_us for record in records
                    if record.execution_mode == "graph" and math.isfinite(record.time_us)}

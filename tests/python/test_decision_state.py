@@ -1,5 +1,5 @@
-"""What an op front remembers agrees with itself: the expected output facts live and die with the decisions, both are
-bounded, a tuning store flushes only the op it stores for, and kabi.stats() counts the front's hits and misses."""
+"""What an op front remembers agrees with itself: each decision's output facts live and die with it, a tuning store
+flushes only the op it stores for, and kabi.stats() counts the front's hits and misses."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ import torch
 
 import kabi
 from kabi import _core
-from kabi._base import decision_cache as _decision_cache
-from kabi._base.decision_cache import DecisionCache, invalidate_all
-from kabi._base.tensors import descriptor
+from kabi._base.decision_cache import decision_table, invalidate_all
+from kabi._base.tensors import descriptor, meta_descriptor
 from kabi.ops._front import front_of
 from _front_isolation import untuned  # noqa: F401  (fixture)
 
@@ -28,23 +27,24 @@ def toy_op() -> str:
 
 
 def matmul_counts() -> tuple[int, int]:
-    memo = front_of("matmul").cache.memo
-    return memo.hits, memo.misses
+    table = front_of("matmul").cache
+    return table.hits, table.misses
 
 
 def test_a_tuning_store_flushes_only_the_op_it_stores_for(toy_op):
     a, b = torch.randn(4, 6), torch.randn(6, 3)
     kabi.ops.matmul(a, b)
     kabi.ops.matmul(a, b)
-    toy = DecisionCache(toy_op)
+    toy = decision_table(toy_op, attributes=())
+    x = torch.ones(2)
     generation = toy.begin_miss()
-    toy.store("key", len, ((2,), torch.float32, torch.device("cpu")), generation)
+    assert toy.store((x,), (), None, len, (meta_descriptor((2,), torch.float32, torch.device("cpu")),), "k", generation)
 
     hits, misses = matmul_counts()
-    _core.tuning_store(toy_op, [descriptor(torch.ones(2))], [], [])
+    _core.tuning_store(toy_op, [descriptor(x)], [], [])
     kabi.ops.matmul(a, b)
     assert matmul_counts() == (hits + 1, misses), "a store for another op flushed matmul's decisions"
-    assert toy.begin_miss() != generation and "key" not in toy.entries and not toy.expected_outputs
+    assert toy.begin_miss() != generation and len(toy) == 0 and toy.find((x,), (), None) is None
 
     _core.tuning_store("matmul", [descriptor(a), descriptor(b)], [], [])
     kabi.ops.matmul(a, b)
@@ -62,41 +62,31 @@ def test_op_generation_moves_with_its_own_kernels_only(toy_op):
     assert _core.op_generation(toy_op) > toy_generation
 
 
-def test_expected_outputs_are_cleared_with_the_decisions():
+def test_a_decision_keeps_its_output_facts_and_loses_them_with_it():
     front = front_of("matmul")
     a, b = torch.randn(5, 2), torch.randn(2, 7)
     out = torch.empty(5, 7)
     kabi.ops.matmul(a, b, out=out)
-    key = front.key((a, b), (), None)
-    assert front.cache.expected_outputs[key] == ((5, 7), torch.float32, torch.device("cpu"))
+    _, outputs, kernel = front.cache.find((a, b), (), None)
+    assert outputs == (meta_descriptor((5, 7), torch.float32, torch.device("cpu")),) and kernel
     invalidate_all()
-    assert not front.cache.entries and not front.cache.expected_outputs
-    kabi.ops.matmul(a, b, out=out)
-    front.cache.clear()
-    assert not front.cache.entries and not front.cache.expected_outputs
+    assert front.cache.find((a, b), (), None) is None and len(front.cache) == 0
+    kabi.ops.matmul(torch.randn(2), b, out=torch.empty(7))  # a vector: the output facts are the caller's
+    _, outputs, _ = front.cache.find((torch.randn(2), b), (), None)
+    assert outputs == (meta_descriptor((7,), torch.float32, torch.device("cpu")),)
 
 
-def test_expected_outputs_are_bounded_like_the_decisions(monkeypatch):
-    monkeypatch.setattr(_decision_cache, "MAX_DECISIONS", 3)
-    front = front_of("matmul")
-    for size in range(1, 12):
-        kabi.ops.matmul(torch.randn(size, 2), torch.randn(2, 3), out=torch.empty(size, 3))
-        assert len(front.cache.entries) <= 3
-        assert front.cache.expected_outputs.keys() == front.cache.entries.keys()
-
-
-def test_out_on_a_decision_forgotten_meanwhile_is_decided_afresh():
+def test_an_out_the_c_path_cannot_accept_is_checked_against_the_decisions_own_outputs():
     front = front_of("matmul")
     a, b = torch.randn(3, 3), torch.randn(3, 3)
     kabi.ops.matmul(a, b)
-    key = front.key((a, b), (), None)
-    implementation = front.cache.entries[key]
-    front.cache.clear()
+    implementation, outputs, _ = front.cache.find((a, b), (), None)
+    front.cache.clear()  # the decision is forgotten meanwhile: its own outputs still say what out must be
     out = torch.empty(3, 3)
-    assert front.call_with_out(implementation, key, (a, b), out) is out
+    assert front.call_with_out(implementation, outputs, (a, b), out) is out
     torch.testing.assert_close(out, a @ b)
     with pytest.raises(kabi.InvalidArgumentError, match="out has shape"):
-        front.call_with_out(implementation, key, (a, b), torch.empty(2, 2))
+        front.call_with_out(implementation, outputs, (a, b), torch.empty(2, 2))
 
 
 def test_stats_count_the_fronts_hits_and_misses():
@@ -105,8 +95,8 @@ def test_stats_count_the_fronts_hits_and_misses():
     assert (kabi.stats().decision_cache_hits, kabi.stats().decision_cache_misses) == (0, 0)
     kabi.ops.matmul(a, b)
     assert (kabi.stats().decision_cache_hits, kabi.stats().decision_cache_misses) == (0, 1)
-    kabi.ops.matmul(a, b)  # the tuple-keyed dict
-    kabi.ops.matmul(a, b)  # the memo, where this torch has the DLPack exchange API
+    kabi.ops.matmul(a, b)
+    kabi.ops.matmul(a, b)
     kabi.ops.matmul(a, b, out=torch.empty(7, 5))
     assert (kabi.stats().decision_cache_hits, kabi.stats().decision_cache_misses) == (3, 1)
     kabi.ops._stats.reset_stats()

@@ -41,15 +41,17 @@ def _rank_main(rank, world_size, init_file, result_dir):
         make_inputs = lambda: inputs_like("matmul", [torch.empty(16, 8), torch.empty(8, 4)])
         local = []
 
-        def measure():
-            local.extend(measure_candidates(candidates, make_inputs, torch.matmul, Tolerance(2e-5, 1e-4), QUICK))
-            return local
+        def measure(kernels):
+            chosen = [(name, kernel) for name, kernel in candidates if name in kernels]
+            results = measure_candidates(chosen, make_inputs, torch.matmul, Tolerance(2e-5, 1e-4), QUICK)
+            local.extend(results)
+            return results
 
         state = DecisionState("float32|CC|1|16|4|8", names, None, True)
-        agreement = agree(state, measure)
+        agreement = agree(state, measure, "every-rank")
         adopted = agree(DecisionState("float32|CC|1|16|4|8", names,
                                       tuple((m.kernel, m.time_us, m.note) for m in agreement.measurements) if rank == 1 else None,
-                                      True), lambda: pytest.fail("nobody measures when a rank remembers"))
+                                      True), lambda kernels: pytest.fail("nobody measures when a rank remembers"))
         result = {
             "local_pick": fastest(local).kernel,
             "agreed_pick": fastest(agreement.measurements).kernel,
@@ -76,6 +78,59 @@ def test_two_gloo_ranks_agree_although_their_local_timings_disagree(tmp_path):
     assert math.isinf(wrong[1]) and wrong[2].startswith("rank 1: wrong result")
     assert ranks[0]["adopted_source"] == ranks[1]["adopted_source"] == "adopted the records of rank 1"
     assert ranks[0]["adopted"] == ranks[1]["adopted"] == [record[:2] for record in ranks[0]["records"]]
+
+def _split_rank_main(rank, world_size, init_file, result_dir):
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size)
+    try:
+        # Seconds of sleep a candidate costs on (rank 0, rank 1). "fast" is fast on rank 0, which measures it first,
+        # but slow on rank 1: once both ranks measured it, "slow" (which only rank 0 measured) is ahead and must be
+        # measured on both ranks too before it can be picked.
+        delays = {"fast": (0.001, 0.005), "near": (0.006, 0.006), "slow": (0.003, 0.003), "slower": (0.008, 0.008),
+                  "wrong": (0.0, 0.0)}
+
+        def candidate(name):
+            def kernel(a, b):
+                time.sleep(delays[name][dist.get_rank()])
+                return torch.matmul(a, b) + (1 if name == "wrong" else 0)
+            return kernel
+
+        names = tuple(delays)
+        make_inputs = lambda: inputs_like("matmul", [torch.empty(16, 8), torch.empty(8, 4)])
+        measured = []
+
+        def measure(kernels):
+            measured.append(list(kernels))
+            chosen = [(name, candidate(name)) for name in kernels]
+            return measure_candidates(chosen, make_inputs, torch.matmul, Tolerance(2e-5, 1e-4), QUICK)
+
+        agreement = agree(DecisionState("float32|CC|1|16|4|8", names, None, True), measure, "split")
+        result = {"measured": measured, "source": agreement.source,
+                  "records": [[m.kernel, m.time_us, m.note] for m in agreement.measurements]}
+        with open(os.path.join(result_dir, f"split-rank{rank}.json"), "w") as out:
+            json.dump(result, out)
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_split_tuning_shares_the_candidates_and_measures_the_finalists_everywhere(tmp_path):
+    mp.spawn(_split_rank_main, args=(2, str(tmp_path / "init"), str(tmp_path)), nprocs=2, join=True)
+    ranks = [json.loads((tmp_path / f"split-rank{rank}.json").read_text()) for rank in range(2)]
+    assert ranks[0]["records"] == ranks[1]["records"], "every rank records the same times"
+    # Candidate i goes to rank i % 2 first; then the finalists are measured by both ranks alike.
+    assert ranks[0]["measured"][0] == ["fast", "slow", "wrong"] and ranks[1]["measured"][0] == ["near", "slower"]
+    assert ranks[0]["measured"][1:] == ranks[1]["measured"][1:]
+    assert ranks[0]["measured"][1:] == [["fast"], ["slow"]]
+    records = {name: (time_us, note) for name, time_us, note in ranks[0]["records"]}
+    assert math.isinf(records["wrong"][0]) and records["wrong"][1].startswith("rank 0: wrong result")
+    # Both finalists carry their slowest rank's time; the others, measured once, are slower than the pick anyway.
+    assert records["fast"][0] >= 5000 and 3000 <= records["slow"][0] < records["fast"][0]
+    finite = {name: time_us for name, (time_us, _) in records.items() if math.isfinite(time_us)}
+    assert min(finite, key=finite.get) == "slow"
+    total = sum(len(batch) for batch in ranks[0]["measured"]) + sum(len(batch) for batch in ranks[1]["measured"])
+    assert total < 2 * len(records), "splitting measured fewer candidates than every rank measuring all"
+    assert "split among 2 ranks" in ranks[0]["source"]
+
 
 def test_agreement_is_off_without_an_initialized_process_group():
     assert not dist.is_initialized()
@@ -146,6 +201,50 @@ def test_two_gloo_ranks_calling_kabi_ops_record_the_same_times_and_pick(tmp_path
     assert [r["runs_at_end"] for r in ranks] == [1, 1], "adopting another rank's records measures nothing"
     assert ranks[0]["adopted_times"] == ranks[1]["adopted_times"] == ranks[1]["times"]
     assert ranks[0]["adopted_pick"] == ranks[1]["adopted_pick"] == ranks[0]["pick"]
+
+
+def _rank_graph_times(rank, world_size, init_file, result_dir):
+    import datetime
+
+    import kabi
+    from kabi._selection import tuner
+    from kabi._selection.measure import CandidateMeasurement
+
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size,
+                            timeout=datetime.timedelta(seconds=120))
+    try:
+        kabi.cache.set_directory(os.path.join(result_dir, f"graph-cache-rank{rank}"))
+        # Replayed in a CUDA graph (faked: this machine has none), openblas wins on rank 0 and loses on rank 1.
+        graph_us = {"cpu.openblas.gemm": (10.0, 30.0), "torch.matmul.cpu": (20.0, 20.0)}
+        timed = []
+
+        def time_in_cuda_graph(candidates, make_inputs, settings, device):
+            timed.append([name for name, _ in candidates])
+            return [CandidateMeasurement(name, graph_us[name][rank]) for name, _ in candidates]
+
+        tuner._time_in_cuda_graph = time_in_cuda_graph
+        a, b = torch.randn(16, 8), torch.randn(8, 4)
+        with kabi.tuning("graph", warmup=1, repeat=3, min_time_s=0.0, max_spread=math.inf,
+                         min_cpu_share=0.0):
+            torch.testing.assert_close(kabi.ops.matmul(a, b), a @ b)
+            explained = kabi.explain(kabi.ops.matmul, a, b)
+        graph_records = {record.kernel: record.time_us for record in kabi.cache.show("matmul")
+                         if record.execution_mode == "graph"}
+        with open(os.path.join(result_dir, f"graph-rank{rank}.json"), "w") as out:
+            json.dump({"pick": explained.pick, "mode": explained.execution_mode, "graph": graph_records,
+                       "timed": timed}, out)
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_ranks_agree_on_graph_replay_times_too(tmp_path):
+    mp.spawn(_rank_graph_times, args=(2, str(tmp_path / "init"), str(tmp_path)), nprocs=2, join=True)
+    ranks = [json.loads((tmp_path / f"graph-rank{rank}.json").read_text()) for rank in range(2)]
+    assert ranks[0]["graph"] == ranks[1]["graph"] == {"cpu.openblas.gemm": 30.0, "torch.matmul.cpu": 20.0}
+    assert ranks[0]["mode"] == ranks[1]["mode"] == "graph"
+    assert ranks[0]["pick"] == ranks[1]["pick"] == "torch.matmul.cpu", "rank 0 alone would have picked openblas"
+    assert all(ranks[rank]["timed"] for rank in range(2)), "both ranks timed replays"
 
 
 def test_agreed_times_keep_the_widest_spread_and_any_ranks_noise():

@@ -195,7 +195,7 @@ def test_kabi_verify_prints_the_verdicts_and_exits_by_whether_a_kernel_passed(tm
 )
 def test_a_kernel_raising_on_a_hit_surfaces_as_it_does_on_the_first_call(cache_dir, registered, raised):
     """A foreign exception becomes KernelFailedError naming the kernel, with the original chained, on the miss
-    path and on every hit path (C dict, C memo, out=) alike; kabi's errors and KeyboardInterrupt pass unchanged."""
+    path and on every hit path (in C, with and without out=) alike; kabi's errors and KeyboardInterrupt pass unchanged."""
     a, b = torch.randn(6, 4), torch.randn(4, 3)
 
     def fails_on_the_callers_data(x, y, out=None):
@@ -204,10 +204,10 @@ def test_a_kernel_raising_on_a_hit_surfaces_as_it_does_on_the_first_call(cache_d
         return torch.matmul(x, y, out=out)  # the gate's own inputs: it passes
 
     registered(fails_on_the_callers_data, "test.fails_later", priority=100)
-    memo = kabi.ops._front.front_of("matmul").cache.memo
+    table = kabi.ops._front.front_of("matmul").cache
     with kabi.tuning("off"):
-        for out in (None, None, None, torch.empty(6, 3)):  # a miss, a dict hit, a memo hit, a hit with out=
-            hits = memo.hits
+        for out in (None, None, None, torch.empty(6, 3)):  # a miss, hits, a hit with out=
+            hits = table.hits
             with pytest.raises(type(raised)) as caught:
                 kabi.ops.matmul(a, b, out=out)
             if isinstance(raised, kabi.KabiError) or not isinstance(raised, Exception):
@@ -216,7 +216,7 @@ def test_a_kernel_raising_on_a_hit_surfaces_as_it_does_on_the_first_call(cache_d
                 assert str(caught.value) == "kernel matmul/test.fails_later failed: RuntimeError: lost the device"
                 assert isinstance(caught.value, kabi.KernelFailedError)
                 assert caught.value.__cause__ is raised and caught.value.__context__ is raised
-        assert memo.hits == hits + 1, "the last call should have been a hit"
+        assert table.hits == hits + 1, "the last call should have been a hit"
     assert _verdicts()["test.fails_later"][0] == "passed"
 
 

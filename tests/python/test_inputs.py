@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from kabi import _core
-from kabi._base.declarations import INPUT_KINDS, RegistryError, load_op_file
+from kabi._base.declarations import INPUT_KINDS, load_op_file
+from kabi._base.registry_fields import RegistryError
 from kabi._base.errors import InvalidArgumentError
 from kabi.ops import _inputs
 from kabi.ops._inputs import DEFAULT_SEED, input_like, inputs_like, problem_inputs

@@ -54,9 +54,9 @@ def test_matmul_schema_as_the_core_parsed_it():
     assert schema["tuning_key"] == "dtype,layout,batch,M:pow2<=4096,N,K"
     assert schema["attributes"] == ()
     a, b = schema["inputs"]
-    assert a == {"name": "a", "optional": False, "has_batch": True, "dims": ("M", "K"), "type_variable": "T",
-                 "dtype": None, "dtypes": MATMUL_DTYPES, "leading_dim_optional": False, "present_with": None,
-                 "offsets_of": None}
+    assert a == {"name": "a", "optional": False, "has_batch": True, "dims": ("M", "K"), "shapes": (("M", "K"),),
+                 "type_variable": "T", "dtype": None, "dtypes": MATMUL_DTYPES, "leading_dim_optional": False,
+                 "present_with": None, "offsets_of": None}
     assert (b["name"], b["dims"]) == ("b", ("K", "N"))
     (out,) = schema["outputs"]
     assert (out["name"], out["dims"], out["type_variable"], out["has_batch"]) == ("out", ("M", "N"), "T", True)
@@ -78,7 +78,8 @@ def test_registered_op_model(linear):
     assert (scale["dims"], scale["type_variable"], scale["dtype"]) == ((), None, "float32")
     attributes = {attribute["name"]: attribute for attribute in schema["attributes"]}
     assert attributes["activation"] == {"name": "activation", "type": "enum", "enum_values": ("none", "relu", "gelu"),
-                                        "has_default": True, "default": "none", "in_tuning_key": True}
+                                        "has_default": True, "default": "none", "in_tuning_key": True,
+                                        "type_variable": None}
     assert (attributes["alpha"]["type"], attributes["alpha"]["default"]) == ("float", 0.5)
     assert (attributes["fused"]["type"], attributes["fused"]["default"]) == ("bool", False)
     assert (attributes["groups"]["type"], attributes["groups"]["default"], attributes["groups"]["in_tuning_key"]) == (

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 import kabi
+from kabi._base.registry_fields import RegistryError
 from kabi._base.declarations import (
     DTYPE_NAMES,
-    RegistryError,
     Tolerance,
     kernel_specs,
     load_kernel_file,
@@ -44,7 +44,7 @@ def test_kernel_file_is_valid(path):
     assert specs
     for spec in specs:
         assert spec.op in op_specs(), f"{path}: kernel {spec.name} names unknown op {spec.op}"
-        assert set(spec.dtypes) <= set(op_specs()[spec.op].dtypes)
+        assert set(spec.dtypes) <= set(op_specs()[spec.op].problem_dtypes)
 
 
 def test_python_kernels_are_registered_as_declared():
@@ -85,6 +85,8 @@ def write(tmp_path: Path, relative: str, text: str) -> Path:
         (lambda t: t.replace("[8, 8, 8]", "[8, 0, 8]"), r"suites.smoke.shapes\[0\]: expected 3 positive sizes \[M, N, K\]"),
         (lambda t: t.replace('schema = "', 'schema = "x').replace('{ a = "M"', '{ xa = "M"'), None),
         (lambda t: t.replace("[tuning]", "[tuning"), "not valid TOML"),
+        (lambda t: t.replace("[tuning]", '[tuning]\ndistributed = "rank0"'),
+         "tuning.distributed: expected one of split, every-rank, got 'rank0'"),
     ],
 )
 def test_broken_op_file_names_file_and_field(tmp_path, edit, message):

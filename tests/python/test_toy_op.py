@@ -24,7 +24,8 @@ import torch
 import _cmake
 import kabi
 from kabi import config
-from kabi._base.declarations import RegistryError, read_op_declaration
+from kabi._base.declarations import read_op_declaration
+from kabi._base.registry_fields import RegistryError
 
 SCHEMA = "x: [..., N] T, y: [..., N] T, alpha: float = 1.0, beta: float = 1.0 -> out: [..., N] T"
 TYPES = ("float32", "float64")
@@ -222,19 +223,19 @@ def test_the_op_computes_its_reference_with_the_callers_attributes(dtype, genera
 
 
 def test_each_attribute_value_is_its_own_decision_and_repeats_are_hits(generator):
-    front_memo = kabi.ops._front.front_of("axpby").cache.memo
+    table = kabi.ops._front.front_of("axpby").cache
     x, y = _random(generator, 5, 7), _random(generator, 5, 7)
     results = {}
     for alpha in (1.5, -0.25, 1.5, -0.25):
         results.setdefault(alpha, []).append(kabi.ops.axpby(x, y, alpha=alpha))
-    hits = front_memo.hits
-    misses = front_memo.misses
+    hits = table.hits
+    misses = table.misses
     for alpha, (first, second) in results.items():
         torch.testing.assert_close(first, axpby_reference(x, y, alpha))
         torch.testing.assert_close(second, first)
     kabi.ops.axpby(x, y, alpha=1.5)
     kabi.ops.axpby(x, y, alpha=1.5, beta=2.0)
-    assert (front_memo.hits, front_memo.misses) == (hits + 1, misses + 1)
+    assert (table.hits, table.misses) == (hits + 1, misses + 1)
 
 
 def test_out_is_written_and_returned(generator):
@@ -329,7 +330,7 @@ def test_errors_name_the_argument_and_what_it_takes(generator):
         kabi.ops.axpby(x, y, beta=True)
     with pytest.raises(TypeError, match="gamma"):
         kabi.ops.axpby(x, y, gamma=1.0)
-    with pytest.raises(TypeError, match="missing 1 required keyword-only argument: 'mode'"):
+    with pytest.raises(TypeError, match="missing a required argument: 'mode'"):
         kabi.ops.toy_affine(x)
     with pytest.raises(kabi.InvalidArgumentError, match=r"^toy_affine: mode must be one of keep, negate; got 'swap'$"):
         kabi.ops.toy_affine(x, mode="swap")

@@ -2,6 +2,7 @@
 was recorded; and records of the older v1 format, which are still read."""
 
 import math
+import os
 import time
 import zlib
 
@@ -98,3 +99,21 @@ def test_an_export_of_the_v1_format_imports(cache_dir, tmp_path):
     assert kabi.cache.import_(exported) == 1
     [record] = kabi.cache.show("matmul")
     assert math.isinf(record.time_us) and record.note == "wrong result" and not record.gate_only
+
+
+def test_the_default_directory_follows_the_environment_not_set_directory(cache_dir, tmp_path, monkeypatch):
+    """Compiled kernel images live under the default directory: a throwaway tuning cache (kabi bench's) keeps it."""
+    assert _core.cache_default_directory() == os.environ["KABI_CACHE_DIR"]
+    kabi.cache.set_directory(tmp_path / "elsewhere")
+    try:
+        assert _core.cache_directory() == str(tmp_path / "elsewhere")
+        assert _core.cache_default_directory() == os.environ["KABI_CACHE_DIR"]
+    finally:
+        kabi.cache.set_directory(None)
+    monkeypatch.delenv("KABI_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert _core.cache_default_directory() == str(tmp_path / "xdg" / "kabi")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.delenv("HOME")
+    with pytest.raises(kabi.NotFoundError, match="set KABI_CACHE_DIR, XDG_CACHE_HOME or HOME"):
+        _core.cache_default_directory()

@@ -23,6 +23,12 @@
  * inputs and several outputs in the schema; a workspace that kernels declare and the host allocates through a
  * replaceable stream-ordered allocator; the problem handed to every function kernel; the extension chains. A plugin
  * or device-binary manifest built for ABI 1.x is refused with a message that says to rebuild it.
+ *
+ * ABI 2.1 appends: a literal 1 among a tensor's dims and shape alternatives ("[M, 1] | []"; KABI_DIM_ONE, the
+ * alternative_* fields of kabi_tensor_decl, kabi_problem.input_shapes), attributes typed by a type variable,
+ * whose value binds it (kabi_attribute_decl.type_variable), and inputs that come in forms: an optional first dim
+ * "E?", an optional input's presence condition "offs?(x.rank == 2)" and the offsets(R) value rule
+ * (kabi_tensor_decl.leading_dim_optional, present_with_input/_rank, offsets_of_dim).
  */
 #ifndef KABI_KABI_H_
 #define KABI_KABI_H_
@@ -262,14 +268,21 @@ typedef struct kabi_op_s* kabi_op;
 #define KABI_MAX_BATCH_RANK 8
 #define KABI_MAX_TYPE_VARIABLES 8
 #define KABI_MAX_ATTRIBUTES 16
+/** The most shapes one input may declare ("[M, 1] | []" declares two). */
+#define KABI_MAX_SHAPE_ALTERNATIVES 4
+/** A dim that is a literal 1 in the schema ("[1, N]"), where other dims hold an index into dim_names. */
+#define KABI_DIM_ONE (-1)
 
 /** Declaration of an op. Input struct.
  *
  *  The schema names the op's inputs (tensors, then attributes) and, after "->", its output tensors:
  *    "x: [..., K] T, w: [N, K] T, bias?: [N] T, activation: enum(none, relu, gelu, gelu_tanh, silu) = none
  *       -> out: [..., N] T"
- *  - A tensor is `name: [dims] dtype`. Dims are named ("M"; one name is one size across the call) and may start
- *    with "...", a group of leading dimensions that broadcast as torch.matmul's do; [] is a 0-d tensor.
+ *  - A tensor is `name: [dims] dtype`. Dims are named ("M"; one name is one size across the call) or a literal 1,
+ *    and may start with "...", a group of leading dimensions that broadcast as torch.matmul's do; [] is a 0-d
+ *    tensor. An input may list other shapes it may have instead, each of its own rank and without "...":
+ *    `scale_a: [M, 1] | [] float32` is a row-wise or a per-tensor scale; a call's rank picks the shape. Only inputs
+ *    of one shape define the dimensions of outputs.
  *    `name?:` marks an optional input: a call passes it absent as a zero-filled DLTensor (see kabi_args).
  *  - Inputs that come in forms (grouped_mm: "x: [E?, R, K] T, w: [E, K, N] T, offs?(x.rank == 2): [E] int32
  *    offsets(R) -> out: [E?, R, N] T"): a first dim "E?" may be left out, and an output's "E?" is there exactly
@@ -281,6 +294,9 @@ typedef struct kabi_op_s* kabi_op;
  *    a call), or a concrete dtype name ("float32", "int32").
  *  - An attribute is `name: int`, `float`, `bool` or `enum(value, ...)`, optionally `= default` (an integer, a
  *    number, true/false, or one of the enum's values). One without a default must be passed by every call.
+ *    An attribute typed by a type variable, `out_dtype: O = bfloat16`, is an enum of the variable's dtype names (in
+ *    KABI_DTYPE_* bit order) whose value binds the variable: an output typed O then has the dtype the caller
+ *    chose, and any tensor typed O must agree with it.
  *  Parsed once, here; kabi_op_tensor_get, kabi_op_attribute_get and kabi_op_type_variable_get return the parsed
  *  form. A syntax error is KABI_STATUS_INVALID_ARGUMENT naming the op and the offending text. */
 typedef struct kabi_op_desc {
@@ -333,6 +349,8 @@ typedef struct kabi_op_info {
   /** Named dimensions, in order of first appearance in the schema (the order of kabi_problem.dims). */
   int32_t num_dims;
   const char* const* dim_names;
+  /** Items of the tuning key, in key order (kabi_op_tuning_key_get). Since ABI 2.1. */
+  int32_t num_tuning_key_items;
 } kabi_op_info;
 
 KABI_EXPORT kabi_status kabi_op_info_get(kabi_op op, kabi_op_info* out_info);
@@ -354,6 +372,11 @@ typedef struct kabi_tensor_decl {
   int32_t type_variable;
   /** The dtypes it may have: its variable's set, or its one concrete dtype's bit. */
   uint32_t dtypes;
+  /** ABI 2.1: the shapes it may have instead of dims ("[M, 1] | []": one alternative, of rank 0), each as
+   *  alternative_ranks[i] entries of alternative_dims[i] (indices into dim_names, or KABI_DIM_ONE). */
+  int32_t num_alternative_shapes;
+  int32_t alternative_ranks[KABI_MAX_SHAPE_ALTERNATIVES - 1];
+  int32_t alternative_dims[KABI_MAX_SHAPE_ALTERNATIVES - 1][KABI_MAX_DIMS];
   /** ABI 2.1: 1 when its first dim may be left out ("[E?, M, K]"). */
   int32_t leading_dim_optional;
   /** ABI 2.1: an optional input's presence condition ("offs?(x.rank == 2)"): given exactly when input
@@ -395,6 +418,9 @@ typedef struct kabi_attribute_decl {
   const char* const* enum_values;
   /** 1 when the op's tuning key names it. */
   int32_t in_tuning_key;
+  /** ABI 2.1: for an ENUM of dtype names typed by a type variable ("out_dtype: O"), the variable its value binds
+   *  (an index as kabi_tensor_decl.type_variable); -1 otherwise. */
+  int32_t type_variable;
 } kabi_attribute_decl;
 
 KABI_EXPORT kabi_status kabi_op_attribute_get(kabi_op op, int32_t index, kabi_attribute_decl* out_decl);
@@ -408,6 +434,36 @@ typedef struct kabi_type_variable_decl {
 } kabi_type_variable_decl;
 
 KABI_EXPORT kabi_status kabi_op_type_variable_get(kabi_op op, int32_t index, kabi_type_variable_decl* out_decl);
+
+/** What one item of a tuning key reads from a problem. */
+typedef enum kabi_tuning_key_field {
+  /** The type variables' bindings ("dtype"). */
+  KABI_TUNING_KEY_DTYPE = 1,
+  /** Each input's layout class, "absent" for an optional input not given ("layout"). */
+  KABI_TUNING_KEY_LAYOUT = 2,
+  /** The batch's element count, the product of the leading ("...") dimensions ("batch"). */
+  KABI_TUNING_KEY_BATCH = 3,
+  /** A named dimension ("M"). */
+  KABI_TUNING_KEY_DIM = 4,
+  /** An attribute's value ("activation"). */
+  KABI_TUNING_KEY_ATTRIBUTE = 5
+} kabi_tuning_key_field;
+
+/** One item of an op's tuning key, as parsed (e.g. "M:pow2<=4096"). Output struct. Since ABI 2.1. */
+typedef struct kabi_tuning_key_item {
+  size_t struct_size;
+  /** A kabi_tuning_key_field. */
+  int32_t field;
+  /** DIM: the index into kabi_op_info.dim_names; ATTRIBUTE: the attribute's index; otherwise -1. */
+  int32_t index;
+  /** 1 when the value is rounded up to the next power of two ("pow2"). */
+  int32_t pow2;
+  /** With pow2: values above this stay exact ("pow2<=4096"); 0 for no cap. */
+  int64_t pow2_cap;
+} kabi_tuning_key_item;
+
+/** Item `index` (0 <= index < kabi_op_info.num_tuning_key_items) of the op's tuning key. Since ABI 2.1. */
+KABI_EXPORT kabi_status kabi_op_tuning_key_get(kabi_op op, int32_t index, kabi_tuning_key_item* out_item);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Call arguments                                                                                                */
@@ -473,6 +529,8 @@ typedef struct kabi_problem {
   kabi_attribute_value attributes[KABI_MAX_ATTRIBUTES];
   /** The tuning key, as the op's tuning_key formats it, e.g. "float32|contiguous,contiguous|1|256|256|256". */
   char key[256];
+  /** ABI 2.1: the declared shape each input matched: 0 for its dims, i + 1 for alternative i (0 when absent). */
+  int32_t input_shapes[KABI_MAX_TENSORS];
 } kabi_problem;
 
 /** Validate a call against its op (each tensor's dtype is allowed and agrees with the others of its type variable,
@@ -911,6 +969,12 @@ KABI_EXPORT kabi_status kabi_cache_set_directory(const char* directory);
 /** The cache directory in use (NUL-terminated, at most buffer_size bytes). */
 KABI_EXPORT kabi_status kabi_cache_directory(char* buffer, size_t buffer_size);
 
+/** The default cache directory, whatever kabi_cache_set_directory chose: KABI_CACHE_DIR, else
+ *  $XDG_CACHE_HOME/kabi, else $HOME/.cache/kabi, read from the environment now. Compiled kernel images live under it
+ *  (they stay valid whichever tuning cache is in use). KABI_STATUS_NOT_FOUND when none of those is set. Since ABI
+ *  2.1. */
+KABI_EXPORT kabi_status kabi_cache_default_directory(char* buffer, size_t buffer_size);
+
 /** Re-read the cache file(s): picks up what other processes wrote. */
 KABI_EXPORT kabi_status kabi_cache_reload(void);
 
@@ -1078,6 +1142,14 @@ KABI_EXPORT kabi_status kabi_plugin_at(int32_t index, kabi_plugin_record* out_re
  *  docs/manifest.md) in a directory, each naming its op, kernel declaration, image file and launch spec. A corrupt, mismatched (ABI major, image hash) or
  *  incomplete manifest is refused with a message naming the file and the field. *out_registered may be NULL. */
 KABI_EXPORT kabi_status kabi_binaries_load(const char* directory, int32_t* out_registered);
+
+/** Register the one kernel that the manifest file manifest_path describes (as kabi_binaries_load reads it), with an
+ *  optional supports predicate (NULL: the declared filters only), the way a kernel declared in code has one:
+ *  user_data is passed to supports and freed with user_data_free (may be NULL) once the kernel is unregistered. A
+ *  kernel already registered under the same op, name and fingerprint is kept (*out_kernel is that one, and
+ *  user_data is freed at once); on an error user_data is freed too. *out_kernel may be NULL. Since ABI 2.1. */
+KABI_EXPORT kabi_status kabi_binary_load(const char* manifest_path, kabi_supports_fn supports, void* user_data,
+                                         void (*user_data_free)(void* user_data), kabi_kernel* out_kernel);
 
 #ifdef __cplusplus
 } /* extern "C" */

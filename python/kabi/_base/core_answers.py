@@ -47,7 +47,8 @@ def _layout_name(bit: int) -> str:
 @dataclass(frozen=True)
 class Problem:
     """What the core derived from one call: device, dtypes (the first type variable's, and every variable's), named
-    dims, batch, input layouts ("absent" for an optional input not given), output shapes, attributes, key."""
+    dims, batch, input layouts ("absent" for an optional input not given), output shapes, attributes, key, and which
+    declared shape each input has (0: its first; 1 for scaled_mm's row-wise ``scale_a: [] | [M, 1]``)."""
 
     device: str
     device_type: int
@@ -63,6 +64,7 @@ class Problem:
     type_bindings: tuple[str, ...] = ()
     output_shapes: tuple[tuple[int, ...], ...] = ()
     attributes: tuple[Any, ...] = ()
+    input_shapes: tuple[int, ...] = ()
 
     @classmethod
     def from_core(cls, raw: Mapping[str, Any]) -> Problem:
@@ -85,6 +87,7 @@ class Problem:
             type_bindings=tuple(raw["type_bindings"]),
             output_shapes=tuple(tuple(shape) for shape in raw["output_shapes"]),
             attributes=tuple(raw["attributes"]),
+            input_shapes=tuple(raw["input_shapes"]),
         )
 
 

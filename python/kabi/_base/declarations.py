@@ -3,24 +3,8 @@
 
 This module is the schema: every field, its type and its allowed values are checked here, and a bad file fails
 with ``RegistryError`` naming the file and the field (``registry/ops/matmul.toml: tolerance.float32.norm: expected
-a positive number, got -1``). Files are parsed once per process.
-
-An op's gradient is declared in its file, or the op is declared not differentiable (``differentiable = false``).
-``[gradient]`` holds one Python expression per differentiable input, its gradient; ``[gradient.let]`` names
-intermediates the expressions share (each evaluated only when a gradient that needs it is)::
-
-    [gradient]
-    a = "matmul_summed(grad, b.mH, a.shape)"
-    b = "matmul_summed(a.mH, grad, b.shape)"
-
-An expression may use the op's inputs (an absent optional one is None) and attributes (an enum by its value name),
-``grad`` (the output's gradient; ``grad_<output>`` for each output of an op with several), the intermediates, the
-kabi ops by name (called as ``torch.ops.kabi.<op>``, so they dispatch through kabi and stay differentiable), the
-functions of ``GRADIENT_FUNCTIONS`` and the tensor attributes of ``GRADIENT_TENSOR_ATTRIBUTES``; constants,
-arithmetic, comparisons and ``x if condition else y``. Nothing else: an unknown name, a syntax error, a gradient of
-something that is not an input, intermediates that refer to each other in a cycle or one no gradient uses fail at
-load time, naming the file and the field. An input read only through ``.shape`` is not kept for the backward, its
-shape is. kabi.ops._autograd evaluates the expressions, compiled here once.
+a positive number, got -1``; :mod:`kabi._base.registry_fields`). Files are parsed once per process. An op's
+``[gradient]`` table is read by :mod:`kabi._base.gradient_declarations`.
 
 Example::
 
@@ -31,38 +15,26 @@ Example::
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import functools
 import importlib
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-from types import CodeType
-from typing import Any, Callable, Collection, Iterable, Mapping
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:
-    import tomli as tomllib
+from typing import Any, Callable, Mapping
 
 from .. import _core
-from .errors import ArgumentTypeError, InvalidArgumentError, NotFoundError
+from .errors import ArgumentTypeError, NotFoundError
+from .gradient_declarations import GradientSpec, parse_gradient
+from .registry_fields import TEXT_SOURCE, TableReader, parse_toml
 
 __all__ = [
     "INPUT_KINDS",
     "InputDeclaration",
-    "GRADIENT_FUNCTIONS",
-    "GRADIENT_TENSOR_ATTRIBUTES",
-    "GradientExpression",
-    "GradientSpec",
     "KernelSpec",
     "OpSpec",
     "ProblemShape",
-    "RegistryError",
     "ShapeSuite",
     "Tolerance",
-    "display_path",
     "kernel_specs",
     "load_kernel_file",
     "load_op_file",
@@ -71,7 +43,6 @@ __all__ = [
     "op_spec",
     "op_specs",
     "parse_problem_shape",
-    "parse_gradient",
     "registry_root",
     "resolve_callable",
 ]
@@ -80,12 +51,15 @@ __all__ = [
 DTYPE_NAMES = tuple(_core.DTYPES)
 # Integer results are compared exactly by the correctness gate: these dtypes take no tolerance.
 EXACT_DTYPES = frozenset({"uint8", "int8", "int16", "int32", "int64"})
-LAYOUT_NAMES = ("contiguous", "row_strided", "col_strided", "general", "any")
+# The core's layout classes (kabi.h's KABI_LAYOUT_*), and "any" for a kernel that takes every one.
+LAYOUT_NAMES = (*_core.LAYOUTS, "any")
 BATCH_MODE_NAMES = ("none", "uniform", "any")
 DEVICE_NAMES = ("cpu", "cuda", "rocm", "mps", "xpu")
 # How a suite lays out the second operand: "row_major" is b as a contiguous [..., K, N]; "transposed_b" is b as the
 # transposed view of a contiguous [..., N, K], the layout of an nn.Linear weight.
-SUITE_LAYOUT_NAMES = ("row_major", "transposed_b")
+# The input layouts a suite's shapes are benchmarked in: b row-major or transposed (matmul), the scales per tensor
+# or row-wise (scaled_mm, whose b is always transposed).
+SUITE_LAYOUT_NAMES = ("row_major", "transposed_b", "tensor_scales", "row_scales")
 # How a grouped op's benchmark spreads rows over groups (a suite's ``routings``): each row's group drawn uniformly
 # ("balanced") or with probability proportional to 1 / rank ("zipf": a few hot experts, many cold or empty ones).
 SUITE_ROUTING_NAMES = ("balanced", "zipf")
@@ -93,14 +67,8 @@ SUITE_ROUTING_NAMES = ("balanced", "zipf")
 INPUT_KINDS = ("normal", "uniform", "positive", "integers", "offsets")
 # The key of a problem shape's leading (batch) shape, beside the named dimensions.
 BATCH_KEY = "batch"
-# The functions a gradient expression may call besides kabi ops; kabi.ops._gradient_functions implements them.
-GRADIENT_FUNCTIONS = ("activation_grad", "grouped_weight_grad", "matmul_summed", "rows", "sum_to")
-# The tensor methods and properties a gradient expression may use.
-GRADIENT_TENSOR_ATTRIBUTES = ("conj", "mH", "mT", "reshape", "shape", "squeeze", "sum", "transpose", "unsqueeze")
-
-
-class RegistryError(InvalidArgumentError):
-    """A registry file that does not follow the schema; the message names the file and the field."""
+# ``[tuning] distributed``: how the ranks of a job share tuning (kabi._selection.distributed); the first is the default.
+DISTRIBUTED_TUNING_STRATEGIES = ("split", "every-rank")
 
 
 @dataclass(frozen=True)
@@ -230,48 +198,6 @@ class ShapeSuite:
 
 
 @dataclass(frozen=True)
-class GradientExpression:
-    """One expression of ``[gradient]`` or ``[gradient.let]``, compiled: ``reads`` are the names whose values it
-    uses, ``reads_shape_of`` those it uses only through ``.shape``."""
-
-    field: str
-    text: str
-    code: CodeType
-    reads: frozenset[str]
-    reads_shape_of: frozenset[str]
-
-
-@dataclass(frozen=True)
-class GradientSpec:
-    """An op's declared gradient: the expression of each differentiable input's gradient (by input name), the
-    intermediates they share (``[gradient.let]``, by name), the op's input names, the name each output's gradient
-    has in the expressions, and the kabi ops they call."""
-
-    gradients: Mapping[str, GradientExpression]
-    intermediates: Mapping[str, GradientExpression]
-    input_names: tuple[str, ...]
-    grad_names: tuple[str, ...]
-    ops: frozenset[str]
-
-    def inputs_read(self, targets: Iterable[str]) -> tuple[frozenset[str], frozenset[str]]:
-        """The inputs whose values, and those whose shapes only, the gradients of ``targets`` read (through the
-        intermediates they use): what a backward of those gradients must keep from the forward."""
-        values: set[str] = set()
-        shapes: set[str] = set()
-        pending = [self.gradients[target] for target in targets]
-        seen: set[str] = set()
-        while pending:
-            expression = pending.pop()
-            values |= expression.reads
-            shapes |= expression.reads_shape_of
-            for name in (expression.reads | expression.reads_shape_of) & (self.intermediates.keys() - seen):
-                seen.add(name)
-                pending.append(self.intermediates[name])
-        inputs = set(self.input_names)
-        return frozenset(values & inputs), frozenset((shapes - values) & inputs)
-
-
-@dataclass(frozen=True)
 class OpSpec:
     """One ``registry/ops/<op>.toml``. The schema text is the core's to parse (``_core.op_schema`` gives the parsed
     form); ``type_variables`` is the ``[types]`` table, each type variable with the dtypes it may take."""
@@ -295,11 +221,19 @@ class OpSpec:
     # True with the [gradient] table, False for ``differentiable = false``, None where the file declares neither.
     differentiable: bool | None = None
     gradient: GradientSpec | None = None
+    # How the ranks of a distributed job share the measuring (``[tuning] distributed``; kabi._selection.distributed).
+    distributed_tuning: str = "split"
 
     @property
     def dtypes(self) -> tuple[str, ...]:
         """The dtypes of the first type variable (for matmul, ``T``: the dtype of every tensor)."""
         return next(iter(self.type_variables.values()), ())
+
+    @property
+    def problem_dtypes(self) -> tuple[str, ...]:
+        """The dtypes a suite or ``--dtype`` may name: any type variable's (each is given to every variable that
+        may take it; scaled_mm's float8_e4m3fn binds its operands' variables)."""
+        return _any_variable_dtypes(self.type_variables)
 
     @property
     def type_variables_text(self) -> str:
@@ -332,61 +266,11 @@ class KernelSpec:
     priority: int = 0
     plugin: str = ""
     implementation: str = ""
+    # A Python kernel's supports predicate, ``"module:function"`` taking the problem: what its declaration above
+    # cannot say (a layout one input needs, a size multiple), True or the reason it declines.
+    supports: str = ""
     fingerprint: str = ""
     path: Path = Path()
-
-
-class _Reader:
-    """Typed access to one TOML table that reports the file and the dotted field path on any mistake."""
-
-    def __init__(self, path: Path, table: Mapping[str, Any], prefix: str = "") -> None:
-        self.path, self.table, self.prefix = path, table, prefix
-        self.used: set[str] = set()
-
-    def fail(self, field: str, message: str) -> RegistryError:
-        return RegistryError(f"{display_path(self.path)}: {self.prefix}{field}: {message}")
-
-    def get(self, field: str, kind: type | tuple[type, ...], default: Any = ..., check: Callable[[Any], str | None] | None = None) -> Any:
-        self.used.add(field)
-        if field not in self.table:
-            if default is ...:
-                raise self.fail(field, "missing (required)")
-            return default
-        value = self.table[field]
-        if not isinstance(value, kind) or (isinstance(value, bool) and kind in (int, float, (int, float))):
-            expected = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-            raise self.fail(field, f"expected {expected}, got {value!r}")
-        problem = check(value) if check is not None else None
-        if problem:
-            raise self.fail(field, problem)
-        return value
-
-    def names(self, field: str, allowed: tuple[str, ...], default: Any = ...) -> tuple[str, ...]:
-        values = self.get(field, list, default)
-        for index, value in enumerate(values):
-            if value not in allowed:
-                raise self.fail(f"{field}[{index}]", f"{value!r} is not one of {', '.join(allowed)}")
-        return tuple(values)
-
-    def child(self, field: str) -> _Reader:
-        return _Reader(self.path, self.get(field, dict), f"{self.prefix}{field}.")
-
-    def finish(self) -> None:
-        unknown = sorted(set(self.table) - self.used)
-        if unknown:
-            raise self.fail(unknown[0], "unknown field")
-
-
-# The path an op declaration given as text is reported under, in place of a file name.
-TEXT_SOURCE = Path("<op declaration text>")
-
-
-def display_path(path: Path) -> str:
-    """How messages name a declaration's source: its path from ``registry/`` on, or ``<op declaration text>``."""
-    if path == TEXT_SOURCE:
-        return str(path)
-    parts = path.parts
-    return "/".join(parts[parts.index("registry"):]) if "registry" in parts else str(path)
 
 
 def _positive(value: float) -> str | None:
@@ -397,21 +281,10 @@ def _identifier(value: str) -> str | None:
     return None if value and value.strip() == value else f"expected a non-empty name, got {value!r}"
 
 
-def _parse(path: Path, text: str | None = None) -> dict[str, Any]:
-    """The TOML table of a file, or of ``text`` (reported as ``path``)."""
-    try:
-        if text is not None:
-            return tomllib.loads(text)
-        with path.open("rb") as file:
-            return tomllib.load(file)
-    except tomllib.TOMLDecodeError as error:
-        raise RegistryError(f"{display_path(path)}: not valid TOML: {error}") from None
-
-
 @functools.lru_cache(maxsize=None)
 def load_op_file(path: Path) -> OpSpec:
     """Parse and validate one op file; its ``name`` must be the file's name."""
-    return _op_spec(_Reader(path, _parse(path)), path.stem)
+    return _op_spec(TableReader(path, parse_toml(path)), path.stem)
 
 
 def read_op_declaration(source: str | Path) -> OpSpec:
@@ -431,10 +304,10 @@ def read_op_declaration(source: str | Path) -> OpSpec:
         return load_op_file(path.resolve())
     if not isinstance(source, str):
         raise ArgumentTypeError(f"expected an op declaration's TOML text or path, got {type(source).__name__}")
-    return _op_spec(_Reader(TEXT_SOURCE, _parse(TEXT_SOURCE, source)), None)
+    return _op_spec(TableReader(TEXT_SOURCE, parse_toml(TEXT_SOURCE, source)), None)
 
 
-def _op_spec(root: _Reader, file_stem: str | None) -> OpSpec:
+def _op_spec(root: TableReader, file_stem: str | None) -> OpSpec:
     path = root.path
     name = root.get("name", str, check=_identifier)
     if file_stem is not None and name != file_stem:
@@ -457,6 +330,9 @@ def _op_spec(root: _Reader, file_stem: str | None) -> OpSpec:
     tolerance_table.finish()
     tuning = root.child("tuning")
     tuning_key = tuning.get("key", str, check=_identifier)
+    distributed_tuning = tuning.get("distributed", str, DISTRIBUTED_TUNING_STRATEGIES[0],
+                                    check=lambda value: None if value in DISTRIBUTED_TUNING_STRATEGIES else
+                                    f"expected one of {', '.join(DISTRIBUTED_TUNING_STRATEGIES)}, got {value!r}")
     tuning.finish()
     shape_order = tuple(root.get("shape_order", list, [], check=_dimension_names))
     suites = {}
@@ -476,8 +352,8 @@ def _op_spec(root: _Reader, file_stem: str | None) -> OpSpec:
         if len(set(routings)) != len(routings):
             raise suite.fail("routings", f"expected distinct routing names, got {list(routings)!r}")
         suites[suite_name] = ShapeSuite(
-            suite_name, suite.get("description", str), tuple(shapes), suite.names("dtypes", tuple(dtypes)), layouts,
-            routings,
+            suite_name, suite.get("description", str), tuple(shapes),
+            suite.names("dtypes", _any_variable_dtypes(type_variables)), layouts, routings,
         )
         suite.finish()
     spec = OpSpec(
@@ -488,6 +364,7 @@ def _op_spec(root: _Reader, file_stem: str | None) -> OpSpec:
         reference=root.get("reference", str, check=_identifier),
         tolerance=tolerance,
         tuning_key=tuning_key,
+        distributed_tuning=distributed_tuning,
         suites=suites,
         path=path,
         vectors=_vectors(root),
@@ -499,6 +376,10 @@ def _op_spec(root: _Reader, file_stem: str | None) -> OpSpec:
     return spec
 
 
+def _any_variable_dtypes(type_variables: Mapping[str, tuple[str, ...]]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(dtype for allowed in type_variables.values() for dtype in allowed))
+
+
 def _dimension_names(names: list[Any]) -> str | None:
     if all(isinstance(name, str) and name.isidentifier() and name != BATCH_KEY for name in names) and \
             len(set(names)) == len(names):
@@ -506,7 +387,7 @@ def _dimension_names(names: list[Any]) -> str | None:
     return f"expected distinct dimension names of the schema, such as [\"M\", \"N\", \"K\"], got {names!r}"
 
 
-def _inputs(root: _Reader) -> dict[str, Any]:
+def _inputs(root: TableReader) -> dict[str, Any]:
     """The ``[inputs]`` table: ``generator = "module:function"`` for the whole op, and ``[inputs.<tensor>]`` tables
     each with a ``kind`` (and ``total`` for ``"offsets"``). Tensor names are the core's to check against the
     schema, when the generator runs."""
@@ -532,7 +413,7 @@ def _inputs(root: _Reader) -> dict[str, Any]:
     return {"input_generator": generator, "inputs": declarations}
 
 
-def _type_table(reader: _Reader, field: str) -> dict[str, tuple[str, ...]]:
+def _type_table(reader: TableReader, field: str) -> dict[str, tuple[str, ...]]:
     """A table of type variables, each a list of dtype names: ``[types]`` of an op, ``type_constraints`` of a
     kernel. The names are the core's to check against the schema."""
     table = reader.get(field, dict, {})
@@ -545,7 +426,7 @@ def _type_table(reader: _Reader, field: str) -> dict[str, tuple[str, ...]]:
     return {name: tuple(dtypes) for name, dtypes in table.items()}
 
 
-def _vectors(root: _Reader) -> dict[str, str]:
+def _vectors(root: TableReader) -> dict[str, str]:
     """The op's ``vectors`` table: input name -> the dimension a vector given for it lacks."""
     table = root.get("vectors", dict, {})
     for name, dim in table.items():
@@ -554,7 +435,7 @@ def _vectors(root: _Reader) -> dict[str, str]:
     return dict(table)
 
 
-def _gradient_declaration(root: _Reader, op: str) -> dict[str, Any]:
+def _gradient_declaration(root: TableReader, op: str) -> dict[str, Any]:
     """``differentiable`` and ``gradient`` of an op file, checked against the op's schema as the core parsed it."""
     differentiable = root.get("differentiable", bool, None)
     if "gradient" not in root.table:
@@ -573,131 +454,17 @@ def _gradient_declaration(root: _Reader, op: str) -> dict[str, Any]:
     return {"differentiable": True, "gradient": parse_gradient(root.path, table, schema, ops)}
 
 
-def parse_gradient(path: Path, table: Mapping[str, Any], schema: Mapping[str, Any], ops: Collection[str]) -> GradientSpec:
-    """Parse and compile a ``[gradient]`` table of the file at ``path`` for an op of ``schema`` (as
-    ``_core.op_schema`` gives it) whose expressions may call the kabi ops ``ops``; ``RegistryError`` naming the
-    file and the field for anything the format does not allow."""
-    reader = _Reader(path, table, "gradient.")
-    op = schema["name"]
-    inputs = tuple(tensor["name"] for tensor in schema["inputs"])
-    attributes = tuple(attribute["name"] for attribute in schema["attributes"])
-    outputs = tuple(tensor["name"] for tensor in schema["outputs"])
-    grad_names = ("grad",) if len(outputs) == 1 else tuple(f"grad_{output}" for output in outputs)
-    let_reader = reader.child("let") if "let" in table else _Reader(path, {}, "gradient.let.")
-    taken = {
-        **{name: "a kabi op" for name in ops},
-        **{name: "a gradient function" for name in GRADIENT_FUNCTIONS},
-        **{name: f"an input of {op}" for name in inputs},
-        **{name: f"an attribute of {op}" for name in attributes},
-        **{name: "an output's gradient" for name in grad_names},
-    }
-    for name in let_reader.table:
-        if name in taken:
-            raise let_reader.fail(name, f"{name!r} is already {taken[name]}; give the intermediate another name")
-        if not name.isidentifier():
-            raise let_reader.fail(name, f"expected a Python identifier as the intermediate's name, got {name!r}")
-    targets = [name for name in table if name != "let"]
-    if not targets:
-        raise _Reader(path, table).fail("gradient", f"declares no input's gradient; expected an expression for one "
-                                                    f"or more of {', '.join(inputs)}")
-    for name in targets:
-        if name not in inputs:
-            raise reader.fail(name, f"{name!r} is not an input of {op}; a gradient is declared for its inputs: "
-                                    f"{', '.join(inputs)}")
-    vocabulary = (
-        f"the inputs ({', '.join(inputs)}), "
-        + (f"the attributes ({', '.join(attributes)}), " if attributes else "")
-        + f"{' and '.join(grad_names)}, "
-        + (f"the intermediates of [gradient.let] ({', '.join(let_reader.table)}), " if let_reader.table else "")
-        + f"the kabi ops ({', '.join(sorted(ops))}) and the functions {', '.join(GRADIENT_FUNCTIONS)}"
-    )
-    known = frozenset(taken) | frozenset(let_reader.table)
-    gradients = {name: _gradient_expression(reader, name, known, vocabulary) for name in targets}
-    intermediates = {name: _gradient_expression(let_reader, name, known, vocabulary) for name in let_reader.table}
-    _check_intermediates(let_reader, gradients, intermediates)
-    called = set().union(*(expression.reads for expression in [*gradients.values(), *intermediates.values()]))
-    return GradientSpec(gradients, intermediates, inputs, grad_names, frozenset(called & set(ops)))
-
-
-# The Python a gradient expression may be written in: calls, names, tensor attributes, constants, tuples, indexing,
-# arithmetic, comparisons, and/or/not, and x if condition else y.
-_EXPRESSION_NODES = (
-    ast.Expression, ast.Call, ast.keyword, ast.Name, ast.Load, ast.Attribute, ast.Constant, ast.Tuple, ast.Subscript,
-    ast.Slice, ast.UnaryOp, ast.UAdd, ast.USub, ast.Not, ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow,
-    ast.BoolOp, ast.And, ast.Or, ast.Compare, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.IfExp,
-)
-
-
-def _gradient_expression(reader: _Reader, field: str, known: frozenset[str], vocabulary: str) -> GradientExpression:
-    text = reader.get(field, str)
-    try:
-        tree = ast.parse(text.strip(), mode="eval")
-    except SyntaxError as error:
-        raise reader.fail(field, f"not a valid Python expression: {error.msg} in {text!r}") from None
-    shape_reads = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.MatMult):
-            raise reader.fail(field, "'@' would run torch's product; call the kabi op: matmul(x, y)")
-        if not isinstance(node, _EXPRESSION_NODES):
-            raise reader.fail(field, f"{type(node).__name__} is not allowed in a gradient expression: {text!r}")
-        if isinstance(node, ast.Attribute):
-            if node.attr not in GRADIENT_TENSOR_ATTRIBUTES:
-                raise reader.fail(field, f"unknown tensor attribute .{node.attr}; a gradient expression may use "
-                                         f"{', '.join('.' + name for name in GRADIENT_TENSOR_ATTRIBUTES)}")
-            if node.attr == "shape" and isinstance(node.value, ast.Name):
-                shape_reads.add(id(node.value))
-        if isinstance(node, ast.Name) and node.id not in known:
-            raise reader.fail(field, f"unknown name {node.id!r}; a gradient expression may use {vocabulary}")
-    names = [node for node in ast.walk(tree) if isinstance(node, ast.Name)]
-    reads = frozenset(node.id for node in names if id(node) not in shape_reads)
-    code = compile(tree, f"{display_path(reader.path)}: {reader.prefix}{field}", "eval")
-    return GradientExpression(f"{reader.prefix}{field}", text, code, reads,
-                              frozenset(node.id for node in names) - reads)
-
-
-def _check_intermediates(let_reader: _Reader, gradients: Mapping[str, GradientExpression],
-                         intermediates: Mapping[str, GradientExpression]) -> None:
-    """No intermediate depends on itself through others, and every one is used by a gradient."""
-
-    def uses(expression: GradientExpression) -> list[str]:
-        return sorted((expression.reads | expression.reads_shape_of) & intermediates.keys())
-
-    finished: set[str] = set()
-
-    def visit(name: str, path: list[str]) -> None:
-        if name in path:
-            cycle = path[path.index(name):] + [name]
-            raise let_reader.fail(cycle[0], f"the intermediates {' -> '.join(cycle)} refer to each other in a cycle")
-        if name not in finished:
-            for used in uses(intermediates[name]):
-                visit(used, path + [name])
-            finished.add(name)
-
-    for name in intermediates:
-        visit(name, [])
-    reached = set()
-    pending = [used for expression in gradients.values() for used in uses(expression)]
-    while pending:
-        name = pending.pop()
-        if name not in reached:
-            reached.add(name)
-            pending.extend(uses(intermediates[name]))
-    for name in intermediates:
-        if name not in reached:
-            raise let_reader.fail(name, "no gradient uses this intermediate; remove it")
-
-
 @functools.lru_cache(maxsize=None)
 def load_kernel_file(path: Path) -> tuple[KernelSpec, ...]:
     """Parse and validate one kernel declaration file (a list of ``[[kernels]]`` tables)."""
-    root = _Reader(path, _parse(path))
+    root = TableReader(path, parse_toml(path))
     entries = root.get("kernels", list)
     root.finish()
     specs = []
     for index, table in enumerate(entries):
         if not isinstance(table, dict):
             raise root.fail(f"kernels[{index}]", "expected a table")
-        entry = _Reader(path, table, f"kernels[{index}].")
+        entry = TableReader(path, table, f"kernels[{index}].")
         archs = entry.get("archs", list, [])
         for arch_index, arch in enumerate(archs):
             if not isinstance(arch, int) or isinstance(arch, bool) or arch <= 0:
@@ -719,11 +486,16 @@ def load_kernel_file(path: Path) -> tuple[KernelSpec, ...]:
             priority=entry.get("priority", int, 0),
             plugin=entry.get("plugin", str, ""),
             implementation=entry.get("implementation", str, "", check=lambda s: None if s.count(":") == 1 else "expected 'module:attribute'"),
+            supports=entry.get("supports", str, "",
+                               check=lambda s: None if s.count(":") == 1 else "expected 'module:function'"),
             fingerprint=entry.get("fingerprint", str, ""),
             path=path,
         )
         if bool(spec.plugin) == bool(spec.implementation):
             raise entry.fail("implementation", "a kernel names exactly one of `plugin` (native) or `implementation` (Python)")
+        if spec.supports and not spec.implementation:
+            raise entry.fail("supports", "only a Python kernel (one with an `implementation`) takes a supports "
+                                         "predicate")
         if spec.arch_max and spec.arch_min > spec.arch_max:
             raise entry.fail("arch_min", f"{spec.arch_min} is above arch_max {spec.arch_max}")
         entry.finish()

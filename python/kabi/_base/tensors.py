@@ -28,7 +28,9 @@ __all__ = [
     "DEVICE_TYPES",
     "check_array",
     "descriptor",
+    "described_facts",
     "device_type_code",
+    "dispatch_facts",
     "device_type_name",
     "dtype_name",
     "meta_descriptor",
@@ -133,6 +135,24 @@ def descriptor(tensor: torch.Tensor, argument: str = "tensor", op: str = "kabi")
     """The raw descriptor the binding turns into a DLTensor (see the module docstring)."""
     dtype_code, dtype_bits, device_type, device_index = _codes(tensor, argument, op)
     return (tensor.data_ptr(), tuple(tensor.shape), tuple(tensor.stride()), dtype_code, dtype_bits, device_type, device_index)
+
+
+def dispatch_facts(tensor: Any) -> tuple:
+    """What a decision depends on, for a tensor the decision table cannot read in C (a subclass, which may define its
+    shape, strides or device in Python): ``(shape, strides, dtype_code, dtype_bits, device_type, device_index,
+    requires_grad)``. Raises for anything else, which then takes the miss path."""
+    if not isinstance(tensor, torch.Tensor):
+        raise ArgumentTypeError(f"a {type(tensor).__name__} is not a tensor")
+    dtype_code, dtype_bits, device_type, device_index = _codes(tensor, "tensor", "kabi")
+    return (tuple(tensor.shape), tuple(tensor.stride()), dtype_code, dtype_bits, device_type, device_index,
+            tensor.requires_grad)
+
+
+def described_facts(descriptor: tuple) -> tuple[tuple[int, ...], torch.dtype, torch.device]:
+    """(shape, dtype, device) of a descriptor."""
+    _, shape, _, dtype_code, dtype_bits, device_type, device_index = descriptor
+    dtype = next(dtype for dtype, codes in _DTYPE_CODES.items() if codes == (dtype_code, dtype_bits))
+    return tuple(shape), dtype, torch_device(device_type, device_index)
 
 
 def meta_descriptor(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> tuple:

@@ -98,7 +98,8 @@ def measure_problem(benchmark: OpBenchmark, problem: BenchProblem, device: torch
     spec = op_spec(benchmark.op)
     inputs = benchmark.make_inputs(problem, device)
     reference = reference_output(resolve_callable(spec.reference), inputs)
-    dtype, tolerance = getattr(torch, problem.dtype), spec.tolerance[problem.dtype]
+    output_dtype = benchmark.output_dtype(problem)
+    dtype, tolerance = getattr(torch, output_dtype), spec.tolerance[output_dtype]
     subjects, kabi = _kabi_subjects(benchmark, inputs, device)
     records = {subject.name: _record(subject.name, subject.kind) for subject in subjects}
     for peer in peers:

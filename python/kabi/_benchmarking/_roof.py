@@ -3,7 +3,8 @@ bandwidth. A problem's roof time is ``max(flops / rate, bytes / bandwidth)``; it
 over the measured one.
 
 The matrix rate is the best of torch.matmul and torch.matmul under cuBLASLt (CUDA) on a large square GEMM (8192 on
-a GPU; 1024 on the CPU, which finishes in about a second). The copy bandwidth is that of a large device-to-device
+a GPU; 1024 on the CPU, which finishes in about a second); for an FP8 dtype, torch._scaled_mm's (per-tensor scales,
+a bfloat16 output, b column-major as cuBLASLt wants it). The copy bandwidth is that of a large device-to-device
 copy, counting the bytes read and the bytes written.
 
 Example::
@@ -53,6 +54,12 @@ class Roof:
 def _matrix_tflops(dtype: str, device: torch.device, size: int) -> float:
     generator = torch.Generator(device=device).manual_seed(0)
     a, b = (torch.randn(size, size, generator=generator, device=device).to(getattr(torch, dtype)) for _ in range(2))
+    if dtype.startswith("float8"):
+        one = torch.ones((), device=device)
+        b = b.mT.contiguous().mT
+        timing = bench(lambda: torch._scaled_mm(a, b, one, one, out_dtype=torch.bfloat16), repeat=5, min_time_s=0.2,
+                       device=device)
+        return 2 * size**3 / (timing.median_us * 1e6)
     libraries = [None, "cublaslt"] if device.type == "cuda" else [None]
     best_us = float("inf")
     for library in libraries:

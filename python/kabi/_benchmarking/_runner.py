@@ -22,8 +22,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import torch
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .._base.declarations import op_name_of, op_spec
 from .._base.errors import InvalidArgumentError, NotFoundError, UnavailableError
@@ -71,9 +69,9 @@ def _problems(op: str, suite_name: str, dtypes: Sequence[str] | None) -> tuple[l
                             f"({spec.path.name}), got {suite_name!r}")
     suite = spec.suites[suite_name]
     chosen = list(dtypes) if dtypes else list(suite.dtypes)
-    unknown = [dtype for dtype in chosen if dtype not in spec.dtypes]
+    unknown = [dtype for dtype in chosen if dtype not in spec.problem_dtypes]
     if unknown:
-        raise InvalidArgumentError(f"kabi bench: dtype must be among {', '.join(spec.dtypes)} for {op}, "
+        raise InvalidArgumentError(f"kabi bench: dtype must be among {', '.join(spec.problem_dtypes)} for {op}, "
                                    f"got {', '.join(unknown)}")
     problems = [BenchProblem(shape.positional(spec.shape_order), dtype, layout, routing)
                 for dtype in chosen for shape in suite.shapes for layout in suite.layouts
@@ -81,7 +79,7 @@ def _problems(op: str, suite_name: str, dtypes: Sequence[str] | None) -> tuple[l
     return problems, chosen
 
 
-def _start_document(out: Path | None, fresh: bool, parameters: dict[str, Any], console: Console) -> dict[str, Any]:
+def _start_document(out: Path | None, fresh: bool, parameters: dict[str, Any], console: Any) -> dict[str, Any]:
     if out is not None and out.exists() and not fresh:
         document = read_document(out)
         if document.get("parameters") != parameters:
@@ -133,6 +131,10 @@ def benchmark(
     out_path = Path(out) if out is not None else None
     parameters = {"op": name, "suite": suite, "dtypes": chosen_dtypes, "device": str(resolved_device),
                   "peers": [peer.name for peer in chosen_peers], "timing": asdict(settings)}
+    # rich costs a third of a second to import: only a benchmark run pays for it, not `import kabi`.
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     console = Console(stderr=True, highlight=False)
     document = _start_document(out_path, fresh, parameters, console)
     document["runs"].append(environment(resolved_device, command if command is not None else [Path(sys.argv[0]).name, *sys.argv[1:]]))

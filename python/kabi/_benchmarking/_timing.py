@@ -2,7 +2,8 @@
 
 Every subject is timed in rounds; each round times every subject once, in every mode, the order rotating each
 round, so that load from elsewhere slows one round of every subject alike rather than all of one subject's samples
-(the tuner measures the same way). A subject's figure in a mode is its least round median.
+(the tuner measures the same way). A subject's figure in a mode is its least round median. On a GPU the subjects
+first run unmeasured until the device is in its steady (power-limited) state.
 
 Modes are kabi.bench's: ``"cpu"``; ``"cuda-events"``, one event pair per call with the L2 cache flushed before each
 (a kernel-bound call as a model's first touch of a large layer sees it); ``"cuda-graph"``, calls replayed from a
@@ -17,6 +18,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, ContextManager, Sequence
 
@@ -38,17 +40,23 @@ class TimingSettings:
     """How long each subject is measured: ``rounds`` interleaved rounds, each a kabi.bench of ``repeat`` samples
     lasting at least ``min_time_s`` together."""
 
-    rounds: int = 3
+    rounds: int = 5
     repeat: int = 11
     min_time_s: float = 0.05
+    # Before the first round the subjects run back to back for this long, unmeasured: a GPU held at its power limit
+    # clocks down within the first hundreds of milliseconds of load, and the subjects measured first would otherwise
+    # see a faster device than the rest (identical kernels were measured 13% apart on the H200 at 6144^3 without it).
+    steady_state_s: float = 0.3
 
     def __post_init__(self) -> None:
         for name in ("rounds", "repeat"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"kabi bench: {name} must be an integer >= 1, got {value!r}")
-        if isinstance(self.min_time_s, bool) or not isinstance(self.min_time_s, (int, float)) or not self.min_time_s >= 0:
-            raise ValueError(f"kabi bench: min_time_s must be a number of seconds >= 0, got {self.min_time_s!r}")
+        for name in ("min_time_s", "steady_state_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+                raise ValueError(f"kabi bench: {name} must be a number of seconds >= 0, got {value!r}")
 
 
 @dataclass
@@ -86,11 +94,28 @@ def describe_error(error: BaseException) -> str:
     return text if len(text) <= 300 else text[:297] + "..."
 
 
+def _reach_steady_state(subjects: Sequence[Subject], device: torch.device, seconds: float) -> None:
+    """Run the subjects in turn, unmeasured, for ``seconds`` (on a GPU only: a CPU has no power-limit ramp to wait
+    out). A subject that raises is left to the measured rounds to report."""
+    if device.type != "cuda" or seconds <= 0:
+        return
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        for subject in subjects:
+            try:
+                with subject.scope():
+                    subject.fn()
+            except Exception:
+                continue
+        synchronize(device)
+
+
 def measure_interleaved(subjects: Sequence[Subject], modes: Sequence[str], device: torch.device,
                         settings: TimingSettings) -> dict[str, dict[str, ModeTiming]]:
     """Time every subject in every mode; returns ``{subject: {mode: timing}}``. A subject that raises in a mode
     gets the error in ``subject.errors[mode]`` instead of a timing there, and is not timed in that mode again."""
     results: dict[str, dict[str, list[Any]]] = {subject.name: {mode: [] for mode in modes} for subject in subjects}
+    _reach_steady_state(subjects, device, settings.steady_state_s)
     for round_index in range(settings.rounds):
         shift = round_index % max(len(subjects), 1)
         for subject in [*subjects[shift:], *subjects[:shift]]:

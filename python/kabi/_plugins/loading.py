@@ -22,7 +22,7 @@ from .. import _core
 from .._base.decision_cache import invalidate_all
 from .discovery import PluginRecord, complete_registry, plugin_records
 
-__all__ = ["PluginRecord", "load_binaries", "load_builtin_plugins", "load_plugin", "plugins"]
+__all__ = ["PluginRecord", "load_binaries", "load_binary", "load_builtin_plugins", "load_plugin", "plugins"]
 
 
 def _point_at_scipy_openblas() -> None:
@@ -73,5 +73,15 @@ def load_binaries(directory: str | os.PathLike[str]) -> int:
     """Register every device binary (``NAME.kabi-manifest``) in ``directory``; returns how many were registered."""
     try:
         return _core.binaries_load(os.fspath(directory))
+    finally:
+        invalidate_all()
+
+
+def load_binary(manifest_path: str | os.PathLike[str], op: str, supports=None) -> str:
+    """Register the device binary that one manifest file of ``op`` describes, with an optional supports predicate
+    (called with the problem, returning True or why the kernel declines), and return the kernel's name. A kernel
+    already registered with the same fingerprint is kept, and its name returned."""
+    try:
+        return _core.binary_load(os.fspath(manifest_path), op, supports)
     finally:
         invalidate_all()

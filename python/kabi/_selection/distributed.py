@@ -7,6 +7,16 @@ tensor-parallel step waits for; a candidate that fails the correctness gate on a
 alternative, rank 0 tunes and broadcasts, costs the same wall time (the other ranks wait for rank 0) and lets one
 rank's noisy measurement or device quirk decide for everyone.
 
+How the candidates are measured is a strategy, chosen per op (``[tuning] distributed`` in its declaration):
+
+- ``"every-rank"``: every rank measures every candidate, and the times are reduced with MAX, as above;
+- ``"split"`` (the default): the ranks share the candidates out (candidate ``i`` to rank ``i % world``), gather the
+  times, and then every rank measures the finalists, the candidates within ``FINALIST_MARGIN`` of the fastest,
+  whose times are MAX-reduced. Should a finalist's reduced time fall behind a candidate only one rank measured,
+  that candidate joins the finalists and is measured everywhere too, so the pick is always a candidate every rank
+  measured and passed the correctness gate on. Tuning time falls with the number of ranks: a rank measures about
+  1/world of the candidates and the few finalists, where "every-rank" measures all of them.
+
 Ranks exchange state on every decision miss that is not forced, not only when they tune, because their tuning caches
 may differ (a warm cache on one node, a cold one on another): the exchange carries each rank's problem key,
 eligible kernels and remembered times, and
@@ -35,9 +45,16 @@ from typing import Any, Callable, Sequence
 
 import torch.distributed as dist
 
+from .._base.declarations import DISTRIBUTED_TUNING_STRATEGIES
 from .measure import CandidateMeasurement
 
-__all__ = ["Agreement", "DecisionState", "agree", "agreement_active", "set_agreement_group"]
+__all__ = ["Agreement", "DecisionState", "FINALIST_MARGIN", "STRATEGIES", "agree", "agreement_active",
+           "measure_together", "set_agreement_group"]
+
+# How ranks share the measuring (see the module docstring); an op declares its own.
+STRATEGIES = DISTRIBUTED_TUNING_STRATEGIES
+# Under "split", the candidates whose time is within this factor of the fastest are measured on every rank.
+FINALIST_MARGIN = 1.10
 
 _DEFAULT_GROUP = object()
 _group: Any = _DEFAULT_GROUP
@@ -94,11 +111,13 @@ def _disable(reason: str) -> None:
 
 @dataclass(frozen=True)
 class Agreement:
-    """The outcome of an exchange: what to record locally (None: nothing) and whether ranks could agree."""
+    """The outcome of an exchange: what to record locally (None: nothing), whether ranks could agree, and whether
+    the ranks measured the times just now (rather than adopting a rank's records)."""
 
     measurements: tuple[CandidateMeasurement, ...] | None
     agreed: bool
     source: str
+    measured: bool = False
 
 
 def _reduce(per_rank: Sequence[Sequence[tuple[str, float, str, float, bool]]],
@@ -116,9 +135,13 @@ def _reduce(per_rank: Sequence[Sequence[tuple[str, float, str, float, bool]]],
     return tuple(reduced)
 
 
-def agree(state: DecisionState, measure: Callable[[], Sequence[CandidateMeasurement]]) -> Agreement:
-    """Exchange ``state`` with the other ranks and decide together; ``measure`` runs on every rank when they must
-    tune. Every rank of the group must call this for the same problem at the same point."""
+def agree(state: DecisionState, measure: Callable[[Sequence[str]], Sequence[CandidateMeasurement]],
+          strategy: str = "split") -> Agreement:
+    """Exchange ``state`` with the other ranks and decide together; ``measure(kernels)`` gates and times the named
+    kernels on this rank, called when the ranks must tune, as ``strategy`` shares the work out (see
+    ``STRATEGIES``). Every rank of the group must call this for the same problem at the same point."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"distributed tuning strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
     gathered: list[DecisionState] = _gather(state)
     problems = {(other.problem, other.kernels) for other in gathered}
     if len(problems) > 1:
@@ -135,6 +158,54 @@ def agree(state: DecisionState, measure: Callable[[], Sequence[CandidateMeasurem
         return Agreement(adopted, True, f"adopted the records of rank {rank}")
     if not all(other.may_tune for other in gathered):
         return Agreement(None, True, "tuning is not allowed on every rank; all use the heuristic")
-    local = [(result.kernel, result.time_us, result.note, result.spread, result.noisy) for result in measure()]
-    per_rank = _gather(local)
-    return Agreement(_reduce(per_rank, state.kernels), True, f"MAX of {len(per_rank)} ranks' times")
+    return measure_together(measure, state.kernels, strategy)
+
+
+def measure_together(measure: Callable[[Sequence[str]], Sequence[CandidateMeasurement]], kernels: Sequence[str],
+                     strategy: str = "split") -> Agreement:
+    """Measure ``kernels`` with the other ranks as ``strategy`` shares the work out, and return the times every rank
+    records alike. Every rank of the group must call this with the same kernels at the same point (``agree`` does,
+    once the ranks know they must tune; the tuner again for the CUDA-graph times of the agreed survivors)."""
+    world = dist.get_world_size(_resolved_group())
+    if strategy == "every-rank" or world == 1:
+        return Agreement(_measured_everywhere(measure, kernels), True, f"MAX of {world} ranks' times", True)
+    return _split(measure, kernels, world)
+
+
+def _as_row(result: CandidateMeasurement) -> tuple[str, float, str, float, bool]:
+    return (result.kernel, result.time_us, result.note, result.spread, result.noisy)
+
+
+def _measured_everywhere(measure: Callable[[Sequence[str]], Sequence[CandidateMeasurement]],
+                         kernels: Sequence[str]) -> tuple[CandidateMeasurement, ...]:
+    """Every rank measures ``kernels``; each one's slowest rank decides."""
+    local = [_as_row(result) for result in measure(kernels)] if kernels else []
+    return _reduce(_gather(local), kernels)
+
+
+def _split(measure: Callable[[Sequence[str]], Sequence[CandidateMeasurement]], kernels: Sequence[str],
+           world: int) -> Agreement:
+    """The "split" strategy: a share of the candidates per rank, then the finalists on every rank."""
+    rank = dist.get_rank(_resolved_group())
+    share = [name for index, name in enumerate(kernels) if index % world == rank]
+    local = {result.kernel: result for result in (measure(share) if share else [])}
+    owners = _gather([_as_row(local[name]) for name in share])
+    results = {row[0]: CandidateMeasurement(row[0], row[1], f"rank {owner}: {row[2]}" if row[2] else "",
+                                            spread=row[3], noisy=row[4])
+               for owner, rows in enumerate(owners) for row in rows}
+    everywhere: set[str] = set()
+    while True:
+        finite = {name: result.time_us for name, result in results.items() if math.isfinite(result.time_us)}
+        if not finite:
+            break
+        best = min(finite.values())
+        finalists = [name for name in kernels if name not in everywhere and name in finite
+                     and finite[name] <= best * FINALIST_MARGIN]
+        if not finalists:
+            break
+        everywhere.update(finalists)
+        results.update({result.kernel: result for result in _measured_everywhere(measure, finalists)})
+    once = len(kernels) - len(everywhere)
+    return Agreement(tuple(results[name] for name in kernels), True,
+                     f"split among {world} ranks: {once} candidates measured on one rank, {len(everywhere)} "
+                     f"finalists on every rank (MAX)", True)

@@ -310,25 +310,44 @@ def _agree(front, inputs, out, selection, eligible, settings, blocked) -> Select
     kernels = tuple(candidate.name for candidate in eligible)
     remembered = _remembered(eligible)
     state = _distributed.DecisionState(f"{front.name}|{selection.problem.key}", kernels, remembered, blocked is None)
+    strategy = front.spec.distributed_tuning
     local: list[CandidateMeasurement] = []
 
-    def measure() -> list[CandidateMeasurement]:
-        # Eager only: ranks agree on eager times; graph-mode times are not exchanged yet, and a rank's own would let
-        # ranks pick differently under capture.
-        local.extend(_measure(front, inputs, selection, kernels, settings, MEASUREMENT_MODES["eager"])[0])
-        return local
+    def measure(names: Sequence[str]) -> list[CandidateMeasurement]:
+        results = _measure(front, inputs, selection, names, settings, MEASUREMENT_MODES["eager"])[0]
+        local.extend(results)
+        return results
 
     with measurement_lock:
         start = time.perf_counter()
-        agreement = _distributed.agree(state, measure)
+        agreement = _distributed.agree(state, measure, strategy)
+        agreed = agreement.measurements
+        graph: tuple[CandidateMeasurement, ...] = ()
+        # Whether to take graph times follows from the agreed eager times, so every rank decides alike; records
+        # adopted from another rank bring no graph times (a later graph-mode miss measures them on its own rank).
+        survivors = [item.kernel for item in agreed if item.passed] if agreement.measured else []
+        if survivors and _wants_graph_times(selection, agreed):
+            graph = _distributed.measure_together(
+                lambda names: _graph_times(front, inputs, selection, names, settings), survivors, strategy
+            ).measurements
         seconds = time.perf_counter() - start
         if local:
             _count(local, seconds)
         elif blocked is not None and remembered is None:
             _stats.count("tuning_skipped")
-        agreed = agreement.measurements
         if agreed is None or remembered == tuple((item.kernel, item.time_us, item.note) for item in agreed):
             return None
-        _record(front, inputs, selection, agreed, seconds, agreement.source)
-        return front.select(inputs, out, attributes=selection.attributes)
+        _record(front, inputs, selection, agreed, seconds, agreement.source, graph)
+        return front.select(inputs, out, attributes=selection.attributes, execution_mode=selection.execution_mode)
+
+
+def _graph_times(front: OpFront, inputs: tuple, selection: Selection, kernels: Sequence[str],
+                 settings: TuningSettings) -> list[CandidateMeasurement]:
+    """Each of ``kernels`` timed replayed in a CUDA graph on this rank (gated first); inf for one that cannot be
+    (it failed the gate here, or no graph can be captured on this device)."""
+    verdicts, graph = _measure(front, inputs, selection, kernels, settings, MEASUREMENT_MODES["graph"])
+    timed = {item.kernel: item for item in graph}
+    notes = {item.kernel: item.note for item in verdicts if not item.passed}
+    return [timed.get(name) or CandidateMeasurement(name, math.inf, notes.get(name, "no CUDA graph on this device"))
+            for name in kernels]
 

@@ -31,18 +31,13 @@ from ..ops._schema import op_schema
 __all__ = ["representative_problem"]
 
 
-def _field_names(spec: str) -> list[str]:
-    """The field of each item of a tuning key spec, without its bucket: ``"M:pow2<=4096"`` -> ``"M"``."""
-    return [item.split(":")[0].strip() for item in spec.split(",")]
-
-
-def _parse_key(op: str, spec: str, key: str) -> dict[str, str]:
-    names = _field_names(spec)
+def _parse_key(op: str, fields: tuple[str, ...], spec: str, key: str) -> dict[str, str]:
+    """The problem key's value of each field of the op's tuning key (as the core parsed it)."""
     values = key.split("|")
-    if len(values) != len(names):
+    if len(values) != len(fields):
         raise InvalidArgumentError(f"problem key {key!r} of {op} has {len(values)} fields; its tuning key "
-                                   f"{spec!r} has {len(names)}")
-    return dict(zip(names, values))
+                                   f"{spec!r} has {len(fields)}")
+    return dict(zip(fields, values))
 
 
 def _integer(op: str, key: str, field: str, text: str) -> int:
@@ -89,6 +84,16 @@ def _attribute_value(op: str, key: str, attribute: Any, text: str) -> Any:
         raise InvalidArgumentError(f"problem key {key!r} of {op}: {attribute.name} must be a number, got {text!r}") from None
 
 
+def _type_bindings(op: str, key: str, schema: Any, text: str) -> dict[str, str]:
+    """Each type variable's dtype name, as the key's dtype field prints them (in the schema's order, comma
+    separated, ``absent`` for a variable that only absent inputs have)."""
+    names = text.split(",")
+    if len(names) != len(schema.type_variables):
+        raise InvalidArgumentError(f"problem key {key!r} of {op}: dtype names {len(names)} type variables, the op has "
+                                   f"{len(schema.type_variables)}")
+    return {variable: name for (variable, _), name in zip(schema.type_variables, names) if name != "absent"}
+
+
 def representative_problem(op: str, key: str, device: torch.device) -> tuple[list[torch.Tensor | None], dict[str, Any]]:
     """Inputs of ``op`` on ``device`` (None for an absent optional one) and attribute values, which the core
     describes with problem key ``key``.
@@ -97,12 +102,10 @@ def representative_problem(op: str, key: str, device: torch.device) -> tuple[lis
     inputs of this op have that key (a layout class that a dimension of size 1 cannot show, for one).
     """
     spec, schema = _core.op_info(op)["tuning_key"], op_schema(op)
-    if len(schema.type_variables) > 1:
-        raise InvalidArgumentError(f"{op}: a problem of several type variables cannot be rebuilt from its key yet")
-    fields = _parse_key(op, spec, key)
+    fields = _parse_key(op, schema.tuning_key, spec, key)
     if "dtype" not in fields:
         raise InvalidArgumentError(f"{op}: its tuning key {spec!r} has no dtype, so a problem cannot be rebuilt from it")
-    dtype = torch_dtype(fields["dtype"])
+    bindings = _type_bindings(op, key, schema, fields["dtype"])
     layouts = fields["layout"].split(",") if "layout" in fields else ["contiguous"] * len(schema.inputs)
     if len(layouts) != len(schema.inputs):
         raise InvalidArgumentError(f"problem key {key!r} of {op}: layout names {len(layouts)} inputs, the op has "
@@ -110,7 +113,6 @@ def representative_problem(op: str, key: str, device: torch.device) -> tuple[lis
     batch = _integer(op, key, "batch", fields["batch"]) if "batch" in fields else 1
     inputs: list[torch.Tensor | None] = []
     present = {pattern.name for pattern, layout in zip(schema.inputs, layouts) if layout != "absent"}
-    variables = dict(schema.type_variables)
     for pattern, layout in zip(schema.inputs, layouts):
         if layout == "absent":
             if not pattern.optional:
@@ -124,7 +126,7 @@ def representative_problem(op: str, key: str, device: torch.device) -> tuple[lis
             else:
                 raise InvalidArgumentError(f"{op}: its tuning key {spec!r} leaves out dimension {dim}, so a problem "
                                            "cannot be rebuilt from it")
-        tensor = _tensor(shape, layout, dtype if pattern.dtype in variables else torch_dtype(pattern.dtype), device)
+        tensor = _tensor(shape, layout, torch_dtype(bindings.get(pattern.dtype, pattern.dtype)), device)
         # Offsets are checked where the host can read them: all zeros are valid ones (every group empty).
         inputs.append(tensor.zero_() if pattern.offsets_of is not None else tensor)
     attributes = {attribute.name: _attribute_value(op, key, attribute, fields[attribute.name])

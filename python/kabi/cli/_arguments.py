@@ -172,10 +172,18 @@ def _batch(text: str | None) -> tuple[int, ...]:
     return sizes
 
 
-def _dtypes(op: str, text: str) -> dict[str, str]:
+def _dtypes(op: str, text: str, attributes: Mapping[str, Any], auto: str | None = None) -> dict[str, str]:
     """``--dtype``: one name for every type variable that may take it (the others must be named), or
-    ``T=bfloat16,OutT=float16``."""
-    variables: Mapping[str, list[str]] = _core.op_schema(op)["type_variables"]
+    ``T=bfloat16,OutT=float16``; a variable an attribute binds (``out_dtype: O``) has the attribute's value. With
+    ``auto`` (the device's default dtype), each variable takes it where it may, else its first dtype."""
+    schema = _core.op_schema(op)
+    bound = {attribute["type_variable"]: attributes[attribute["name"]] for attribute in schema["attributes"]
+             if attribute["type_variable"] is not None}
+    variables: Mapping[str, list[str]] = {name: allowed for name, allowed in schema["type_variables"].items()
+                                          if name not in bound}
+    if auto is not None:
+        return {name: bound.get(name) or (auto if auto in allowed else allowed[0])
+                for name, allowed in schema["type_variables"].items()}
     if "=" in text:
         given = dict(item.partition("=")[::2] for item in text.split(","))
         unknown = sorted(set(given) - set(variables))
@@ -196,7 +204,8 @@ def _dtypes(op: str, text: str) -> dict[str, str]:
         if dtype not in allowed:
             raise InvalidArgumentError(f"--dtype: {op} is not defined for {dtype} as {variable}; expected among "
                                        f"{', '.join(allowed)}")
-    return {variable: given[variable] for variable in variables}
+    return {variable: given[variable] if variable in given else bound[variable]
+            for variable in schema["type_variables"]}
 
 
 def _attribute_value(op: str, attribute: Mapping[str, Any], text: str) -> Any:
@@ -290,8 +299,8 @@ def problems(arguments: argparse.Namespace) -> list[CommandProblem]:
         shapes = [_shape(text, shape_order, batch) for text in texts]
         dtype_texts = arguments.dtype if isinstance(arguments.dtype, list) else [arguments.dtype or "auto"]
     auto = "float32" if device.type == "cpu" else "bfloat16"
-    dtypes = [_dtypes(op, auto if text == "auto" else text) for text in dtype_texts]
     attributes = _attributes(op, arguments.attr)
+    dtypes = [_dtypes(op, text, attributes, auto if text == "auto" else None) for text in dtype_texts]
     absent = _input_names(op, arguments.absent, "--absent", optional_only=True)
     present = frozenset(tensor["name"] for tensor in _core.op_schema(op)["inputs"]
                         if tensor["optional"] and tensor["name"] not in absent)

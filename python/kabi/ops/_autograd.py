@@ -38,7 +38,9 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import torch
 
-from .._base.declarations import GRADIENT_FUNCTIONS, GradientSpec, OpSpec, display_path, op_spec
+from .._base.declarations import OpSpec
+from .._base.gradient_declarations import GRADIENT_FUNCTIONS, GradientSpec
+from .._base.registry_fields import display_path
 from .._base.errors import InvalidArgumentError, NotFoundError
 from ._gradient_functions import FUNCTIONS
 from ._schema import op_schema

@@ -1,14 +1,13 @@
 """The op front: validation, selection and the per-op decision cache behind every ``kabi.ops.<op>``.
 
-A call builds a lean key from what selection depends on — each input's shape, strides, dtype, device and
-requires_grad (None for an absent optional input), every attribute's value, plus the active ``kabi.use`` scope — and
-looks it up in the op's decision cache. For ops of exactly two required tensors and no attributes (matmul) the hit
-path runs in C, csrc/python/front.cpp, and plain tensors are first looked up in the cache's C memo by the same facts
-read through DLPack's C exchange API, without building the key tuple; every other op's function is generated from
-its schema (:mod:`kabi.ops._signature`). A hit calls the cached implementation directly, its attributes bound: the
-Python kernel itself, or a native launcher bound to the problem (it allocates the outputs and passes only data
-pointers to the core). Validation is skipped on a hit because the key implies it; ``out=`` is checked on every call
-that gives it. An op of several outputs returns a tuple, and ``out=`` takes one.
+Every op's public function is C (csrc/python/front.cpp): it binds the call by the convention of
+:mod:`kabi.ops._signature`, keys it by what selection depends on (each input's shape, strides, dtype, device and
+requires_grad, or its absence; every attribute's value; the active ``kabi.use`` scope), read through DLPack's C
+exchange API, and looks the key up in the op's decision table (:mod:`kabi._base.decision_cache`). A hit calls the
+remembered implementation directly, its attributes bound: the Python kernel itself, or a native launcher bound to
+the problem (it allocates the outputs and passes only data pointers to the core). Validation is skipped on a hit
+because the key implies it; ``out=`` is checked on every call that gives it (in C when it matches the decision's
+output, here when it does not). An op of several outputs returns a tuple, and ``out=`` takes one.
 
 A miss validates (Python-only checks: the number of inputs, that each is a tensor or an absent optional input, that
 all share a device, that each attribute has its type; then the core's ``kabi_problem_describe`` through
@@ -31,7 +30,6 @@ Example::
 from __future__ import annotations
 
 import functools
-import inspect
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -39,7 +37,7 @@ import torch
 
 from .. import _core
 from .._base.core_answers import Candidate, KernelInfo, Problem
-from .._base.decision_cache import DecisionCache
+from .._base.decision_cache import decision_table
 from .._base.declarations import EXACT_DTYPES, OpSpec, op_name_of
 from .._base.errors import (
     ArgumentTypeError,
@@ -50,13 +48,13 @@ from .._base.errors import (
     StaleDecisionError,
     unknown_op,
 )
-from .._base.tensors import check_array, descriptor, meta_descriptor, torch_device, torch_dtype
+from .._base.tensors import check_array, described_facts, descriptor, meta_descriptor, torch_device, torch_dtype
 from .._plugins.discovery import complete_registry
 from . import _kernel_registration, _scopes
 from ._arrays import call_with_arrays, has_foreign_array
 from ._autograd import differentiable
 from ._schema import VectorPromotion, op_schema
-from ._signature import front_function, key_function, parameters_text
+from ._signature import check_names, parameters_text, signature
 
 __all__ = ["OpFront", "Selection", "_on_selection_miss", "front_of", "set_fresh_selection_verifier",
            "set_selection_miss_handler"]
@@ -148,18 +146,6 @@ class Selection:
         )
 
 
-def _two_input_key(inputs: tuple, attributes: tuple, scope: Any) -> tuple:
-    """The decision-cache key of an op on the C hit path (two required tensors, no attributes): what selection
-    depends on (dtypes, devices, the ``kabi.use`` scope, shapes, strides) and whether an input requires grad (those
-    decisions are wrapped for autograd), flat, with plain ints that hash and compare faster than torch.Size objects;
-    csrc/python/front.cpp builds the same tuple on the hit path."""
-    a, b = inputs
-    return (
-        a.dtype, b.dtype, a.device, b.device, a.requires_grad, b.requires_grad, scope, a.dim(),
-        *a.shape, *a.stride(), *b.shape, *b.stride(),
-    )
-
-
 def _by_execution_mode(eager: Callable[..., Any], graph: Callable[..., Any], device: torch.device) -> Callable[..., Any]:
     """One decision for two picks: ``graph`` while a CUDA graph is being captured on ``device``, else ``eager``. Only
     decisions whose modes pick different kernels pay for the capture check."""
@@ -197,47 +183,40 @@ class OpFront:
         self.input_names = self.schema.input_names
         self.attribute_names = self.schema.attribute_names
         self.output_count = len(self.schema.outputs)
-        self.cache = DecisionCache(spec.name)
-        # Matmul's shape of op takes the C hit path; a generic C hit path for every op is a later step.
-        self.on_c_hit_path = (
-            len(self.input_names) == 2 and not self.schema.attributes and self.output_count == 1
-            and not any(pattern.optional for pattern in self.schema.inputs)
-        )
-        self.key = _two_input_key if self.on_c_hit_path else key_function(self.schema)
+        check_names(self.name, self.schema)
+        self.cache = decision_table(spec.name, [(attribute.type, attribute.enum_values)
+                                                for attribute in self.schema.attributes])
+        self.signature = signature(self.schema)
         self.function = self._make_function()
-        self.signature = inspect.signature(self.function) if not self.on_c_hit_path else inspect.Signature(
-            [inspect.Parameter(name, inspect.Parameter.POSITIONAL_ONLY) for name in self.input_names]
-            + [inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, default=None)]
-        )
         _fronts[self.name] = self
 
     # -- the public callable -----------------------------------------------------------------------------------
 
     def _make_function(self) -> Callable[..., Any]:
-        if self.on_c_hit_path:
-            # The hit path in C (csrc/python/front.cpp): same key, same entries; misses and out= come back here.
-            return _core.make_two_input_front(
-                self.name,
-                f"{self.name}({parameters_text(self.schema)})\n--\n\n{self._docstring()}",
-                "kabi.ops",
-                self.cache.entries,
-                _scopes.scope_variable,
-                self.miss,
-                self.call_with_out,
-                self.kernel_failed,
-                self.cache.memo,
-                [torch.Tensor, torch.nn.Parameter],
-            )
-        op = front_function(
-            self.name, self.schema, entries=self.cache.entries, expected_outputs=self.cache.expected_outputs,
-            active_scope=_scopes.active_scope,
-            count_hit=self.cache.memo.count_hit, count_miss=self.cache.memo.count_miss, miss=self.miss,
-            call_with_out=self.call_with_out, kernel_failed=self.kernel_failed, kabi_error=KabiError,
-            check_host_values=self.check_host_values,
+        """The C function (csrc/python/front.cpp): the hit path in C over the decision table; misses, an ``out``
+        it cannot accept, argument errors and failing kernels come back here."""
+        schema = self.schema
+        return _core.make_op_front(
+            self.name,
+            f"{self.name}({parameters_text(schema)})\n--\n\n{self._docstring()}",
+            "kabi.ops",
+            self.cache,
+            sum(not pattern.optional for pattern in schema.inputs),
+            list(self.input_names),
+            list(self.attribute_names),
+            [attribute.default if attribute.has_default else None for attribute in schema.attributes],
+            _scopes.scope_variable,
+            self.miss,
+            self.call_with_out,
+            self.kernel_failed,
+            self.bind_call,
+            self.check_host_values if schema.value_checked_inputs else None,
         )
-        op.__module__ = "kabi.ops"
-        op.__doc__ = self._docstring()
-        return op
+
+    def bind_call(self, *arguments: Any, **keywords: Any) -> Any:
+        """A call the C function could not bind: Python binds it (raising what is wrong with it), then it misses."""
+        inputs, attributes, out = self.bind(arguments, keywords)
+        return self.miss(inputs, out, attributes)
 
     def _docstring(self) -> str:
         spec = self.spec
@@ -275,7 +254,15 @@ class OpFront:
     def bind(self, arguments: tuple, keywords: dict[str, Any]) -> tuple[tuple, tuple, Any]:
         """``(inputs, attributes, out)`` of a call written as the op function takes it (``kabi.explain``,
         ``kabi.tune``): inputs in schema order (None for an absent optional one), attribute values in schema order
-        with the defaults filled in. Python's own ``TypeError`` names a missing or unexpected argument."""
+        with the defaults filled in. A wrong number of inputs is named with the inputs the op takes; Python's own
+        ``TypeError`` names any other missing or unexpected argument."""
+        required = [pattern.name for pattern in self.schema.inputs if not pattern.optional]
+        if len(arguments) < len(required) and not any(name in keywords for name in required) or \
+                len(arguments) > len(self.input_names):
+            optional = [f"{pattern.name}=None" for pattern in self.schema.inputs if pattern.optional]
+            counted = (f"{len(required)}" if not optional else f"{len(required)} to {len(self.input_names)}")
+            raise ArgumentTypeError(f"{self.name} takes {counted} inputs ({', '.join(required + optional)}), got "
+                                    f"{len(arguments)}")
         try:
             bound = self.signature.bind(*arguments, **keywords)
         except TypeError as error:
@@ -454,18 +441,18 @@ class OpFront:
             outputs = ((promotion.output_shape(0, shape), dtype, device),)
         if any(getattr(tensor, "requires_grad", False) for tensor in inputs):
             implementation = differentiable(self.name, implementation, **self.attribute_map(attributes))
-        key = self.key(inputs, attributes, _scopes.active_scope())
-        expected = outputs[0] if self.output_count == 1 else outputs
-        self.cache.store(key, implementation, expected, generation, selection.kernel.name)
+        described = tuple(meta_descriptor(shape, dtype, device) for shape, dtype, device in outputs)
+        self.cache.store(inputs, attributes, _scopes.active_scope(), implementation, described,
+                         selection.kernel.name, generation)
         # The first run of a decision; later runs (the hit path) convert a foreign exception through kernel_failed.
         try:
             if out is None:
                 return implementation(*inputs)
-            return self._run_with_out(implementation, expected, inputs, out)
+            return self._run_with_out(implementation, outputs, inputs, out)
         except KabiError:
             raise
         except Exception as error:
-            raise self._kernel_failed(selection.kernel.name, error) from error
+            raise self.kernel_failed(selection.kernel.name, error) from error
 
     def _for_both_modes(self, selection: Selection, implementation: Callable[..., Any], inputs: tuple,
                         out: Any) -> Callable[..., Any]:
@@ -486,24 +473,15 @@ class OpFront:
             return _by_execution_mode(implementation, other_implementation, device)
         return _by_execution_mode(other_implementation, implementation, device)
 
-    def call_with_out(self, implementation: Callable[..., Any], key: Any, inputs: tuple, out: Any) -> Any:
-        """Run a remembered decision with a caller's ``out``; a decision forgotten since it was found (another
-        thread invalidated the cache) is made afresh, with the attributes the key holds."""
-        expected = self.cache.expected_output(key)
-        if expected is None:
-            return self.miss(inputs, out, self._attributes_of_key(key))
-        return self._run_with_out(implementation, expected, inputs, out)
+    def call_with_out(self, implementation: Callable[..., Any], outputs: tuple, inputs: tuple, out: Any) -> Any:
+        """Run a remembered decision with a caller's ``out`` the hit path could not accept in C; ``outputs`` are the
+        decision's output descriptors."""
+        return self._run_with_out(implementation, tuple(described_facts(output) for output in outputs), inputs, out)
 
-    def _attributes_of_key(self, key: tuple) -> tuple:
-        """The attribute values a decision key holds: it ends with them, then the scope."""
-        count = len(self.attribute_names)
-        return tuple(key[-1 - count:-1]) if count else ()
-
-    def _run_with_out(self, implementation: Callable[..., Any], expected: tuple, inputs: tuple, out: Any) -> Any:
+    def _run_with_out(self, implementation: Callable[..., Any], outputs: tuple, inputs: tuple, out: Any) -> Any:
         """Run with a caller's ``out``, after checking each output's shape, dtype and device against the problem's
-        result."""
-        outputs = self._outputs_of(out)
-        for (name, tensor), (shape, dtype, device) in zip(outputs, (expected,) if self.output_count == 1 else expected):
+        result, ``outputs``: one (shape, dtype, device) per output."""
+        for (name, tensor), (shape, dtype, device) in zip(self._outputs_of(out), outputs):
             if tensor.shape != shape or tensor.dtype != dtype or tensor.device != device:
                 raise InvalidArgumentError(
                     f"{self.name}: {name} has shape {list(tensor.shape)}, dtype "
@@ -528,7 +506,7 @@ class OpFront:
             except KabiError:
                 raise
             except Exception as error:
-                raise self._kernel_failed(kernel.name, error) from error
+                raise self.kernel_failed(kernel.name, error) from error
         given = [tensor for _, tensor in self._outputs_of(out)] or [None] * self.output_count
         results = [
             tensor if tensor is not None and tensor.is_contiguous() else torch.empty(shape, dtype=dtype, device=device)
@@ -569,14 +547,10 @@ class OpFront:
         implementation = _kernel_registration.python_implementation(self.name, kernel_name)
         return functools.partial(implementation, **self.attribute_map(attributes)) if attributes else implementation
 
-    def kernel_failed(self, key: Any, error: Exception) -> KernelFailedError:
-        """The error for a remembered decision's kernel that raised a foreign exception on a hit (the hit path,
-        csrc/python/front.cpp for two inputs, chains the original)."""
-        return self._kernel_failed(self.cache.kernel(key) or "(a decision forgotten since)", error)
-
-    def _kernel_failed(self, kernel_name: str, error: Exception) -> KernelFailedError:
-        """The kabi error for a Python kernel that raised a foreign exception (the caller chains the original).
-        Native kernels report their failures through libkabi as this error already."""
+    def kernel_failed(self, kernel_name: str, error: Exception) -> KernelFailedError:
+        """The kabi error for a Python kernel that raised a foreign exception (the caller chains the original; the
+        hit path, csrc/python/front.cpp, does so for a remembered decision's kernel). Native kernels report their
+        failures through libkabi as this error already."""
         return KernelFailedError(f"kernel {self.name}/{kernel_name} failed: {type(error).__name__}: {error}")
 
     def _aligned(self, implementation: Callable[..., Any], alignment: int, attributes: tuple) -> Callable[..., Any]:

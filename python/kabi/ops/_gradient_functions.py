@@ -132,7 +132,7 @@ def activation_grad(activation: str, grad: torch.Tensor, pre_activation: torch.T
     return (grad.to(compute_dtype) * slope).to(grad.dtype)
 
 
-# By the name a gradient expression calls it (kabi._base.declarations.GRADIENT_FUNCTIONS).
+# By the name a gradient expression calls it (kabi._base.gradient_declarations.GRADIENT_FUNCTIONS).
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     "activation_grad": activation_grad,
     "grouped_weight_grad": grouped_weight_grad,

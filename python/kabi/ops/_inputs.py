@@ -4,8 +4,9 @@ gate, ``kabi run/explain/tune/verify`` and ``kabi bench``.
 Two ways in:
 
 - :func:`problem_inputs`: the inputs of a problem given as named dims (``{"M": 512, "N": 256, "K": 128}``), a batch
-  shape for the schema's ``...`` tensors, a dtype per type variable, the attributes and which optional inputs are
-  present. Contiguous tensors; ``None`` for an absent optional input.
+  shape for the schema's ``...`` tensors, a dtype per type variable (those an attribute binds, ``out_dtype: O``,
+  follow from it), the attributes, which optional inputs are present and which declared shape an input of several
+  (``scale_a: [] | [M, 1]``) has. Contiguous tensors; ``None`` for an absent optional input.
 - :func:`inputs_like`: fresh inputs like a call's, with the same shapes, strides (broadcast and padded rows
   included), dtypes, devices and pointer alignment modulo 256 bytes, never aliasing or reading the caller's data.
   The tuner and the gate measure candidates on these.
@@ -61,7 +62,7 @@ from .. import _core
 from .._base.declarations import InputDeclaration, OpSpec, op_specs, resolve_callable
 from .._base.errors import ArgumentTypeError, InvalidArgumentError
 from .._base.tensors import torch_dtype
-from ._schema import op_schema
+from ._schema import ONE, op_schema
 
 __all__ = ["DEFAULT_SEED", "input_like", "inputs_like", "problem_inputs"]
 
@@ -169,11 +170,20 @@ class _Op:
         return InvalidArgumentError(f"{self.name}: {message}")
 
 
-def _dtypes(op: _Op, dtypes: str | Mapping[str, str], needed: Collection[str]) -> dict[str, torch.dtype]:
-    """The dtype of each type variable given (one name: every variable), each checked against the variable's
-    declared dtypes; every variable in ``needed`` (those of the inputs present) must be given."""
+def _dtypes(op: _Op, dtypes: str | Mapping[str, str], needed: Collection[str],
+            attributes: Mapping[str, Any]) -> dict[str, torch.dtype]:
+    """The dtype of each type variable given (one name: every variable, or, where some do not take it, every
+    variable that does), each checked against the variable's declared dtypes; a variable an attribute binds has the
+    attribute's value. Every variable in ``needed`` (those of the inputs present) must be given."""
     variables: Mapping[str, Sequence[str]] = op.schema["type_variables"]
-    given = dict.fromkeys(variables, dtypes) if isinstance(dtypes, str) else dict(dtypes)
+    if isinstance(dtypes, str):
+        taking = [variable for variable, allowed in variables.items() if dtypes in allowed]
+        given = dict.fromkeys(taking or variables, dtypes)
+    else:
+        given = dict(dtypes)
+    for attribute in op.schema["attributes"]:
+        if attribute["type_variable"] is not None:
+            given[attribute["type_variable"]] = attributes[attribute["name"]]
     unknown = sorted(set(given) - set(variables))
     if unknown:
         raise op.fail(f"dtypes names {unknown[0]}, which is not a type variable; expected among "
@@ -216,23 +226,43 @@ def problem_inputs(
     present: Collection[str] = (),
     device: torch.device | str = "cpu",
     generator: torch.Generator | int | None = None,
+    shapes: Mapping[str, int] | None = None,
 ) -> tuple[torch.Tensor | None, ...]:
     """Fresh contiguous inputs of ``op`` (a name or an :class:`OpSpec`) for a problem: ``dims`` gives every named
     dimension of the inputs, ``batch_shape`` the leading shape of the ``...`` tensors, ``dtypes`` a dtype name per
     type variable (one name: the same for all), ``attributes`` the attribute values (defaults filled in; a whole-op
     generator sees them), ``present`` the optional inputs given. Absent optional inputs are None. ``generator`` is
     a ``torch.Generator`` or an int seed (default :data:`DEFAULT_SEED`): the same seed gives the same values.
-    ``InvalidArgumentError`` names the argument and what was expected."""
-    return _problem_inputs(_Op(op), dims, tuple(batch_shape), dtypes, attributes, frozenset(present),
-                           torch.device(device), _generator(generator))
+    ``shapes`` picks, for an input of several declared shapes, which one it has (0: the first, as written in the
+    schema, the default; 1: the next). ``InvalidArgumentError`` names the argument and what was expected."""
+    spec = _Op(op)
+    return _problem_inputs(spec, dims, tuple(batch_shape), dtypes, attributes, frozenset(present),
+                           torch.device(device), _generator(generator), _declared_shapes(spec, shapes or {}))
+
+
+def _declared_shapes(spec: _Op, chosen: Mapping[str, int]) -> list[tuple[str, ...]]:
+    """Each input's dims as ``chosen`` picks among its declared shapes."""
+    by_name = {tensor["name"]: tensor for tensor in spec.schema["inputs"]}
+    for name, index in chosen.items():
+        if name not in by_name:
+            raise spec.fail(f"shapes names {name}, which is not an input")
+        declared = by_name[name]["shapes"]
+        if not isinstance(index, int) or not 0 <= index < len(declared):
+            raise spec.fail(f"shapes: {name} has {len(declared)} declared shapes; expected an index below "
+                            f"{len(declared)}, got {index!r}")
+    return [tuple(tensor["shapes"][chosen.get(tensor["name"], 0)]) for tensor in spec.schema["inputs"]]
 
 
 def _problem_inputs(spec: _Op, dims: Mapping[str, int], batch_shape: tuple[int, ...], dtypes: str | Mapping[str, str],
                     attributes: Mapping[str, Any] | None, present: frozenset[str], device: torch.device,
-                    generator: torch.Generator) -> tuple[torch.Tensor | None, ...]:
+                    generator: torch.Generator, declared: Sequence[tuple[str, ...]]) -> tuple[torch.Tensor | None, ...]:
     inputs = spec.schema["inputs"]
-    needed = {dim for tensor in inputs if not tensor["optional"] or tensor["name"] in present for dim in tensor["dims"]}
-    known = {dim for tensor in inputs for dim in tensor["dims"]}
+    form = op_schema(spec.name)
+    declared = [form.generated_dims(tensor["name"], present) if tensor["leading_dim_optional"] else names
+                for tensor, names in zip(inputs, declared)]
+    needed = {dim for tensor, names in zip(inputs, declared) if not tensor["optional"] or tensor["name"] in present
+              for dim in names if dim != ONE}
+    known = {dim for tensor in inputs for shape in tensor["shapes"] for dim in shape if dim != ONE}
     extra = sorted(set(dims) - known)
     if extra:
         raise spec.fail(f"dims names {extra[0]}, which no input has; expected {', '.join(sorted(known))}")
@@ -250,14 +280,12 @@ def _problem_inputs(spec: _Op, dims: Mapping[str, int], batch_shape: tuple[int, 
     if stray:
         raise spec.fail(f"present names {stray[0]}, which is not an optional input; expected among "
                         f"{', '.join(sorted(optional)) or 'none'}")
-    form = op_schema(spec.name)
     shapes = [None if tensor["optional"] and tensor["name"] not in present else
-              (*(batch_shape if tensor["has_batch"] else ()),
-               *(dims[dim] for dim in form.generated_dims(tensor["name"], present)))
-              for tensor in inputs]
-    by_variable = _dtypes(spec, dtypes, {tensor["type_variable"] for tensor, shape in zip(inputs, shapes)
-                                         if shape is not None and tensor["type_variable"]})
+              (*(batch_shape if tensor["has_batch"] else ()), *(1 if dim == ONE else dims[dim] for dim in names))
+              for tensor, names in zip(inputs, declared)]
     values = _attributes(spec, attributes)
+    by_variable = _dtypes(spec, dtypes, {tensor["type_variable"] for tensor, shape in zip(inputs, shapes)
+                                         if shape is not None and tensor["type_variable"]}, values)
     if spec.generator:
         return _from_op_generator(spec, dims, batch_shape, by_variable, values, present, device, generator, shapes)
     result: list[torch.Tensor | None] = []
@@ -391,14 +419,14 @@ def _problem_of(spec: _Op, inputs: Sequence[torch.Tensor | None], attributes: Ma
     """:func:`problem_inputs` for the problem the tensors ``inputs`` pose: their named dims, broadcast batch shape,
     dtypes and the optional inputs present."""
     dims: dict[str, int] = {}
-    leading, dtypes, present, devices = [], {}, set(), set()
-    patterns = op_schema(spec.name).inputs
-    for tensor, pattern, value in zip(spec.schema["inputs"], patterns, inputs):
+    leading, dtypes, present, devices, chosen = [], {}, set(), set(), {}
+    for tensor, pattern, value in zip(spec.schema["inputs"], op_schema(spec.name).inputs, inputs):
         if value is None:
             continue
-        named_dims = pattern.named_dims(value.dim())
-        named = len(named_dims)
-        dims.update(zip(named_dims, value.shape[value.dim() - named:]))
+        names = pattern.dims_for_rank(value.dim()) or pattern.dims
+        chosen[tensor["name"]] = pattern.shapes.index(names) if names in pattern.shapes else 0
+        named = len(names)
+        dims.update((dim, size) for dim, size in zip(names, value.shape[value.dim() - named:]) if dim != ONE)
         if tensor["has_batch"]:
             leading.append(value.shape[: value.dim() - named])
         if tensor["type_variable"]:
@@ -409,4 +437,4 @@ def _problem_of(spec: _Op, inputs: Sequence[torch.Tensor | None], attributes: Ma
     if len(devices) > 1:
         raise spec.fail(f"inputs are on several devices ({', '.join(sorted(map(str, devices)))}); expected one")
     return _problem_inputs(spec, dims, tuple(torch.broadcast_shapes(*leading)) if leading else (), dtypes,
-                           attributes, frozenset(present), devices.pop(), generator)
+                           attributes, frozenset(present), devices.pop(), generator, _declared_shapes(spec, chosen))

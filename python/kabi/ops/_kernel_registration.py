@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import threading
+from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 import torch
@@ -28,16 +29,19 @@ import torch
 from .. import _core
 from .._base.core_answers import KernelInfo, Problem, names_to_bits
 from .._base.decision_cache import invalidate_all
-from .._base.declarations import KernelSpec, op_name_of
+from .._base.declarations import KernelSpec, op_name_of, resolve_callable
 from .._base.errors import AlreadyExistsError, ArgumentTypeError, InvalidArgumentError, UnavailableError
 from .._base.tensors import device_type_code, dtype_name
+from .._plugins import loading
 from .._plugins.discovery import complete_registry
 
 __all__ = [
     "kernel",
     "kernel_info",
     "kernels",
+    "arch_bounds",
     "python_implementation",
+    "register_binary",
     "register_declared",
     "register_kernel",
     "unregister_kernel",
@@ -49,7 +53,7 @@ _lock = threading.Lock()
 _implementations: dict[tuple[str, str], Callable[..., Any]] = {}
 
 
-def _arch_bounds(archs: Any, owner: str) -> tuple[int, int, list[int]]:
+def arch_bounds(archs: Any, owner: str) -> tuple[int, int, list[int]]:
     """(arch_min, arch_max, exact archs) from None, an int, a set/list of ints, or a (min, max) tuple."""
     if archs is None:
         return 0, 0, []
@@ -102,6 +106,16 @@ def _default_fingerprint(fn: Callable[..., Any]) -> str | None:
         return None
     digest = hashlib.sha256(code.co_code + repr(code.co_consts).encode()).hexdigest()[:16]
     return f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', '')}@{digest}"
+
+
+def register_binary(manifest_path: str | Path, op: str, supports: Callable[[Problem], bool | str] | None = None) -> str:
+    """Register the device binary one manifest file of ``op`` describes (docs/manifest.md) as a native kernel, with
+    an optional ``supports(problem)`` predicate like a Python kernel's; return its name. A kernel already registered
+    with the same fingerprint is kept. The core launches it; only the predicate runs in Python."""
+    if supports is not None and not callable(supports):
+        raise ArgumentTypeError(f"{manifest_path}: supports must be callable or None, got {type(supports).__name__}")
+    predicate = _problem_predicate(supports, str(manifest_path)) if supports is not None else None
+    return loading.load_binary(manifest_path, op, predicate)
 
 
 def _problem_predicate(supports: Callable[[Problem], Any], owner: str) -> Callable[[dict], bool | str]:
@@ -158,7 +172,7 @@ def register_kernel(
         raise InvalidArgumentError(f"kernel name must be a non-empty string, got {name!r}")
     if supports is not None and not callable(supports):
         raise ArgumentTypeError(f"{owner}: supports must be callable or None, got {type(supports).__name__}")
-    arch_min, arch_max, exact_archs = _arch_bounds(archs, owner)
+    arch_min, arch_max, exact_archs = arch_bounds(archs, owner)
     if batch not in _core.BATCH_MODES:
         raise InvalidArgumentError(f"{owner}: batch must be one of {', '.join(_core.BATCH_MODES)}, got {batch!r}")
     if not isinstance(alignment, int) or alignment < 0:
@@ -268,5 +282,6 @@ def register_declared(spec: KernelSpec) -> KernelInfo:
         batch=spec.batch_mode,
         alignment=spec.alignment,
         priority=spec.priority,
+        supports=resolve_callable(spec.supports) if spec.supports else None,
         fingerprint=spec.fingerprint or None,
     )

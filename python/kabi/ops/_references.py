@@ -25,7 +25,7 @@ from typing import Callable, NamedTuple
 import torch
 import torch.nn.functional as F
 
-__all__ = ["ACTIVATIONS", "Activation", "activation_named", "group_bounds", "grouped_mm", "linear"]
+__all__ = ["ACTIVATIONS", "Activation", "activation_named", "group_bounds", "grouped_mm", "linear", "scaled_mm"]
 
 
 def _identity(tensor: torch.Tensor) -> torch.Tensor:
@@ -86,3 +86,12 @@ def grouped_mm(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor | None = Non
     for group, (start, end) in enumerate(group_bounds(offs, x.shape[0])):
         out[start:end] = x[start:end] @ w[group]
     return out
+
+
+def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
+              bias: torch.Tensor | None = None, out_dtype: str = "bfloat16") -> torch.Tensor:
+    """``(scale_a * a) @ (scale_b * b) + bias`` for a [M, K], b [K, N], scale_a [] or [M, 1], scale_b [] or [1, N],
+    bias [N] or None, in the dtype of its inputs (the gate passes them widened to float64, which holds FP8 values
+    exactly); out_dtype is the dtype the kernels round to, which the gate checks on its own."""
+    product = (a * scale_a) @ (b * scale_b)
+    return product if bias is None else product + bias

@@ -3,10 +3,12 @@
 The core parses the schema text once (``"a: [..., M, K] T, b: [..., K, N] T -> out: [..., M, N] T"``, kabi.h's
 kabi_op_desc); :func:`op_schema` reads its parsed form through ``_core.op_schema``, so Python never parses schema
 text. Each tensor names its dimensions: a name (``M``) must agree wherever it appears, and a leading ``...`` stands
-for batch dimensions that broadcast across inputs as in torch (right-aligned, a size 1 stretches). The output shapes
-follow from the sizes the inputs bind. A first dimension written ``E?`` may be left out (grouped_mm's ``x`` is
-``[T, K]`` or ``[E, M, K]``), and an output's ``E?`` is there exactly when the inputs have it; an optional input with
-a presence condition (``offs?(x.rank == 2)``) is given exactly when it holds.
+for batch dimensions that broadcast across inputs as in torch (right-aligned, a size 1 stretches). A dimension may
+be a literal ``1``, and an input may list other shapes it may have (``scale_a: [M, 1] | []``: a row-wise or a
+per-tensor scale), which a call's rank picks. The output shapes follow from the sizes the inputs bind. A first
+dimension written ``E?`` may be left out (grouped_mm's ``x`` is ``[T, K]`` or ``[E, M, K]``), and an output's ``E?``
+is there exactly when the inputs have it; an optional input with a presence condition (``offs?(x.rank == 2)``) is
+given exactly when it holds.
 
 An op may also take a vector where a tensor has no batch and one named dimension less (torch.matmul's rule, the
 op's ``vectors``: ``{"a": "M", "b": "N"}``): the missing dimension is taken as size 1, and every output drops it, so
@@ -31,7 +33,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 
@@ -41,6 +43,8 @@ from .._base.errors import ArgumentTypeError, InvalidArgumentError, UnsupportedD
 __all__ = ["Attribute", "OpSchema", "TensorPattern", "VectorPromotion", "op_schema"]
 
 BATCH = "..."
+# A dimension that is a literal 1 in the schema ("[1, N]"), as the core reports it.
+ONE = "1"
 
 
 @dataclass(frozen=True)
@@ -53,23 +57,34 @@ class TensorPattern:
     dims: tuple[str, ...]
     optional: bool = False
     dtype: str = ""
+    # The other shapes the input may have instead of dims (``[M, 1] | []``), each of its own rank.
+    alternative_shapes: tuple[tuple[str, ...], ...] = ()
     leading_dim_optional: bool = False
     present_with: tuple[str, int] | None = None
     offsets_of: str | None = None
 
     @property
+    def shapes(self) -> tuple[tuple[str, ...], ...]:
+        return (self.dims, *self.alternative_shapes)
+
+    @property
     def dims_text(self) -> str:
-        """The dimensions as written in the schema: ``[..., M, K]``, ``[E?, M, K]``."""
+        """The dimensions as written in the schema: ``[..., M, K]``, ``[E?, M, K]``; ``[M, 1] or []`` for several
+        shapes."""
         dims = list(self.dims)
         if self.leading_dim_optional:
             dims[0] += "?"
-        return f"[{', '.join(([BATCH] if self.batched else []) + dims)}]"
+        first = f"[{', '.join(([BATCH] if self.batched else []) + dims)}]"
+        return " or ".join([first] + [f"[{', '.join(shape)}]" for shape in self.alternative_shapes])
 
-    def named_dims(self, rank: int) -> tuple[str, ...]:
-        """The dims a tensor of this rank names: all of them, or without the first where it may be left out."""
+    def dims_for_rank(self, rank: int) -> tuple[str, ...] | None:
+        """The dims a tensor of this rank names: its dims (without the first where it may be left out and is), or the
+        alternative of that rank; None if no declared shape has that rank."""
+        if rank == len(self.dims) or (self.batched and rank > len(self.dims)):
+            return self.dims
         if self.leading_dim_optional and rank == len(self.dims) - 1:
             return self.dims[1:]
-        return self.dims
+        return next((shape for shape in self.alternative_shapes if len(shape) == rank), None)
 
     def __str__(self) -> str:
         return f"{self.name}: {self.dims_text}"
@@ -85,6 +100,8 @@ class Attribute:
     enum_values: tuple[str, ...] = ()
     has_default: bool = False
     default: Any = None
+    # For an enum of dtype names typed by a type variable (``out_dtype: O``): the variable its value binds.
+    type_variable: str | None = None
 
     @property
     def expected(self) -> str:
@@ -158,14 +175,16 @@ class VectorPromotion:
 @dataclass(frozen=True)
 class OpSchema:
     """A parsed schema: input and output tensor patterns, attributes, type variables (name -> the dtypes it may
-    take, in the core's order, which is the order of a problem's ``type_bindings``), and which inputs may be vectors
-    (input name -> the dimension a vector lacks)."""
+    take, in the core's order, which is the order of a problem's ``type_bindings``), which inputs may be vectors
+    (input name -> the dimension a vector lacks), and the op's tuning key as the core parsed it: the field each
+    item reads (``dtype``, ``layout``, ``batch``, a dimension or an attribute), in the order of a problem key."""
 
     inputs: tuple[TensorPattern, ...]
     outputs: tuple[TensorPattern, ...]
     vectors: tuple[tuple[str, str], ...] = ()
     attributes: tuple[Attribute, ...] = ()
     type_variables: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    tuning_key: tuple[str, ...] = ()
 
     @property
     def input_names(self) -> tuple[str, ...]:
@@ -204,12 +223,23 @@ class OpSchema:
         bound = {name: dtype for (name, _), dtype in zip(self.type_variables, type_bindings)}
         return tuple(bound.get(pattern.dtype, pattern.dtype) for pattern in self.outputs)
 
-    def bind_dtypes(self, op: str, dtypes: Sequence[str | None]) -> dict[str, str]:
-        """The dtype of each type variable given the inputs' dtype names (None for an absent input), checked as the
-        core checks them: a variable takes one dtype among those it allows, and a concrete dtype must match.
-        ``UnsupportedDtypeError`` naming the argument otherwise. For fake tensors, which never reach the core."""
+    def attribute_dtypes(self, attributes: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
+        """The type variables that attributes bind (``out_dtype: O``): variable -> (dtype, attribute name), from the
+        values given in ``attributes`` or the defaults."""
+        bound = {}
+        for attribute in self.attributes:
+            if attribute.type_variable is not None:
+                bound[attribute.type_variable] = (attributes.get(attribute.name, attribute.default), attribute.name)
+        return bound
+
+    def bind_dtypes(self, op: str, dtypes: Sequence[str | None],
+                    attributes: Mapping[str, Any] | None = None) -> dict[str, str]:
+        """The dtype of each type variable given the inputs' dtype names (None for an absent input) and the
+        attributes (those typed by a variable bind it first), checked as the core checks them: a variable takes one
+        dtype among those it allows, and a concrete dtype must match. ``UnsupportedDtypeError`` naming the argument
+        otherwise. For fake tensors, which never reach the core."""
         allowed = dict(self.type_variables)
-        bound: dict[str, tuple[str, str]] = {}
+        bound: dict[str, tuple[str, str]] = self.attribute_dtypes(attributes or {})
         for pattern, dtype in zip(self.inputs, dtypes):
             if dtype is None:
                 continue
@@ -278,11 +308,12 @@ class OpSchema:
                     raise InvalidArgumentError(f"{op}: input {pattern.name} is required but was passed absent")
                 continue
             shape = tuple(shape)
-            dims = pattern.named_dims(len(shape))
-            named = len(dims)
-            if len(shape) < named or (not pattern.batched and len(shape) != named):
-                expected = (f"rank at least {named}" if pattern.batched else
-                            f"rank {named - 1} or {named}" if pattern.leading_dim_optional else f"rank {named}")
+            dims = pattern.dims_for_rank(len(shape))
+            if dims is None:
+                ranks = " or ".join(str(len(alternative)) for alternative in pattern.shapes)
+                if pattern.leading_dim_optional:
+                    ranks = f"{len(pattern.dims) - 1} or {len(pattern.dims)}"
+                expected = f"rank at least {ranks}" if pattern.batched else f"rank {ranks}"
                 raise InvalidArgumentError(
                     f"{op}: {pattern.name} has shape {list(shape)} (rank {len(shape)}); "
                     f"expected {pattern.dims_text} ({expected})"
@@ -295,8 +326,14 @@ class OpSchema:
                         f"{op}: {first[1]} has shape {list(first[2])} but {pattern.name} has shape {list(shape)}: "
                         f"both have the dimension {pattern.dims[0]} or neither"
                     )
+            named = len(dims)
             for position, (dim, size) in enumerate(zip(dims, shape[len(shape) - named:])):
                 index = position - named
+                if dim == ONE:
+                    if _differ(size, 1):
+                        raise InvalidArgumentError(f"{op}: {pattern.name} has shape {list(shape)}; expected "
+                                                   f"{pattern.dims_text}: its dimension {index} must be 1")
+                    continue
                 if dim not in sizes:
                     sizes[dim] = (size, pattern.name, shape)
                 elif _differ(size, sizes[dim][0]):
@@ -314,7 +351,8 @@ class OpSchema:
             dims = pattern.dims
             if pattern.leading_dim_optional and not leading_given.get(dims[0], (True,))[0]:
                 dims = dims[1:]
-            result.append((batch if pattern.batched else ()) + tuple(sizes[dim][0] for dim in dims))
+            sized = tuple(1 if dim == ONE else sizes[dim][0] for dim in dims)
+            result.append((batch if pattern.batched else ()) + sized)
         return result
 
     def _check_presence(self, op: str, shapes: Sequence[Sequence[Any] | None]) -> None:
@@ -395,6 +433,7 @@ def _pattern(tensor: dict[str, Any]) -> TensorPattern:
         leading_dim_optional=tensor["leading_dim_optional"],
         present_with=tensor["present_with"],
         offsets_of=tensor["offsets_of"],
+        alternative_shapes=tuple(tuple(shape) for shape in tensor["shapes"][1:]),
     )
 
 
@@ -415,8 +454,9 @@ def op_schema(op: str, vectors: tuple[tuple[str, str], ...] = ()) -> OpSchema:
             )
     attributes = tuple(
         Attribute(attribute["name"], attribute["type"], tuple(attribute["enum_values"]), attribute["has_default"],
-                  attribute["default"])
+                  attribute["default"], attribute["type_variable"])
         for attribute in parsed["attributes"]
     )
     type_variables = tuple((name, tuple(dtypes)) for name, dtypes in parsed["type_variables"].items())
-    return OpSchema(inputs, outputs, vectors, attributes, type_variables)
+    tuning_key = tuple(item["name"] for item in parsed["tuning_key_items"])
+    return OpSchema(inputs, outputs, vectors, attributes, type_variables, tuning_key)

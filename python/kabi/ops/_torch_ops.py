@@ -153,7 +153,8 @@ def _fake_implementation(op: str, schema: OpSchema) -> Callable[..., Any]:
                 )
         for name, value in attributes.items():
             attributes_by_name[name].check(op, value)
-        bound = schema.bind_dtypes(op, [None if tensor is None else dtype_name(tensor.dtype) for tensor in inputs])
+        bound = schema.bind_dtypes(op, [None if tensor is None else dtype_name(tensor.dtype) for tensor in inputs],
+                                   attributes)
         dtypes = schema.output_dtypes([bound.get(name, "") for name, _ in schema.type_variables])
         shapes = schema.output_shapes(op, [None if tensor is None else tensor.shape for tensor in inputs])
         outputs = tuple(

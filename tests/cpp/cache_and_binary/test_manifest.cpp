@@ -335,6 +335,47 @@ void test_environment_directories_load_with_the_plugins() {
 
 }  // namespace
 
+int g_freed = 0;
+
+void count_free(void* user_data) { g_freed += *static_cast<int*>(user_data); }
+
+int32_t never_supports(void*, const kabi_problem*, const kabi_args*, char* reason, size_t reason_size) {
+  std::snprintf(reason, reason_size, "never");
+  return 0;
+}
+
+void test_one_manifest_loads_with_a_supports_predicate() {
+  const Bundle bundle = write_bundle([](Fields&) {});
+  static int token = 1;
+  g_freed = 0;
+  kabi_kernel kernel = nullptr;
+  KABI_CHECK_EQ(kabi_binary_load(bundle.manifest.c_str(), &never_supports, &token, &count_free, &kernel),
+                KABI_STATUS_OK);
+  kabi_kernel found = nullptr;
+  KABI_CHECK_EQ(kabi_kernel_find("matmul", bundle.kernel_name.c_str(), &found), KABI_STATUS_OK);
+  KABI_CHECK(kernel == found);
+  KABI_CHECK_EQ(g_freed, 0);
+  // The same kernel again is kept, and the second user_data is freed at once.
+  kabi_kernel again = nullptr;
+  KABI_CHECK_EQ(kabi_binary_load(bundle.manifest.c_str(), &never_supports, &token, &count_free, &again),
+                KABI_STATUS_OK);
+  KABI_CHECK(again == kernel);
+  KABI_CHECK_EQ(g_freed, 1);
+  KABI_CHECK_EQ(kabi_kernel_unregister("matmul", bundle.kernel_name.c_str()), KABI_STATUS_OK);
+  KABI_CHECK_EQ(g_freed, 2);
+
+  // A refused manifest and a NULL path free user_data too, and register nothing.
+  const Bundle damaged = write_bundle([](Fields& fields) { set_field(fields, "image_fnv1a64", "0123456789abcdef"); });
+  const int32_t before = kabi_kernel_count("matmul");
+  KABI_CHECK_EQ(kabi_binary_load(damaged.manifest.c_str(), &never_supports, &token, &count_free, nullptr),
+                KABI_STATUS_INVALID_ARGUMENT);
+  KABI_CHECK(std::string(kabi_last_error()).find("image_fnv1a64") != std::string::npos);
+  KABI_CHECK_EQ(kabi_binary_load(nullptr, &never_supports, &token, &count_free, nullptr), KABI_STATUS_INVALID_ARGUMENT);
+  KABI_CHECK_EQ(kabi_binary_load(damaged.directory.c_str(), nullptr, nullptr, nullptr, nullptr), KABI_STATUS_IO_ERROR);
+  KABI_CHECK_EQ(g_freed, 4);
+  KABI_CHECK_EQ(kabi_kernel_count("matmul"), before);
+}
+
 int main() {
   std::string pattern = (fs::temp_directory_path() / "kabi-manifest-test-XXXXXX").string();
   if (::mkdtemp(pattern.data()) == nullptr) {
@@ -347,6 +388,7 @@ int main() {
   test_refusals();
   test_directory_loads_all_or_nothing();
   test_environment_directories_load_with_the_plugins();
+  test_one_manifest_loads_with_a_supports_predicate();
   fs::remove_all(g_root);
   return kabi_test::finish("test_manifest");
 }

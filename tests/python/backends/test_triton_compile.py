@@ -19,7 +19,7 @@ from kabi.backends.triton import (
     compile_to_binary,
     read_manifest,
 )
-from kabi.backends.triton._compile import ptx_entry_params  # noqa: E402
+from kabi.backends.triton._manifest import ptx_entry_params  # noqa: E402
 from kabi.backends.triton._manifest import fnv1a64  # noqa: E402
 
 _TRITON_BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"

@@ -11,7 +11,7 @@ triton = pytest.importorskip("triton")
 
 import torch  # noqa: E402
 
-from kabi.backends.triton._compile import ptx_entry_params  # noqa: E402
+from kabi.backends.triton._manifest import ptx_entry_params  # noqa: E402
 from kabi.backends.triton._linear import LINEAR_CONFIGS, compile_linear  # noqa: E402
 
 _CUOBJDUMP = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"

@@ -13,25 +13,16 @@ Example (on any machine with Triton)::
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import torch
 
 from ._configs import MatmulConfig
-from ._manifest import Manifest, ManifestParam, fnv1a64, write_manifest
-from ._registration import kernel_name, kernels_fingerprint
+from ._manifest import Manifest, ManifestParam, check_against_ptx, fnv1a64, ptx_entry_params, write_binary
+from ._names import binary_name, kernels_fingerprint
 
 # Hopper persistent scheduling bakes the SM count into the grid rule; an H100/H200 SXM has 132.
 DEFAULT_MULTIPROCESSORS = 132
-
-
-def ptx_entry_params(ptx: str) -> list[str]:
-    """The PTX types (``u64``, ``u32``, ...) of the parameters of the first ``.entry`` in ``ptx``."""
-    match = re.search(r"\.entry\s+[\w$]+\s*\((.*?)\)", ptx, re.S)
-    if match is None:
-        raise ValueError("ptx: no .entry function found")
-    return re.findall(r"\.param\s+\.(\w+)", match.group(1))
 
 
 def _family(kernel_family):
@@ -84,17 +75,6 @@ def _scratch_params(extra: int, metadata, name: str) -> list[ManifestParam]:
     return [ManifestParam.scratch(size) for size in sizes]
 
 
-def check_against_ptx(params: list[ManifestParam], ptx_types: list[str], name: str) -> None:
-    """Raise unless ``params`` match the entry's PTX parameter types one for one, in number and width."""
-    if len(params) != len(ptx_types):
-        raise RuntimeError(f"{name}: the manifest lists {len(params)} parameters, the entry takes {len(ptx_types)}")
-    for position, (param, ptx_type) in enumerate(zip(params, ptx_types)):
-        width = param.size_bytes
-        if ptx_type not in (f"u{8 * width}", f"b{8 * width}", f"s{8 * width}"):
-            raise RuntimeError(f"{name}: entry parameter {position} is .{ptx_type} but the manifest says "
-                               f"{param.text()!r} ({width} bytes)")
-
-
 def compile_to_binary(kernel_family, config: MatmulConfig, dtype: torch.dtype | str,
                       arch: int, out_dir: str | Path, *, layout: str = "row_major",
                       multiprocessors: int = DEFAULT_MULTIPROCESSORS) -> Path:
@@ -130,15 +110,12 @@ def compile_to_binary(kernel_family, config: MatmulConfig, dtype: torch.dtype | 
     compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32),
                               options={"num_warps": config.num_warps, "num_stages": config.num_stages,
                                        "enable_fp_fusion": True})
-    name = f"{kernel_name(family.name, config.tag)}.{layout}.{DTYPE_NAMES[dtype]}.sm{arch}"
+    name = binary_name(family.name, config.tag, layout, DTYPE_NAMES[dtype], arch)
     ptx_types = ptx_entry_params(compiled.asm["ptx"])
     params = list(spec.params) + _scratch_params(len(ptx_types) - len(spec.params), compiled.metadata, name)
     check_against_ptx(params, ptx_types, name)
 
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     image = compiled.asm["cubin"]
-    (out_dir / f"{name}.cubin").write_bytes(image)
     manifest = Manifest(
         op="matmul", name=name, backend="triton", device="cuda", priority=family.priority + 1,
         dtypes=(DTYPE_NAMES[dtype],), layouts=spec.layouts, alignment=16, batch_mode="none",
@@ -150,7 +127,7 @@ def compile_to_binary(kernel_family, config: MatmulConfig, dtype: torch.dtype | 
         features=("tma", "wgmma") if family.name == "persistent_tma" else (("wgmma",) if arch == 90 else ()),
         fingerprint=f"{kernels_fingerprint()}:{name}",
         extra_comments=(f"compiled by kabi with triton {triton.__version__}: {family.name} {config.tag}",))
-    return write_manifest(manifest, out_dir)
+    return write_binary(manifest, image, out_dir)
 
 
 def compile_all(arch: int, out_dir: str | Path, *, dtypes=("float16", "bfloat16"), layouts=("row_major",),

@@ -1,4 +1,5 @@
-"""Device-binary manifests (docs/manifest.md): writing them, and reading them back to check what was written.
+"""Device-binary manifests (docs/manifest.md): writing them with their images, and reading them back to check what
+was written. Every device-binary writer of kabi (Triton's compiler, the NVRTC backend) goes through this module.
 
 The C++ loader (``kabi_binaries_load``) is the reader that registers kernels; this reader exists so the Python side
 can verify a manifest it wrote, and refuses the same corrupt or mismatched files with the same kind of message
@@ -12,7 +13,9 @@ Example::
 
 from __future__ import annotations
 
+import os
 import re
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -135,34 +138,85 @@ class Manifest:
         return "\n".join(lines) + "\n"
 
 
+def write_atomically(path: str | Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` through a temporary file in the same directory and a rename: a reader (another
+    process, or this one after a crash mid-write) sees the old file or the whole new one, never a part. The
+    temporary name never ends in ``.kabi-manifest``, so a loader never reads a half-written manifest."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    try:
+        with os.fdopen(handle, "wb") as file:
+            file.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return path
+
+
 def write_manifest(manifest: Manifest, directory: str | Path) -> Path:
     """Write ``NAME.kabi-manifest`` into ``directory`` (next to its image) and return its path."""
-    path = Path(directory) / f"{manifest.name}{MANIFEST_SUFFIX}"
-    path.write_text(manifest.text(), encoding="utf-8")
-    return path
+    return write_atomically(Path(directory) / f"{manifest.name}{MANIFEST_SUFFIX}", manifest.text().encode())
+
+
+def write_binary(manifest: Manifest, image: bytes, directory: str | Path) -> Path:
+    """Write ``image`` as the manifest's image file, then the manifest, both atomically, and return the manifest's
+    path: once the manifest is visible, its image is whole (concurrent writers of the same binary write the same
+    bytes, so the last rename wins harmlessly)."""
+    if fnv1a64(image) != manifest.image_fnv1a64:
+        raise ValueError(f"{manifest.name}: image_fnv1a64 {manifest.image_fnv1a64} is not the hash of the image")
+    write_atomically(Path(directory) / manifest.image, image)
+    return write_manifest(manifest, directory)
+
+
+def ptx_entry_params(ptx: str) -> list[str]:
+    """The PTX types (``u64``, ``u32``, ...) of the parameters of the first ``.entry`` in ``ptx``."""
+    match = re.search(r"\.entry\s+[\w$]+\s*\((.*?)\)", ptx, re.S)
+    if match is None:
+        raise ValueError("ptx: no .entry function found")
+    return re.findall(r"\.param\s+\.(\w+)", match.group(1))
+
+
+def check_against_ptx(params: list[ManifestParam], ptx_types: list[str], name: str) -> None:
+    """Raise unless ``params`` match the entry's PTX parameter types one for one, in number and width."""
+    if len(params) != len(ptx_types):
+        raise RuntimeError(f"{name}: the manifest lists {len(params)} parameters, the entry takes {len(ptx_types)}")
+    for position, (param, ptx_type) in enumerate(zip(params, ptx_types)):
+        width = param.size_bytes
+        if ptx_type not in (f"u{8 * width}", f"b{8 * width}", f"s{8 * width}"):
+            raise RuntimeError(f"{name}: entry parameter {position} is .{ptx_type} but the manifest says "
+                               f"{param.text()!r} ({width} bytes)")
+
+
+def parse_param(text: str, where: str = "param") -> ManifestParam:
+    """One parameter in the manifest's syntax (``stride index=0 dim=-2 size=4``); ManifestError names ``where``."""
+    return _parse_param(where, text)
 
 
 def _split_list(text: str) -> tuple:
     return tuple(item.strip() for item in text.split(",") if item.strip())
 
 
-def _parse_param(path: Path, line_number: int, text: str) -> ManifestParam:
+def _parse_param(where: str, text: str) -> ManifestParam:
+    if not text.split():
+        raise ManifestError(f"{where}: param: empty (expected a kind: {', '.join(_PARAM_FIELDS)})")
     kind, *items = text.split()
     if kind not in _PARAM_FIELDS:
-        raise ManifestError(f"{path}:{line_number}: param: unknown kind {kind!r} (expected one of "
+        raise ManifestError(f"{where}: param: unknown kind {kind!r} (expected one of "
                             f"{', '.join(_PARAM_FIELDS)})")
     fields = []
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or key not in _PARAM_FIELDS[kind]:
-            raise ManifestError(f"{path}:{line_number}: param {kind}: unexpected item {item!r} (expected "
+            raise ManifestError(f"{where}: param {kind}: unexpected item {item!r} (expected "
                                 f"{', '.join(key + '=...' for key in _PARAM_FIELDS[kind])})")
         if key != "name" and not re.fullmatch(r"-?\d+", value):
-            raise ManifestError(f"{path}:{line_number}: param {kind}: {key} must be an integer, got {value!r}")
+            raise ManifestError(f"{where}: param {kind}: {key} must be an integer, got {value!r}")
         fields.append((key, value if key == "name" else int(value)))
     missing = set(_PARAM_FIELDS[kind]) - {key for key, _ in fields}
     if missing:
-        raise ManifestError(f"{path}:{line_number}: param {kind}: missing {', '.join(sorted(missing))}")
+        raise ManifestError(f"{where}: param {kind}: missing {', '.join(sorted(missing))}")
     return ManifestParam(kind, tuple(fields))
 
 
@@ -191,7 +245,7 @@ def read_manifest(path: str | Path, *, check_image: bool = True) -> Manifest:
         if not sep:
             raise ManifestError(f"{path}:{line_number}: expected 'key = value', got {stripped!r}")
         if key == "param":
-            params.append(_parse_param(path, line_number, value))
+            params.append(_parse_param(f"{path}:{line_number}", value))
         elif key not in _REQUIRED_KEYS and key not in _OPTIONAL_KEYS:
             raise ManifestError(f"{path}:{line_number}: unknown key {key!r}")
         elif key in values:

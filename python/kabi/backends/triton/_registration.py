@@ -1,5 +1,7 @@
 """Registering the Triton kernels into kabi: one Python kernel per (family, config) for matmul, and one per config
-of the fused linear kernel and of the persistent grouped GEMM (grouped_mm).
+of the fused linear kernel, of the FP8 scaled_mm kernels and of the persistent grouped GEMM (grouped_mm); on a GPU
+also the device binaries of the matmul configs (``_native``), which serve the problems they cover in place of their
+Python kernels, launched by the core.
 
 kabi's bootstrap hands ``register_triton_kernels`` to plugin discovery, which calls it the first time the registry is
 read for CUDA where a CUDA device exists (``kabi._plugins.discovery.complete_registry``), so ``import kabi`` never
@@ -20,12 +22,14 @@ tests can drive them through ``kabi.ops.matmul``::
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib.util
+import logging
+import os
 import threading
-from pathlib import Path
 
 from ..._base.tensors import DEVICE_TYPES
+from ._names import (grouped_kernel_name, kernel_name, kernels_fingerprint, linear_kernel_name,
+                     scaled_mm_kernel_name)
 
 _ELEMENT_SIZES = {"float16": 2, "bfloat16": 2, "float32": 4}
 # The interpreter's tl.dot on bfloat16 multiplies raw bit patterns, so on the CPU only float16/float32 register.
@@ -48,42 +52,42 @@ _LINEAR_PRIORITY = 10
 # The grouped GEMM's pointer path runs on sm_80 and later (bfloat16 tensor cores); sm_90 reads through TMA.
 _GROUPED_ARCHS = (80, None)
 _GROUPED_PRIORITY = 10
-_KERNEL_SOURCES = ("_jit_kernels.py", "_decode_jit_kernels.py", "_linear_kernels.py", "_grouped_kernels.py")
+# FP8 tensor cores: sm_89 (Ada) and sm_90 (wgmma). On the CPU the interpreter runs it on float8_e4m3fn and
+# float8_e5m2 alike (its FP8 tl.dot is exact, unlike its bfloat16 one).
+_SCALED_MM_ARCHS = (89, None)
+_SCALED_MM_DTYPES = ("bfloat16", "float16", "float32", "float8_e4m3fn", "float8_e5m2")
+# wgmma reads FP8 tiles K-major: a row-major (or a view with unit stride along K) and b column-major; other strides
+# are correct but slow, and declined so that torch's kernel serves them.
+_SCALED_MM_LAYOUTS = ("contiguous", "row_strided", "col_strided")
+_SCALED_MM_PRIORITY = 10
+# Hopper's persistent TMA kernel ranks above the pointer kernel where both fit.
+_SCALED_MM_TMA_PRIORITY = 20
+_SCALED_MM_OUT_SIZES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
+_logger = logging.getLogger("kabi")
 _registered_devices: set[str] = set()
 _lock = threading.Lock()
 
 
-def kernel_name(family_name: str, config_tag: str, device: str = "cuda") -> str:
-    """The kabi name of one (family, config), e.g. ``triton.matmul.tiled.bm128_bn128_bk64_w8_s3_g8``."""
-    name = f"triton.matmul.{family_name}.{config_tag}"
-    return name if device == "cuda" else f"{name}.{device}"
+def _covering_layout(a_layout: str, b_layout: str) -> str | None:
+    """The native layout variant that serves inputs of these layout classes, if one does."""
+    from ._native import COVERED_LAYOUTS
 
-
-def linear_kernel_name(config_tag: str, device: str = "cuda") -> str:
-    """The kabi name of one config of the fused linear kernel, e.g. ``triton.linear.bm16_bn64_bk128_w4_s4_g8``."""
-    name = f"triton.linear.{config_tag}"
-    return name if device == "cuda" else f"{name}.{device}"
-
-
-@functools.lru_cache(maxsize=1)
-def kernels_fingerprint() -> str:
-    """Triton's version and a hash of the kernels' sources: a change to either invalidates tuned decisions."""
-    import triton
-
-    digest = hashlib.sha256()
-    for source in _KERNEL_SOURCES:
-        digest.update(Path(__file__).with_name(source).read_bytes())
-    return f"triton-{triton.__version__}:{digest.hexdigest()[:16]}"
+    for variant, classes in COVERED_LAYOUTS.items():
+        if a_layout in classes and b_layout in classes:
+            return variant
+    return None
 
 
 class _Supports:
     """The supports predicate of one (family, config): kabi passes a ``kabi.Problem`` (dims, dtype, layout names,
     device); returns True or the reason it declines."""
 
-    def __init__(self, family, config) -> None:
+    def __init__(self, family, config, binaries: dict | None = None) -> None:
         self._family = family
         self._config = config
+        # {(arch, dtype, layout variant): device binary name}: the problems this Python kernel leaves to its binary.
+        self._binaries = binaries or {}
 
     def __call__(self, problem) -> bool | str:
         import torch
@@ -95,6 +99,10 @@ class _Supports:
         if problem.device_type == DEVICE_TYPES["cuda"]:
             arch, _ = device_facts(torch.device("cuda", problem.device_index))
         a_layout, b_layout = problem.layouts[:2]
+        if self._binaries:
+            binary = self._binaries.get((arch, problem.dtype, _covering_layout(a_layout, b_layout)))
+            if binary:
+                return f"runs as its device binary {binary}"
         matmul_problem = MatmulProblem(
             m=dims["M"], n=dims["N"], k=dims["K"], element_size=_ELEMENT_SIZES[problem.dtype], arch=arch,
             a_column_major=a_layout == "col_strided", b_column_major=b_layout == "col_strided")
@@ -122,12 +130,6 @@ class _LinearSupports:
                                          _ELEMENT_SIZES[problem.dtype], arch) or True
 
 
-def grouped_kernel_name(config_tag: str, device: str = "cuda") -> str:
-    """The kabi name of one config of the grouped GEMM, e.g. ``triton.grouped_mm.bm128_bn128_bk64_w8_s3_g8``."""
-    name = f"triton.grouped_mm.{config_tag}"
-    return name if device == "cuda" else f"{name}.{device}"
-
-
 class _GroupedSupports:
     """The supports predicate of one grouped config: R is every row in the 2-D form, a group's rows in the 3-D."""
 
@@ -146,6 +148,37 @@ class _GroupedSupports:
         dims = problem.dims
         return grouped_unsupported_reason(self._config, dims["R"], dims["N"], dims["K"],
                                           _ELEMENT_SIZES[problem.dtype], arch) or True
+
+
+class _ScaledMMSupports:
+    """The supports predicate of one scaled_mm config: a row-major, b column-major on a GPU (the FP8 operand layout
+    of wgmma), and the config's fit to M, N, K."""
+
+    def __init__(self, config, tma: bool) -> None:
+        self._config = config
+        self._tma = tma
+
+    def __call__(self, problem) -> bool | str:
+        import torch
+
+        from ._families import device_facts
+        from ._scaled_mm import scaled_mm_tma_unsupported_reason, scaled_mm_unsupported_reason
+
+        arch = None
+        on_cuda = problem.device_type == DEVICE_TYPES["cuda"]
+        if on_cuda:
+            arch, _ = device_facts(torch.device("cuda", problem.device_index))
+        # TMA reads the tiles K-major on any device; the pointer kernel needs it only for speed.
+        if on_cuda or self._tma:
+            a_layout, b_layout = problem.layouts[:2]
+            if a_layout == "col_strided" or b_layout != "col_strided":
+                return (f"the FP8 tiles are read K-major: a row-major and b column-major (a transposed [N, K] "
+                        f"weight); a is {a_layout}, b is {b_layout}")
+        dims = problem.dims
+        if self._tma:
+            return scaled_mm_tma_unsupported_reason(self._config, dims["M"], dims["N"], dims["K"],
+                                                    _SCALED_MM_OUT_SIZES[problem.dtype], arch) or True
+        return scaled_mm_unsupported_reason(self._config, dims["M"], dims["N"], dims["K"], arch) or True
 
 
 def register_triton_kernels(device: str = "cuda") -> list[str]:
@@ -181,6 +214,7 @@ def _register(device: str) -> list[str]:
     if device == "cuda" and interpreted:
         raise ValueError("the Triton kernels were built for the interpreter (TRITON_INTERPRET=1); they cannot "
                          "be registered for CUDA in this process")
+    binaries = _register_binaries() if device == "cuda" else {}
     names = []
     for family in FAMILIES.values():
         dtypes = tuple(DTYPE_NAMES[dtype] for dtype in family.dtypes)
@@ -194,10 +228,40 @@ def _register(device: str) -> list[str]:
             register_kernel(
                 "matmul", functools.partial(family.launch, config), name=name, backend="triton", device=device,
                 archs=archs, dtypes=dtypes, layouts=_PYTHON_LAYOUTS[family.name], batch="none",
-                alignment=family.alignment, priority=family.priority - rank, supports=_Supports(family, config),
+                alignment=family.alignment, priority=family.priority - rank,
+                supports=_Supports(family, config, binaries.get((family.name, config.tag))),
                 fingerprint=f"{kernels_fingerprint()}:{family.name}:{config.tag}")
             names.append(name)
-    return names + _register_linear(device) + _register_grouped(device)
+    binary_names = [name for twins in binaries.values() for name in twins.values()]
+    return (names + binary_names + _register_linear(device) + _register_scaled_mm(device)
+            + _register_grouped(device))
+
+
+def _register_binaries() -> dict[tuple[str, str], dict[tuple[int, str, str], str]]:
+    """Register the device binaries of every (family, config) for the arch of each CUDA device libkabi sees
+    (compiled at first use, cached on disk: see _native); return, per (family, config tag), the binary serving
+    each (arch, dtype, layout variant). Empty, leaving every problem to the Python kernels, with
+    KABI_TRITON_BINARIES=0 or where the core sees no CUDA device; an arch whose binaries cannot be built is
+    logged and left to them too."""
+    from ..._base.devices import devices
+    from ._families import FAMILIES
+    from ._native import register_native_binaries
+
+    if os.environ.get("KABI_TRITON_BINARIES", "1") == "0":
+        return {}
+    binaries: dict[tuple[str, str], dict[tuple[int, str, str], str]] = {}
+    gpus = {(device.arch, device.compute_units) for device in devices() if device.device_type == "cuda"}
+    for arch, multiprocessors in sorted(gpus):
+        try:
+            registered = register_native_binaries(
+                arch, multiprocessors, lambda family, config: _Supports(FAMILIES[family], config))
+        except Exception as error:  # noqa: BLE001 - the Python kernels still serve every problem
+            _logger.warning("kabi: Triton device binaries for sm_%d are unavailable, the Python kernels serve: "
+                            "%s: %s", arch, type(error).__name__, error)
+            continue
+        for (family, tag, dtype, layout), name in registered.items():
+            binaries.setdefault((family, tag), {})[(arch, dtype, layout)] = name
+    return binaries
 
 
 def _register_linear(device: str) -> list[str]:
@@ -229,4 +293,24 @@ def _register_grouped(device: str) -> list[str]:
             priority=_GROUPED_PRIORITY - rank, supports=_GroupedSupports(config),
             fingerprint=f"{kernels_fingerprint()}:grouped_mm:{config.tag}")
         names.append(name)
+    return names
+
+
+def _register_scaled_mm(device: str) -> list[str]:
+    from ...ops._kernel_registration import register_kernel
+    from ._scaled_mm import SCALED_MM_CONFIGS, SCALED_MM_TMA_CONFIGS, launch_scaled_mm, launch_scaled_mm_tma
+
+    names = []
+    kernels = ((False, SCALED_MM_CONFIGS, launch_scaled_mm, _SCALED_MM_ARCHS, _SCALED_MM_PRIORITY),
+               (True, SCALED_MM_TMA_CONFIGS, launch_scaled_mm_tma, {90}, _SCALED_MM_TMA_PRIORITY))
+    for tma, configs, launch, archs, priority in kernels:
+        for rank, config in enumerate(configs):
+            name = scaled_mm_kernel_name(config.tag, device, tma)
+            register_kernel(
+                "scaled_mm", functools.partial(launch, config), name=name, backend="triton", device=device,
+                archs=None if device == "cpu" else archs, dtypes=_SCALED_MM_DTYPES, layouts=_SCALED_MM_LAYOUTS,
+                batch="none", alignment=0 if device == "cpu" else 16, priority=priority - rank,
+                supports=_ScaledMMSupports(config, tma),
+                fingerprint=f"{kernels_fingerprint()}:scaled_mm:{'tma.' if tma else ''}{config.tag}")
+            names.append(name)
     return names

@@ -42,6 +42,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--repeat", type=int, default=defaults.repeat, help=f"samples per round (default {defaults.repeat})")
     parser.add_argument("--min-time-s", type=float, default=defaults.min_time_s,
                         help=f"least time of one implementation's samples in a round (default {defaults.min_time_s})")
+    parser.add_argument("--steady-state-s", type=float, default=defaults.steady_state_s,
+                        help="on a GPU, seconds of unmeasured calls before a problem's first round, to reach the "
+                        f"power-limited clock (default {defaults.steady_state_s})")
     parser.set_defaults(handler=run)
 
     report = subparsers.add_parser("bench-report", help="markdown tables (and plots) of kabi bench results files")
@@ -59,7 +62,7 @@ def _command(arguments: argparse.Namespace) -> list[str]:
     for peer in arguments.peer or ():
         command += ["--peer", peer]
     command += ["--rounds", str(arguments.rounds), "--repeat", str(arguments.repeat),
-                "--min-time-s", str(arguments.min_time_s)]
+                "--min-time-s", str(arguments.min_time_s), "--steady-state-s", str(arguments.steady_state_s)]
     for option in ("out", "plot"):
         if getattr(arguments, option) is not None:
             command += [f"--{option}", str(getattr(arguments, option))]
@@ -79,7 +82,7 @@ def _summary_table(results) -> Table:
 def run(arguments: argparse.Namespace, console) -> int:
     arguments.device = str(resolve_device(arguments.device))
     try:
-        settings = TimingSettings(arguments.rounds, arguments.repeat, arguments.min_time_s)
+        settings = TimingSettings(arguments.rounds, arguments.repeat, arguments.min_time_s, arguments.steady_state_s)
     except ValueError as error:
         raise InvalidArgumentError(str(error)) from None
     results = benchmark(arguments.op, arguments.suite, dtypes=arguments.dtype, device=arguments.device,

@@ -39,6 +39,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     compile_parser.add_argument("--multiprocessors", type=_parse_multiprocessors,
                                 help="the persistent kernel's program count: the target GPU's SM count "
                                      "(default 132, an H100/H200)")
+    compile_parser.add_argument("--native", action="store_true",
+                                help="compile the set kabi registers as its CUDA candidates (float16 and bfloat16, "
+                                     "row- and column-major, every single-launch config) into OUT/<kernels' "
+                                     "fingerprint>/sm<arch>_sms<N>, where registration looks: with --out "
+                                     "python/kabi/binaries/triton a wheel ships them precompiled")
     compile_parser.set_defaults(handler=_compile)
     list_parser = actions.add_parser("list", help="the manifests of a directory: name, arch, dtypes, entry")
     list_parser.add_argument("directory", type=Path)
@@ -81,20 +86,28 @@ def _compile(arguments: argparse.Namespace, console) -> int:
                                        f"{', '.join(known)}")
     multiprocessors = arguments.multiprocessors or DEFAULT_MULTIPROCESSORS
     with console.status(f"compiling the Triton kernels for sm_{arguments.arch} into {arguments.out} ..."):
-        paths = compile_all(arguments.arch, arguments.out, dtypes=arguments.dtypes, families=arguments.families,
-                            multiprocessors=multiprocessors)
+        if arguments.native:
+            from ...backends.triton._native import binary_variants, compile_binaries
+
+            directory = compile_binaries(binary_variants(arguments.arch, arguments.families, arguments.dtypes),
+                                         arguments.arch, multiprocessors, arguments.out)
+            paths = sorted(directory.glob(f"*{_MANIFEST_SUFFIX}"))
+        else:
+            directory = arguments.out
+            paths = compile_all(arguments.arch, arguments.out, dtypes=arguments.dtypes, families=arguments.families,
+                                multiprocessors=multiprocessors)
     if not paths:
         raise InvalidArgumentError(f"--arch {arguments.arch}: no kernel family compiles for sm_{arguments.arch} with "
                                    f"{' '.join(arguments.dtypes)}" + (f" among {' '.join(arguments.families)}"
                                                                       if arguments.families else ""))
-    table = Table(title=f"{len(paths)} binaries for sm_{arguments.arch} in {arguments.out}", title_justify="left")
+    table = Table(title=f"{len(paths)} binaries for sm_{arguments.arch} in {directory}", title_justify="left")
     for header in ("kernel", "dtype", "file"):
         table.add_column(header, overflow="fold")
     for path in paths:
         manifest = read_manifest(path, check_image=False)
         table.add_row(manifest.name, ",".join(manifest.dtypes), manifest.image)
     console.print(table)
-    console.print(f"load them without code: KABI_BINARY_PATH={arguments.out.resolve()}")
+    console.print(f"load them without code: KABI_BINARY_PATH={directory.resolve()}")
     return 0
 
 

@@ -11,6 +11,7 @@ from ... import _core
 from ..._base.declarations import op_specs
 from ..._plugins.discovery import complete_registry
 from ...ops._kernel_registration import kernels
+from ...ops._schema import op_schema
 from .._arguments import known_op
 
 
@@ -20,10 +21,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
-def _attribute_text(attribute: dict) -> str:
+def _attribute_text(attribute: dict, dtype_in_key: bool) -> str:
     kind = f"enum({', '.join(attribute['enum_values'])})" if attribute["type"] == "enum" else attribute["type"]
+    # A dtype attribute reaches the key through the variable it binds.
+    keyed = attribute["in_tuning_key"] or (attribute["type_variable"] is not None and dtype_in_key)
+    if attribute["type_variable"] is not None:
+        kind = f"{attribute['type_variable']}, a dtype: {kind}"
     default = f" = {attribute['default']}" if attribute["has_default"] else " (required)"
-    return f"{attribute['name']}: {kind}{default}{'' if attribute['in_tuning_key'] else ' (not in the tuning key)'}"
+    return f"{attribute['name']}: {kind}{default}{'' if keyed else ' (not in the tuning key)'}"
 
 
 def op_table(op: str) -> Table:
@@ -33,14 +38,15 @@ def op_table(op: str) -> Table:
     table = Table(title=f"{op}: {schema['schema']}", title_justify="left", show_header=False)
     table.add_column("", style="bold")
     table.add_column("", overflow="fold")
-    for kind in ("inputs", "outputs"):
-        table.add_row(kind, "; ".join(
-            f"{tensor['name']}{'?' if tensor['optional'] else ''}: "
-            f"[{', '.join((['...'] if tensor['has_batch'] else []) + list(tensor['dims']))}] "
-            f"{tensor['type_variable'] or tensor['dtype']}" for tensor in schema[kind]) or "-")
+    parsed = op_schema(op)
+    for kind, patterns in (("inputs", parsed.inputs), ("outputs", parsed.outputs)):
+        table.add_row(kind, "; ".join(f"{pattern.name}{'?' if pattern.optional else ''}: {pattern.dims_text} "
+                                      f"{pattern.dtype}" for pattern in patterns) or "-")
     table.add_row("type variables", "; ".join(f"{name}: {', '.join(dtypes)}"
                                               for name, dtypes in schema["type_variables"].items()) or "-")
-    table.add_row("attributes", "; ".join(map(_attribute_text, schema["attributes"])) or "-")
+    dtype_in_key = "dtype" in schema["tuning_key"].split(",")
+    table.add_row("attributes", "; ".join(_attribute_text(attribute, dtype_in_key)
+                                          for attribute in schema["attributes"]) or "-")
     table.add_row("tuning key", schema["tuning_key"])
     spec = op_specs().get(op)
     if spec is not None:

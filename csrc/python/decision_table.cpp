@@ -1,0 +1,335 @@
+#include "decision_table.hpp"
+
+#include <cstring>
+
+#include "bindings.hpp"
+
+namespace kabi::python {
+namespace {
+
+constexpr int kMaxRank = 16;
+// The word of an absent optional input: no present tensor's first word has these bits (see tensor_word).
+constexpr int64_t kAbsent = int64_t{1} << 62;
+
+// The DLPack codes torch maps its dtypes to one-to-one; any other code (or vector lanes) is not keyed.
+bool is_plain_dtype(DLDataType dtype) {
+  if (dtype.lanes != 1) return false;
+  switch (dtype.code) {
+    case kDLInt:
+    case kDLUInt:
+    case kDLFloat:
+    case kDLBfloat:
+    case kDLComplex:
+    case kDLBool:
+    case kDLFloat8_e4m3fn:
+    case kDLFloat8_e5m2:
+      return true;
+    default:
+      return false;
+  }
+}
+
+int64_t tensor_word(int64_t dtype_code, int64_t dtype_bits, int64_t rank, bool requires_grad) {
+  return dtype_code | dtype_bits << 8 | rank << 24 | static_cast<int64_t>(requires_grad) << 40;
+}
+
+int64_t device_word(int64_t device_type, int64_t device_index) {
+  return device_type << 32 | static_cast<uint32_t>(device_index);
+}
+
+bool push_view(const DLTensor& view, bool requires_grad, KeyWords& key) {
+  if (view.ndim < 0 || view.ndim > kMaxRank || !is_plain_dtype(view.dtype)) return false;
+  if (view.ndim > 0 && (view.shape == nullptr || view.strides == nullptr)) return false;
+  bool pushed = key.push(tensor_word(view.dtype.code, view.dtype.bits, view.ndim, requires_grad)) &&
+                key.push(device_word(view.device.device_type, view.device.device_id));
+  for (int32_t i = 0; i < view.ndim; ++i) pushed = pushed && key.push(view.shape[i]);
+  for (int32_t i = 0; i < view.ndim; ++i) pushed = pushed && key.push(view.strides[i]);
+  return pushed;
+}
+
+// requires_grad as a C bool; -1 (no Python error set) when it cannot be read.
+int requires_grad_of(PyObject* tensor) {
+  static PyObject* const name = PyUnicode_InternFromString("requires_grad");  // lives as long as the process
+  PyObject* value = PyObject_GetAttr(tensor, name);
+  if (value == nullptr) {
+    PyErr_Clear();
+    return -1;
+  }
+  const int truth = value == Py_True ? 1 : value == Py_False ? 0 : -1;
+  Py_DECREF(value);
+  return truth;
+}
+
+// The items of a tuple of ints, pushed; false if it is not one.
+bool push_ints(PyObject* sequence, Py_ssize_t expected, KeyWords& key) {
+  if (!PyTuple_Check(sequence) || PyTuple_GET_SIZE(sequence) != expected) return false;
+  for (Py_ssize_t i = 0; i < expected; ++i) {
+    const long long value = PyLong_AsLongLong(PyTuple_GET_ITEM(sequence, i));
+    if (value == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      return false;
+    }
+    if (!key.push(value)) return false;
+  }
+  return true;
+}
+
+// The descriptor (data, shape, strides, dtype code, dtype bits, device type, device index) of the binding, as words:
+// the packing of push_view without requires_grad.
+bool descriptor_words(PyObject* descriptor, std::vector<int64_t>& words) {
+  if (!PyTuple_Check(descriptor) || PyTuple_GET_SIZE(descriptor) != 7) return false;
+  PyObject* shape = PyTuple_GET_ITEM(descriptor, 1);
+  if (!PyTuple_Check(shape) || PyTuple_GET_SIZE(shape) > kMaxRank) return false;
+  long long scalars[4];
+  for (int i = 0; i < 4; ++i) {
+    scalars[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(descriptor, 3 + i));
+    if (scalars[i] == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      return false;
+    }
+  }
+  const Py_ssize_t rank = PyTuple_GET_SIZE(shape);
+  words.push_back(tensor_word(scalars[0], scalars[1], rank, false));
+  words.push_back(device_word(scalars[2], scalars[3]));
+  for (Py_ssize_t i = 0; i < rank; ++i) {
+    const long long size = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
+    if (size == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      return false;
+    }
+    words.push_back(size);
+  }
+  return true;
+}
+
+// Whether a tensor view has the facts `words` hold from `position` on (dtype, rank, device, shape), advancing it.
+bool view_has(const DLTensor& view, const std::vector<int64_t>& words, std::size_t& position) {
+  if (position + 2 + static_cast<std::size_t>(view.ndim) > words.size()) return false;
+  if (view.dtype.lanes != 1 || words[position] != tensor_word(view.dtype.code, view.dtype.bits, view.ndim, false) ||
+      words[position + 1] != device_word(view.device.device_type, view.device.device_id)) {
+    return false;
+  }
+  position += 2;
+  for (int32_t i = 0; i < view.ndim; ++i) {
+    if (view.shape[i] != words[position++]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+uint64_t KeyWords::hash() const {
+  uint64_t hash = 0xcbf29ce484222325ull ^ static_cast<uint64_t>(length_);
+  for (int32_t i = 0; i < length_; ++i) {
+    hash ^= static_cast<uint64_t>(words_[i]) + 0x9e3779b97f4a7c15ull + (hash << 6) + (hash >> 2);
+  }
+  return hash;
+}
+
+bool view_of(const std::vector<std::pair<PyTypeObject*, const DLPackExchangeAPI*>>& fast_types, PyObject* value,
+             DLTensor& view) {
+  PyTypeObject* type = Py_TYPE(value);
+  for (const auto& [known, api] : fast_types) {
+    if (known != type) continue;
+    if (api->dltensor_from_py_object_no_sync(value, &view) != 0) {
+      PyErr_Clear();  // e.g. a tensor DLPack cannot describe: the miss path handles it
+      return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+DecisionTable::DecisionTable(std::string op, std::vector<AttributeSpec> attributes,
+                             std::vector<std::pair<PyTypeObject*, const DLPackExchangeAPI*>> fast_types,
+                             PyObject* facts)
+    : op_name_(std::move(op)),
+      op_(find_op(op_name_)),
+      attributes_(std::move(attributes)),
+      fast_types_(std::move(fast_types)),
+      facts_(Py_NewRef(facts)),
+      generation_(kabi_op_generation(op_)) {}
+
+DecisionTable::~DecisionTable() {
+  // Tables of ops live as long as the interpreter; at its exit the references are simply abandoned.
+  if (!Py_IsInitialized()) return;
+  clear();
+  for (AttributeSpec& spec : attributes_) {
+    for (PyObject* name : spec.enum_values) Py_DECREF(name);
+  }
+  Py_DECREF(facts_);
+}
+
+bool DecisionTable::push_tensor(PyObject* value, KeyWords& key) const {
+  if (value == Py_None) return key.push(kAbsent);
+  DLTensor view{};
+  if (view_of(fast_types_, value, view)) {
+    const int requires_grad = requires_grad_of(value);
+    return requires_grad >= 0 && push_view(view, requires_grad == 1, key);
+  }
+  // (shape, strides, dtype code, dtype bits, device type, device index, requires_grad), or an exception: not a
+  // tensor kabi can describe.
+  PyObject* facts = PyObject_CallOneArg(facts_, value);
+  if (facts == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  bool pushed = PyTuple_Check(facts) && PyTuple_GET_SIZE(facts) == 7 && PyTuple_Check(PyTuple_GET_ITEM(facts, 0));
+  if (pushed) {
+    const Py_ssize_t rank = PyTuple_GET_SIZE(PyTuple_GET_ITEM(facts, 0));
+    long long scalars[4];
+    for (int i = 0; i < 4 && pushed; ++i) {
+      scalars[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(facts, 2 + i));
+      pushed = !(scalars[i] == -1 && PyErr_Occurred());
+    }
+    pushed = pushed && rank <= kMaxRank &&
+             key.push(tensor_word(scalars[0], scalars[1], rank, PyTuple_GET_ITEM(facts, 6) == Py_True)) &&
+             key.push(device_word(scalars[2], scalars[3])) && push_ints(PyTuple_GET_ITEM(facts, 0), rank, key) &&
+             push_ints(PyTuple_GET_ITEM(facts, 1), rank, key);
+  }
+  Py_DECREF(facts);
+  PyErr_Clear();
+  return pushed;
+}
+
+bool DecisionTable::push_attribute(const AttributeSpec& spec, PyObject* value, KeyWords& key) const {
+  switch (spec.kind) {
+    case AttributeKind::kBool:
+      return PyBool_Check(value) && key.push(value == Py_True);
+    case AttributeKind::kInt: {
+      if (!PyLong_Check(value) || PyBool_Check(value)) return false;
+      int overflow = 0;
+      const long long integer = PyLong_AsLongLongAndOverflow(value, &overflow);
+      if (overflow != 0 || (integer == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return false;
+      }
+      return key.push(integer);
+    }
+    case AttributeKind::kFloat: {
+      // An int is a float attribute's value too (the Python check accepts it): keyed by the float it stands for.
+      if (PyBool_Check(value) || !(PyFloat_Check(value) || PyLong_Check(value))) return false;
+      const double real = PyFloat_AsDouble(value);
+      if (real == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return false;
+      }
+      int64_t bits = 0;
+      std::memcpy(&bits, &real, sizeof bits);
+      return key.push(bits);
+    }
+    case AttributeKind::kEnum: {
+      if (!PyUnicode_Check(value)) return false;
+      const auto count = static_cast<int64_t>(spec.enum_values.size());
+      for (int64_t index = 0; index < count; ++index) {
+        if (spec.enum_values[static_cast<std::size_t>(index)] == value) return key.push(index);
+      }
+      for (int64_t index = 0; index < count; ++index) {
+        if (PyUnicode_Compare(spec.enum_values[static_cast<std::size_t>(index)], value) == 0) return key.push(index);
+      }
+      PyErr_Clear();
+      return false;
+    }
+  }
+  return false;
+}
+
+bool DecisionTable::make_key(PyObject* const* inputs, int32_t input_count, PyObject* const* attributes,
+                             int32_t attribute_count, PyObject* scope, KeyWords& key) const {
+  if (attribute_count != static_cast<int32_t>(attributes_.size())) return false;
+  if (!key.push(static_cast<int64_t>(reinterpret_cast<uintptr_t>(scope)))) return false;
+  for (int32_t i = 0; i < input_count; ++i) {
+    if (!push_tensor(inputs[i], key)) return false;
+  }
+  for (int32_t i = 0; i < attribute_count; ++i) {
+    if (!push_attribute(attributes_[static_cast<std::size_t>(i)], attributes[i], key)) return false;
+  }
+  return true;
+}
+
+int64_t DecisionTable::slot_of(const int64_t* words, int32_t length, uint64_t hash) const {
+  if (slots_.empty()) return -1;
+  const std::size_t mask = slots_.size() - 1;
+  for (std::size_t slot = hash & mask;; slot = (slot + 1) & mask) {
+    const uint32_t index = slots_[slot];
+    if (index == 0) return -static_cast<int64_t>(slot) - 2;
+    const Entry& entry = entries_[index - 1];
+    if (entry.hash == hash && entry.words.size() == static_cast<std::size_t>(length) &&
+        std::memcmp(entry.words.data(), words, sizeof(int64_t) * static_cast<std::size_t>(length)) == 0) {
+      return static_cast<int64_t>(slot);
+    }
+  }
+}
+
+const Decision* DecisionTable::find(const KeyWords& key) const {
+  const int64_t slot = slot_of(key.data(), key.size(), key.hash());
+  return slot >= 0 ? &entries_[slots_[static_cast<std::size_t>(slot)] - 1].decision : nullptr;
+}
+
+void DecisionTable::grow_slots() {
+  // Kept at most half full, so a probe ends soon.
+  const std::size_t capacity = slots_.empty() ? 64 : slots_.size() * 2;
+  slots_.assign(capacity, 0);
+  const std::size_t mask = capacity - 1;
+  for (std::size_t index = 0; index < entries_.size(); ++index) {
+    std::size_t slot = entries_[index].hash & mask;
+    while (slots_[slot] != 0) slot = (slot + 1) & mask;
+    slots_[slot] = static_cast<uint32_t>(index + 1);
+  }
+}
+
+bool DecisionTable::store(const KeyWords& key, PyObject* scope, PyObject* implementation, PyObject* outputs,
+                          PyObject* kernel, uint64_t generation) {
+  if (kabi_op_generation(op_) != generation || generation != generation_) return false;
+  std::vector<int64_t> output_words;
+  if (!PyTuple_Check(outputs)) return false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(outputs); ++i) {
+    if (!descriptor_words(PyTuple_GET_ITEM(outputs, i), output_words)) return false;
+  }
+  const uint64_t hash = key.hash();
+  if (slot_of(key.data(), key.size(), hash) >= 0) return true;  // another call stored the same decision first
+  if (entries_.size() >= kMaxEntries) clear();
+  if ((entries_.size() + 1) * 2 > slots_.size()) grow_slots();
+  Entry entry;
+  entry.words.assign(key.data(), key.data() + key.size());
+  entry.hash = hash;
+  entry.decision = Decision{Py_NewRef(implementation), Py_NewRef(outputs), Py_NewRef(kernel), std::move(output_words)};
+  entry.scope = Py_XNewRef(scope);
+  entries_.push_back(std::move(entry));
+  const int64_t slot = slot_of(key.data(), key.size(), hash);
+  slots_[static_cast<std::size_t>(-slot - 2)] = static_cast<uint32_t>(entries_.size());
+  return true;
+}
+
+bool DecisionTable::out_matches(const Decision& decision, PyObject* out) const {
+  const std::vector<int64_t>& words = decision.output_words;
+  const Py_ssize_t output_count = PyTuple_GET_SIZE(decision.outputs);
+  std::size_t position = 0;
+  DLTensor view{};
+  if (output_count == 1) return view_of(fast_types_, out, view) && view_has(view, words, position);
+  if (!PyTuple_Check(out) || PyTuple_GET_SIZE(out) != output_count) return false;
+  for (Py_ssize_t i = 0; i < output_count; ++i) {
+    if (!view_of(fast_types_, PyTuple_GET_ITEM(out, i), view) || !view_has(view, words, position)) return false;
+  }
+  return true;
+}
+
+uint64_t DecisionTable::begin_miss() {
+  if (kabi_op_generation(op_) != generation_) clear();
+  return generation_;
+}
+
+void DecisionTable::clear() {
+  std::vector<Entry> released;
+  released.swap(entries_);
+  slots_.clear();
+  generation_ = kabi_op_generation(op_);
+  for (Entry& entry : released) {
+    Py_DECREF(entry.decision.implementation);
+    Py_DECREF(entry.decision.outputs);
+    Py_DECREF(entry.decision.kernel);
+    Py_XDECREF(entry.scope);
+  }
+}
+
+}  // namespace kabi::python

@@ -1,0 +1,141 @@
+// An op front's decision table: the one place a Python process remembers which implementation serves a call.
+//
+// A decision is keyed by the raw facts that select it, packed into 64-bit words: the identity of the active
+// kabi.use scope; per input, absent, or its DLPack dtype, rank, requires_grad, device, shape and strides; per
+// attribute, its value (an enum by its index). Tensors of the types named at construction (torch.Tensor and
+// nn.Parameter) are read through DLPack's C exchange API without creating Python objects; any other value is read
+// through the `facts` function given at construction (a tensor subclass may define its shape, strides or device in
+// Python), and one that is not a tensor cannot be keyed: such calls always take the miss path, which explains them.
+//
+// Each decision keeps the implementation (a ready-to-call Python callable, the call's attributes bound), the
+// output facts of its problem (as binding descriptors, for the check of a caller's `out`; also packed, so a
+// matching `out` is accepted in C), and its kernel's name (for the error of a kernel that fails on a hit).
+//
+// The table is bounded: a process that sees endlessly many problems starts over past kMaxEntries. It belongs to
+// one op and knows that op's generation (kabi_op_generation): a decision made under another generation is never
+// stored, and a front whose table is of an older generation treats every call as a miss, whose begin_miss() then
+// empties it. Every method is called with the GIL held.
+#pragma once
+
+#include <Python.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dlpack/dlpack.h"
+#include "kabi/kabi.h"
+
+namespace kabi::python {
+
+// The words of one key, built on the stack: no allocation on a hit.
+class KeyWords {
+ public:
+  static constexpr int kMaxWords = 512;
+  bool push(int64_t word) {
+    if (length_ == kMaxWords) return false;
+    words_[length_++] = word;
+    return true;
+  }
+  const int64_t* data() const { return words_; }
+  int32_t size() const { return length_; }
+  uint64_t hash() const;
+
+ private:
+  int64_t words_[kMaxWords];
+  int32_t length_ = 0;
+};
+
+enum class AttributeKind { kInt, kFloat, kBool, kEnum };
+
+struct AttributeSpec {
+  AttributeKind kind;
+  std::vector<PyObject*> enum_values;  // strong references, interned
+};
+
+// A remembered decision, as the hit path reads it. References are owned by the table: a caller that runs Python
+// code (which may store or clear) takes its own first.
+struct Decision {
+  PyObject* implementation = nullptr;
+  PyObject* outputs = nullptr;  // a tuple of one binding descriptor per output
+  PyObject* kernel = nullptr;   // str
+  std::vector<int64_t> output_words;  // the outputs' dtype, rank, device and shape, packed as keys are
+};
+
+class DecisionTable {
+ public:
+  DecisionTable(std::string op, std::vector<AttributeSpec> attributes,
+                std::vector<std::pair<PyTypeObject*, const DLPackExchangeAPI*>> fast_types, PyObject* facts);
+  DecisionTable(const DecisionTable&) = delete;
+  DecisionTable& operator=(const DecisionTable&) = delete;
+  ~DecisionTable();
+
+  // The key of a call: inputs (None for an absent optional one), attribute values in schema order, the scope.
+  // False, with no Python error set, when a value cannot be keyed (the call then takes the miss path).
+  bool make_key(PyObject* const* inputs, int32_t input_count, PyObject* const* attributes, int32_t attribute_count,
+                PyObject* scope, KeyWords& key) const;
+
+  // The decision for key, or nullptr.
+  const Decision* find(const KeyWords& key) const;
+
+  // Remembers a decision made at `generation` unless the op's kernels or tuning records have changed since.
+  // outputs is a tuple of the outputs' binding descriptors. Returns whether it was stored.
+  bool store(const KeyWords& key, PyObject* scope, PyObject* implementation, PyObject* outputs, PyObject* kernel,
+             uint64_t generation);
+
+  // Whether `out` (one tensor, or a tuple of one per output) has exactly the decision's output facts, read in C.
+  // False also when it cannot be read here; the Python path then checks it and says what is wrong.
+  bool out_matches(const Decision& decision, PyObject* out) const;
+
+  // The generation to select and store against: a table of an older generation is emptied first.
+  uint64_t begin_miss();
+  // Forgets every decision and adopts the op's current generation. References are released after the table is
+  // empty, since releasing one may run Python code.
+  void clear();
+
+  kabi_op op() const { return op_; }
+  uint64_t generation() const { return generation_; }
+  std::size_t size() const { return entries_.size(); }
+  const std::string& op_name() const { return op_name_; }
+
+  void count_hit() { ++hits_; }
+  void count_miss() { ++misses_; }
+  uint64_t hits() const { return hits_; }
+  uint64_t misses() const { return misses_; }
+  void reset_counts() { hits_ = misses_ = 0; }
+
+  static constexpr std::size_t kMaxEntries = 4096;
+
+ private:
+  struct Entry {
+    std::vector<int64_t> words;
+    uint64_t hash = 0;
+    Decision decision;
+    PyObject* scope = nullptr;
+  };
+
+  bool push_tensor(PyObject* value, KeyWords& key) const;
+  bool push_attribute(const AttributeSpec& spec, PyObject* value, KeyWords& key) const;
+  int64_t slot_of(const int64_t* words, int32_t length, uint64_t hash) const;
+  void grow_slots();
+
+  std::string op_name_;
+  kabi_op op_ = nullptr;
+  std::vector<AttributeSpec> attributes_;
+  std::vector<std::pair<PyTypeObject*, const DLPackExchangeAPI*>> fast_types_;
+  PyObject* facts_ = nullptr;
+  std::vector<Entry> entries_;
+  // Open addressing over entries_ (index + 1; 0 is empty): no deletions but a whole clear, so linear probing.
+  std::vector<uint32_t> slots_;
+  uint64_t generation_ = 0;
+  uint64_t hits_ = 0;
+  uint64_t misses_ = 0;
+};
+
+// The DLTensor view of a tensor of one of the fast types, or false (no Python error set).
+bool view_of(const std::vector<std::pair<PyTypeObject*, const DLPackExchangeAPI*>>& fast_types, PyObject* value,
+             DLTensor& view);
+
+}  // namespace kabi::python

@@ -1,0 +1,176 @@
+"""Triton candidates on the native launch path: every (family, config) that a manifest can describe is compiled to a
+device binary for the GPU's arch, once, cached on disk, and registered as a native kernel that the core launches, so
+a Triton pick costs what a device binary costs, from Python or C++.
+
+The binaries come from the first directory that holds them all, keyed by the kernels' fingerprint (Triton's
+version and the kernels' sources), the arch and the SM count the persistent grid bakes in:
+1. ``kabi/binaries/triton/<fingerprint>/sm<arch>_sms<N>`` inside the installed package, where a wheel ships them
+   (``kabi binaries compile --native --arch 90 --out python/kabi/binaries/triton`` before building it: no compiling
+   at run time);
+2. ``<kabi's default cache directory>/binaries/triton/<fingerprint>/sm<arch>_sms<N>`` (``KABI_CACHE_DIR``, else
+   ``$XDG_CACHE_HOME/kabi``, else ``~/.cache/kabi``: not moved by ``kabi.cache.set_directory``, which kabi bench uses
+   for a throwaway tuning cache, since compiled images stay valid whatever is tuned), where the ones missing are compiled
+   at the first CUDA dispatch of a process (in parallel, one process per core), each written atomically, so
+   concurrent processes and a crash mid-write leave only whole files.
+Each registers with its Python twin's supports predicate (the same shape rules), and the Python kernel declines
+the problems its binary serves; it keeps what no binary covers (mixed or general strides, split-K, decode, linear).
+
+Example::
+
+    names = register_native_binaries(90, 132, supports_for)      # {(family, tag, dtype, layout): kernel name}
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ... import _core
+from ...ops._kernel_registration import register_binary
+from ._manifest import MANIFEST_SUFFIX
+from ._names import binary_name, kernels_fingerprint
+
+# The layout variants a binary serves here; "strided" binaries run slower than the JIT kernel (docs/triton.md,
+# "Limits of device binaries"), so strided problems stay with the Python kernels.
+NATIVE_LAYOUTS = ("row_major", "column_major")
+# float32 kernels run without tensor cores (IEEE float32, docs/triton.md) and lose to cuBLAS, so they stay Python
+# kernels rather than add a third to the binaries compiled at a first dispatch.
+NATIVE_DTYPES = ("float16", "bfloat16")
+# The problem's layout class names each variant covers, for both inputs at once.
+COVERED_LAYOUTS = {"row_major": ("contiguous", "row_strided"), "column_major": ("col_strided",)}
+_PACKAGED_ROOT = Path(__file__).resolve().parents[2] / "binaries" / "triton"
+_CACHE_SUBDIRECTORY = Path("binaries", "triton")
+_logger = logging.getLogger("kabi")
+
+
+@dataclass(frozen=True)
+class BinaryVariant:
+    """One device binary of a (family, config): the dtype and the layout variant it is specialized for."""
+
+    family: str
+    config: object
+    dtype: str
+    layout: str
+
+    def name(self, arch: int) -> str:
+        return binary_name(self.family, self.config.tag, self.layout, self.dtype, arch)
+
+
+def binary_variants(arch: int, families: Iterable[str] | None = None, dtypes: Iterable[str] | None = None,
+                    tags: Iterable[str] | None = None) -> list[BinaryVariant]:
+    """Every single-launch (family, config) a manifest can describe on ``arch``, per native dtype and layout; or
+    those of the named ``families``, ``dtypes`` and config ``tags``."""
+    from ._families import DTYPE_NAMES, FAMILIES
+
+    wanted_families = set(FAMILIES if families is None else families)
+    variants = []
+    for family in FAMILIES.values():
+        if (family.name not in wanted_families or family.binary_refusal or arch < family.arch_min
+                or (family.exact_archs and arch not in family.exact_archs)):
+            continue
+        family_dtypes = [DTYPE_NAMES[dtype] for dtype in family.dtypes]
+        for config in (config for config in family.configs
+                       if config.split_k == 1 and (tags is None or config.tag in tags)):
+            for dtype in (dtype for dtype in family_dtypes if dtype in (NATIVE_DTYPES if dtypes is None else dtypes)):
+                variants.extend(BinaryVariant(family.name, config, dtype, layout) for layout in NATIVE_LAYOUTS
+                                if layout in family.layout_variants)
+    return variants
+
+
+def _directory_name(arch: int, multiprocessors: int) -> Path:
+    fingerprint = hashlib.sha256(kernels_fingerprint().encode()).hexdigest()[:16]
+    return Path(fingerprint, f"sm{arch}_sms{multiprocessors}")
+
+
+def _complete(directory: Path, names: list[str]) -> bool:
+    return all((directory / f"{name}{MANIFEST_SUFFIX}").is_file() for name in names)
+
+
+def _compile_request(variants: list[BinaryVariant], arch: int, multiprocessors: int, directory: Path) -> list[str]:
+    """Compile the variants in this process; return why each failure failed."""
+    from ._compile_worker import compile_request
+
+    return compile_request({"arch": arch, "multiprocessors": multiprocessors, "directory": str(directory),
+                            "variants": [[variant.family, variant.config.tag, variant.dtype, variant.layout]
+                                         for variant in variants]})
+
+
+def _compile_in_processes(variants: list[BinaryVariant], arch: int, multiprocessors: int, directory: Path,
+                          workers: int) -> list[str]:
+    """Compile the variants in ``workers`` worker processes (``_compile_worker``); return why each failure failed."""
+    chunks = [variants[start::workers] for start in range(workers)]
+    processes = []
+    for chunk in chunks:
+        request = {"arch": arch, "multiprocessors": multiprocessors, "directory": str(directory),
+                   "variants": [[variant.family, variant.config.tag, variant.dtype, variant.layout]
+                                for variant in chunk]}
+        processes.append(subprocess.Popen([sys.executable, "-m", "kabi.backends.triton._compile_worker",
+                                           json.dumps(request)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                          text=True))
+    failures = []
+    for chunk, process in zip(chunks, processes):
+        output, errors = process.communicate()
+        if process.returncode != 0:
+            tail = errors.strip().splitlines()[-1:] or [f"exit status {process.returncode}"]
+            failures += [f"{variant.name(arch)}: the compiling process failed: {tail[0]}" for variant in chunk]
+        else:
+            failures += output.splitlines()
+    return failures
+
+
+def compile_binaries(variants: list[BinaryVariant], arch: int, multiprocessors: int, root: str | Path,
+                     workers: int | None = None) -> Path:
+    """Compile the variants missing from ``root``'s directory for (kernels' fingerprint, arch, SM count), the
+    layout registration reads, and return that directory (``workers`` processes; default one per core, at most
+    one per binary). A variant that fails to compile is logged and left out.
+
+    ``kabi binaries compile --native --arch 90 --out <package>/kabi/binaries/triton`` calls it to ship them in a
+    wheel."""
+    directory = Path(root) / _directory_name(arch, multiprocessors)
+    missing = [variant for variant in variants if not (directory / f"{variant.name(arch)}{MANIFEST_SUFFIX}").is_file()]
+    if not missing:
+        return directory
+    workers = max(1, min(workers or os.cpu_count() or 1, len(missing)))
+    if workers == 1:
+        failures = _compile_request(missing, arch, multiprocessors, directory)
+    else:
+        failures = _compile_in_processes(missing, arch, multiprocessors, directory, workers)
+    for failure in failures:
+        _logger.warning("kabi: a Triton device binary could not be compiled; its Python kernel serves: %s", failure)
+    return directory
+
+
+def ensure_binaries(variants: list[BinaryVariant], arch: int, multiprocessors: int,
+                    workers: int | None = None) -> Path:
+    """The directory holding the binaries of the variants: the packaged one when complete, else the cache's, where
+    the missing ones are compiled first."""
+    packaged = _PACKAGED_ROOT / _directory_name(arch, multiprocessors)
+    if _complete(packaged, [variant.name(arch) for variant in variants]):
+        return packaged
+    return compile_binaries(variants, arch, multiprocessors, Path(_core.cache_default_directory()) / _CACHE_SUBDIRECTORY,
+                            workers)
+
+
+def register_native_binaries(arch: int, multiprocessors: int, supports_for: Callable[[str, object], Callable],
+                             *, families: Iterable[str] | None = None, dtypes: Iterable[str] | None = None,
+                             tags: Iterable[str] | None = None,
+                             workers: int | None = None) -> dict[tuple[str, str, str, str], str]:
+    """Compile (or find) and register the device binaries of every variant for ``arch``, each with the supports
+    predicate ``supports_for(family name, config)``; return {(family, config tag, dtype, layout): kernel name}."""
+    variants = binary_variants(arch, families, dtypes, tags)
+    directory = ensure_binaries(variants, arch, multiprocessors, workers)
+    registered = {}
+    for variant in variants:
+        manifest = directory / f"{variant.name(arch)}{MANIFEST_SUFFIX}"
+        if not manifest.is_file():
+            continue
+        registered[(variant.family, variant.config.tag, variant.dtype, variant.layout)] = register_binary(
+            manifest, "matmul", supports_for(variant.family, variant.config))
+    return registered

@@ -1,0 +1,115 @@
+"""Triton candidates on the native launch path, on a CUDA GPU: the first CUDA dispatch registers the Triton configs
+as device binaries for this GPU, a Triton pick is launched by the core (its kind is a device binary; the Python
+kernel declines the problem), the result matches the reference in eager calls and in a replayed CUDA graph, tuning
+measures the binaries, and a binary's Python predicate is asked once per problem (a C++ program launching the cached
+binaries: test_cpp_app_cuda.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+import kabi  # noqa: E402
+from kabi.backends.triton import TILED_CONFIGS, _native  # noqa: E402
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not any(device.device_type == "cuda" for device in kabi.devices()),
+                       reason="needs a CUDA GPU that libkabi sees"),
+]
+
+
+def _gpu() -> kabi.DeviceInfo:
+    return kabi.device_info("cuda", 0)
+
+
+def _triton_binaries() -> list[kabi.KernelInfo]:
+    kabi.explain(kabi.ops.matmul, torch.empty(8, 8, device="cuda"), torch.empty(8, 8, device="cuda"))
+    return [kernel for kernel in kabi.kernels("matmul") if kernel.backend == "triton" and kernel.kind == "device_binary"]
+
+
+def _assert_close(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    reference = a.double() @ b.double()
+    error = ((out.double() - reference).norm() / reference.norm()).item()
+    assert out.dtype == a.dtype and error < 1e-2, error
+
+
+def test_the_first_cuda_dispatch_registers_the_triton_binaries() -> None:
+    binaries = _triton_binaries()
+    expected = {variant.name(_gpu().arch) for variant in _native.binary_variants(_gpu().arch)}
+    assert expected and expected <= {kernel.name for kernel in binaries}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("shape, transposed", [((512, 384, 256), False), ((777, 520, 1024), True),
+                                               ((48, 1000, 2048), False)])
+def test_a_triton_pick_is_launched_by_the_core(dtype, shape, transposed) -> None:
+    m, n, k = shape
+    a = torch.randn((k, m) if transposed else (m, k), dtype=dtype, device="cuda")
+    b = torch.randn((n, k) if transposed else (k, n), dtype=dtype, device="cuda")
+    a, b = (a.t(), b.t()) if transposed else (a, b)
+    with kabi.use(matmul="triton"):
+        explanation = kabi.explain(kabi.ops.matmul, a, b)
+        out = kabi.ops.matmul(a, b)
+    (pick,) = [candidate for candidate in explanation.candidates if candidate.kernel.name == explanation.pick]
+    if m > 64:  # decode shapes may go to the decode family, which has no binary
+        assert pick.kernel.kind == "device_binary", str(explanation)
+    assert any(candidate.eligible and candidate.kernel.kind == "device_binary" for candidate in explanation.candidates)
+    # Each Python kernel whose binary serves the problem says so rather than compete with it.
+    assert any("runs as its device binary" in candidate.reason for candidate in explanation.candidates)
+    _assert_close(out, a, b)
+
+
+def test_a_binary_pick_replays_in_a_cuda_graph() -> None:
+    a = torch.randn(1024, 512, dtype=torch.bfloat16, device="cuda")
+    b = torch.randn(512, 768, dtype=torch.bfloat16, device="cuda")
+    with kabi.use(matmul="triton"):
+        assert kabi.explain(kabi.ops.matmul, a, b).pick.endswith(f".bfloat16.sm{_gpu().arch}")
+        kabi.ops.matmul(a, b)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = kabi.ops.matmul(a, b)
+    a.copy_(torch.randn_like(a))
+    b.copy_(torch.randn_like(b))
+    graph.replay()
+    torch.cuda.synchronize()
+    _assert_close(out, a, b)
+
+
+def test_tuning_measures_the_binaries() -> None:
+    a = torch.randn(2048, 1024, dtype=torch.float16, device="cuda")
+    b = torch.randn(1024, 2048, dtype=torch.float16, device="cuda")
+    report = kabi.tune(kabi.ops.matmul, a, b)
+    timed = [measurement for measurement in report.measurements
+             if measurement.kernel.endswith(f".float16.sm{_gpu().arch}") and measurement.time_us < float("inf")]
+    assert timed, report
+
+
+def test_a_binary_predicate_is_asked_once_per_problem(tmp_path) -> None:
+    from kabi.backends.triton import compile_to_binary
+    from kabi.ops._kernel_registration import register_binary
+
+    gpu = _gpu()
+    # The strided layout is not one the default registration compiles: this binary is registered here only.
+    manifest = compile_to_binary("tiled", TILED_CONFIGS[0], "float16", gpu.arch, tmp_path, layout="strided")
+    asked = []
+
+    def supports(problem) -> bool:
+        asked.append(problem.dims)
+        return True
+
+    name = register_binary(manifest, "matmul", supports)
+    try:
+        a = torch.randn(300, 200, dtype=torch.float16, device="cuda")
+        b = torch.randn(200, 100, dtype=torch.float16, device="cuda")
+        with kabi.use(matmul=name):
+            for _ in range(5):
+                out = kabi.ops.matmul(a, b)
+        _assert_close(out, a, b)
+        # Selection and every launch check the predicate; the launches find its remembered verdict.
+        assert asked == [{"M": 300, "K": 200, "N": 100}]
+    finally:
+        kabi.unregister_kernel("matmul", name)
