@@ -13,6 +13,7 @@ import torch
 
 import kabi
 from kabi._selection.correctness import check_output
+from kabi.ops._front import front_of
 
 from _grouped_checks import GROUPED_CASES, SIZES, TOLERANCE, assert_matches, expected, make_inputs
 
@@ -98,14 +99,20 @@ def test_every_bad_input_is_refused_naming_the_argument(inputs: tuple, message: 
 
 @pytest.mark.parametrize("kernel", ["torch.grouped_mm.cpu", "torch.grouped_mm_loop.cpu", "cpu.openblas.grouped_mm"])
 def test_host_offsets_are_checked_on_every_call_not_only_the_first(kernel: str) -> None:
-    """A decision serves every routing of its sizes; the op still checks each call's host offsets."""
+    """A decision serves every routing of its sizes; the op still checks each call's host offsets, on the C hit
+    path too (the bad calls below are hits of the first call's decision, not misses the core validates)."""
     x, w = torch.randn(6, 4), torch.randn(2, 4, 3)
+    table = front_of(kabi.ops.grouped_mm).cache
     with kabi.use(grouped_mm=kernel):
         kabi.ops.grouped_mm(x, w, torch.tensor([4, 6], dtype=torch.int32))
+        hits, misses = table.hits, table.misses
         with pytest.raises(kabi.KabiError, match=r"offs\[1\] is 100, past the end of R \(6\)"):
             kabi.ops.grouped_mm(x, w, torch.tensor([4, 100], dtype=torch.int32))
         with pytest.raises(kabi.KabiError, match=r"offs\[1\] is 3, below offs\[0\] = 4"):
             kabi.ops.grouped_mm(x, w, torch.tensor([4, 3], dtype=torch.int32))
+        assert (table.hits, table.misses) == (hits + 2, misses)
+        offs = torch.tensor([1, 6], dtype=torch.int32)
+        assert_matches(kabi.ops.grouped_mm(x, w, offs), x, w, offs)
 
 
 @pytest.mark.parametrize("function", ["grouped_mm", "grouped_mm_loop"])

@@ -17,6 +17,10 @@ GROUPED = "grouped_mm"
     [
         ("x: [R, E?, K] float32 -> out: [R] float32", r"x: only the first of two or more dimensions may be left out"),
         ("x: [E?] float32 -> out: [E] float32", r"x: only the first of two or more dimensions may be left out"),
+        ("x: [E?, R, K] | [R] float32, w: [E, K] float32 -> out: [E, K] float32",
+         r"x: a tensor with several shapes cannot leave out its first dimension"),
+        ("x: [R, K] | [E?, R, K] float32 -> out: [R, K] float32",
+         r"x: a tensor with several shapes cannot leave out its first dimension"),
         ("x: [R, K] float32 -> out: [E?, R] float32", r"output out: E\? is no required input's optional first"),
         ("x: [R, K] float32, o?(y.rank == 2): [R] int32 -> out: [R] float32",
          r"o's presence condition \"y.rank == 2\": y is not a required input tensor declared before o"),
