@@ -11,6 +11,8 @@
 # suite that needs longer resumes where it stopped when the step runs again with that JSON in place.
 # fp8 runs `kabi bench scaled_mm --suite fp8` (the issue's FP8 suite, both kinds of scales) the same way, 540 s at
 # most, into benchmarks/results/nvidia-h200-scaled_mm-fp8.json and .png.
+# moe:SUITE likewise runs `kabi bench grouped_mm --suite SUITE` (moe-mixtral-8x7b, moe-deepseek-v3,
+# moe-qwen3-30b-a3b) for 420 s at most, writing benchmarks/results/nvidia-h200-grouped_mm-SUITE.json and .png.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/kabi-gpu-out}
@@ -66,6 +68,11 @@ for step in "${steps[@]}"; do
          run_step "bench scaled_mm fp8" timeout -s INT 540 python3 -m kabi.cli bench scaled_mm --suite fp8 \
            --device cuda --out "benchmarks/results/$name.json" --plot "benchmarks/results/$name.png"
          cp "benchmarks/results/$name.png" "$out"/ 2>/dev/null || true ;;
+    moe:*) IFS=: read -r _ suite <<< "$step"
+           name="nvidia-h200-grouped_mm-$suite"
+           run_step "bench grouped_mm $suite" timeout -s INT 420 python3 -m kabi.cli bench grouped_mm --suite "$suite" \
+             --device cuda --out "benchmarks/results/$name.json" --plot "benchmarks/results/$name.png"
+           cp "benchmarks/results/$name.png" "$out"/ 2>/dev/null || true ;;
     triton) run_step "triton matmul" timeout 240 python3 benchmarks/triton_matmul.py --out benchmarks/results ;;
     decode) run_step "decode at the memory roof" timeout 300 python3 benchmarks/decode.py \
               --output benchmarks/results/decode-nvidia-h200.json ;;

@@ -171,6 +171,10 @@ KABI_EXPORT kabi_status kabi_op_tensor_get(kabi_op handle, int32_t index, kabi_t
       decl.alternative_ranks[s] = static_cast<int32_t>(shape.size());
       std::copy(shape.begin(), shape.end(), decl.alternative_dims[s]);
     }
+    decl.leading_dim_optional = tensor.leading_dim_optional ? 1 : 0;
+    decl.present_with_input = tensor.present_with_input;
+    decl.present_with_rank = tensor.present_with_rank;
+    decl.offsets_of_dim = tensor.offsets_of_dim;
     write_output_struct(out_decl, decl);
   });
 }

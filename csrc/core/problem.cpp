@@ -41,17 +41,20 @@ std::string shape_of(const DLTensor& tensor) {
 }
 
 // "[M, 1]" for one shape of a schema tensor.
-std::string dims_text(const Op& op, const std::vector<int32_t>& dims, bool has_batch) {
+std::string dims_text(const Op& op, const std::vector<int32_t>& dims, bool has_batch, bool leading_dim_optional) {
   std::vector<std::string> items;
   if (has_batch) items.push_back("...");
   for (int32_t dim : dims) items.push_back(dim == KABI_DIM_ONE ? "1" : op.schema.dim_names[static_cast<size_t>(dim)]);
+  if (leading_dim_optional) items[has_batch ? 1 : 0] += "?";
   return "[" + join(items, ", ") + "]";
 }
 
 // "[..., M, K]" for a schema tensor; "[M, 1] or []" for one with shape alternatives.
 std::string schema_shape(const Op& op, const SchemaTensor& tensor) {
-  std::string text = dims_text(op, tensor.dims, tensor.has_batch);
-  for (const std::vector<int32_t>& shape : tensor.alternative_shapes) text += " or " + dims_text(op, shape, false);
+  std::string text = dims_text(op, tensor.dims, tensor.has_batch, tensor.leading_dim_optional);
+  for (const std::vector<int32_t>& shape : tensor.alternative_shapes) {
+    text += " or " + dims_text(op, shape, false, false);
+  }
   return text;
 }
 
@@ -98,6 +101,8 @@ class Binder {
     bind_attributes();
     check_dtypes_and_devices();
     bind_dimensions();
+    check_presence_conditions();
+    check_offsets();
     broadcast_batch();
     derive_outputs();
     classify_inputs();
@@ -275,6 +280,7 @@ class Binder {
   void bind_dimensions() {
     const size_t dim_count = schema_.dim_names.size();
     bound_dim_by_.fill(-1);
+    leading_dim_given_by_.fill(-1);
     problem_.num_dims = static_cast<int32_t>(dim_count);
     for (size_t d = 0; d < dim_count; ++d) problem_.dim_names[d] = op_.dim_name_pointers[d];
     for (int32_t i = 0; i < args_.num_inputs; ++i) {
@@ -282,10 +288,14 @@ class Binder {
       const SchemaTensor& schema = schema_.inputs[static_cast<size_t>(i)];
       const DLTensor& tensor = args_.inputs[i];
       problem_.input_shapes[i] = match_shape(schema, tensor);
-      const std::vector<int32_t>& dims = matched_dims(schema, problem_.input_shapes[i]);
-      const auto needed = static_cast<int32_t>(dims.size());
+      const std::vector<int32_t>& declared = matched_dims(schema, problem_.input_shapes[i]);
+      const bool leading_left_out =
+          schema.leading_dim_optional && tensor.ndim + 1 == static_cast<int32_t>(declared.size());
+      if (schema.leading_dim_optional) record_leading_dim(i, !leading_left_out);
+      const auto skipped = static_cast<int32_t>(leading_left_out);
+      const auto needed = static_cast<int32_t>(declared.size()) - skipped;
       for (int32_t j = 0; j < needed; ++j) {
-        const int32_t dim = dims[static_cast<size_t>(j)];
+        const int32_t dim = declared[static_cast<size_t>(j + skipped)];
         const int64_t value = tensor.shape[tensor.ndim - needed + j];
         if (dim == KABI_DIM_ONE) {
           if (value != 1) {
@@ -310,14 +320,85 @@ class Binder {
     }
   }
 
+  // Inputs that may leave out the same first dim must agree on whether they have it: the outputs' "E?" follows them.
+  void record_leading_dim(int32_t input, bool given) {
+    const auto dim = static_cast<size_t>(schema_.inputs[static_cast<size_t>(input)].dims.front());
+    const int32_t first = leading_dim_given_by_[dim];
+    if (first < 0) {
+      leading_dim_given_by_[dim] = input;
+      leading_dim_given_[dim] = given;
+    } else if (leading_dim_given_[dim] != given) {
+      fail(KABI_STATUS_INVALID_ARGUMENT, input_name(first) + " has shape " + shape_of(args_.inputs[first]) + " but " +
+                                             input_name(input) + " has shape " + shape_of(args_.inputs[input]) +
+                                             ": both have the dimension " + schema_.dim_names[dim] + " or neither");
+    }
+  }
+
+  // An optional input with a presence condition ("offs?(x.rank == 2)") is given exactly when the condition holds.
+  void check_presence_conditions() const {
+    for (int32_t i = 0; i < args_.num_inputs; ++i) {
+      const SchemaTensor& schema = schema_.inputs[static_cast<size_t>(i)];
+      if (schema.present_with_input < 0) continue;
+      const DLTensor& other = args_.inputs[schema.present_with_input];
+      const bool wanted = other.ndim == schema.present_with_rank;
+      if (wanted == present(i)) continue;
+      const std::string condition = input_name(schema.present_with_input) + " has rank " +
+                                    std::to_string(schema.present_with_rank);
+      fail(KABI_STATUS_INVALID_ARGUMENT,
+           schema.name + (wanted ? " is required when " + condition : " must be absent unless " + condition) + " (" +
+               input_name(schema.present_with_input) + " has shape " + shape_of(other) + ")");
+    }
+  }
+
+  // Group end offsets ("offs: [E] int32 offsets(R)") must be non-decreasing, from 0 up to the size of R. Only host
+  // memory is read: a device's offsets would cost a synchronizing copy per call (and cannot be read under CUDA-graph
+  // capture), so kernels clamp them instead and never touch memory outside their tensors whatever they hold.
+  void check_offsets() const {
+    for (int32_t i = 0; i < args_.num_inputs; ++i) {
+      const SchemaTensor& schema = schema_.inputs[static_cast<size_t>(i)];
+      const DLTensor& tensor = args_.inputs[i];
+      if (schema.offsets_of_dim < 0 || !present(i) || tensor.data == nullptr || tensor.device.device_type != kDLCPU) {
+        continue;
+      }
+      const int64_t limit = problem_.dims[schema.offsets_of_dim];
+      const std::string& dim_name = schema_.dim_names[static_cast<size_t>(schema.offsets_of_dim)];
+      const char* base = static_cast<const char*>(tensor.data) + tensor.byte_offset;
+      const int64_t stride = stride_of(tensor, 0) * (tensor.dtype.bits / 8);
+      int64_t previous = 0;
+      for (int64_t g = 0; g < tensor.shape[0]; ++g) {
+        int64_t value = 0;
+        if (tensor.dtype.bits == 32) {
+          int32_t narrow = 0;
+          std::memcpy(&narrow, base + g * stride, sizeof narrow);
+          value = narrow;
+        } else {
+          std::memcpy(&value, base + g * stride, sizeof value);
+        }
+        const std::string entry = schema.name + "[" + std::to_string(g) + "] is " + std::to_string(value);
+        if (value < previous) {
+          fail(KABI_STATUS_INVALID_ARGUMENT, entry + ", below " + (g == 0 ? std::string("0") : schema.name + "[" +
+                                                 std::to_string(g - 1) + "] = " + std::to_string(previous)) +
+                                                 ": group end offsets must be sorted (non-decreasing) from 0");
+        }
+        if (value > limit) {
+          fail(KABI_STATUS_INVALID_ARGUMENT, entry + ", past the end of " + dim_name + " (" + std::to_string(limit) +
+                                                 "): group end offsets must not exceed it");
+        }
+        previous = value;
+      }
+    }
+  }
+
   // Which declared shape a tensor has, by its rank; fails naming the tensor and every shape it may have.
   int32_t match_shape(const SchemaTensor& schema, const DLTensor& tensor) const {
     const auto needed = static_cast<int32_t>(schema.dims.size());
     if (schema.has_batch ? tensor.ndim >= needed : tensor.ndim == needed) return 0;
+    if (schema.leading_dim_optional && tensor.ndim == needed - 1) return 0;
     for (size_t s = 0; s < schema.alternative_shapes.size(); ++s) {
       if (tensor.ndim == static_cast<int32_t>(schema.alternative_shapes[s].size())) return static_cast<int32_t>(s + 1);
     }
     std::string ranks = (schema.has_batch ? "rank at least " : "rank ") + std::to_string(needed);
+    if (schema.leading_dim_optional) ranks = "rank " + std::to_string(needed - 1) + " or " + std::to_string(needed);
     for (const std::vector<int32_t>& shape : schema.alternative_shapes) ranks += " or " + std::to_string(shape.size());
     fail(KABI_STATUS_INVALID_ARGUMENT, schema.name + " has shape " + shape_of(tensor) + " (rank " +
                                            std::to_string(tensor.ndim) + "); expected " + schema_shape(op_, schema) +
@@ -375,7 +456,11 @@ class Binder {
     if (schema.has_batch) {
       for (int32_t d = 0; d < problem_.batch_rank; ++d) shape[rank++] = problem_.batch_shape[d];
     }
-    for (int32_t dim : schema.dims) shape[rank++] = dim == KABI_DIM_ONE ? 1 : problem_.dims[dim];
+    for (size_t d = 0; d < schema.dims.size(); ++d) {
+      const int32_t dim = schema.dims[d];
+      if (d == 0 && schema.leading_dim_optional && !leading_dim_given_[static_cast<size_t>(dim)]) continue;
+      shape[rank++] = dim == KABI_DIM_ONE ? 1 : problem_.dims[dim];
+    }
     return rank;
   }
 
@@ -447,6 +532,8 @@ class Binder {
   const kabi_args& args_;
   kabi_problem problem_{};
   std::array<int32_t, KABI_MAX_DIMS> bound_dim_by_{};                      // the input that first bound each dim
+  std::array<int32_t, KABI_MAX_DIMS> leading_dim_given_by_{};  // the first input that may leave out each dim
+  std::array<bool, KABI_MAX_DIMS> leading_dim_given_{};        // and whether it has it
   std::array<const std::string*, KABI_MAX_TYPE_VARIABLES> bound_by_{};  // the tensor that bound each type variable
 };
 
@@ -499,7 +586,7 @@ void format_problem_key(const Op& op, kabi_problem& problem) {
           key += input_present(problem, i) ? layout_name(problem.input_layouts[i]) : "absent";
           // Kernels differ by the shape such an input has (a per-tensor or a row-wise scale), so the key says it.
           if (!tensor.alternative_shapes.empty() && input_present(problem, i)) {
-            std::string shape = dims_text(op, matched_dims(tensor, problem.input_shapes[i]), false);
+            std::string shape = dims_text(op, matched_dims(tensor, problem.input_shapes[i]), false, false);
             shape.erase(std::remove(shape.begin(), shape.end(), ' '), shape.end());
             key += shape;
           }

@@ -84,11 +84,20 @@ class SchemaParser {
     throw Error(KABI_STATUS_INVALID_ARGUMENT, "op " + op_name_ + ": schema \"" + text_ + "\": " + what);
   }
 
-  // Splits "name: rest" (or "name?: rest"); returns rest.
-  std::string split_name(const std::string& text, std::string& name, bool& optional) const {
+  // Splits "name: rest" (or "name?: rest", "name?(condition): rest"); returns rest.
+  std::string split_name(const std::string& text, std::string& name, bool& optional, std::string& condition) const {
     const size_t colon = text.find(':');
     if (colon == std::string::npos) fail("expected 'name: [dims] dtype' or 'name: type', got \"" + text + "\"");
     name = trim(text.substr(0, colon));
+    const size_t open = name.find('(');
+    if (open != std::string::npos) {
+      if (name.back() != ')') fail("\"" + name + "\": a presence condition is written name?(input.rank == N)");
+      condition = trim(name.substr(open + 1, name.size() - open - 2));
+      name = trim(name.substr(0, open));
+      if (name.empty() || name.back() != '?') {
+        fail("\"" + name + "\": only an optional input (\"name?\") takes a presence condition");
+      }
+    }
     optional = !name.empty() && name.back() == '?';
     if (optional) name = trim(name.substr(0, name.size() - 1));
     if (!is_identifier(name)) fail("\"" + name + "\" is not a valid name");
@@ -99,13 +108,15 @@ class SchemaParser {
   void parse_input(const std::string& text) {
     std::string name;
     bool optional = false;
-    const std::string rest = split_name(text, name, optional);
+    std::string condition;
+    const std::string rest = split_name(text, name, optional, condition);
     if (!rest.empty() && rest.front() == '[') {
       if (!schema_.attributes.empty()) {
         fail(name + ": tensor after attribute " + schema_.attributes.back().name + "; tensors come first");
       }
       SchemaTensor tensor = parse_tensor(name, rest, /*is_output=*/false);
       tensor.optional = optional;
+      if (!condition.empty()) parse_presence_condition(tensor, condition);
       schema_.has_optional_inputs = schema_.has_optional_inputs || optional;
       schema_.has_batch = schema_.has_batch || tensor.has_batch;
       schema_.inputs.push_back(std::move(tensor));
@@ -115,15 +126,50 @@ class SchemaParser {
     parse_attribute(name, rest);
   }
 
+  // "x.rank == 2": the optional input is given exactly when the required input x, declared before it, has rank 2.
+  void parse_presence_condition(SchemaTensor& tensor, const std::string& condition) {
+    const std::string where = tensor.name + "'s presence condition \"" + condition + "\"";
+    const size_t equals = condition.find("==");
+    const size_t dot = condition.find('.');
+    if (equals == std::string::npos || dot == std::string::npos || dot > equals ||
+        trim(condition.substr(dot + 1, equals - dot - 1)) != "rank") {
+      fail(where + ": expected input.rank == N");
+    }
+    const std::string input = trim(condition.substr(0, dot));
+    const auto found = std::find_if(schema_.inputs.begin(), schema_.inputs.end(),
+                                    [&](const SchemaTensor& other) { return other.name == input; });
+    if (found == schema_.inputs.end() || found->optional) {
+      fail(where + ": " + input + " is not a required input tensor declared before " + tensor.name);
+    }
+    int64_t rank = 0;
+    if (!parse_int64(trim(condition.substr(equals + 2)), rank) || rank < 0 || rank > KABI_MAX_DIMS) {
+      fail(where + ": the rank must be an integer from 0 to " + std::to_string(KABI_MAX_DIMS));
+    }
+    tensor.present_with_input = static_cast<int32_t>(found - schema_.inputs.begin());
+    tensor.present_with_rank = static_cast<int32_t>(rank);
+  }
+
   void parse_output(const std::string& text) {
     std::string name;
     bool optional = false;
-    const std::string rest = split_name(text, name, optional);
+    std::string condition;
+    const std::string rest = split_name(text, name, optional, condition);
     if (optional) fail("output " + name + " is marked optional; every output is written");
     if (rest.empty() || rest.front() != '[') fail("output " + name + ": expected '[dims] dtype', got \"" + rest + "\"");
     SchemaTensor tensor = parse_tensor(name, rest, /*is_output=*/true);
     if (tensor.has_batch && !schema_.has_batch) fail("output " + name + " has \"...\" but no input does");
+    if (tensor.leading_dim_optional && optional_leading_dim_of(tensor.dims.front()) == nullptr) {
+      fail("output " + name + ": " + schema_.dim_names[static_cast<size_t>(tensor.dims.front())] +
+           "? is no required input's optional first dimension");
+    }
     schema_.outputs.push_back(std::move(tensor));
+  }
+
+  const SchemaTensor* optional_leading_dim_of(int32_t dim) const {
+    for (const SchemaTensor& input : schema_.inputs) {
+      if (!input.optional && input.leading_dim_optional && input.dims.front() == dim) return &input;
+    }
+    return nullptr;
   }
 
   SchemaTensor parse_tensor(const std::string& name, const std::string& text, bool is_output) {
@@ -146,8 +192,17 @@ class SchemaParser {
       }
     }
     check_alternative_shapes(tensor);
-    const std::string dtype = trim(text.substr(close + 1));
+    std::string dtype = trim(text.substr(close + 1));
     if (dtype.empty()) fail(name + ": expected a type variable or dtype after its dimensions");
+    const size_t space = dtype.find_first_of(" \t");
+    if (space != std::string::npos) {
+      parse_value_rule(tensor, trim(dtype.substr(space)));
+      dtype = dtype.substr(0, space);
+    }
+    const uint32_t offset_dtypes = dtype_bit_from_name("int32") | dtype_bit_from_name("int64");
+    if (tensor.offsets_of_dim >= 0 && (dtype_bit_from_name(dtype) & offset_dtypes) == 0) {
+      fail(name + ": offsets are int32 or int64, not \"" + dtype + "\"");
+    }
     const int32_t variable = type_variable_index(dtype);
     if (variable >= 0) {
       tensor.type_variable = variable;
@@ -162,20 +217,39 @@ class SchemaParser {
     return tensor;
   }
 
-  // The dims of one bracketed shape ("..., M, 1"): names, a literal 1, and a leading "...".
+  // "offsets(R)" after an integer input's dtype: its values are group end offsets along the dimension R.
+  void parse_value_rule(SchemaTensor& tensor, const std::string& rule) {
+    const std::string where = tensor.name + ": value rule \"" + rule + "\"";
+    if (tensor.is_output) fail(where + ": only inputs take a value rule");
+    if (rule.rfind("offsets(", 0) != 0 || rule.back() != ')') fail(where + ": expected offsets(DIM)");
+    const std::string dim = trim(rule.substr(8, rule.size() - 9));
+    const auto found = std::find(schema_.dim_names.begin(), schema_.dim_names.end(), dim);
+    if (found == schema_.dim_names.end()) fail(where + ": " + dim + " is no dimension of an earlier tensor");
+    if (tensor.has_batch || tensor.dims.size() != 1) fail(where + ": offsets are a 1-D tensor");
+    tensor.offsets_of_dim = static_cast<int32_t>(found - schema_.dim_names.begin());
+  }
+
+  // The dims of one bracketed shape ("..., M, 1" or "E?, M, K"): names, a literal 1, a leading "...", and a first
+  // name that may be left out.
   std::vector<int32_t> parse_dims(SchemaTensor& tensor, const std::string& inner) {
     std::vector<int32_t> dims;
     if (inner.empty()) return dims;
     const std::vector<std::string> items = split_top_level(inner, ',');
     for (size_t i = 0; i < items.size(); ++i) {
       const std::string item = trim(items[i]);
+      const bool may_be_left_out = !item.empty() && item.back() == '?';
+      const std::string dim = may_be_left_out ? trim(item.substr(0, item.size() - 1)) : item;
+      if (may_be_left_out && (i != 0 || items.size() < 2)) {
+        fail(tensor.name + ": only the first of two or more dimensions may be left out (\"" + item + "\")");
+      }
+      tensor.leading_dim_optional = tensor.leading_dim_optional || may_be_left_out;
       if (item == "...") {
         if (i != 0) fail(tensor.name + ": \"...\" must come first");
         tensor.has_batch = true;
       } else if (item == "1") {
         dims.push_back(KABI_DIM_ONE);
-      } else if (is_identifier(item)) {
-        dims.push_back(dimension_index(item, tensor.name, tensor.is_output));
+      } else if (is_identifier(dim)) {
+        dims.push_back(dimension_index(dim, tensor.name, tensor.is_output && !may_be_left_out));
       } else {
         fail(tensor.name + ": \"" + item + "\" is not a dimension name (a name, or 1)");
       }
@@ -191,6 +265,9 @@ class SchemaParser {
       fail("output " + tensor.name + " has several shapes; an output's shape follows from the inputs");
     }
     if (tensor.has_batch) fail(tensor.name + ": a tensor with several shapes cannot have \"...\"");
+    if (tensor.leading_dim_optional) {
+      fail(tensor.name + ": a tensor with several shapes cannot leave out its first dimension");
+    }
     if (tensor.alternative_shapes.size() + 1 > KABI_MAX_SHAPE_ALTERNATIVES) {
       fail(tensor.name + ": more than " + std::to_string(KABI_MAX_SHAPE_ALTERNATIVES) + " shapes");
     }

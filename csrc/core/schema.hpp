@@ -16,15 +16,25 @@ namespace kabi::core {
 // named trailing dims as indices into Schema::dim_names (KABI_DIM_ONE for a literal 1), the other shapes an input
 // may have instead ("scale: [M, 1] | [] float32": a row-wise or a per-tensor scale; each of its own rank), and its
 // dtype (a type variable or one concrete dtype).
+// Three rules for ops whose inputs come in forms (grouped_mm's x[T, K] with offsets, or x[E, M, K] without):
+// - a first dim written "E?" may be left out (the tensor then has one dim less); an output's "E?" is there exactly
+//   when the inputs that may leave it out have it;
+// - an optional input written "offs?(x.rank == 2)" is given exactly when that input has that rank;
+// - an int32/int64 tensor written "[E] int32 offsets(R)" holds group end offsets along R: non-decreasing, from 0 to
+//   the size of R. The values are checked where the host can read them (CPU tensors).
 struct SchemaTensor {
   std::string name;
   bool is_output = false;
   bool optional = false;
   bool has_batch = false;
+  bool leading_dim_optional = false;
   std::vector<int32_t> dims;
   std::vector<std::vector<int32_t>> alternative_shapes;
   int32_t type_variable = -1;  // index into Schema::type_variables, or -1 for a concrete dtype
   uint32_t dtypes = 0;         // the variable's set, or the concrete dtype's bit
+  int32_t present_with_input = -1;  // an optional input's condition: given exactly when this input ...
+  int32_t present_with_rank = 0;    // ... has this rank
+  int32_t offsets_of_dim = -1;      // the dim (index into Schema::dim_names) whose group ends the values are
 };
 
 struct TypeVariable {

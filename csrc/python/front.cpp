@@ -8,6 +8,9 @@
 //     which checks it against the decision's output descriptors and says what is wrong.
 // The function follows kabi.ops' one convention: required inputs positional, optional inputs positional or by
 // keyword (None when left out), attributes keyword-only with their defaults, then `out`.
+// An op whose inputs carry values the core checks (grouped_mm's offsets) has a `host_value_check(inputs)`, which a
+// hit calls first: one decision serves every call of its shapes, whatever their values. Other ops have none and pay
+// nothing for it.
 // A remembered implementation that raises a foreign exception surfaces as the KernelFailedError that
 // `kernel_failed(kernel_name, error)` words, chained to the original; only the error path pays for that.
 #include <pybind11/pybind11.h>
@@ -42,6 +45,7 @@ struct FrontState {
   py::object out_name;
   py::object out_keyword;  // ("out",): the kwnames of a hit that passes out on
   py::object scope_var, miss, call_with_out, kernel_failed, bind_call;
+  py::object host_value_check;  // null for an op without value-checked inputs
 
   int32_t attributes() const { return static_cast<int32_t>(attribute_defaults.size()); }
 };
@@ -206,6 +210,17 @@ PyObject* op_front(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyOb
   const Decision* decision = keyed ? table.find(key) : nullptr;
   if (decision == nullptr) return call_miss(*state, call);
   table.count_hit();
+  if (state->host_value_check) {
+    PyObject* inputs = tuple_of(call.values, state->inputs);
+    PyObject* checked =
+        inputs == nullptr ? nullptr : PyObject_CallFunctionObjArgs(state->host_value_check.ptr(), inputs, nullptr);
+    Py_XDECREF(inputs);
+    if (checked == nullptr) return nullptr;
+    Py_DECREF(checked);
+    // The check ran Python code, which may have changed the table: find the decision again.
+    decision = table.find(key);
+    if (decision == nullptr) return call_miss(*state, call);
+  }
   return run_decision(*state, *decision, call);
 }
 
@@ -214,7 +229,7 @@ py::object make_op_front(const std::string& name, const std::string& doc, const 
                          const std::vector<std::string>& input_names, const std::vector<std::string>& attribute_names,
                          const std::vector<py::object>& attribute_defaults, const py::object& scope_var,
                          const py::object& miss, const py::object& call_with_out, const py::object& kernel_failed,
-                         const py::object& bind_call) {
+                         const py::object& bind_call, const py::object& host_value_check) {
   if (!PyContextVar_CheckExact(scope_var.ptr())) throw py::type_error("scope_var must be a contextvars.ContextVar");
   if (input_names.size() + attribute_names.size() > kMaxParameters) {
     throw py::value_error(name + ": an op function takes at most " + std::to_string(kMaxParameters) +
@@ -244,6 +259,7 @@ py::object make_op_front(const std::string& name, const std::string& doc, const 
   state->call_with_out = call_with_out;
   state->kernel_failed = kernel_failed;
   state->bind_call = bind_call;
+  if (!host_value_check.is_none()) state->host_value_check = host_value_check;
   auto capsule = py::reinterpret_steal<py::object>(PyCapsule_New(state.get(), kFrontStateName, [](PyObject* object) {
     delete static_cast<FrontState*>(PyCapsule_GetPointer(object, kFrontStateName));
   }));
@@ -347,10 +363,10 @@ void bind_front(py::module_& m) {
   m.def("make_op_front", &make_op_front, py::arg("name"), py::arg("doc"), py::arg("module"), py::arg("table"),
         py::arg("required_inputs"), py::arg("input_names"), py::arg("attribute_names"),
         py::arg("attribute_defaults"), py::arg("scope_var"), py::arg("miss"), py::arg("call_with_out"),
-        py::arg("kernel_failed"), py::arg("bind_call"),
+        py::arg("kernel_failed"), py::arg("bind_call"), py::arg("host_value_check") = py::none(),
         "The public function of an op: the hit path in C over table; misses, out= checks and argument errors in "
         "Python. attribute_defaults holds None for an attribute without a default (a None default is not "
-        "supported).");
+        "supported). host_value_check(inputs), when given, runs on every hit before the decision.");
 }
 
 }  // namespace kabi::python

@@ -123,6 +123,11 @@ py::dict op_schema(const std::string& name) {
     tensor["has_batch"] = decl.has_batch != 0;
     tensor["dims"] = tensor_dims;
     tensor["shapes"] = py::tuple(shapes);
+    tensor["leading_dim_optional"] = decl.leading_dim_optional != 0;
+    tensor["present_with"] = decl.present_with_input >= 0
+                                 ? py::object(py::make_tuple(inputs[decl.present_with_input]["name"], decl.present_with_rank))
+                                 : py::object(py::none());
+    tensor["offsets_of"] = decl.offsets_of_dim >= 0 ? py::object(dims[decl.offsets_of_dim]) : py::object(py::none());
     tensor["type_variable"] =
         decl.type_variable >= 0 ? py::object(py::str(variable_names[static_cast<std::size_t>(decl.type_variable)]))
                                 : py::object(py::none());

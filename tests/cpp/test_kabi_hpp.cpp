@@ -198,9 +198,9 @@ int main() {
     kabi::load_builtin_plugins();
     bool cpu_loaded = false;
     for (const kabi::PluginRecord& plugin : kabi::plugins()) {
-      cpu_loaded = cpu_loaded || (plugin.name == "kabi-cpu" && plugin.loaded && plugin.num_kernels == 2 && !plugin.binaries);
+      cpu_loaded = cpu_loaded || (plugin.name == "kabi-cpu" && plugin.loaded && plugin.num_kernels == 3 && !plugin.binaries);
     }
-    expect(cpu_loaded, "kabi-cpu is loaded with its two kernels (matmul's and linear's)");
+    expect(cpu_loaded, "kabi-cpu is loaded with its three kernels (matmul's, linear's and grouped_mm's)");
     expect_error(KABI_STATUS_NOT_FOUND, "/nonexistent/libnothing.so",
                  [] { kabi::load_plugin("/nonexistent/libnothing.so"); }, "missing plugin file");
 

@@ -55,7 +55,8 @@ def test_matmul_schema_as_the_core_parsed_it():
     assert schema["attributes"] == ()
     a, b = schema["inputs"]
     assert a == {"name": "a", "optional": False, "has_batch": True, "dims": ("M", "K"), "shapes": (("M", "K"),),
-                 "type_variable": "T", "dtype": None, "dtypes": MATMUL_DTYPES}
+                 "type_variable": "T", "dtype": None, "dtypes": MATMUL_DTYPES, "leading_dim_optional": False,
+                 "present_with": None, "offsets_of": None}
     assert (b["name"], b["dims"]) == ("b", ("K", "N"))
     (out,) = schema["outputs"]
     assert (out["name"], out["dims"], out["type_variable"], out["has_batch"]) == ("out", ("M", "N"), "T", True)

@@ -25,8 +25,10 @@
  * or device-binary manifest built for ABI 1.x is refused with a message that says to rebuild it.
  *
  * ABI 2.1 appends: a literal 1 among a tensor's dims and shape alternatives ("[M, 1] | []"; KABI_DIM_ONE, the
- * alternative_* fields of kabi_tensor_decl, kabi_problem.input_shapes), and attributes typed by a type variable,
- * whose value binds it (kabi_attribute_decl.type_variable).
+ * alternative_* fields of kabi_tensor_decl, kabi_problem.input_shapes), attributes typed by a type variable,
+ * whose value binds it (kabi_attribute_decl.type_variable), and inputs that come in forms: an optional first dim
+ * "E?", an optional input's presence condition "offs?(x.rank == 2)" and the offsets(R) value rule
+ * (kabi_tensor_decl.leading_dim_optional, present_with_input/_rank, offsets_of_dim).
  */
 #ifndef KABI_KABI_H_
 #define KABI_KABI_H_
@@ -282,6 +284,12 @@ typedef struct kabi_op_s* kabi_op;
  *    `scale_a: [M, 1] | [] float32` is a row-wise or a per-tensor scale; a call's rank picks the shape. Only inputs
  *    of one shape define the dimensions of outputs.
  *    `name?:` marks an optional input: a call passes it absent as a zero-filled DLTensor (see kabi_args).
+ *  - Inputs that come in forms (grouped_mm: "x: [E?, R, K] T, w: [E, K, N] T, offs?(x.rank == 2): [E] int32
+ *    offsets(R) -> out: [E?, R, N] T"): a first dim "E?" may be left out, and an output's "E?" is there exactly
+ *    when the inputs have it; `name?(input.rank == N)` is an optional input given exactly when that earlier
+ *    required input has rank N; `offsets(R)` after an int32/int64 1-D input's dtype says its values are group end
+ *    offsets along R, non-decreasing from 0 to R's size (checked for host memory; a kernel reading device offsets
+ *    must stay inside its tensors whatever they hold).
  *  - The dtype is a type variable declared in type_variables (all tensors typed by one variable share its dtype in
  *    a call), or a concrete dtype name ("float32", "int32").
  *  - An attribute is `name: int`, `float`, `bool` or `enum(value, ...)`, optionally `= default` (an integer, a
@@ -369,6 +377,14 @@ typedef struct kabi_tensor_decl {
   int32_t num_alternative_shapes;
   int32_t alternative_ranks[KABI_MAX_SHAPE_ALTERNATIVES - 1];
   int32_t alternative_dims[KABI_MAX_SHAPE_ALTERNATIVES - 1][KABI_MAX_DIMS];
+  /** ABI 2.1: 1 when its first dim may be left out ("[E?, M, K]"). */
+  int32_t leading_dim_optional;
+  /** ABI 2.1: an optional input's presence condition ("offs?(x.rank == 2)"): given exactly when input
+   *  present_with_input (an index, -1 for no condition) has rank present_with_rank. */
+  int32_t present_with_input;
+  int32_t present_with_rank;
+  /** ABI 2.1: for "[E] int32 offsets(R)", the index of R in kabi_op_info.dim_names; -1 otherwise. */
+  int32_t offsets_of_dim;
 } kabi_tensor_decl;
 
 /** Tensor `index` of the op: inputs first (0 <= index < num_inputs), then outputs. */

@@ -69,24 +69,6 @@ bool row_stride_of(const DLTensor& x, const int64_t* strides, int64_t* row_strid
   return true;
 }
 
-// A rows x cols matrix with the given strides as gemm reads it: row-major (unit column stride; *transposed false) or
-// column-major (unit row stride; *transposed true), with a leading dimension of at least max(1, cols) or
-// max(1, rows) as BLAS requires. The stride of an extent-1 dimension is never used, so it does not matter.
-bool blas_matrix(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride, bool* transposed,
-                 int64_t* leading_dimension) {
-  if ((cols == 1 || col_stride == 1) && (rows == 1 || row_stride >= std::max<int64_t>(1, cols))) {
-    *transposed = false;
-    *leading_dimension = rows == 1 ? std::max<int64_t>(1, cols) : row_stride;
-    return true;
-  }
-  if ((rows == 1 || row_stride == 1) && (cols == 1 || col_stride >= std::max<int64_t>(1, rows))) {
-    *transposed = true;
-    *leading_dimension = cols == 1 ? std::max<int64_t>(1, rows) : col_stride;
-    return true;
-  }
-  return false;
-}
-
 bool is_c_contiguous(const DLTensor& tensor, const int64_t* strides) {
   int64_t expected = 1;
   for (int d = tensor.ndim - 1; d >= 0; --d) {

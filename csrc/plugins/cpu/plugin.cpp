@@ -1,5 +1,5 @@
-// kabi-cpu: the built-in CPU plugin. matmul and linear in float32 and float64 through OpenBLAS gemm, registered only
-// through the host table that kabi_plugin_init receives (this library does not link libkabi).
+// kabi-cpu: the built-in CPU plugin. matmul, linear and grouped_mm in float32 and float64 through OpenBLAS gemm,
+// registered only through the host table that kabi_plugin_init receives (this library does not link libkabi).
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 
 #include "gemm_plan.hpp"
 #include "kabi/kabi.h"
+#include "grouped_mm.hpp"
 #include "linear.hpp"
 #include "openblas_library.hpp"
 
@@ -147,7 +148,9 @@ kabi_status initialize(const kabi_host_api* host, kabi_plugin_info* out_info) {
   kabi_kernel kernel = nullptr;
   const kabi_status status = host->kernel_register(&desc, &kernel);
   if (status != KABI_STATUS_OK) return status;
-  return register_linear_kernels(host, state.blas);
+  const kabi_status linear_status = register_linear_kernels(host, state.blas);
+  if (linear_status != KABI_STATUS_OK) return linear_status;
+  return register_grouped_mm_kernels(host, state.blas);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// What the CPU plugin's kernels (gemm_plan.cpp, linear.cpp) read from DLPack tensors alike: the dtypes it computes
-// in, element strides, data addresses, and shapes as text for its messages.
+// What the CPU plugin's kernels (gemm_plan.cpp, linear.cpp, grouped_mm.cpp) read from DLPack tensors alike: the
+// dtypes it computes in, element strides, data addresses, shapes as text for its messages, and a strided matrix as
+// gemm reads it.
 #pragma once
 
 #include <algorithm>
@@ -43,6 +44,24 @@ inline void strides_of(const DLTensor& tensor, int64_t* out) {
     out[d] = step;
     step *= tensor.shape[d];
   }
+}
+
+// A rows x cols matrix with the given strides as gemm reads it: row-major (unit column stride; *transposed false) or
+// column-major (unit row stride; *transposed true), with a leading dimension of at least max(1, cols) or
+// max(1, rows) as BLAS requires. The stride of an extent-1 dimension is never used, so it does not matter.
+inline bool blas_matrix(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride, bool* transposed,
+                 int64_t* leading_dimension) {
+  if ((cols == 1 || col_stride == 1) && (rows == 1 || row_stride >= std::max<int64_t>(1, cols))) {
+    *transposed = false;
+    *leading_dimension = rows == 1 ? std::max<int64_t>(1, cols) : row_stride;
+    return true;
+  }
+  if ((rows == 1 || row_stride == 1) && (cols == 1 || col_stride >= std::max<int64_t>(1, rows))) {
+    *transposed = true;
+    *leading_dimension = cols == 1 ? std::max<int64_t>(1, rows) : col_stride;
+    return true;
+  }
+  return false;
 }
 
 inline const char* data_of(const DLTensor& tensor) {

@@ -60,6 +60,9 @@ DEVICE_NAMES = ("cpu", "cuda", "rocm", "mps", "xpu")
 # The input layouts a suite's shapes are benchmarked in: b row-major or transposed (matmul), the scales per tensor
 # or row-wise (scaled_mm, whose b is always transposed).
 SUITE_LAYOUT_NAMES = ("row_major", "transposed_b", "tensor_scales", "row_scales")
+# How a grouped op's benchmark spreads rows over groups (a suite's ``routings``): each row's group drawn uniformly
+# ("balanced") or with probability proportional to 1 / rank ("zipf": a few hot experts, many cold or empty ones).
+SUITE_ROUTING_NAMES = ("balanced", "zipf")
 # How the input generator fills a tensor (``[inputs.<tensor>] kind``); kabi.ops._inputs gives each its meaning.
 INPUT_KINDS = ("normal", "uniform", "positive", "integers", "offsets")
 # The key of a problem shape's leading (batch) shape, beside the named dimensions.
@@ -183,13 +186,15 @@ class InputDeclaration:
 @dataclass(frozen=True)
 class ShapeSuite:
     """Named problem shapes for ``kabi tune --suite`` and ``kabi bench``; ``layouts`` (default ``("row_major",)``)
-    lists the operand layouts each shape is benchmarked in."""
+    lists the operand layouts each shape is benchmarked in, ``routings`` (``SUITE_ROUTING_NAMES``; none for an op
+    without groups) how a grouped op's rows are spread over its groups."""
 
     name: str
     description: str
     shapes: tuple[ProblemShape, ...]
     dtypes: tuple[str, ...]
     layouts: tuple[str, ...] = ("row_major",)
+    routings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -343,9 +348,12 @@ def _op_spec(root: TableReader, file_stem: str | None) -> OpSpec:
         layouts = suite.names("layouts", SUITE_LAYOUT_NAMES, ["row_major"])
         if not layouts or len(set(layouts)) != len(layouts):
             raise suite.fail("layouts", f"expected distinct layout names, at least one, got {list(layouts)!r}")
+        routings = suite.names("routings", SUITE_ROUTING_NAMES, [])
+        if len(set(routings)) != len(routings):
+            raise suite.fail("routings", f"expected distinct routing names, got {list(routings)!r}")
         suites[suite_name] = ShapeSuite(
-            suite_name, suite.get("description", str), tuple(shapes), suite.names("dtypes", _any_variable_dtypes(type_variables)),
-            layouts,
+            suite_name, suite.get("description", str), tuple(shapes),
+            suite.names("dtypes", _any_variable_dtypes(type_variables)), layouts, routings,
         )
         suite.finish()
     spec = OpSpec(

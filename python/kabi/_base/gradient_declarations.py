@@ -31,7 +31,7 @@ from .registry_fields import TableReader, display_path
 __all__ = ["GRADIENT_FUNCTIONS", "GRADIENT_TENSOR_ATTRIBUTES", "GradientExpression", "GradientSpec", "parse_gradient"]
 
 # The functions a gradient expression may call besides kabi ops; kabi.ops._gradient_functions implements them.
-GRADIENT_FUNCTIONS = ("activation_grad", "matmul_summed", "rows", "sum_to")
+GRADIENT_FUNCTIONS = ("activation_grad", "grouped_weight_grad", "matmul_summed", "rows", "sum_to")
 # The tensor methods and properties a gradient expression may use.
 GRADIENT_TENSOR_ATTRIBUTES = ("conj", "mH", "mT", "reshape", "shape", "squeeze", "sum", "transpose", "unsqueeze")
 

@@ -9,6 +9,7 @@ Example::
 from __future__ import annotations
 
 from .._base.errors import NotFoundError
+from ._grouped import GROUPED_MM
 from ._linear import LINEAR
 from ._matmul import MATMUL
 from ._problems import OpBenchmark
@@ -16,7 +17,8 @@ from ._scaled_mm import SCALED_MM
 
 __all__ = ["OP_BENCHMARKS", "op_benchmark"]
 
-OP_BENCHMARKS: dict[str, OpBenchmark] = {benchmark.op: benchmark for benchmark in (MATMUL, LINEAR, SCALED_MM)}
+OP_BENCHMARKS: dict[str, OpBenchmark] = {benchmark.op: benchmark for benchmark in (MATMUL, LINEAR, SCALED_MM,
+                                                                                   GROUPED_MM)}
 
 
 def op_benchmark(op: str) -> OpBenchmark:

@@ -23,16 +23,19 @@ __all__ = ["BenchProblem", "OpBenchmark"]
 
 @dataclass(frozen=True)
 class BenchProblem:
-    """One measured problem: a suite shape, a dtype and a layout of the suite."""
+    """One measured problem: a suite shape, a dtype, a layout of the suite and, for a grouped op, a routing of the
+    suite ("" for ops without groups)."""
 
     shape: tuple[int, ...]
     dtype: str
     layout: str
+    routing: str = ""
 
     @property
     def key(self) -> str:
         """The problem's name in results and on plots; also what a resumed run matches on."""
-        return f"{'x'.join(map(str, self.shape))} {self.dtype} {self.layout}"
+        key = f"{'x'.join(map(str, self.shape))} {self.dtype} {self.layout}"
+        return f"{key} {self.routing}" if self.routing else key
 
 
 @dataclass(frozen=True)

@@ -73,8 +73,9 @@ def _problems(op: str, suite_name: str, dtypes: Sequence[str] | None) -> tuple[l
     if unknown:
         raise InvalidArgumentError(f"kabi bench: dtype must be among {', '.join(spec.problem_dtypes)} for {op}, "
                                    f"got {', '.join(unknown)}")
-    problems = [BenchProblem(shape.positional(spec.shape_order), dtype, layout)
-                for dtype in chosen for shape in suite.shapes for layout in suite.layouts]
+    problems = [BenchProblem(shape.positional(spec.shape_order), dtype, layout, routing)
+                for dtype in chosen for shape in suite.shapes for layout in suite.layouts
+                for routing in suite.routings or ("",)]
     return problems, chosen
 
 

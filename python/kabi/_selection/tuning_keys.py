@@ -112,6 +112,7 @@ def representative_problem(op: str, key: str, device: torch.device) -> tuple[lis
                                    f"{len(schema.inputs)}")
     batch = _integer(op, key, "batch", fields["batch"]) if "batch" in fields else 1
     inputs: list[torch.Tensor | None] = []
+    present = {pattern.name for pattern, layout in zip(schema.inputs, layouts) if layout != "absent"}
     for pattern, layout in zip(schema.inputs, layouts):
         if layout == "absent":
             if not pattern.optional:
@@ -119,13 +120,15 @@ def representative_problem(op: str, key: str, device: torch.device) -> tuple[lis
             inputs.append(None)
             continue
         shape = [batch] if pattern.batched and (batch != 1 or len(pattern.dims) < 2) else []
-        for dim in pattern.dims:
+        for dim in schema.generated_dims(pattern.name, present):
             if dim in fields:
                 shape.append(_integer(op, key, dim, fields[dim]))
             else:
                 raise InvalidArgumentError(f"{op}: its tuning key {spec!r} leaves out dimension {dim}, so a problem "
                                            "cannot be rebuilt from it")
-        inputs.append(_tensor(shape, layout, torch_dtype(bindings.get(pattern.dtype, pattern.dtype)), device))
+        tensor = _tensor(shape, layout, torch_dtype(bindings.get(pattern.dtype, pattern.dtype)), device)
+        # Offsets are checked where the host can read them: all zeros are valid ones (every group empty).
+        inputs.append(tensor.zero_() if pattern.offsets_of is not None else tensor)
     attributes = {attribute.name: _attribute_value(op, key, attribute, fields[attribute.name])
                   for attribute in schema.attributes if attribute.name in fields}
     described = _core.describe(op, [descriptor(tensor) if tensor is not None else None for tensor in inputs],

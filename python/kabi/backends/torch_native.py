@@ -18,9 +18,9 @@ import torch.nn.functional as F
 from .._base.core_answers import KernelInfo, Problem
 from .._base.declarations import kernel_specs
 from ..ops._kernel_registration import register_declared
-from ..ops._references import activation_named
+from ..ops._references import activation_named, group_bounds
 
-__all__ = ["linear", "matmul", "register", "scaled_mm", "scaled_mm_cuda_supports"]
+__all__ = ["grouped_mm", "grouped_mm_loop", "linear", "matmul", "register", "scaled_mm", "scaled_mm_cuda_supports"]
 
 # torch.matmul's own signature, matmul(a, b, *, out=None), is the Python kernel convention: registering the
 # builtin itself keeps a wrapper's call off every dispatch.
@@ -53,6 +53,68 @@ def linear(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, a
         if bias is not None:
             out.add_(bias)
     return apply.in_place(out)
+
+
+def _clamped_offsets(offs: torch.Tensor, rows: int) -> torch.Tensor:
+    """The offsets as every grouped_mm kernel reads them: each end clamped into [previous end, rows], on the device,
+    so that no values make torch read or write outside x and out (the op checks host offsets; device ones are not
+    read back, see registry/ops/grouped_mm.toml)."""
+    # Clamping commutes with the running maximum (both are monotone): two small kernels, no copy to the host.
+    return torch.cummax(offs, 0).values.clamp_(0, rows)
+
+
+def _fits_torch_grouped_mm(x: torch.Tensor, w: torch.Tensor) -> bool:
+    """Whether F.grouped_mm takes these operands: every stride but the unit one, and the data, 16-byte aligned."""
+    element = x.element_size()
+    tensors = (x, w)
+    return all(tensor.data_ptr() % 16 == 0 and all(stride == 1 or (stride * element) % 16 == 0
+                                                   for stride in tensor.stride()) for tensor in tensors)
+
+
+def _torch_grouped_mm(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor | None) -> torch.Tensor:
+    if offs is None:
+        return F.grouped_mm(x, w)
+    if x.shape[0] == 0 or w.shape[0] == 0:
+        return x.new_zeros(x.shape[0], w.shape[-1])
+    clamped = _clamped_offsets(offs, x.shape[0])
+    result = F.grouped_mm(x, w, offs=clamped)
+    past_last = torch.arange(x.shape[0], device=x.device) >= clamped[-1]
+    return result.masked_fill_(past_last[:, None], 0)
+
+
+def grouped_mm(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor | None = None, *,
+               out: torch.Tensor | None = None) -> torch.Tensor:
+    """``F.grouped_mm(x, w, offs=offs)``: torch's own grouped GEMM (2-D x 3-D with offsets, or 3-D x 3-D), with rows
+    past the last offset zero. It needs no host copy of the offsets, so it runs inside CUDA graphs. Operands whose
+    strides torch's kernel does not take (rows of other than a multiple of 16 bytes) go through the per-group loop.
+    """
+    if not _fits_torch_grouped_mm(x, w):
+        return grouped_mm_loop(x, w, offs, out=out)
+    result = _torch_grouped_mm(x, w, offs)
+    return result if out is None else out.copy_(result)
+
+
+def grouped_mm_loop(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor | None = None, *,
+                    out: torch.Tensor | None = None) -> torch.Tensor:
+    """One ``torch.mm`` per group, for every dtype and device torch multiplies in. It reads the offsets on the host:
+    a GPU synchronizes once per call. A CUDA graph capture forbids that read, so a captured call runs torch's grouped
+    GEMM instead (``RuntimeError`` where that does not take the operands' strides)."""
+    if offs is None:
+        return torch.bmm(x, w, out=out)
+    if offs.device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+        if not _fits_torch_grouped_mm(x, w):
+            raise RuntimeError("grouped_mm_loop: a CUDA graph capture cannot read the offsets on the host, and "
+                               "F.grouped_mm does not take these operands' strides (rows of 16-byte multiples)")
+        result = _torch_grouped_mm(x, w, offs)
+        return result if out is None else out.copy_(result)
+    result = x.new_empty(x.shape[0], w.shape[-1]) if out is None else out
+    last = 0
+    for group, (start, end) in enumerate(group_bounds(offs, x.shape[0])):
+        if end > start:
+            torch.mm(x[start:end], w[group], out=result[start:end])
+        last = end
+    result[last:].zero_()
+    return result
 
 
 def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,

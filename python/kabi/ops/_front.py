@@ -210,6 +210,7 @@ class OpFront:
             self.call_with_out,
             self.kernel_failed,
             self.bind_call,
+            self.check_host_values if schema.value_checked_inputs else None,
         )
 
     def bind_call(self, *arguments: Any, **keywords: Any) -> Any:
@@ -313,6 +314,15 @@ class OpFront:
                 + (f" of {len(out)}" if isinstance(out, (tuple, list)) else "")
             )
         return [(f"out[{index}]", check_array(tensor, f"out[{index}]", self.name)) for index, tensor in enumerate(out)]
+
+    def check_host_values(self, inputs: tuple) -> None:
+        """The core's checks of a call's value-checked inputs (grouped_mm's offsets) when one is in host memory: a
+        decision serves every call of its shapes, whose values differ. Device values are not read back (a copy and
+        a synchronization per call); kernels keep inside their tensors whatever those hold."""
+        for name, tensor in zip(self.input_names, inputs):
+            if name in self.schema.value_checked_inputs and tensor is not None and tensor.device.type == "cpu":
+                _core.describe(self.name, self.input_descriptors(inputs))
+                return
 
     def input_descriptors(self, inputs: tuple, with_data: bool = True) -> list[tuple | None]:
         """The binding's descriptors of the inputs (None for an absent optional input); without data pointers

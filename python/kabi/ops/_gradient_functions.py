@@ -8,6 +8,8 @@ gradient stays differentiable (double backward) and traceable by torch.compile.
 - ``rows(tensor)``: ``tensor`` as a matrix of rows, its leading dimensions flattened: ``[..., K] -> [rows, K]``.
 - ``matmul_summed(left, right, shape)``: ``sum_to(matmul(left, right), shape)``, with the batch folded into the
   product's inner dimension when ``shape`` has no batch (one kernel call, and one rounding in float16 or bfloat16).
+- ``grouped_weight_grad(x, grad, offs)``: grouped_mm's weight gradient, ``x[rows of g]^T @ grad[rows of g]`` for
+  each group g (``x^T @ grad`` per group in the 3-D form, ``offs`` None).
 - ``activation_grad(activation, grad, pre_activation)``: ``grad`` times the derivative of ``linear``'s activation
   (a name of ``kabi.ops._references.ACTIVATIONS``) at ``pre_activation``.
 
@@ -25,9 +27,9 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from ._references import ACTIVATIONS
+from ._references import ACTIVATIONS, group_bounds
 
-__all__ = ["FUNCTIONS", "activation_grad", "matmul_summed", "rows", "sum_to"]
+__all__ = ["FUNCTIONS", "activation_grad", "grouped_weight_grad", "matmul_summed", "rows", "sum_to"]
 
 # Sizes are spelled out rather than inferred (-1) throughout: a reshape cannot infer a size next to a zero-size
 # dimension.
@@ -58,6 +60,19 @@ def matmul_summed(left: torch.Tensor, right: torch.Tensor, shape: Sequence[Any])
         stacked = right.reshape(inner, right.shape[-1])
         return matmul(side_by_side, stacked).reshape(shape)
     return matmul(left, right).sum_to_size(shape)
+
+
+def grouped_weight_grad(x: torch.Tensor, grad: torch.Tensor, offs: torch.Tensor | None) -> torch.Tensor:
+    """The gradient of grouped_mm's weight [E, K, N]: per group, the group's rows of ``x`` transposed times the same
+    rows of ``grad``; a group without rows gets zeros. On a GPU the 2-D form is torch's grouped product over the
+    rows (``F.grouped_mm`` of two 2-D operands with the offsets): one call that never reads the offsets on the host.
+    On the CPU the offsets are host memory, and a product per group serves every dtype."""
+    if offs is None:
+        return torch.ops.kabi.matmul.default(x.mT, grad)
+    if x.device.type != "cpu":
+        return torch.nn.functional.grouped_mm(x.mT.contiguous(), grad, offs=offs)
+    return torch.stack([torch.ops.kabi.matmul.default(x[start:end].mT, grad[start:end])
+                        for start, end in group_bounds(offs, x.shape[0])])
 
 
 _SQRT_HALF = math.sqrt(0.5)
@@ -120,6 +135,7 @@ def activation_grad(activation: str, grad: torch.Tensor, pre_activation: torch.T
 # By the name a gradient expression calls it (kabi._base.gradient_declarations.GRADIENT_FUNCTIONS).
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     "activation_grad": activation_grad,
+    "grouped_weight_grad": grouped_weight_grad,
     "matmul_summed": matmul_summed,
     "rows": rows,
     "sum_to": sum_to,

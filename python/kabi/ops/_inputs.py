@@ -32,9 +32,10 @@ The kinds (``kabi._base.declarations.INPUT_KINDS``), kept few on purpose:
 - ``integers``: small integers, in [-8, 8] (signed), [0, 8] (unsigned), 0 or 1 (bool), so that integer products
   of many terms stay exact; a tensor of them is never all zeros.
 - ``offsets``: sorted group boundaries along the last dimension, from 0 up to the size of the dimension named by
-  ``total``, which the last one equals. MoE group offsets are declared so: ``offsets: [G] int32`` in the schema and
-  ``[inputs.offsets] kind = "offsets"`` with ``total = "M"``: G groups of rows of an [M, K] input, some possibly
-  empty, that together cover all M rows.
+  ``total``, which the last one equals: G groups of rows of an [M, K] input, some possibly empty, that together
+  cover all M rows. A tensor whose schema gives the value rule ``offsets(M)`` (grouped_mm's ``offs: [E] int32
+  offsets(R)``, which the core checks) is filled so without a declaration; ``[inputs.offs] kind = "offsets"`` with
+  ``total = "M"`` says it for a tensor without the rule.
 
 A whole-op generator is called as ``generator(dims=..., batch_shape=..., dtypes=..., attributes=..., present=...,
 device=..., generator=...)`` (dtypes per type variable as ``torch.dtype``, ``generator`` a seeded
@@ -61,7 +62,7 @@ from .. import _core
 from .._base.declarations import InputDeclaration, OpSpec, op_specs, resolve_callable
 from .._base.errors import ArgumentTypeError, InvalidArgumentError
 from .._base.tensors import torch_dtype
-from ._schema import ONE
+from ._schema import ONE, op_schema
 
 __all__ = ["DEFAULT_SEED", "input_like", "inputs_like", "problem_inputs"]
 
@@ -158,7 +159,12 @@ class _Op:
                                        f"{self.schema['schema']!r}")
 
     def kind(self, tensor: Mapping[str, Any], dtype: torch.dtype) -> InputDeclaration:
-        return self.declarations.get(tensor["name"], InputDeclaration(_default_kind(dtype)))
+        """The declared kind; else offsets for a tensor whose schema says ``offsets(R)``; else by dtype."""
+        if tensor["name"] in self.declarations:
+            return self.declarations[tensor["name"]]
+        if tensor["offsets_of"]:
+            return InputDeclaration("offsets", total=tensor["offsets_of"])
+        return InputDeclaration(_default_kind(dtype))
 
     def fail(self, message: str) -> InvalidArgumentError:
         return InvalidArgumentError(f"{self.name}: {message}")
@@ -251,6 +257,9 @@ def _problem_inputs(spec: _Op, dims: Mapping[str, int], batch_shape: tuple[int, 
                     attributes: Mapping[str, Any] | None, present: frozenset[str], device: torch.device,
                     generator: torch.Generator, declared: Sequence[tuple[str, ...]]) -> tuple[torch.Tensor | None, ...]:
     inputs = spec.schema["inputs"]
+    form = op_schema(spec.name)
+    declared = [form.generated_dims(tensor["name"], present) if tensor["leading_dim_optional"] else names
+                for tensor, names in zip(inputs, declared)]
     needed = {dim for tensor, names in zip(inputs, declared) if not tensor["optional"] or tensor["name"] in present
               for dim in names if dim != ONE}
     known = {dim for tensor in inputs for shape in tensor["shapes"] for dim in shape if dim != ONE}
@@ -411,12 +420,11 @@ def _problem_of(spec: _Op, inputs: Sequence[torch.Tensor | None], attributes: Ma
     dtypes and the optional inputs present."""
     dims: dict[str, int] = {}
     leading, dtypes, present, devices, chosen = [], {}, set(), set(), {}
-    for tensor, value in zip(spec.schema["inputs"], inputs):
+    for tensor, pattern, value in zip(spec.schema["inputs"], op_schema(spec.name).inputs, inputs):
         if value is None:
             continue
-        ranks = [len(shape) for shape in tensor["shapes"]]
-        chosen[tensor["name"]] = ranks.index(value.dim()) if value.dim() in ranks[1:] else 0
-        names = tensor["shapes"][chosen[tensor["name"]]]
+        names = pattern.dims_for_rank(value.dim()) or pattern.dims
+        chosen[tensor["name"]] = pattern.shapes.index(names) if names in pattern.shapes else 0
         named = len(names)
         dims.update((dim, size) for dim, size in zip(names, value.shape[value.dim() - named:]) if dim != ONE)
         if tensor["has_batch"]:

@@ -7,9 +7,14 @@ the correctness gate calls it on the candidates' inputs widened to float64 and c
 the op's ``enum(none, relu, gelu, gelu_tanh, silu)``, so an enum index from the core is a position in it, and the
 torch-native kernel, the Triton launcher and the tests all read it from here.
 
+``group_bounds`` is the one reading of grouped_mm's offsets as row ranges (the reference and the per-group kernels
+share it).
+
 Example::
 
     >>> y = linear(x, w, bias, activation="gelu_tanh")  # F.gelu(F.linear(x, w, bias), approximate="tanh")
+    >>> group_bounds(torch.tensor([2, 2, 5]), rows=5)
+    [(0, 2), (2, 2), (2, 5)]
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from typing import Callable, NamedTuple
 import torch
 import torch.nn.functional as F
 
-__all__ = ["ACTIVATIONS", "Activation", "activation_named", "linear", "scaled_mm"]
+__all__ = ["ACTIVATIONS", "Activation", "activation_named", "group_bounds", "grouped_mm", "linear", "scaled_mm"]
 
 
 def _identity(tensor: torch.Tensor) -> torch.Tensor:
@@ -59,6 +64,28 @@ def linear(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None,
     """``activation(x @ w^T + bias)``: ``F.linear`` followed by the activation, x of shape [..., K], w [N, K],
     bias [N] or None; the result is [..., N]."""
     return activation_named(activation).function(F.linear(x, w, bias))
+
+
+def group_bounds(offs: torch.Tensor, rows: int) -> list[tuple[int, int]]:
+    """Each group's rows ``(start, end)`` from grouped_mm's cumulative end offsets, read on the host and clamped as
+    every kernel clamps them (into [previous end, rows]), so no offsets address a row outside ``x``."""
+    bounds, start = [], 0
+    for end in offs.tolist():
+        end = min(max(end, start), rows)
+        bounds.append((start, end))
+        start = end
+    return bounds
+
+
+def grouped_mm(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor | None = None) -> torch.Tensor:
+    """One product per group: ``x[E, M, K] @ w[E, K, N]``, or, with ``offs``, ``x[rows of g] @ w[g]`` for each group
+    g of the rows of ``x[T, K]``, rows past the last offset zero."""
+    if offs is None:
+        return torch.bmm(x, w)
+    out = x.new_zeros(x.shape[0], w.shape[-1])
+    for group, (start, end) in enumerate(group_bounds(offs, x.shape[0])):
+        out[start:end] = x[start:end] @ w[group]
+    return out
 
 
 def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,

@@ -5,7 +5,10 @@ kabi_op_desc); :func:`op_schema` reads its parsed form through ``_core.op_schema
 text. Each tensor names its dimensions: a name (``M``) must agree wherever it appears, and a leading ``...`` stands
 for batch dimensions that broadcast across inputs as in torch (right-aligned, a size 1 stretches). A dimension may
 be a literal ``1``, and an input may list other shapes it may have (``scale_a: [M, 1] | []``: a row-wise or a
-per-tensor scale), which a call's rank picks. The output shapes follow from the sizes the inputs bind.
+per-tensor scale), which a call's rank picks. The output shapes follow from the sizes the inputs bind. A first
+dimension written ``E?`` may be left out (grouped_mm's ``x`` is ``[T, K]`` or ``[E, M, K]``), and an output's ``E?``
+is there exactly when the inputs have it; an optional input with a presence condition (``offs?(x.rank == 2)``) is
+given exactly when it holds.
 
 An op may also take a vector where a tensor has no batch and one named dimension less (torch.matmul's rule, the
 op's ``vectors``: ``{"a": "M", "b": "N"}``): the missing dimension is taken as size 1, and every output drops it, so
@@ -56,6 +59,9 @@ class TensorPattern:
     dtype: str = ""
     # The other shapes the input may have instead of dims (``[M, 1] | []``), each of its own rank.
     alternative_shapes: tuple[tuple[str, ...], ...] = ()
+    leading_dim_optional: bool = False
+    present_with: tuple[str, int] | None = None
+    offsets_of: str | None = None
 
     @property
     def shapes(self) -> tuple[tuple[str, ...], ...]:
@@ -63,14 +69,21 @@ class TensorPattern:
 
     @property
     def dims_text(self) -> str:
-        """The dimensions as written in the schema: ``[..., M, K]``; ``[M, 1] or []`` for several shapes."""
-        first = f"[{', '.join(([BATCH] if self.batched else []) + list(self.dims))}]"
+        """The dimensions as written in the schema: ``[..., M, K]``, ``[E?, M, K]``; ``[M, 1] or []`` for several
+        shapes."""
+        dims = list(self.dims)
+        if self.leading_dim_optional:
+            dims[0] += "?"
+        first = f"[{', '.join(([BATCH] if self.batched else []) + dims)}]"
         return " or ".join([first] + [f"[{', '.join(shape)}]" for shape in self.alternative_shapes])
 
     def dims_for_rank(self, rank: int) -> tuple[str, ...] | None:
-        """The declared shape a tensor of this rank has (its dims, or the alternative of that rank); None if none."""
+        """The dims a tensor of this rank names: its dims (without the first where it may be left out and is), or the
+        alternative of that rank; None if no declared shape has that rank."""
         if rank == len(self.dims) or (self.batched and rank > len(self.dims)):
             return self.dims
+        if self.leading_dim_optional and rank == len(self.dims) - 1:
+            return self.dims[1:]
         return next((shape for shape in self.alternative_shapes if len(shape) == rank), None)
 
     def __str__(self) -> str:
@@ -178,8 +191,26 @@ class OpSchema:
         return tuple(pattern.name for pattern in self.inputs)
 
     @property
+    def value_checked_inputs(self) -> tuple[str, ...]:
+        """The inputs whose values the core checks where the host can read them (``offsets(R)``)."""
+        return tuple(pattern.name for pattern in self.inputs if pattern.offsets_of is not None)
+
+    @property
     def attribute_names(self) -> tuple[str, ...]:
         return tuple(attribute.name for attribute in self.attributes)
+
+    def generated_dims(self, name: str, present: Any) -> tuple[str, ...]:
+        """The dims a made-up input ``name`` has when the optional inputs in ``present`` are given: a first dim that
+        may be left out (``[E?, R, K]``) is left out exactly when an optional input whose presence condition asks
+        for this input's shorter rank is given (grouped_mm's ``x`` without ``E`` when ``offs`` is given)."""
+        pattern = next(pattern for pattern in self.inputs if pattern.name == name)
+        if not pattern.leading_dim_optional:
+            return pattern.dims
+        for other in self.inputs:
+            if other.present_with is not None and other.present_with[0] == name:
+                shorter = other.present_with[1] == len(pattern.dims) - 1
+                return pattern.dims[1:] if shorter == (other.name in present) else pattern.dims
+        return pattern.dims
 
     def complete_inputs(self, given: tuple) -> tuple:
         """Every input in schema order: torch's dispatcher hands a custom op's kernels only the inputs a call gave,
@@ -270,6 +301,7 @@ class OpSchema:
             return [promotion.output_shape(i, shape) for i, shape in enumerate(full)]
         sizes: dict[str, tuple[Any, str, tuple]] = {}
         leading: list[tuple[str, tuple, tuple]] = []
+        leading_given: dict[str, tuple[bool, str, tuple]] = {}
         for pattern, shape in zip(self.inputs, shapes):
             if shape is None:
                 if not pattern.optional:
@@ -279,11 +311,21 @@ class OpSchema:
             dims = pattern.dims_for_rank(len(shape))
             if dims is None:
                 ranks = " or ".join(str(len(alternative)) for alternative in pattern.shapes)
+                if pattern.leading_dim_optional:
+                    ranks = f"{len(pattern.dims) - 1} or {len(pattern.dims)}"
                 expected = f"rank at least {ranks}" if pattern.batched else f"rank {ranks}"
                 raise InvalidArgumentError(
                     f"{op}: {pattern.name} has shape {list(shape)} (rank {len(shape)}); "
                     f"expected {pattern.dims_text} ({expected})"
                 )
+            if pattern.leading_dim_optional:
+                given = dims == pattern.dims
+                first = leading_given.setdefault(pattern.dims[0], (given, pattern.name, shape))
+                if first[0] != given:
+                    raise InvalidArgumentError(
+                        f"{op}: {first[1]} has shape {list(first[2])} but {pattern.name} has shape {list(shape)}: "
+                        f"both have the dimension {pattern.dims[0]} or neither"
+                    )
             named = len(dims)
             for position, (dim, size) in enumerate(zip(dims, shape[len(shape) - named:])):
                 index = position - named
@@ -302,11 +344,29 @@ class OpSchema:
                     )
             if pattern.batched:
                 leading.append((pattern.name, shape, shape[: len(shape) - named]))
+        self._check_presence(op, shapes)
         batch = _broadcast(op, leading)
-        return [
-            (batch if pattern.batched else ()) + tuple(1 if dim == ONE else sizes[dim][0] for dim in pattern.dims)
-            for pattern in self.outputs
-        ]
+        result = []
+        for pattern in self.outputs:
+            dims = pattern.dims
+            if pattern.leading_dim_optional and not leading_given.get(dims[0], (True,))[0]:
+                dims = dims[1:]
+            sized = tuple(1 if dim == ONE else sizes[dim][0] for dim in dims)
+            result.append((batch if pattern.batched else ()) + sized)
+        return result
+
+    def _check_presence(self, op: str, shapes: Sequence[Sequence[Any] | None]) -> None:
+        """An optional input with a presence condition (``offs?(x.rank == 2)``) is given exactly when it holds."""
+        ranks = {pattern.name: None if shape is None else len(shape) for pattern, shape in zip(self.inputs, shapes)}
+        for pattern, shape in zip(self.inputs, shapes):
+            if pattern.present_with is None:
+                continue
+            other, rank = pattern.present_with
+            wanted = ranks[other] == rank
+            if wanted != (shape is not None):
+                rule = "is required when" if wanted else "must be absent unless"
+                raise InvalidArgumentError(f"{op}: {pattern.name} {rule} {other} has rank {rank} ({other} has rank "
+                                           f"{ranks[other]})")
 
     def __str__(self) -> str:
         return f"{', '.join(map(str, self.inputs))} -> {', '.join(map(str, self.outputs))}"
@@ -370,6 +430,9 @@ def _pattern(tensor: dict[str, Any]) -> TensorPattern:
         dims=tuple(tensor["dims"]),
         optional=tensor["optional"],
         dtype=tensor["type_variable"] or tensor["dtype"],
+        leading_dim_optional=tensor["leading_dim_optional"],
+        present_with=tensor["present_with"],
+        offsets_of=tensor["offsets_of"],
         alternative_shapes=tuple(tuple(shape) for shape in tensor["shapes"][1:]),
     )
 

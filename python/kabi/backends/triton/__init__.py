@@ -1,5 +1,5 @@
-"""The Triton backend of kabi: matmul kernels for sm_80+ and sm_90 (decode shapes included), their configs, and their
-device binaries.
+"""The Triton backend of kabi: matmul kernels for sm_80+ and sm_90 (decode shapes included), the fused linear and the
+grouped (MoE) GEMM kernels, their configs, and their device binaries.
 
 Importing this package does not import Triton; registering, launching and compiling do.
 """
@@ -9,7 +9,7 @@ from ._compile import compile_all, compile_to_binary
 from ._configs import HOPPER_CONFIGS, SMALL_M_CONFIGS, TILED_CONFIGS, MatmulConfig
 from ._decode_configs import DECODE_CONFIGS, DecodeConfig
 from ._manifest import Manifest, ManifestError, ManifestParam, read_manifest
-from ._registration import kernel_name, register_triton_kernels
+from ._registration import grouped_kernel_name, kernel_name, register_triton_kernels
 
 __all__ = [
     "DECODE_CONFIGS",
@@ -23,6 +23,7 @@ __all__ = [
     "MatmulConfig",
     "compile_all",
     "compile_to_binary",
+    "grouped_kernel_name",
     "kernel_name",
     "load_binaries",
     "read_manifest",

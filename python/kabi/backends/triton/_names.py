@@ -14,7 +14,8 @@ import functools
 import hashlib
 from pathlib import Path
 
-_KERNEL_SOURCES = ("_jit_kernels.py", "_decode_jit_kernels.py", "_linear_kernels.py", "_scaled_mm_kernels.py")
+_KERNEL_SOURCES = ("_jit_kernels.py", "_decode_jit_kernels.py", "_linear_kernels.py", "_scaled_mm_kernels.py",
+                  "_grouped_kernels.py")
 
 
 def kernel_name(family_name: str, config_tag: str, device: str = "cuda") -> str:
@@ -33,6 +34,12 @@ def scaled_mm_kernel_name(config_tag: str, device: str = "cuda", tma: bool = Fal
     """The kabi name of one config of an FP8 kernel, e.g. ``triton.scaled_mm.bm128_bn128_bk128_w8_s4_g8`` (the
     pointer kernel) or ``triton.scaled_mm.tma.bm128_bn256_bk128_w8_s3_g8`` (Hopper's persistent TMA kernel)."""
     name = f"triton.scaled_mm.{'tma.' if tma else ''}{config_tag}"
+    return name if device == "cuda" else f"{name}.{device}"
+
+
+def grouped_kernel_name(config_tag: str, device: str = "cuda") -> str:
+    """The kabi name of one config of the grouped GEMM, e.g. ``triton.grouped_mm.bm128_bn128_bk64_w8_s3_g8``."""
+    name = f"triton.grouped_mm.{config_tag}"
     return name if device == "cuda" else f"{name}.{device}"
 
 

@@ -1,6 +1,7 @@
 """Registering the Triton kernels into kabi: one Python kernel per (family, config) for matmul, and one per config
-of the fused linear kernel and of the FP8 scaled_mm kernels; on a GPU also the device binaries of the matmul configs
-(``_native``), which serve the problems they cover in place of their Python kernels, launched by the core.
+of the fused linear kernel, of the FP8 scaled_mm kernels and of the persistent grouped GEMM (grouped_mm); on a GPU
+also the device binaries of the matmul configs (``_native``), which serve the problems they cover in place of their
+Python kernels, launched by the core.
 
 kabi's bootstrap hands ``register_triton_kernels`` to plugin discovery, which calls it the first time the registry is
 read for CUDA where a CUDA device exists (``kabi._plugins.discovery.complete_registry``), so ``import kabi`` never
@@ -27,7 +28,8 @@ import os
 import threading
 
 from ..._base.tensors import DEVICE_TYPES
-from ._names import kernel_name, kernels_fingerprint, linear_kernel_name, scaled_mm_kernel_name
+from ._names import (grouped_kernel_name, kernel_name, kernels_fingerprint, linear_kernel_name,
+                     scaled_mm_kernel_name)
 
 _ELEMENT_SIZES = {"float16": 2, "bfloat16": 2, "float32": 4}
 # The interpreter's tl.dot on bfloat16 multiplies raw bit patterns, so on the CPU only float16/float32 register.
@@ -47,6 +49,9 @@ _LINEAR_DTYPES = ("float16", "bfloat16", "float32")
 # Above torch-native (0), the configs in LINEAR_CONFIGS' order: where nothing is tuned, the first config that fits
 # the problem is the heuristic pick.
 _LINEAR_PRIORITY = 10
+# The grouped GEMM's pointer path runs on sm_80 and later (bfloat16 tensor cores); sm_90 reads through TMA.
+_GROUPED_ARCHS = (80, None)
+_GROUPED_PRIORITY = 10
 # FP8 tensor cores: sm_89 (Ada) and sm_90 (wgmma). On the CPU the interpreter runs it on float8_e4m3fn and
 # float8_e5m2 alike (its FP8 tl.dot is exact, unlike its bfloat16 one).
 _SCALED_MM_ARCHS = (89, None)
@@ -123,6 +128,26 @@ class _LinearSupports:
         dims = problem.dims
         return linear_unsupported_reason(self._config, problem.batch_size, dims["N"], dims["K"],
                                          _ELEMENT_SIZES[problem.dtype], arch) or True
+
+
+class _GroupedSupports:
+    """The supports predicate of one grouped config: R is every row in the 2-D form, a group's rows in the 3-D."""
+
+    def __init__(self, config) -> None:
+        self._config = config
+
+    def __call__(self, problem) -> bool | str:
+        import torch
+
+        from ._families import device_facts
+        from ._grouped import grouped_unsupported_reason
+
+        arch = None
+        if problem.device_type == DEVICE_TYPES["cuda"]:
+            arch, _ = device_facts(torch.device("cuda", problem.device_index))
+        dims = problem.dims
+        return grouped_unsupported_reason(self._config, dims["R"], dims["N"], dims["K"],
+                                          _ELEMENT_SIZES[problem.dtype], arch) or True
 
 
 class _ScaledMMSupports:
@@ -208,7 +233,8 @@ def _register(device: str) -> list[str]:
                 fingerprint=f"{kernels_fingerprint()}:{family.name}:{config.tag}")
             names.append(name)
     binary_names = [name for twins in binaries.values() for name in twins.values()]
-    return names + binary_names + _register_linear(device) + _register_scaled_mm(device)
+    return (names + binary_names + _register_linear(device) + _register_scaled_mm(device)
+            + _register_grouped(device))
 
 
 def _register_binaries() -> dict[tuple[str, str], dict[tuple[int, str, str], str]]:
@@ -250,6 +276,22 @@ def _register_linear(device: str) -> list[str]:
             archs=None if device == "cpu" else _LINEAR_ARCHS, dtypes=_LINEAR_DTYPES, layouts="any", batch="any",
             priority=_LINEAR_PRIORITY - rank, supports=_LinearSupports(config),
             fingerprint=f"{kernels_fingerprint()}:linear:{config.tag}")
+        names.append(name)
+    return names
+
+
+def _register_grouped(device: str) -> list[str]:
+    from ...ops._kernel_registration import register_kernel
+    from ._grouped import GROUPED_CONFIGS, launch_grouped_mm
+
+    names = []
+    for rank, config in enumerate(GROUPED_CONFIGS):
+        name = grouped_kernel_name(config.tag, device)
+        register_kernel(
+            "grouped_mm", functools.partial(launch_grouped_mm, config), name=name, backend="triton", device=device,
+            archs=None if device == "cpu" else _GROUPED_ARCHS, dtypes=_LINEAR_DTYPES, layouts="any", batch="none",
+            priority=_GROUPED_PRIORITY - rank, supports=_GroupedSupports(config),
+            fingerprint=f"{kernels_fingerprint()}:grouped_mm:{config.tag}")
         names.append(name)
     return names
 
