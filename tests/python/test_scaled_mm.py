@@ -156,3 +156,13 @@ def test_kabi_run_names_a_bad_attribute(capsys) -> None:
     status = main(["run", "scaled_mm", "--shape", "16x32x64", "--attr", "out_dtype=float64"])
     assert status != 0
     assert "--attr out_dtype: expected one of float16, bfloat16, float32, got 'float64'" in capsys.readouterr().err
+
+
+def test_the_tma_kernel_declines_configs_whose_output_tile_overflows_shared_memory():
+    from kabi.backends.triton._scaled_mm import SCALED_MM_TMA_CONFIGS, scaled_mm_tma_unsupported_reason
+
+    wide = next(config for config in SCALED_MM_TMA_CONFIGS if (config.block_m, config.block_n) == (128, 256))
+    # Measured on the H200: 278552 bytes asked for a float32 out (the limit is 232448); bfloat16 halves the tile.
+    assert "shared memory" in scaled_mm_tma_unsupported_reason(wide, 512, 4096, 4096, 4, 90)
+    assert scaled_mm_tma_unsupported_reason(wide, 512, 4096, 4096, 2, 90) == ""
+    assert scaled_mm_tma_unsupported_reason(wide, 512, 4096, 4096, 4, None) == "", "the interpreter has no limit"

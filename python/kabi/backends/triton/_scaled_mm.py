@@ -47,12 +47,19 @@ SCALED_MM_TMA_CONFIGS = (
 
 def scaled_mm_tma_unsupported_reason(config: MatmulConfig, m: int, n: int, k: int, out_element_size: int,
                                      arch: int | None) -> str:
-    """What the pointer kernel's fit requires, and TMA's 16-byte row pitches: K a multiple of 16 (a's and the
-    weight's rows of FP8 bytes) and out's rows of N elements a multiple of 16 bytes."""
+    """What the pointer kernel's fit requires, TMA's 16-byte row pitches (K a multiple of 16: a's and the weight's
+    rows of FP8 bytes; out's rows of N elements a multiple of 16 bytes), and shared memory for the operand stages
+    and the output tile its TMA store stages there (a float32 out of 128 x 256 alone takes 128 KiB: on the H200 that
+    config asked for 278552 bytes of 232448)."""
     if k % 16:
         return f"a's and b's rows of K={k} FP8 bytes are not a multiple of 16, as TMA requires"
     if (n * out_element_size) % 16:
         return f"out's rows of N={n} elements are not a multiple of 16 bytes, as TMA requires"
+    needed = config.shared_memory_bytes(1) + config.block_m * config.block_n * out_element_size
+    limit = shared_memory_limit(arch)
+    if needed > limit:
+        return (f"needs ~{needed} bytes of shared memory (operand stages and a {out_element_size}-byte output "
+                f"tile); sm_{arch} allows {limit}")
     return scaled_mm_unsupported_reason(config, m, n, k, arch)
 
 
