@@ -13,6 +13,7 @@
 # most, into benchmarks/results/nvidia-h200-scaled_mm-fp8.json and .png.
 # moe:SUITE likewise runs `kabi bench grouped_mm --suite SUITE` (moe-mixtral-8x7b, moe-deepseek-v3,
 # moe-qwen3-30b-a3b) for 420 s at most, writing benchmarks/results/nvidia-h200-grouped_mm-SUITE.json and .png.
+# BENCH_TIMEOUT overrides every benchmark step's limit (seconds), to fit several into one device call.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/kabi-gpu-out}
@@ -60,17 +61,17 @@ for step in "${steps[@]}"; do
              op=matmul; suite=$target
              [[ $target == */* ]] && { op=${target%%/*}; suite=${target#*/}; }
              name="nvidia-h200-$op-$suite${dtype:+-$dtype}"
-             run_step "bench $op $suite ${dtype:-}" timeout -s INT 240 python3 -m kabi.cli bench "$op" --suite "$suite" \
+             run_step "bench $op $suite ${dtype:-}" timeout -s INT ${BENCH_TIMEOUT:-240} python3 -m kabi.cli bench "$op" --suite "$suite" \
                ${dtype:+--dtype "$dtype"} --device cuda --out "benchmarks/results/$name.json" \
                --plot "benchmarks/results/$name.png"
              cp "benchmarks/results/$name.png" "$out"/ 2>/dev/null || true ;;
     fp8) name="nvidia-h200-scaled_mm-fp8"
-         run_step "bench scaled_mm fp8" timeout -s INT 540 python3 -m kabi.cli bench scaled_mm --suite fp8 \
+         run_step "bench scaled_mm fp8" timeout -s INT ${BENCH_TIMEOUT:-540} python3 -m kabi.cli bench scaled_mm --suite fp8 \
            --device cuda --out "benchmarks/results/$name.json" --plot "benchmarks/results/$name.png"
          cp "benchmarks/results/$name.png" "$out"/ 2>/dev/null || true ;;
     moe:*) IFS=: read -r _ suite <<< "$step"
            name="nvidia-h200-grouped_mm-$suite"
-           run_step "bench grouped_mm $suite" timeout -s INT 420 python3 -m kabi.cli bench grouped_mm --suite "$suite" \
+           run_step "bench grouped_mm $suite" timeout -s INT ${BENCH_TIMEOUT:-420} python3 -m kabi.cli bench grouped_mm --suite "$suite" \
              --device cuda --out "benchmarks/results/$name.json" --plot "benchmarks/results/$name.png"
            cp "benchmarks/results/$name.png" "$out"/ 2>/dev/null || true ;;
     triton) run_step "triton matmul" timeout 240 python3 benchmarks/triton_matmul.py --out benchmarks/results ;;
