@@ -295,3 +295,16 @@ def test_subjects_run_unmeasured_until_a_gpu_reaches_its_steady_state(monkeypatc
     before = dict(calls)
     _timing._reach_steady_state(subjects, torch.device("cpu"), 0.02)
     assert calls == before, "a CPU has no power-limit ramp to wait out"
+
+
+def test_every_subject_is_timed_early_and_late_in_a_round_over_the_rounds():
+    from kabi._benchmarking import _timing
+
+    subjects = [_timing.Subject(f"s{index}", "candidate", lambda: None) for index in range(20)]
+    positions = {subject.name: [] for subject in subjects}
+    for round_index in range(5):
+        for position, subject in enumerate(_timing._round_order(subjects, round_index, 5)):
+            positions[subject.name].append(position)
+    assert sorted(subject.name for subject in _timing._round_order(subjects, 3, 5)) == sorted(positions)
+    for name, seen in positions.items():
+        assert min(seen) < 5 and max(seen) >= 15, f"{name} was timed only at positions {seen}"

@@ -1,7 +1,8 @@
 """Interleaved timing of one problem's subjects (kabi's choice, each candidate forced, each peer) with kabi.bench.
 
 Every subject is timed in rounds; each round times every subject once, in every mode, the order rotating each
-round, so that load from elsewhere slows one round of every subject alike rather than all of one subject's samples
+round by an even share of the subjects, so that every subject is timed at every stage of a round alike and load from
+elsewhere slows one round of every subject alike rather than all of one subject's samples
 (the tuner measures the same way). A subject's figure in a mode is its least round median. On a GPU the subjects
 first run unmeasured until the device is in its steady (power-limited) state.
 
@@ -94,6 +95,15 @@ def describe_error(error: BaseException) -> str:
     return text if len(text) <= 300 else text[:297] + "..."
 
 
+def _round_order(subjects: Sequence[Subject], round_index: int, rounds: int) -> list[Subject]:
+    """The subjects in the order of one round: rotated by an even share of the list each round, so that over the
+    rounds every subject is timed early, midway and late in a round alike. (Rotating by one place per round left
+    the last-listed subjects, the peers, at the end of every round of a problem with many candidates: on the H200
+    the same cuBLAS call was then measured up to 11% apart as a peer and as kabi's candidate.)"""
+    shift = (round_index * len(subjects)) // max(rounds, 1) if subjects else 0
+    return [*subjects[shift:], *subjects[:shift]]
+
+
 def _reach_steady_state(subjects: Sequence[Subject], device: torch.device, seconds: float) -> None:
     """Run the subjects in turn, unmeasured, for ``seconds`` (on a GPU only: a CPU has no power-limit ramp to wait
     out). A subject that raises is left to the measured rounds to report."""
@@ -117,8 +127,7 @@ def measure_interleaved(subjects: Sequence[Subject], modes: Sequence[str], devic
     results: dict[str, dict[str, list[Any]]] = {subject.name: {mode: [] for mode in modes} for subject in subjects}
     _reach_steady_state(subjects, device, settings.steady_state_s)
     for round_index in range(settings.rounds):
-        shift = round_index % max(len(subjects), 1)
-        for subject in [*subjects[shift:], *subjects[:shift]]:
+        for subject in _round_order(subjects, round_index, settings.rounds):
             for mode in modes:
                 if mode in subject.errors:
                     continue
