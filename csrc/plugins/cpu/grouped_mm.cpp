@@ -8,6 +8,7 @@
 #include <exception>
 #include <string>
 
+#include "registration.hpp"
 #include "tensors.hpp"
 
 namespace kabi::cpu {
@@ -173,48 +174,21 @@ kabi_status grouped_kernel(void* user_data, const kabi_problem* problem, const k
 
 int32_t grouped_supports(void* /*user_data*/, const kabi_problem* /*problem*/, const kabi_args* args, char* reason,
                          size_t reason_size) {
-  try {
-    GroupedPlan plan;
-    const std::string why_not = plan_grouped(*args, /*require_output=*/false, &plan);
-    if (why_not.empty()) return 1;
-    std::snprintf(reason, reason_size, "%s", why_not.c_str());
-  } catch (const std::exception& error) {
-    std::snprintf(reason, reason_size, "%s", error.what());
-  }
-  return 0;
+  GroupedPlan plan;
+  return supports_verdict([&] { return plan_grouped(*args, /*require_output=*/false, &plan); }, reason, reason_size);
 }
 
 }  // namespace
 
-kabi_status register_grouped_mm_kernels(const kabi_host_api* host, const OpenBlas& blas) {
-  if (host == nullptr || host->struct_size < offsetof(kabi_host_api, set_error) + sizeof(host->set_error) ||
-      host->set_error == nullptr || host->kernel_register == nullptr) {
-    return KABI_STATUS_ABI_MISMATCH;
-  }
+kabi_status register_grouped_mm_kernels(const kabi_host_api& host, const OpenBlas& blas) {
   GroupedState& state = grouped_state();
   state.blas = blas;
-  state.set_error = host->set_error;
-  // A different OpenBLAS build can be faster or slower: tuning records made with another one do not apply.
-  state.fingerprint = std::string(kGroupedMmKernelName) + "/1 " + blas.config;
-
-  kabi_kernel_desc desc{};
-  desc.struct_size = sizeof(desc);
-  desc.op = "grouped_mm";
-  desc.name = kGroupedMmKernelName;
-  desc.backend = "cpu";
-  desc.device_type = kDLCPU;
-  desc.priority = kPriority;
-  desc.dtypes = KABI_DTYPE_FLOAT32 | KABI_DTYPE_FLOAT64;
+  state.set_error = host.set_error;
+  state.fingerprint = kernel_fingerprint(kGroupedMmKernelName, blas.config);
   // offs is a rank-1 tensor (class GENERAL when strided); plan_grouped declines an x or w gemm cannot read in place.
-  desc.layouts = KABI_LAYOUT_ANY;
-  desc.batch_mode = KABI_BATCH_NONE;
-  desc.kind = KABI_KERNEL_FUNCTION;
-  desc.function = grouped_kernel;
-  desc.supports = grouped_supports;
-  desc.user_data = &state;
-  desc.fingerprint = state.fingerprint.c_str();
-  kabi_kernel kernel = nullptr;
-  return host->kernel_register(&desc, &kernel);
+  const CpuKernel kernel{"grouped_mm", kGroupedMmKernelName, kPriority,
+                         KABI_LAYOUT_ANY, KABI_BATCH_NONE, grouped_kernel, grouped_supports, &state};
+  return register_cpu_kernel(host, kernel, state.fingerprint);
 }
 
 }  // namespace kabi::cpu

@@ -12,6 +12,6 @@ inline constexpr const char* kGroupedMmKernelName = "cpu.openblas.grouped_mm";
 
 // Register cpu.openblas.grouped_mm for the op "grouped_mm" through host->kernel_register, computing with blas (copied;
 // its functions stay valid for the life of the process). Returns the host's status.
-kabi_status register_grouped_mm_kernels(const kabi_host_api* host, const OpenBlas& blas);
+kabi_status register_grouped_mm_kernels(const kabi_host_api& host, const OpenBlas& blas);
 
 }  // namespace kabi::cpu

@@ -9,6 +9,7 @@
 #include <exception>
 #include <string>
 
+#include "registration.hpp"
 #include "tensors.hpp"
 
 namespace kabi::cpu {
@@ -277,49 +278,23 @@ kabi_status linear_kernel(void* user_data, const kabi_problem* problem, const ka
 
 int32_t linear_supports(void* /*user_data*/, const kabi_problem* problem, const kabi_args* args, char* reason,
                         size_t reason_size) {
-  try {
-    LinearPlan plan;
-    const std::string why_not = plan_linear(*problem, *args, /*require_output=*/false, &plan);
-    if (why_not.empty()) return 1;
-    std::snprintf(reason, reason_size, "%s", why_not.c_str());
-  } catch (const std::exception& error) {
-    std::snprintf(reason, reason_size, "%s", error.what());
-  }
-  return 0;
+  LinearPlan plan;
+  return supports_verdict([&] { return plan_linear(*problem, *args, /*require_output=*/false, &plan); },
+                          reason, reason_size);
 }
 
 }  // namespace
 
-kabi_status register_linear_kernels(const kabi_host_api* host, const OpenBlas& blas) {
-  if (host == nullptr || host->struct_size < offsetof(kabi_host_api, set_error) + sizeof(host->set_error) ||
-      host->set_error == nullptr || host->kernel_register == nullptr) {
-    return KABI_STATUS_ABI_MISMATCH;
-  }
+kabi_status register_linear_kernels(const kabi_host_api& host, const OpenBlas& blas) {
   LinearState& state = linear_state();
   state.blas = blas;
-  state.set_error = host->set_error;
-  // A different OpenBLAS build can be faster or slower: tuning records made with another one do not apply.
-  state.fingerprint = std::string(kLinearKernelName) + "/1 " + blas.config;
-
-  kabi_kernel_desc desc{};
-  desc.struct_size = sizeof(desc);
-  desc.op = "linear";
-  desc.name = kLinearKernelName;
-  desc.backend = "cpu";
-  desc.device_type = kDLCPU;
-  desc.priority = kPriority;
-  desc.dtypes = KABI_DTYPE_FLOAT32 | KABI_DTYPE_FLOAT64;
+  state.set_error = host.set_error;
+  state.fingerprint = kernel_fingerprint(kLinearKernelName, blas.config);
   // A strided bias is a rank-1 tensor of class GENERAL, which the epilogue reads; plan_linear declines an x or w
   // that gemm cannot read in place, naming it.
-  desc.layouts = KABI_LAYOUT_ANY;
-  desc.batch_mode = KABI_BATCH_UNIFORM;
-  desc.kind = KABI_KERNEL_FUNCTION;
-  desc.function = linear_kernel;
-  desc.supports = linear_supports;
-  desc.user_data = &state;
-  desc.fingerprint = state.fingerprint.c_str();
-  kabi_kernel kernel = nullptr;
-  return host->kernel_register(&desc, &kernel);
+  const CpuKernel kernel{"linear", kLinearKernelName, kPriority,
+                         KABI_LAYOUT_ANY, KABI_BATCH_UNIFORM, linear_kernel, linear_supports, &state};
+  return register_cpu_kernel(host, kernel, state.fingerprint);
 }
 
 }  // namespace kabi::cpu

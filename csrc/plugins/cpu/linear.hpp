@@ -14,6 +14,6 @@ inline constexpr const char* kLinearKernelName = "cpu.openblas.linear";
 // Register cpu.openblas.linear for the op "linear" through host->kernel_register. The kernel computes with blas,
 // which is copied: its functions stay valid for the life of the process, since the plugin never closes the OpenBLAS
 // it opened. Returns the host's status; a failure's message is set through host->set_error where the host has one.
-kabi_status register_linear_kernels(const kabi_host_api* host, const OpenBlas& blas);
+kabi_status register_linear_kernels(const kabi_host_api& host, const OpenBlas& blas);
 
 }  // namespace kabi::cpu

@@ -13,6 +13,7 @@
 #include "grouped_mm.hpp"
 #include "linear.hpp"
 #include "openblas_library.hpp"
+#include "registration.hpp"
 
 namespace kabi::cpu {
 namespace {
@@ -83,15 +84,9 @@ kabi_status gemm_kernel(void* user_data, const kabi_problem* problem, const kabi
 
 int32_t gemm_supports(void* /*user_data*/, const kabi_problem* problem, const kabi_args* args, char* reason,
                       size_t reason_size) {
-  try {
-    GemmPlan plan;
-    const std::string why_not = plan_gemm(*problem, *args, /*require_output=*/false, &plan);
-    if (why_not.empty()) return 1;
-    std::snprintf(reason, reason_size, "%s", why_not.c_str());
-  } catch (const std::exception& error) {
-    std::snprintf(reason, reason_size, "%s", error.what());
-  }
-  return 0;
+  GemmPlan plan;
+  return supports_verdict([&] { return plan_gemm(*problem, *args, /*require_output=*/false, &plan); }, reason,
+                          reason_size);
 }
 
 // The directory this plugin was loaded from, to find an OpenBLAS installed beside kabi.
@@ -125,32 +120,22 @@ kabi_status initialize(const kabi_host_api* host, kabi_plugin_info* out_info) {
     if (!open_openblas(plugin_directory(), &state.blas, &error)) {
       return fail(state, KABI_STATUS_UNAVAILABLE, error);
     }
-    // A different OpenBLAS build can be faster or slower: tuning records made with another one do not apply.
-    state.fingerprint = std::string(kKernelName) + "/1 " + state.blas.config;
+    state.fingerprint = kernel_fingerprint(kKernelName, state.blas.config);
   }
-
-  kabi_kernel_desc desc{};
-  desc.struct_size = sizeof(desc);
-  desc.op = "matmul";
-  desc.name = kKernelName;
-  desc.backend = "cpu";
-  desc.device_type = kDLCPU;
-  desc.priority = kPriority;
-  desc.dtypes = KABI_DTYPE_FLOAT32 | KABI_DTYPE_FLOAT64;
-  desc.layouts = KABI_LAYOUT_CONTIGUOUS | KABI_LAYOUT_ROW_STRIDED | KABI_LAYOUT_COL_STRIDED;
-  desc.batch_mode = KABI_BATCH_UNIFORM;
-  desc.kind = KABI_KERNEL_FUNCTION;
   // The problem gives the broadcast batch shape each tensor's batch stride comes from.
-  desc.function = gemm_kernel;
-  desc.supports = gemm_supports;
-  desc.user_data = &state;
-  desc.fingerprint = state.fingerprint.c_str();
-  kabi_kernel kernel = nullptr;
-  const kabi_status status = host->kernel_register(&desc, &kernel);
+  const CpuKernel gemm{"matmul",
+                       kKernelName,
+                       kPriority,
+                       KABI_LAYOUT_CONTIGUOUS | KABI_LAYOUT_ROW_STRIDED | KABI_LAYOUT_COL_STRIDED,
+                       KABI_BATCH_UNIFORM,
+                       gemm_kernel,
+                       gemm_supports,
+                       &state};
+  const kabi_status status = register_cpu_kernel(*host, gemm, state.fingerprint);
   if (status != KABI_STATUS_OK) return status;
-  const kabi_status linear_status = register_linear_kernels(host, state.blas);
+  const kabi_status linear_status = register_linear_kernels(*host, state.blas);
   if (linear_status != KABI_STATUS_OK) return linear_status;
-  return register_grouped_mm_kernels(host, state.blas);
+  return register_grouped_mm_kernels(*host, state.blas);
 }
 
 }  // namespace
