@@ -26,6 +26,7 @@ import importlib.util
 import logging
 import os
 import threading
+from typing import Any, Callable, Sequence
 
 from ..._base.tensors import DEVICE_TYPES
 from ._names import (grouped_kernel_name, kernel_name, kernels_fingerprint, linear_kernel_name,
@@ -264,53 +265,52 @@ def _register_binaries() -> dict[tuple[str, str], dict[tuple[int, str, str], str
     return binaries
 
 
-def _register_linear(device: str) -> list[str]:
+def _register_configs(op: str, device: str, configs: Sequence[Any], launch: Callable[..., Any],
+                      name_of: Callable[[Any], str], supports_of: Callable[[Any], Callable[..., Any]],
+                      fingerprint_tag: str, archs: Any, priority: int, **declaration: Any) -> list[str]:
+    """Register one Python kernel per config of a Triton kernel of ``op``, in the configs' order of preference
+    (priority falling by one per config), each with its own supports predicate; on the CPU (the interpreter) for
+    any arch. ``declaration`` holds the rest of register_kernel's declaration (dtypes, layouts, batch, ...)."""
     from ...ops._kernel_registration import register_kernel
-    from ._linear import LINEAR_CONFIGS, launch_linear
 
     names = []
-    for rank, config in enumerate(LINEAR_CONFIGS):
-        name = linear_kernel_name(config.tag, device)
-        register_kernel(
-            "linear", functools.partial(launch_linear, config), name=name, backend="triton", device=device,
-            archs=None if device == "cpu" else _LINEAR_ARCHS, dtypes=_LINEAR_DTYPES, layouts="any", batch="any",
-            priority=_LINEAR_PRIORITY - rank, supports=_LinearSupports(config),
-            fingerprint=f"{kernels_fingerprint()}:linear:{config.tag}")
+    for rank, config in enumerate(configs):
+        name = name_of(config)
+        register_kernel(op, functools.partial(launch, config), name=name, backend="triton", device=device,
+                        archs=None if device == "cpu" else archs, priority=priority - rank,
+                        supports=supports_of(config),
+                        fingerprint=f"{kernels_fingerprint()}:{op}:{fingerprint_tag}{config.tag}", **declaration)
         names.append(name)
     return names
+
+
+def _register_linear(device: str) -> list[str]:
+    from ._linear import LINEAR_CONFIGS, launch_linear
+
+    return _register_configs("linear", device, LINEAR_CONFIGS, launch_linear,
+                             lambda config: linear_kernel_name(config.tag, device), _LinearSupports, "",
+                             _LINEAR_ARCHS, _LINEAR_PRIORITY, dtypes=_LINEAR_DTYPES, layouts="any", batch="any")
 
 
 def _register_grouped(device: str) -> list[str]:
-    from ...ops._kernel_registration import register_kernel
     from ._grouped import GROUPED_CONFIGS, launch_grouped_mm
 
-    names = []
-    for rank, config in enumerate(GROUPED_CONFIGS):
-        name = grouped_kernel_name(config.tag, device)
-        register_kernel(
-            "grouped_mm", functools.partial(launch_grouped_mm, config), name=name, backend="triton", device=device,
-            archs=None if device == "cpu" else _GROUPED_ARCHS, dtypes=_LINEAR_DTYPES, layouts="any", batch="none",
-            priority=_GROUPED_PRIORITY - rank, supports=_GroupedSupports(config),
-            fingerprint=f"{kernels_fingerprint()}:grouped_mm:{config.tag}")
-        names.append(name)
-    return names
+    return _register_configs("grouped_mm", device, GROUPED_CONFIGS, launch_grouped_mm,
+                             lambda config: grouped_kernel_name(config.tag, device), _GroupedSupports, "",
+                             _GROUPED_ARCHS, _GROUPED_PRIORITY, dtypes=_LINEAR_DTYPES, layouts="any", batch="none")
 
 
 def _register_scaled_mm(device: str) -> list[str]:
-    from ...ops._kernel_registration import register_kernel
     from ._scaled_mm import SCALED_MM_CONFIGS, SCALED_MM_TMA_CONFIGS, launch_scaled_mm, launch_scaled_mm_tma
 
+    declaration = {"dtypes": _SCALED_MM_DTYPES, "layouts": _SCALED_MM_LAYOUTS, "batch": "none",
+                   "alignment": 0 if device == "cpu" else 16}
     names = []
-    kernels = ((False, SCALED_MM_CONFIGS, launch_scaled_mm, _SCALED_MM_ARCHS, _SCALED_MM_PRIORITY),
-               (True, SCALED_MM_TMA_CONFIGS, launch_scaled_mm_tma, {90}, _SCALED_MM_TMA_PRIORITY))
-    for tma, configs, launch, archs, priority in kernels:
-        for rank, config in enumerate(configs):
-            name = scaled_mm_kernel_name(config.tag, device, tma)
-            register_kernel(
-                "scaled_mm", functools.partial(launch, config), name=name, backend="triton", device=device,
-                archs=None if device == "cpu" else archs, dtypes=_SCALED_MM_DTYPES, layouts=_SCALED_MM_LAYOUTS,
-                batch="none", alignment=0 if device == "cpu" else 16, priority=priority - rank,
-                supports=_ScaledMMSupports(config, tma),
-                fingerprint=f"{kernels_fingerprint()}:scaled_mm:{'tma.' if tma else ''}{config.tag}")
-            names.append(name)
+    for tma, configs, launch, archs, priority in (
+            (False, SCALED_MM_CONFIGS, launch_scaled_mm, _SCALED_MM_ARCHS, _SCALED_MM_PRIORITY),
+            (True, SCALED_MM_TMA_CONFIGS, launch_scaled_mm_tma, {90}, _SCALED_MM_TMA_PRIORITY)):
+        names += _register_configs("scaled_mm", device, configs, launch,
+                                   lambda config, tma=tma: scaled_mm_kernel_name(config.tag, device, tma),
+                                   lambda config, tma=tma: _ScaledMMSupports(config, tma), "tma." if tma else "",
+                                   archs, priority, **declaration)
     return names
