@@ -230,7 +230,7 @@ int main() {
   host.kernel_register = record_registration;
   host.set_error = record_error;
   host.last_error = read_error;
-  CHECK(kabi::cpu::register_linear_kernels(&host, blas) == KABI_STATUS_OK);
+  CHECK(kabi::cpu::register_linear_kernels(host, blas) == KABI_STATUS_OK);
   CHECK(registered_op == "linear" && registered_name == "cpu.openblas.linear");
   CHECK(registered.kind == KABI_KERNEL_FUNCTION && registered.batch_mode == KABI_BATCH_UNIFORM);
   CHECK(registered.dtypes == (KABI_DTYPE_FLOAT32 | KABI_DTYPE_FLOAT64) && registered.priority == 10);
