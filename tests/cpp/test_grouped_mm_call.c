@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "kabi/kabi.h"
+#include "test_call_helpers.h"
 #include "test_check.h"
 #include "test_kernels.h"
 
@@ -84,21 +85,11 @@ static double max_error_2d(const grouped_call* call) {
   return test_max_relative_error(call->out, expected, ROWS * N);
 }
 
-static void record_passed_gate(kabi_op op, kabi_kernel kernel, const kabi_args* args) {
-  kabi_tuning_record record;
-  memset(&record, 0, sizeof record);
-  record.struct_size = sizeof record;
-  record.kernel = kernel;
-  record.note = "";
-  record.flags = KABI_TUNING_RECORD_GATE_ONLY;
-  CHECK(kabi_tuning_store(op, args, &record, 1) == KABI_STATUS_OK);
-}
-
 static void test_two_d_form(kabi_op op, kabi_kernel kernel) {
   grouped_call call;
   double error;
   make_call(&call);
-  record_passed_gate(op, kernel, &call.args);
+  test_record_passed_gate(op, kernel, &call.args);
   CHECK(kabi_call(op, &call.args, NULL) == KABI_STATUS_OK);
   error = max_error_2d(&call);
   if (error >= 1e-5) {
@@ -125,7 +116,7 @@ static void test_three_d_form(kabi_op op, kabi_kernel kernel) {
   args.num_inputs = 2; /* the trailing optional offs left out */
   args.outputs = &output;
   args.num_outputs = 1;
-  record_passed_gate(op, kernel, &args);
+  test_record_passed_gate(op, kernel, &args);
   CHECK(kabi_call(op, &args, NULL) == KABI_STATUS_OK);
   for (group = 0; group < GROUPS; ++group) {
     int row, column, k;
@@ -175,29 +166,12 @@ static void test_validation(kabi_op op) {
 }
 
 int main(void) {
-  char directory_template[] = "/tmp/kabi-c-grouped-XXXXXX";
-  const char* directory = mkdtemp(directory_template);
-  kabi_op op = NULL;
-  kabi_kernel kernel = NULL;
-  CHECK(directory != NULL);
-  CHECK(kabi_cache_set_directory(directory) == KABI_STATUS_OK);
-  CHECK(unsetenv("KABI_ALLOW_UNVERIFIED") == 0);
-  CHECK(kabi_plugin_load_builtin() == KABI_STATUS_OK);
-  CHECK(kabi_op_find("grouped_mm", &op) == KABI_STATUS_OK);
-  CHECK(kabi_kernel_find("grouped_mm", "cpu.openblas.grouped_mm", &kernel) == KABI_STATUS_OK);
-  if (op == NULL || kernel == NULL) {
-    fprintf(stderr, "grouped_mm or cpu.openblas.grouped_mm is missing: %s\n", kabi_last_error());
-    return 1;
-  }
+  kabi_op op;
+  kabi_kernel kernel;
+  test_call_start("grouped");
+  if (!test_find_builtin_kernel("grouped_mm", "cpu.openblas.grouped_mm", &op, &kernel)) return 1;
   test_two_d_form(op, kernel);
   test_three_d_form(op, kernel);
   test_validation(op);
-  CHECK(kabi_cache_clear() == KABI_STATUS_OK);
-  CHECK(kabi_cache_set_directory(NULL) == KABI_STATUS_OK);
-  if (failures != 0) {
-    fprintf(stderr, "%d check(s) failed\n", failures);
-    return 1;
-  }
-  printf("grouped_mm from C: all checks passed\n");
-  return 0;
+  return test_call_finish("grouped_mm");
 }

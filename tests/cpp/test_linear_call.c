@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "kabi/kabi.h"
+#include "test_call_helpers.h"
 #include "test_check.h"
 #include "test_kernels.h"
 
@@ -91,17 +92,6 @@ static double max_error(const linear_call* call, int with_bias) {
   return test_max_relative_error(call->out, expected, ROWS * N);
 }
 
-/* The verdict `kabi verify linear` records for a kernel that passed the gate on the call's problem. */
-static void record_passed_gate(kabi_op op, kabi_kernel kernel, const kabi_args* args) {
-  kabi_tuning_record record;
-  memset(&record, 0, sizeof record);
-  record.struct_size = sizeof record;
-  record.kernel = kernel;
-  record.note = "";
-  record.flags = KABI_TUNING_RECORD_GATE_ONLY;
-  CHECK(kabi_tuning_store(op, args, &record, 1) == KABI_STATUS_OK);
-}
-
 static kabi_selection select_strictly(kabi_op op, const kabi_args* args, kabi_status expected) {
   kabi_selection selection;
   memset(&selection, 0, sizeof selection);
@@ -123,7 +113,7 @@ static void test_every_bias_and_activation(kabi_op op, kabi_kernel kernel) {
       CHECK_STATUS(kabi_call(op, &call.args, NULL), KABI_STATUS_NO_ELIGIBLE_KERNEL,
                    "no eligible kernel has passed the correctness gate");
       CHECK(strstr(kabi_last_error(), "kabi verify linear") != NULL);
-      record_passed_gate(op, kernel, &call.args);
+      test_record_passed_gate(op, kernel, &call.args);
       selection = select_strictly(op, &call.args, KABI_STATUS_OK);
       CHECK(selection.kernel == kernel && selection.verified == 1);
       CHECK(strstr(selection.problem.key, with_bias ? ",contiguous|" : ",absent|") != NULL);
@@ -148,28 +138,11 @@ static void test_bad_activation(kabi_op op) {
 }
 
 int main(void) {
-  char directory_template[] = "/tmp/kabi-c-linear-XXXXXX";
-  const char* directory = mkdtemp(directory_template);
-  kabi_op op = NULL;
-  kabi_kernel kernel = NULL;
-  CHECK(directory != NULL);
-  CHECK(kabi_cache_set_directory(directory) == KABI_STATUS_OK);
-  CHECK(unsetenv("KABI_ALLOW_UNVERIFIED") == 0);
-  CHECK(kabi_plugin_load_builtin() == KABI_STATUS_OK);
-  CHECK(kabi_op_find("linear", &op) == KABI_STATUS_OK);
-  CHECK(kabi_kernel_find("linear", "cpu.openblas.linear", &kernel) == KABI_STATUS_OK);
-  if (op == NULL || kernel == NULL) {
-    fprintf(stderr, "linear or cpu.openblas.linear is missing: %s\n", kabi_last_error());
-    return 1;
-  }
+  kabi_op op;
+  kabi_kernel kernel;
+  test_call_start("linear");
+  if (!test_find_builtin_kernel("linear", "cpu.openblas.linear", &op, &kernel)) return 1;
   test_every_bias_and_activation(op, kernel);
   test_bad_activation(op);
-  CHECK(kabi_cache_clear() == KABI_STATUS_OK);
-  CHECK(kabi_cache_set_directory(NULL) == KABI_STATUS_OK);
-  if (failures != 0) {
-    fprintf(stderr, "%d check(s) failed\n", failures);
-    return 1;
-  }
-  printf("linear from C: all checks passed\n");
-  return 0;
+  return test_call_finish("linear");
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "kabi/kabi.h"
+#include "test_call_helpers.h"
 #include "test_check.h"
 #include "test_kernels.h"
 
@@ -219,17 +220,11 @@ static void test_call(kabi_op op, kabi_kernel kernel) {
   for (row_wise = 0; row_wise <= 1; ++row_wise) {
     for (with_bias = 0; with_bias <= 1; ++with_bias) {
       scaled_mm_call call;
-      kabi_tuning_record record;
       double error;
       make_call(&call, row_wise, with_bias, kOutFloat32);
       CHECK_STATUS(kabi_call(op, &call.args, NULL), KABI_STATUS_NO_ELIGIBLE_KERNEL,
                    "no eligible kernel has passed the correctness gate");
-      memset(&record, 0, sizeof record);
-      record.struct_size = sizeof record;
-      record.kernel = kernel;
-      record.note = "";
-      record.flags = KABI_TUNING_RECORD_GATE_ONLY;
-      CHECK(kabi_tuning_store(op, &call.args, &record, 1) == KABI_STATUS_OK);
+      test_record_passed_gate(op, kernel, &call.args);
       CHECK(kabi_call(op, &call.args, NULL) == KABI_STATUS_OK);
       error = max_error(&call, with_bias);
       if (error >= 1e-6) {
@@ -242,14 +237,10 @@ static void test_call(kabi_op op, kabi_kernel kernel) {
 }
 
 int main(void) {
-  char directory_template[] = "/tmp/kabi-c-scaled-mm-XXXXXX";
-  const char* directory = mkdtemp(directory_template);
   kabi_op op = NULL;
   kabi_kernel kernel = NULL;
   kabi_kernel_desc desc;
-  CHECK(directory != NULL);
-  CHECK(kabi_cache_set_directory(directory) == KABI_STATUS_OK);
-  CHECK(unsetenv("KABI_ALLOW_UNVERIFIED") == 0);
+  test_call_start("scaled-mm");
   CHECK(kabi_op_find("scaled_mm", &op) == KABI_STATUS_OK);
   if (op == NULL) {
     fprintf(stderr, "scaled_mm is missing: %s\n", kabi_last_error());
@@ -273,12 +264,5 @@ int main(void) {
   test_bad_arguments(op);
   test_call(op, kernel);
   CHECK(kabi_kernel_unregister("scaled_mm", "c.naive_scaled_mm") == KABI_STATUS_OK);
-  CHECK(kabi_cache_clear() == KABI_STATUS_OK);
-  CHECK(kabi_cache_set_directory(NULL) == KABI_STATUS_OK);
-  if (failures != 0) {
-    fprintf(stderr, "%d check(s) failed\n", failures);
-    return 1;
-  }
-  printf("scaled_mm from C: all checks passed\n");
-  return 0;
+  return test_call_finish("scaled_mm");
 }

@@ -1,11 +1,13 @@
 """The built-in CUDA plugin (kabi-cuda, libkabi_cuda.so) on a machine without a GPU: it is built where nvcc and
-CUTLASS's headers are found, its sm_90a code really uses wgmma and TMA, it loads and registers nothing when there is
-no CUDA device, and a build with CUDA disabled still configures and says what it lacks. Its kernels are checked on a
-GPU by test_cuda_plugin_gpu.py."""
+CUTLASS's headers are found, its sm_90a code really uses wgmma (FP8 wgmma in the scaled_mm kernels) and TMA, it loads
+and registers nothing when there is no CUDA device, a host reporting GPUs this machine lacks gets the kernels
+registry/kernels/cuda declares for them, and a build with CUDA disabled still configures and says what it lacks. Its
+kernels are checked on a GPU by test_cuda_plugin_gpu.py and test_cuda_plugin_fp8_gpu.py."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -17,11 +19,11 @@ import pytest
 import torch
 
 from kabi import _core
+from kabi._base.core_answers import KernelInfo
 
 import _cmake
-from _c_caller import SKIPPED, compile_c_caller
-
-PLUGIN_NAME = "kabi-cuda"
+from _c_caller import REGISTRATION_HOST_SOURCE, SKIPPED, compile_c_caller
+from _cuda_plugin_declarations import PLUGIN as PLUGIN_NAME, declared_for, mismatches
 
 
 def _nvcc() -> str | None:
@@ -62,6 +64,16 @@ def test_plugin_is_built_and_loads(plugin_record: dict) -> None:
     assert Path(plugin_record["path"]).name == "libkabi_cuda.so"
 
 
+def test_import_kabi_leaves_it_unloaded_until_cuda_kernels_are_asked_for(plugin_record: dict) -> None:
+    # Loading it enumerates the CUDA devices, which initialises the driver: a cost for the first CUDA dispatch, not
+    # for every import.
+    probe = ("import kabi\nfrom kabi import _core\n"
+             f"print(sorted(record['name'] for record in _core.plugin_records() if record['name'] == {PLUGIN_NAME!r}))")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["[]"]
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the machine without a CUDA device")
 def test_without_a_device_it_registers_nothing(plugin_record: dict) -> None:
     assert plugin_record["num_kernels"] == 0
@@ -81,6 +93,79 @@ def test_it_links_no_cuda_library_a_cpu_machine_lacks(plugin_record: dict) -> No
     needed = subprocess.run(["readelf", "-d", plugin_record["path"]], capture_output=True, text=True, check=True)
     libraries = re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", needed.stdout)
     assert not [name for name in libraries if re.match(r"lib(cuda|cudart|cublas|cublasLt|kabi)\b", name)], libraries
+
+
+@pytest.fixture(scope="module")
+def registered_on(plugin_record: dict, tmp_path_factory: pytest.TempPathFactory):
+    """What the plugin registers for a host that reports one CUDA device per arch given: {(op, name): KernelInfo}."""
+    program = compile_c_caller(tmp_path_factory.mktemp("host"), REGISTRATION_HOST_SOURCE)
+
+    def registered(*archs: int) -> dict[tuple[str, str], KernelInfo]:
+        result = subprocess.run([str(program), plugin_record["path"], *map(str, archs)], capture_output=True,
+                                text=True, timeout=120)
+        assert result.returncode == 0, result.stdout + result.stderr
+        kernels = [KernelInfo.from_core(json.loads(line)) for line in result.stdout.splitlines()]
+        return {(kernel.op, kernel.name): kernel for kernel in kernels}
+
+    return registered
+
+
+@pytest.mark.parametrize("arch", [90, 89, 80, 75])
+def test_registration_for_absent_gpus_matches_the_registry_files(registered_on, arch: int) -> None:
+    live = registered_on(arch)
+    # cuBLASLt's slots exist only where the plugin finds the library (the nvidia-cublas package, or torch's).
+    with_cublaslt = any(name.startswith("cuda.cublaslt") for _, name in registered_on(90))
+    declared = [spec for spec in declared_for(arch) if with_cublaslt or not spec.name.startswith("cuda.cublaslt")]
+    assert sorted(live) == sorted((spec.op, spec.name) for spec in declared)
+    for spec in declared:
+        assert not mismatches(live[(spec.op, spec.name)], spec)
+
+
+def test_fp8_cutlass_kernels_serve_scaled_mm_on_sm90_only(registered_on) -> None:
+    on_sm90 = [name for op, name in registered_on(90) if op == "scaled_mm" and name.startswith("cuda.cutlass")]
+    assert on_sm90 and all(name.startswith("cuda.cutlass.sm90.fp8.") for name in on_sm90), on_sm90
+    for arch in (89, 80):
+        assert not [name for op, name in registered_on(arch) if op == "scaled_mm" and name.startswith("cuda.cutlass")]
+    # Nor do the FP8 configurations serve the other ops.
+    assert not [name for op, name in registered_on(90) if op != "scaled_mm" and ".fp8." in name]
+
+
+# What each scaled_mm call of tests/cpp/cuda_plugin_registration.c gets from the FP8 kernels' supports predicates:
+# None (supported) or a fragment of the reason they decline it. cuBLASLt's slots are checked only where the reason
+# needs no device (without one, its heuristic cannot run).
+CUTLASS_FP8_SUPPORTS = {
+    "aligned": None, "one_row": None, "row_scales_bias_float32": None, "mixed_scales": None, "n_136": None,
+    "bias_float32": None,
+    "k_40": "a's leading dimension is 40, not a multiple of 16 elements", "n_100": "N (out's row stride) is 100",
+    "b_row_major": "with a row-major b", "a_column_major": "read a row-major a",
+    "b_e5m2": "float8_e4m3fn a and b only", "both_e5m2": "float8_e4m3fn a and b only",
+    "strided_scale_a": "contiguous vector of scales", "a_off_16_bytes": "the data of a is not 16-byte aligned",
+}
+CUBLASLT_FP8_DECLINES = {
+    "row_scales_bias_float32": "bias with a float32 output", "bias_float32": "bias with a float32 output",
+    "n_136": "K and N multiples of 16", "k_40": "K and N multiples of 16", "n_100": "K and N multiples of 16",
+    "b_row_major": "b column-major only", "a_column_major": "read a row-major a",
+    "both_e5m2": "two float8_e5m2 operands", "strided_scale_a": "contiguous vector of scales",
+    "a_off_16_bytes": "the data of a is not 16-byte aligned",
+}
+
+
+def test_fp8_kernels_decline_what_they_cannot_compute(plugin_record: dict, tmp_path: Path) -> None:
+    program = compile_c_caller(tmp_path, REGISTRATION_HOST_SOURCE)
+    result = subprocess.run([str(program), plugin_record["path"], "90", "--scaled-mm-supports"], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    answers = [json.loads(line) for line in result.stdout.splitlines()]
+    cutlass = [answer for answer in answers if answer["kernel"].startswith("cuda.cutlass.sm90.fp8.")]
+    assert {answer["call"] for answer in cutlass} == set(CUTLASS_FP8_SUPPORTS)
+    for answer in cutlass:
+        expected = CUTLASS_FP8_SUPPORTS[answer["call"]]
+        what = f"{answer['kernel']} on {answer['call']}: {answer['reason']!r}"
+        assert answer["supported"] == (expected is None), what
+        assert expected is None or expected in answer["reason"], what
+    for answer in answers:
+        if answer["kernel"].startswith("cuda.cublaslt.fp8.") and answer["call"] in CUBLASLT_FP8_DECLINES:
+            assert not answer["supported"] and CUBLASLT_FP8_DECLINES[answer["call"]] in answer["reason"], answer
 
 
 @pytest.fixture(scope="module")
@@ -107,6 +192,17 @@ def test_sm90a_code_uses_wgmma_and_tma(sass: dict[str, str]) -> None:
     code = sass["sm_90a"]
     assert "HGMMA" in code, "the sm_90a kernels issue no warpgroup MMA (HGMMA)"
     assert "UTMALDG" in code, "the sm_90a kernels issue no TMA loads (UTMALDG)"
+
+
+def test_sm90a_fp8_kernels_use_fp8_wgmma_and_tma(sass: dict[str, str]) -> None:
+    # cuobjdump prints each kernel's SASS after a "Function : <mangled name>" line; the FP8 GEMMs' names carry
+    # CUTLASS's float_e4m3_t.
+    functions = re.split(r"^\s*Function : ", sass["sm_90a"], flags=re.MULTILINE)[1:]
+    fp8 = {body.split(maxsplit=1)[0]: body for body in functions if "float_e4m3_t" in body.split(maxsplit=1)[0]}
+    assert fp8, "no FP8 (float_e4m3_t) kernel in the plugin's sm_90a code"
+    for name, body in fp8.items():
+        assert "QGMMA" in body, f"{name} issues no FP8 warpgroup MMA (QGMMA)"
+        assert "UTMALDG" in body, f"{name} issues no TMA loads (UTMALDG)"
 
 
 def test_sm80_code_uses_mma_sync(sass: dict[str, str]) -> None:

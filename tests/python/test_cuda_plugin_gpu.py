@@ -12,22 +12,21 @@ import torch
 
 import kabi
 from kabi import _core
-from kabi._base.declarations import kernel_specs, op_spec
+from kabi._base.core_answers import KernelInfo
+from kabi._base.declarations import op_spec
 from kabi._base.tensors import descriptor
 from kabi._selection.correctness import check_output
 from kabi import ConstraintViolatedError
 
 from _c_caller import compile_c_caller
+from _cuda_plugin_declarations import PLUGIN, declared_for, mismatches
+from _guarded_outputs import POISON, assert_guards_intact, guarded_output
 from _linear_checks import ACTIVATION_FUNCTIONS
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
-PLUGIN = "kabi-cuda"
 DTYPES = [torch.bfloat16, torch.float16]
 ACTIVATIONS = list(ACTIVATION_FUNCTIONS)
-# Elements of poison around each output: a kernel writing past its output shows up as a changed guard.
-GUARD = 4096
-POISON = -7.0
 
 
 def _kernels(op: str) -> list[str]:
@@ -47,42 +46,14 @@ def plugin_kernels() -> None:
     assert any(name.startswith("cuda.cublaslt.algo") for name in names), f"cuBLASLt did not load: {names}"
 
 
-FEATURE_BITS = {"tensor_cores": 1 << 32, "bf16_mma": 1 << 33, "tma": 1 << 35, "wgmma": 1 << 36}
-DTYPE_BITS = {"float16": 1, "bfloat16": 2}
-LAYOUT_BITS = {"contiguous": 1, "row_strided": 2, "col_strided": 4, "general": 8}
-
-
 def test_registration_matches_the_registry_files() -> None:
     arch = torch.cuda.get_device_capability()[0] * 10 + torch.cuda.get_device_capability()[1]
-    declared = [spec for spec in kernel_specs("cuda") if spec.plugin == PLUGIN and (
-        arch in spec.archs if spec.archs else spec.arch_min <= arch and (spec.arch_max == 0 or arch <= spec.arch_max))]
-    live = {(kernel["op"], kernel["name"]): kernel for kernel in _core.kernel_list() if kernel["plugin"] == PLUGIN}
+    declared = declared_for(arch)
+    live = {(kernel["op"], kernel["name"]): KernelInfo.from_core(kernel) for kernel in _core.kernel_list()
+            if kernel["plugin"] == PLUGIN}
     assert sorted(live) == sorted((spec.op, spec.name) for spec in declared)
     for spec in declared:
-        kernel = live[(spec.op, spec.name)]
-        assert kernel["backend"] == spec.backend == "cuda" and kernel["device_type"] == 2
-        assert tuple(kernel["archs"]) == spec.archs
-        assert (kernel["arch_min"], kernel["arch_max"]) == (spec.arch_min, spec.arch_max)
-        assert kernel["required_features"] == sum(FEATURE_BITS[name] for name in spec.features)
-        assert kernel["dtypes"] == sum(DTYPE_BITS[name] for name in spec.dtypes)
-        assert kernel["layouts"] == sum(LAYOUT_BITS[name] for name in spec.layouts)
-        assert (kernel["alignment"], kernel["priority"], kernel["batch_mode"]) == (spec.alignment, spec.priority, 1)
-        assert kernel["kind"] == "function" and kernel["has_workspace"]
-        assert ("cutlass" if "cutlass" in spec.name else "cublasLt") in kernel["fingerprint"]
-
-
-def _guarded_output(shape: tuple, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """An output of `shape` inside a poisoned buffer (16-byte aligned), and the buffer."""
-    count = 1
-    for size in shape:
-        count *= size
-    buffer = torch.full((GUARD + count + GUARD,), POISON, dtype=dtype, device="cuda")
-    return buffer[GUARD:GUARD + count].view(shape), buffer
-
-
-def _assert_guards_intact(buffer: torch.Tensor, kernel: str) -> None:
-    guards = torch.cat([buffer[:GUARD], buffer[-GUARD:]])
-    assert bool((guards == POISON).all()), f"{kernel} wrote outside its output"
+        assert not mismatches(live[(spec.op, spec.name)], spec)
 
 
 def _launch(op: str, kernel: str, inputs: list, out: torch.Tensor, attributes: tuple = ()) -> bool:
@@ -121,14 +92,14 @@ def test_every_matmul_kernel_matches_the_reference(dtype: torch.dtype, layout: s
         for batch, m, n, k in ALIGNED + ODD:
             a = torch.randn(*batch, m, k, device="cuda").to(dtype)
             b = _b(k, n, dtype, layout, batch)
-            out, buffer = _guarded_output((*batch, m, n), dtype)
+            out, buffer = guarded_output((*batch, m, n), dtype)
             ran = _launch("matmul", kernel, [a, b], out)
             what = f"{kernel} {layout} batch={batch} M={m} N={n} K={k}"
             if (batch, m, n, k) in ALIGNED and kernel.startswith("cuda.cutlass"):
                 assert ran, f"{what}: declined an aligned problem"
             if ran:
                 _check("matmul", out, a.double() @ b.double(), dtype, what)
-                _assert_guards_intact(buffer, kernel)
+                assert_guards_intact(buffer, kernel)
             elif (batch, m, n, k) in ODD and kernel.startswith("cuda.cutlass"):
                 assert bool((buffer == POISON).all()), f"{what}: declined but wrote"
 
@@ -139,10 +110,10 @@ def test_batched_matmul_with_a_shared_weight(dtype: torch.dtype) -> None:
     a = torch.randn(4, 96, 256, device="cuda").to(dtype)
     b = torch.randn(256, 128, device="cuda").to(dtype)
     for kernel in _kernels("matmul"):
-        out, buffer = _guarded_output((4, 96, 128), dtype)
+        out, buffer = guarded_output((4, 96, 128), dtype)
         assert _launch("matmul", kernel, [a, b], out), f"{kernel} declined a shared weight"
         _check("matmul", out, a.double() @ b.double(), dtype, kernel)
-        _assert_guards_intact(buffer, kernel)
+        assert_guards_intact(buffer, kernel)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -153,7 +124,7 @@ def test_misaligned_strides_are_declined_not_computed_wrong(dtype: torch.dtype) 
     b = torch.randn(128, 64, device="cuda").to(dtype)
     for kernel in _kernels("matmul"):
         for left in (a, offset):
-            out, buffer = _guarded_output((64, 64), dtype)
+            out, buffer = guarded_output((64, 64), dtype)
             if _launch("matmul", kernel, [left, b], out):
                 assert not kernel.startswith("cuda.cutlass"), f"{kernel} ran on strides TMA cannot read"
                 _check("matmul", out, left.double() @ b.double(), dtype, kernel)
@@ -173,14 +144,14 @@ def test_every_linear_kernel_matches_the_reference(dtype: torch.dtype, activatio
             w = (torch.randn(k, n, device="cuda").to(dtype).t() if transposed
                  else torch.randn(n, k, device="cuda").to(dtype))
             bias = torch.randn(n, device="cuda").to(dtype) if with_bias else None
-            out, buffer = _guarded_output((*rows, n), dtype)
+            out, buffer = guarded_output((*rows, n), dtype)
             if not _launch("linear", kernel, [x, w, bias], out, attributes=(index,)):
                 continue
             served.append(kernel)
             reference = torch.nn.functional.linear(x.double(), w.double(), None if bias is None else bias.double())
             _check("linear", out, ACTIVATION_FUNCTIONS[activation](reference), dtype,
                    f"{kernel} {activation} rows={rows} N={n} K={k} bias={with_bias} transposed={transposed}")
-            _assert_guards_intact(buffer, kernel)
+            assert_guards_intact(buffer, kernel)
     if torch.cuda.get_device_capability() == (9, 0):
         assert any(name.startswith("cuda.cutlass.sm90.") for name in served), "no sm90 CUTLASS epilogue ran"
     if activation in ("none", "relu", "gelu_tanh"):

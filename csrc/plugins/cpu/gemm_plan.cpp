@@ -21,15 +21,6 @@ std::string dtype_text(DLDataType dtype) {
   return text;
 }
 
-// Saturates instead of overflowing: only a described (never allocated) tensor can be that large.
-int64_t element_count(const int64_t* shape, int rank) {
-  int64_t count = 1;
-  for (int d = 0; d < rank; ++d) {
-    if (__builtin_mul_overflow(count, shape[d], &count)) return INT64_MAX;
-  }
-  return count;
-}
-
 // A tensor's one batch stride under KABI_BATCH_UNIFORM (kabi.h, kabi_kernel_problem_fn): the stride of its
 // innermost leading dimension whose broadcast extent is not 1, or 0 where the tensor is broadcast there. The core has
 // checked that the other leading dimensions nest under it.
@@ -58,16 +49,6 @@ bool matrix_operand(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_
     return true;
   }
   return false;
-}
-
-bool is_c_contiguous(const DLTensor& tensor, const int64_t* strides) {
-  if (element_count(tensor.shape, tensor.ndim) == 0) return true;
-  int64_t expected = 1;
-  for (int d = tensor.ndim - 1; d >= 0; --d) {
-    if (tensor.shape[d] != 1 && strides[d] != expected) return false;
-    expected *= tensor.shape[d];
-  }
-  return true;
 }
 
 std::string check_output(const DLTensor& out, const GemmPlan& plan, const int64_t* batch_shape, int batch_rank) {

@@ -70,16 +70,6 @@ bool row_stride_of(const DLTensor& x, const int64_t* strides, int64_t* row_strid
   return true;
 }
 
-bool is_c_contiguous(const DLTensor& tensor, const int64_t* strides) {
-  int64_t expected = 1;
-  for (int d = tensor.ndim - 1; d >= 0; --d) {
-    if (tensor.shape[d] == 0) return true;
-    if (tensor.shape[d] != 1 && strides[d] != expected) return false;
-    expected *= tensor.shape[d];
-  }
-  return true;
-}
-
 std::string check_output(const DLTensor& out, const DLTensor& x, const LinearPlan& plan) {
   if (out.device.device_type != kDLCPU) return "out is not on the CPU";
   if (dtype_bit(out.dtype) != plan.dtype) return "out's dtype differs from x's";

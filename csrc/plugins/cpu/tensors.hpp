@@ -1,6 +1,6 @@
 // What the CPU plugin's kernels (gemm_plan.cpp, linear.cpp, grouped_mm.cpp) read from DLPack tensors alike: the
-// dtypes it computes in, element strides, data addresses, shapes as text for its messages, and a strided matrix as
-// gemm reads it.
+// dtypes it computes in, data addresses and a strided matrix as gemm reads it, beside what every built-in plugin reads
+// (dlpack_tensors.hpp: element strides, C-contiguity, shapes as text).
 #pragma once
 
 #include <algorithm>
@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "../dlpack_tensors.hpp"
 #include "kabi/kabi.h"
 
 namespace kabi::cpu {
@@ -23,28 +24,9 @@ inline uint32_t dtype_bit(DLDataType dtype) {
   return 0;
 }
 
-// "[2, 3, 4]".
-inline std::string list_text(const int64_t* values, int count) {
-  std::string text = "[";
-  for (int i = 0; i < count; ++i) {
-    if (i > 0) text += ", ";
-    text += std::to_string(values[i]);
-  }
-  return text + "]";
-}
-
-// Element strides of a tensor; DLPack's NULL strides mean compact row-major.
-inline void strides_of(const DLTensor& tensor, int64_t* out) {
-  if (tensor.strides != nullptr) {
-    std::copy(tensor.strides, tensor.strides + tensor.ndim, out);
-    return;
-  }
-  int64_t step = 1;
-  for (int d = tensor.ndim - 1; d >= 0; --d) {
-    out[d] = step;
-    step *= tensor.shape[d];
-  }
-}
+using plugins::is_c_contiguous;
+using plugins::list_text;
+using plugins::strides_of;
 
 // A rows x cols matrix with the given strides as gemm reads it: row-major (unit column stride; *transposed false) or
 // column-major (unit row stride; *transposed true), with a leading dimension of at least max(1, cols) or

@@ -1,13 +1,17 @@
 // cuBLASLt as kabi candidates. Its heuristic ranks algorithms per problem, but a kabi kernel is registered once, at
 // init, before any problem is known. So the plugin registers kSlots "slot" kernels per op, cuda.cublaslt.algo0 ..
-// algoN: slot i computes a problem with the i-th algorithm the heuristic returns for it, and its supports()
-// declines a problem for which the heuristic returns fewer than i + 1. The tuner then measures the heuristic's top
-// algorithms as separate candidates and the cache records which slot won. A slot's fingerprint names the cuBLASLt
-// build: the heuristic's ranking is a function of that build, the device (the cache's device signature) and the
-// problem, so a record stays meaningful exactly as long as all three are unchanged.
+// algoN (scaled_mm's FP8 ones are cuda.cublaslt.fp8.algo0 .. algoN): slot i computes a problem with the i-th
+// algorithm the heuristic returns for it, and its supports() declines a problem for which the heuristic returns
+// fewer than i + 1. The tuner then measures the heuristic's top algorithms as separate candidates and the cache
+// records which slot won. A slot's fingerprint names the cuBLASLt build: the heuristic's ranking is a function of
+// that build, the device (the cache's device signature) and the problem, so a record stays meaningful exactly as
+// long as all three are unchanged.
 //
 // row-major out[M, N] = a[M, K] @ b[K, N] is computed as its column-major transpose, out^T = b^T @ a^T: cuBLASLt's
 // A is b, its B is a, and its D is out read as an N x M column-major matrix, whose rows (N) the bias runs along.
+// scaled_mm's FP8 slots follow from that: cuBLASLt's A scale is scale_b and its B scale is scale_a, and row-wise
+// scales are its outer-vector scale mode (one float per row of its A, i.e. per column of out, and per column of its
+// B, i.e. per row of out).
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -16,11 +20,13 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <tuple>
 #include <vector>
 
 #include "cublaslt_library.hpp"
 #include "gemm_plan.hpp"
+#include "gemm_registration.hpp"
 #include "plugin_context.hpp"
 
 namespace kabi::cuda {
@@ -46,17 +52,29 @@ uint32_t epilogue_of(const GemmCall& call) {
     case Activation::kGeluTanh: epilogue = lt::kEpilogueGelu; break;
     default: return 0;
   }
-  if (call.bias != nullptr) epilogue = (epilogue == lt::kEpilogueDefault ? 0 : epilogue) | lt::kEpilogueBias;
+  if (call.has_bias) epilogue = (epilogue == lt::kEpilogueDefault ? 0 : epilogue) | lt::kEpilogueBias;
   return epilogue;
 }
 
 // What the descriptors and the heuristic depend on (never the data addresses, which must be 16-byte aligned).
-using PlanKey = std::tuple<int32_t, uint32_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int32_t, int64_t,
-                           int64_t, uint32_t>;
+using PlanKey = std::tuple<int32_t, uint32_t, uint32_t, uint32_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                           int32_t, int64_t, int64_t, uint32_t, bool, bool, bool>;
 
 PlanKey key_of(const GemmCall& call, uint32_t epilogue) {
-  return {call.device_index, call.dtype, call.m, call.n, call.k, call.batch, call.lda, call.ldb,
-          static_cast<int32_t>(call.b_order), call.batch_stride_a, call.batch_stride_b, epilogue};
+  return {call.device_index, call.dtype, call.a_dtype, call.b_dtype, call.m, call.n, call.k, call.batch, call.lda,
+          call.ldb, static_cast<int32_t>(call.b_order), call.batch_stride_a, call.batch_stride_b, epilogue,
+          call.scaled, call.scale_a_row_wise, call.scale_b_row_wise};
+}
+
+// The cudaDataType_t of a KABI_DTYPE_* bit the slots take.
+int32_t cuda_type_of(uint32_t dtype) {
+  switch (dtype) {
+    case KABI_DTYPE_BFLOAT16: return lt::kCudaR16BF;
+    case KABI_DTYPE_FLOAT16: return lt::kCudaR16F;
+    case KABI_DTYPE_FLOAT8_E4M3FN: return lt::kCudaR8FE4M3;
+    case KABI_DTYPE_FLOAT8_E5M2: return lt::kCudaR8FE5M2;
+    default: return lt::kCudaR32F;
+  }
 }
 
 // The descriptors of one problem and the heuristic's algorithms for it. Launches set the bias pointer on the shared
@@ -97,7 +115,7 @@ Cublaslt& cublaslt() {
 
 struct SlotKernel {
   int slot = 0;
-  bool is_linear = false;
+  GemmOp op = GemmOp::kMatmul;
   std::string name, fingerprint;
 };
 
@@ -105,10 +123,28 @@ std::string status_text(const char* what, lt::Status status) {
   return std::string(what) + " failed with cublasStatus " + std::to_string(status);
 }
 
+// The scale pointers and, for row-wise scales, the outer-vector scale modes of an FP8 call. The heuristic may read
+// the pointers' alignment; launches set the real ones (also 16-byte aligned).
+std::string set_scales(const lt::Library& lib, const GemmCall& call, lt::MatmulDesc desc) {
+  const void* aligned = reinterpret_cast<const void*>(uintptr_t{256});
+  lib.desc_set(desc, lt::kDescAScalePointer, &aligned, sizeof aligned);
+  lib.desc_set(desc, lt::kDescBScalePointer, &aligned, sizeof aligned);
+  for (auto [attribute, row_wise] : {std::pair{lt::kDescAScaleMode, call.scale_b_row_wise},
+                                     std::pair{lt::kDescBScaleMode, call.scale_a_row_wise}}) {
+    if (!row_wise) continue;
+    const int32_t mode = lt::kScaleOuterVector32F;
+    const lt::Status status = lib.desc_set(desc, attribute, &mode, sizeof mode);
+    if (status != 0) {
+      return "cuBLASLt " + std::to_string(lib.version) + " has no row-wise (outer-vector) FP8 scales (" +
+             status_text("cublasLtMatmulDescSetAttribute", status) + "); they need cuBLASLt 12.9 or later";
+    }
+  }
+  return {};
+}
+
 // Build the descriptors and ask the heuristic (with the call's device current).
 void build_plan(Cublaslt& state, const GemmCall& call, uint32_t epilogue, lt::Handle handle, Plan* plan) {
   const lt::Library& lib = state.library;
-  const int32_t type = call.dtype == KABI_DTYPE_BFLOAT16 ? lt::kCudaR16BF : lt::kCudaR16F;
   lt::Status status = lib.desc_create(&plan->desc, lt::kCompute32F, lt::kCudaR32F);
   if (status != 0) {
     plan->error = status_text("cublasLtMatmulDescCreate", status);
@@ -119,16 +155,21 @@ void build_plan(Cublaslt& state, const GemmCall& call, uint32_t epilogue, lt::Ha
   lib.desc_set(plan->desc, lt::kDescTransA, &trans_a, sizeof trans_a);
   lib.desc_set(plan->desc, lt::kDescTransB, &trans_b, sizeof trans_b);
   lib.desc_set(plan->desc, lt::kDescEpilogue, &epilogue, sizeof epilogue);
-  if (call.bias != nullptr) {
+  if (call.has_bias) {
     // The heuristic reads the bias pointer's alignment; launches set the real one (also 16-byte aligned).
     const void* aligned = reinterpret_cast<const void*>(uintptr_t{256});
     lib.desc_set(plan->desc, lt::kDescBiasPointer, &aligned, sizeof aligned);
   }
+  if (call.scaled) {
+    plan->error = set_scales(lib, call, plan->desc);
+    if (!plan->error.empty()) return;
+  }
   // cuBLASLt's A: b, N x K (row-major b read as column-major) or K x N (column-major b, transposed).
   const bool b_row_major = call.b_order == MatrixOrder::kRowMajor;
-  status = lib.layout_create(&plan->a, type, b_row_major ? call.n : call.k, b_row_major ? call.k : call.n, call.ldb);
-  if (status == 0) status = lib.layout_create(&plan->b, type, call.k, call.m, call.lda);
-  if (status == 0) status = lib.layout_create(&plan->d, type, call.n, call.m, call.n);
+  status = lib.layout_create(&plan->a, cuda_type_of(call.b_dtype), b_row_major ? call.n : call.k,
+                             b_row_major ? call.k : call.n, call.ldb);
+  if (status == 0) status = lib.layout_create(&plan->b, cuda_type_of(call.a_dtype), call.k, call.m, call.lda);
+  if (status == 0) status = lib.layout_create(&plan->d, cuda_type_of(call.dtype), call.n, call.m, call.n);
   if (status != 0) {
     plan->error = status_text("cublasLtMatrixLayoutCreate", status);
     return;
@@ -199,13 +240,34 @@ std::shared_ptr<Plan> plan_of(const GemmCall& call, uint32_t epilogue, std::stri
   return plan;
 }
 
+// What cuBLASLt's FP8 GEMM takes (its documented type and layout combinations) beyond what the heuristic checks.
+std::string check_fp8(const GemmCall& call) {
+  if (call.b_order != MatrixOrder::kColumnMajor) {
+    return "cuBLASLt's FP8 GEMM reads b column-major only (the transposed view of an [N, K] weight)";
+  }
+  if (call.a_dtype == KABI_DTYPE_FLOAT8_E5M2 && call.b_dtype == KABI_DTYPE_FLOAT8_E5M2) {
+    return "cuBLASLt has no FP8 GEMM of two float8_e5m2 operands";
+  }
+  if (call.has_bias && call.dtype == KABI_DTYPE_FLOAT32) {
+    return "cuBLASLt's FP8 bias with a float32 output is bfloat16, not float32 as the op's bias";
+  }
+  if (call.k % 16 != 0 || call.n % 16 != 0) {
+    return "cuBLASLt's FP8 GEMM needs K and N multiples of 16; K=" + std::to_string(call.k) +
+           ", N=" + std::to_string(call.n);
+  }
+  return check_16_byte_alignment(call);
+}
+
 std::string check(const SlotKernel& kernel, const kabi_problem& problem, const kabi_args& args, bool require_output,
                   GemmCall* call, uint32_t* epilogue, std::shared_ptr<Plan>* plan) {
-  std::string reason = kernel.is_linear ? plan_linear(problem, args, require_output, call)
-                                        : plan_matmul(problem, args, require_output, call);
+  std::string reason = plan_call(kernel.op, problem, args, require_output, call);
   if (!reason.empty()) return reason;
   *epilogue = epilogue_of(*call);
   if (*epilogue == 0) return "cuBLASLt has no epilogue computing this activation exactly (only relu and gelu_tanh)";
+  if (kernel.op == GemmOp::kScaledMm) {
+    reason = check_fp8(*call);
+    if (!reason.empty()) return reason;
+  }
   for (const void* pointer : {call->a, call->b, call->bias, static_cast<const void*>(call->out)}) {
     if (pointer != nullptr && reinterpret_cast<uintptr_t>(pointer) % 16 != 0) {
       return "a data address is not 16-byte aligned";
@@ -250,6 +312,10 @@ kabi_status run(void* user_data, const kabi_problem* problem, const kabi_args* a
     {
       std::lock_guard<std::mutex> lock(plan->mutex);
       if (call.bias != nullptr) state.library.desc_set(plan->desc, lt::kDescBiasPointer, &call.bias, sizeof call.bias);
+      if (call.scale_a != nullptr) {
+        state.library.desc_set(plan->desc, lt::kDescAScalePointer, &call.scale_b, sizeof call.scale_b);
+        state.library.desc_set(plan->desc, lt::kDescBScalePointer, &call.scale_a, sizeof call.scale_a);
+      }
       status = state.library.matmul(handle, plan->desc, &alpha, call.b, plan->a, call.a, plan->b, &beta, call.out,
                                     plan->d, call.out, plan->d, &result.algo, args->workspace, args->workspace_size,
                                     call.stream);
@@ -284,8 +350,6 @@ kabi_status workspace(void*, const kabi_problem*, size_t* out_bytes) {
   return KABI_STATUS_OK;
 }
 
-void free_kernel(void* user_data) { delete static_cast<SlotKernel*>(user_data); }
-
 }  // namespace
 
 kabi_status register_cublaslt_kernels(const kabi_host_api* host, PluginContext& context) {
@@ -293,44 +357,30 @@ kabi_status register_cublaslt_kernels(const kabi_host_api* host, PluginContext& 
   std::string error;
   // Without cuBLASLt the plugin still serves its CUTLASS kernels; the slots are simply absent.
   if (!lt::open_cublaslt(context.plugin_directory, &state.library, &error)) return KABI_STATUS_OK;
-  // Tensor-core bfloat16 GEMMs need sm_80.
-  if (std::none_of(context.archs.begin(), context.archs.end(), [](int32_t arch) { return arch >= 80; })) {
-    return KABI_STATUS_OK;
-  }
   const std::string version = std::to_string(state.library.version);
-  for (const char* op : {"matmul", "linear"}) {
+  for (GemmOp op : {GemmOp::kMatmul, GemmOp::kLinear, GemmOp::kScaledMm}) {
+    const bool fp8 = op == GemmOp::kScaledMm;
+    // Tensor-core bfloat16 GEMMs need sm_80, FP8 ones sm_89.
+    const int32_t arch_min = fp8 ? 89 : 80;
+    if (std::none_of(context.archs.begin(), context.archs.end(), [&](int32_t arch) { return arch >= arch_min; })) {
+      continue;
+    }
     for (int slot = 0; slot < kSlots; ++slot) {
       auto kernel = std::make_unique<SlotKernel>();
       kernel->slot = slot;
-      kernel->is_linear = std::string(op) == "linear";
-      kernel->name = "cuda.cublaslt.algo" + std::to_string(slot);
+      kernel->op = op;
+      kernel->name = std::string(fp8 ? "cuda.cublaslt.fp8.algo" : "cuda.cublaslt.algo") + std::to_string(slot);
       kernel->fingerprint = kernel->name + "/1 cublasLt " + version;
 
-      kabi_kernel_desc desc{};
-      desc.struct_size = sizeof(desc);
-      desc.op = op;
-      desc.name = kernel->name.c_str();
-      desc.backend = "cuda";
-      desc.device_type = kDLCUDA;
-      desc.arch_min = 80;
+      kabi_kernel_desc desc = gemm_kernel_desc(op, kernel->name, kernel->fingerprint, run, supports, workspace);
+      desc.arch_min = arch_min;
       desc.priority = slot == 0 ? kFirstSlotPriority : kOtherSlotPriority;
-      desc.required_features = KABI_FEATURE_TENSOR_CORES | KABI_FEATURE_BF16_MMA;
-      desc.dtypes = KABI_DTYPE_BFLOAT16 | KABI_DTYPE_FLOAT16;
-      desc.layouts = KABI_LAYOUT_CONTIGUOUS | KABI_LAYOUT_ROW_STRIDED | KABI_LAYOUT_COL_STRIDED |
-                     (kernel->is_linear ? KABI_LAYOUT_GENERAL : 0u);
-      desc.alignment = 16;
-      desc.batch_mode = KABI_BATCH_UNIFORM;
-      desc.kind = KABI_KERNEL_FUNCTION;
-      desc.function = run;
-      desc.supports = supports;
-      desc.workspace = workspace;
-      desc.user_data = kernel.get();
-      desc.user_data_free = free_kernel;
-      desc.fingerprint = kernel->fingerprint.c_str();
-      kabi_kernel registered = nullptr;
-      const kabi_status status = host->kernel_register(&desc, &registered);
+      desc.required_features = KABI_FEATURE_TENSOR_CORES | (fp8 ? KABI_FEATURE_FP8_MMA : KABI_FEATURE_BF16_MMA);
+      // scaled_mm: out's dtype (O), and a's and b's formats; supports() declines the pair cuBLASLt lacks.
+      desc.dtypes = KABI_DTYPE_BFLOAT16 | KABI_DTYPE_FLOAT16 | (fp8 ? KABI_DTYPE_FLOAT32 : 0u);
+      desc.type_constraints = fp8 ? "F8A: float8_e4m3fn, float8_e5m2; F8B: float8_e4m3fn, float8_e5m2" : nullptr;
+      const kabi_status status = register_gemm_kernel(host, desc, std::move(kernel));
       if (status != KABI_STATUS_OK) return status;
-      kernel.release();
     }
   }
   return KABI_STATUS_OK;

@@ -1,6 +1,6 @@
 // The CUTLASS GEMMs the plugin registers, as host code sees them: each configuration (a schedule, tile and cluster
-// shape, built for one arch) is a table of entry points per dtype and b order. The .cu files instantiate them; the
-// host code (cutlass_registration.cpp) needs no CUTLASS header.
+// shape, built for one arch) is a table of entry points per output dtype and b order. The .cu files instantiate
+// them; the host code (cutlass_registration.cpp) needs no CUTLASS header.
 #pragma once
 
 #include <cstddef>
@@ -21,14 +21,22 @@ struct CutlassGemm {
   std::string (*run)(const GemmCall& call, void* workspace, int32_t multiprocessors);
 };
 
+// What a configuration's instantiations compute: matmul and linear (a, b and out of one dtype, bfloat16 or float16),
+// or scaled_mm (float8_e4m3fn a and b, scaled).
+enum class CutlassOps : int32_t { kMatmulAndLinear, kScaledMm };
+
+// The output dtypes, in the order of CutlassConfig::gemms' rows: KABI_DTYPE_BFLOAT16, FLOAT16, FLOAT32.
+constexpr int kOutputDtypes = 3;
+
 struct CutlassConfig {
   // e.g. "sm90.ws_cooperative.128x256x64.c2x1.persistent"
   const char* name;
   // The exact arch the code runs on (90 for sm_90a), or a range for sm_80-family code.
   int32_t arch_min, arch_max;
   bool needs_wgmma;
-  // [dtype: 0 bfloat16, 1 float16][b order: MatrixOrder]
-  CutlassGemm gemms[2][2];
+  CutlassOps ops;
+  // [output dtype: 0 bfloat16, 1 float16, 2 float32][b order: MatrixOrder]; an entry without functions was not built.
+  CutlassGemm gemms[kOutputDtypes][2];
 };
 
 // Every configuration this build compiled, in registration order.

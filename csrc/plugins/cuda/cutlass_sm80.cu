@@ -67,6 +67,7 @@ const CutlassConfig kSm80Multistage128x128{
     80,
     89,
     false,
+    CutlassOps::kMatmulAndLinear,
     {{Sm80Gemm<cutlass::bfloat16_t, Row>::entry(), Sm80Gemm<cutlass::bfloat16_t, Column>::entry()},
      {Sm80Gemm<cutlass::half_t, Row>::entry(), Sm80Gemm<cutlass::half_t, Column>::entry()}}};
 

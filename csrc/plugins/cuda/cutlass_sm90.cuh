@@ -149,6 +149,7 @@ struct Config {
                          90,
                          90,
                          true,
+                         CutlassOps::kMatmulAndLinear,
                          {{G<cutlass::bfloat16_t, Row>::entry(), G<cutlass::bfloat16_t, Column>::entry()},
                           {G<cutlass::half_t, Row>::entry(), G<cutlass::half_t, Column>::entry()}}};
   }

@@ -6,42 +6,36 @@
 #include <cstring>
 #include <initializer_list>
 
+#include "../dlpack_tensors.hpp"
+
 namespace kabi::cuda {
 namespace {
 
 // Ranks beyond this are declined rather than handled with heap allocations on the launch path.
 constexpr int kMaxRank = KABI_MAX_BATCH_RANK + 2;
-constexpr int64_t kElementBytes = 2;  // bfloat16 and float16
 
-std::string list_text(const int64_t* values, int count) {
-  std::string text = "[";
-  for (int i = 0; i < count; ++i) text += (i > 0 ? ", " : "") + std::to_string(values[i]);
-  return text + "]";
+// The KABI_DTYPE_* bit of the dtypes these GEMMs read or write, or 0.
+uint32_t dtype_bit(const DLDataType& dtype) {
+  if (dtype.lanes != 1) return 0;
+  if (dtype.code == kDLFloat && dtype.bits == 16) return KABI_DTYPE_FLOAT16;
+  if (dtype.code == kDLBfloat && dtype.bits == 16) return KABI_DTYPE_BFLOAT16;
+  if (dtype.code == kDLFloat && dtype.bits == 32) return KABI_DTYPE_FLOAT32;
+  if (dtype.code == kDLFloat8_e4m3fn && dtype.bits == 8) return KABI_DTYPE_FLOAT8_E4M3FN;
+  if (dtype.code == kDLFloat8_e5m2 && dtype.bits == 8) return KABI_DTYPE_FLOAT8_E5M2;
+  return 0;
 }
 
-// Element strides; DLPack's NULL strides mean compact row-major.
-void strides_of(const DLTensor& tensor, int64_t* out) {
-  if (tensor.strides != nullptr) {
-    std::copy(tensor.strides, tensor.strides + tensor.ndim, out);
-    return;
-  }
-  int64_t step = 1;
-  for (int d = tensor.ndim - 1; d >= 0; --d) {
-    out[d] = step;
-    step *= tensor.shape[d];
-  }
+int64_t element_bytes(uint32_t dtype) {
+  if (dtype == KABI_DTYPE_FLOAT32) return 4;
+  if (dtype == KABI_DTYPE_FLOAT8_E4M3FN || dtype == KABI_DTYPE_FLOAT8_E5M2) return 1;
+  return 2;
 }
+
+using plugins::is_c_contiguous;
+using plugins::list_text;
+using plugins::strides_of;
 
 const void* data_of(const DLTensor& tensor) { return static_cast<const char*>(tensor.data) + tensor.byte_offset; }
-
-bool is_c_contiguous(const DLTensor& tensor, const int64_t* strides) {
-  int64_t expected = 1;
-  for (int d = tensor.ndim - 1; d >= 0; --d) {
-    if (tensor.shape[d] != 1 && strides[d] != expected) return false;
-    expected *= tensor.shape[d];
-  }
-  return true;
-}
 
 int64_t dim_of(const kabi_problem& problem, const char* name) {
   for (int i = 0; i < problem.num_dims; ++i) {
@@ -62,15 +56,17 @@ int64_t batch_stride(const DLTensor& tensor, const int64_t* strides, const kabi_
   return 0;
 }
 
-// The checks every input shares: on a CUDA device, bfloat16 or float16 (the problem's dtype).
-std::string check_input(const DLTensor& tensor, const char* name, uint32_t dtype_bit) {
+// The checks every input shares: on a CUDA device, of one of the dtypes `accepted` (KABI_DTYPE_* bits) says.
+std::string check_input(const DLTensor& tensor, const char* name, uint32_t accepted, const char* accepted_names) {
   if (tensor.device.device_type != kDLCUDA) return std::string(name) + " is not on a CUDA device";
-  const bool half = tensor.dtype.code == kDLFloat && tensor.dtype.bits == 16 && tensor.dtype.lanes == 1;
-  const bool bfloat = tensor.dtype.code == kDLBfloat && tensor.dtype.bits == 16 && tensor.dtype.lanes == 1;
-  if (!((half && dtype_bit == KABI_DTYPE_FLOAT16) || (bfloat && dtype_bit == KABI_DTYPE_BFLOAT16))) {
-    return std::string(name) + " is not bfloat16 or float16 (the CUDA GEMMs' dtypes)";
-  }
+  if ((dtype_bit(tensor.dtype) & accepted) == 0) return std::string(name) + " is not " + accepted_names;
   return {};
+}
+
+// matmul's and linear's inputs: the problem's dtype, bfloat16 or float16.
+std::string check_half_input(const DLTensor& tensor, const char* name, uint32_t dtype) {
+  return check_input(tensor, name, dtype & (KABI_DTYPE_BFLOAT16 | KABI_DTYPE_FLOAT16),
+                     "bfloat16 or float16 (the CUDA GEMMs' dtypes)");
 }
 
 std::string check_output(const kabi_args& args, const int64_t* expected_shape, int rank, GemmCall* call) {
@@ -99,6 +95,13 @@ std::string check_extents(const GemmCall& call) {
   return {};
 }
 
+// a as the GEMMs read it: row-major [M, K] (unit stride along K). The stride of an extent-1 dimension is never used.
+bool a_operand(int64_t m, int64_t k, int64_t row_stride, int64_t col_stride, GemmCall* call) {
+  if (!((k == 1 || col_stride == 1) && (m == 1 || row_stride >= k))) return false;
+  call->lda = m == 1 ? k : row_stride;
+  return true;
+}
+
 // b as the GEMMs read it: row-major [K, N] (unit stride along N) or column-major (unit stride along K). The stride of
 // an extent-1 dimension is never used.
 bool b_operand(int64_t k, int64_t n, int64_t row_stride, int64_t col_stride, GemmCall* call) {
@@ -115,6 +118,18 @@ bool b_operand(int64_t k, int64_t n, int64_t row_stride, int64_t col_stride, Gem
   return false;
 }
 
+// The bias of linear and scaled_mm (given or not, and its address): the CUDA GEMMs read a contiguous [N] vector.
+std::string plan_bias(const DLTensor* bias, GemmCall* call) {
+  call->bias = nullptr;
+  call->has_bias = bias != nullptr;
+  if (bias == nullptr) return {};
+  if (call->n != 1 && bias->strides != nullptr && bias->strides[0] != 1) {
+    return "bias has stride " + std::to_string(bias->strides[0]) + "; the CUDA GEMMs read a contiguous bias";
+  }
+  call->bias = data_of(*bias);
+  return {};
+}
+
 }  // namespace
 
 std::string plan_matmul(const kabi_problem& problem, const kabi_args& args, bool require_output, GemmCall* call) {
@@ -129,10 +144,10 @@ std::string plan_matmul(const kabi_problem& problem, const kabi_args& args, bool
       return std::string(name) + " has rank " + std::to_string(tensor->ndim) + "; expected 2 to " +
              std::to_string(kMaxRank);
     }
-    std::string reason = check_input(*tensor, name, problem.dtype);
+    std::string reason = check_half_input(*tensor, name, problem.dtype);
     if (!reason.empty()) return reason;
   }
-  call->dtype = problem.dtype;
+  call->dtype = call->a_dtype = call->b_dtype = problem.dtype;
   call->device_index = problem.device_index;
   call->stream = args.stream;
   call->m = a.shape[a.ndim - 2];
@@ -145,12 +160,10 @@ std::string plan_matmul(const kabi_problem& problem, const kabi_args& args, bool
   int64_t a_strides[kMaxRank], b_strides[kMaxRank];
   strides_of(a, a_strides);
   strides_of(b, b_strides);
-  const int64_t a_row_stride = a_strides[a.ndim - 2], a_col_stride = a_strides[a.ndim - 1];
-  if (!((call->k == 1 || a_col_stride == 1) && (call->m == 1 || a_row_stride >= call->k))) {
+  if (!a_operand(call->m, call->k, a_strides[a.ndim - 2], a_strides[a.ndim - 1], call)) {
     return "a has strides " + list_text(a_strides, a.ndim) + "; the CUDA GEMMs read a row-major a (unit stride "
            "along K)";
   }
-  call->lda = call->m == 1 ? call->k : a_row_stride;
   if (!b_operand(call->k, call->n, b_strides[b.ndim - 2], b_strides[b.ndim - 1], call)) {
     return "b has strides " + list_text(b_strides, b.ndim) + "; its matrices need a unit stride in one of the "
            "last two dimensions";
@@ -201,10 +214,10 @@ std::string plan_linear(const kabi_problem& problem, const kabi_args& args, bool
   if (bias != nullptr && bias->ndim != 1) return "bias has rank " + std::to_string(bias->ndim) + "; expected [N]";
   for (const DLTensor* tensor : {&x, &w, bias}) {
     if (tensor == nullptr) continue;
-    std::string reason = check_input(*tensor, tensor == &x ? "x" : tensor == &w ? "w" : "bias", problem.dtype);
+    std::string reason = check_half_input(*tensor, tensor == &x ? "x" : tensor == &w ? "w" : "bias", problem.dtype);
     if (!reason.empty()) return reason;
   }
-  call->dtype = problem.dtype;
+  call->dtype = call->a_dtype = call->b_dtype = problem.dtype;
   call->device_index = problem.device_index;
   call->stream = args.stream;
   call->activation = static_cast<Activation>(activation);
@@ -242,13 +255,7 @@ std::string plan_linear(const kabi_problem& problem, const kabi_args& args, bool
   }
   call->a = data_of(x);
   call->b = data_of(w);
-  call->bias = nullptr;
-  if (bias != nullptr) {
-    if (call->n != 1 && bias->strides != nullptr && bias->strides[0] != 1) {
-      return "bias has stride " + std::to_string(bias->strides[0]) + "; the CUDA GEMMs read a contiguous bias";
-    }
-    call->bias = data_of(*bias);
-  }
+  if (std::string reason = plan_bias(bias, call); !reason.empty()) return reason;
   if (has_output) {
     int64_t expected[kMaxRank];
     std::copy(x.shape, x.shape + x.ndim - 1, expected);
@@ -261,13 +268,124 @@ std::string plan_linear(const kabi_problem& problem, const kabi_args& args, bool
   return check_extents(*call);
 }
 
-GemmCall workspace_call(const kabi_problem& problem, bool is_linear, bool folded) {
+std::string plan_scaled_mm(const kabi_problem& problem, const kabi_args& args, bool require_output, GemmCall* call) {
+  if (args.inputs == nullptr || args.num_inputs < 4) {
+    return "scaled_mm takes the inputs a, b, scale_a, scale_b and an optional bias";
+  }
+  const DLTensor& a = args.inputs[0];
+  const DLTensor& b = args.inputs[1];
+  const DLTensor* bias = args.num_inputs > 4 && args.inputs[4].dtype.bits != 0 ? &args.inputs[4] : nullptr;
+  const bool has_output = args.num_outputs > 0 && args.outputs != nullptr;
+  if (require_output && !has_output) return "the call has no output tensor";
+  if (problem.dtype != KABI_DTYPE_BFLOAT16 && problem.dtype != KABI_DTYPE_FLOAT16 &&
+      problem.dtype != KABI_DTYPE_FLOAT32) {
+    return "out_dtype is not bfloat16, float16 or float32";
+  }
+  for (const DLTensor* tensor : {&a, &b}) {
+    const char* name = tensor == &a ? "a" : "b";
+    if (tensor->ndim != 2) return std::string(name) + " has rank " + std::to_string(tensor->ndim) + "; expected 2";
+    std::string reason = check_input(*tensor, name, KABI_DTYPE_FLOAT8_E4M3FN | KABI_DTYPE_FLOAT8_E5M2,
+                                     "float8_e4m3fn or float8_e5m2");
+    if (!reason.empty()) return reason;
+  }
+  if (bias != nullptr) {
+    if (bias->ndim != 1) return "bias has rank " + std::to_string(bias->ndim) + "; expected [N]";
+    std::string reason = check_input(*bias, "bias", problem.dtype, "of out_dtype");
+    if (!reason.empty()) return reason;
+  }
+  call->dtype = problem.dtype;
+  call->a_dtype = dtype_bit(a.dtype);
+  call->b_dtype = dtype_bit(b.dtype);
+  call->device_index = problem.device_index;
+  call->stream = args.stream;
+  call->activation = Activation::kNone;
+  call->m = a.shape[0];
+  call->k = a.shape[1];
+  call->n = b.shape[1];
+  call->batch = 1;
+  call->batch_stride_a = call->batch_stride_b = 0;
+
+  int64_t a_strides[2], b_strides[2];
+  strides_of(a, a_strides);
+  strides_of(b, b_strides);
+  if (!a_operand(call->m, call->k, a_strides[0], a_strides[1], call)) {
+    return "a has strides " + list_text(a_strides, 2) + "; the CUDA GEMMs read a row-major a (unit stride along K)";
+  }
+  if (!b_operand(call->k, call->n, b_strides[0], b_strides[1], call)) {
+    return "b has strides " + list_text(b_strides, 2) + "; it needs a unit stride in one dimension";
+  }
+  call->a = data_of(a);
+  call->b = data_of(b);
+  call->scaled = true;
+  // scale_a [M, 1] and scale_b [1, N] are vectors along the dimension at `along`.
+  struct Scale {
+    const DLTensor& tensor;
+    const char* name;
+    int along;
+    const float** data;
+    bool* row_wise;
+  };
+  for (const Scale& scale : {Scale{args.inputs[2], "scale_a", 0, &call->scale_a, &call->scale_a_row_wise},
+                             Scale{args.inputs[3], "scale_b", 1, &call->scale_b, &call->scale_b_row_wise}}) {
+    std::string reason = check_input(scale.tensor, scale.name, KABI_DTYPE_FLOAT32, "float32");
+    if (!reason.empty()) return reason;
+    const int64_t extent = scale.along == 0 ? call->m : call->n;
+    const int64_t expected[2] = {scale.along == 0 ? call->m : 1, scale.along == 0 ? 1 : call->n};
+    if (scale.tensor.ndim == 2) {
+      if (!std::equal(expected, expected + 2, scale.tensor.shape)) {
+        return std::string(scale.name) + " has shape " + list_text(scale.tensor.shape, 2) + "; expected [] or " +
+               list_text(expected, 2);
+      }
+      int64_t strides[2];
+      strides_of(scale.tensor, strides);
+      if (extent != 1 && strides[scale.along] != 1) {
+        return std::string(scale.name) + " has strides " + list_text(strides, 2) +
+               "; the CUDA GEMMs read a contiguous vector of scales";
+      }
+    } else if (scale.tensor.ndim != 0) {
+      return std::string(scale.name) + " has rank " + std::to_string(scale.tensor.ndim) + "; expected [] or " +
+             list_text(expected, 2);
+    }
+    *scale.data = static_cast<const float*>(data_of(scale.tensor));
+    *scale.row_wise = scale.tensor.ndim == 2;
+  }
+  if (std::string reason = plan_bias(bias, call); !reason.empty()) return reason;
+  if (has_output) {
+    const int64_t expected[2] = {call->m, call->n};
+    std::string reason = check_output(args, expected, 2, call);
+    if (!reason.empty()) return reason;
+  } else {
+    call->out = nullptr;
+  }
+  return check_extents(*call);
+}
+
+const char* op_name(GemmOp op) {
+  switch (op) {
+    case GemmOp::kMatmul: return "matmul";
+    case GemmOp::kLinear: return "linear";
+    case GemmOp::kScaledMm: return "scaled_mm";
+  }
+  return "";
+}
+
+std::string plan_call(GemmOp op, const kabi_problem& problem, const kabi_args& args, bool require_output,
+                      GemmCall* call) {
+  switch (op) {
+    case GemmOp::kMatmul: return plan_matmul(problem, args, require_output, call);
+    case GemmOp::kLinear: return plan_linear(problem, args, require_output, call);
+    case GemmOp::kScaledMm: return plan_scaled_mm(problem, args, require_output, call);
+  }
+  return "unknown op";
+}
+
+GemmCall workspace_call(const kabi_problem& problem, GemmOp op, bool folded) {
   GemmCall call;
-  call.dtype = problem.dtype;
+  call.dtype = call.a_dtype = call.b_dtype = problem.dtype;
   call.device_index = problem.device_index;
   call.n = dim_of(problem, "N");
   call.k = dim_of(problem, "K");
-  if (is_linear) {
+  if (op == GemmOp::kLinear) {
     call.m = problem.batch_size;
   } else {
     call.m = dim_of(problem, "M") * (folded ? problem.batch_size : 1);
@@ -279,34 +397,37 @@ GemmCall workspace_call(const kabi_problem& problem, bool is_linear, bool folded
 }
 
 std::string check_16_byte_alignment(const GemmCall& call) {
-  constexpr int64_t kElements = 16 / kElementBytes;
   struct Pointer {
     const void* address;
     const char* name;
   };
   for (const Pointer& pointer : {Pointer{call.a, "a"}, Pointer{call.b, "b"}, Pointer{call.bias, "bias"},
-                                 Pointer{call.out, "out"}}) {
+                                 Pointer{call.out, "out"}, Pointer{call.scale_a, "scale_a"},
+                                 Pointer{call.scale_b, "scale_b"}}) {
     if (pointer.address != nullptr && reinterpret_cast<uintptr_t>(pointer.address) % 16 != 0) {
       return std::string("the data of ") + pointer.name + " is not 16-byte aligned";
     }
   }
   struct Stride {
     int64_t value;
+    uint32_t dtype;  // of the tensor it steps through
     const char* name;
   };
-  // K and N are strides too when a, b or out have a single row or column, so they must align as well.
-  for (const Stride& stride : {Stride{call.lda, "a's leading dimension"}, Stride{call.ldb, "b's leading dimension"},
-                               Stride{call.n, "N (out's row stride)"}, Stride{call.batch_stride_a, "a's batch stride"},
-                               Stride{call.batch_stride_b, "b's batch stride"}}) {
-    if (stride.value % kElements != 0) {
+  const bool b_row_major = call.b_order == MatrixOrder::kRowMajor;
+  // K and N are strides too when a, b or out have a single row or column, and the contiguous extent of each
+  // operand (K of a; K or N of b) must fill whole 16-byte vectors, so they must align as well.
+  for (const Stride& stride : {Stride{call.lda, call.a_dtype, "a's leading dimension"},
+                               Stride{call.ldb, call.b_dtype, "b's leading dimension"},
+                               Stride{call.n, call.dtype, "N (out's row stride)"},
+                               Stride{call.batch_stride_a, call.a_dtype, "a's batch stride"},
+                               Stride{call.batch_stride_b, call.b_dtype, "b's batch stride"},
+                               Stride{call.k, call.a_dtype, "K"},
+                               Stride{b_row_major ? call.n : call.k, call.b_dtype, b_row_major ? "N" : "K"}}) {
+    const int64_t elements = 16 / element_bytes(stride.dtype);
+    if (stride.value % elements != 0) {
       return stride.name + std::string(" is ") + std::to_string(stride.value) + ", not a multiple of " +
-             std::to_string(kElements) + " elements (16 bytes)";
+             std::to_string(elements) + " elements (16 bytes)";
     }
-  }
-  // The contiguous extent of each operand must also fill whole 16-byte vectors.
-  if (call.k % kElements != 0) return "K is " + std::to_string(call.k) + ", not a multiple of 8";
-  if (call.b_order == MatrixOrder::kRowMajor && call.n % kElements != 0) {
-    return "N is " + std::to_string(call.n) + ", not a multiple of 8";
   }
   return {};
 }

@@ -1,0 +1,232 @@
+/* What a CUDA plugin registers on GPUs this machine does not have: loads the plugin (argv[1]) and calls its
+ * kabi_plugin_init with a host table of this program's own, which reports one CUDA device per arch in argv[2..]
+ * (compute capability as major * 10 + minor, e.g. 90), and prints each kernel the plugin registers as one JSON line
+ * with the keys of kabi._core.kernel_list(). A plugin registers from the host's device facts alone (no CUDA call), so
+ * tests/python/test_cuda_plugin.py compares this with the declarations in registry/kernels/cuda on a CPU machine.
+ *
+ * With --scaled-mm-supports after the archs, it instead asks each scaled_mm kernel's supports predicate about the
+ * scaled_mm calls of the table below (tensors with addresses but no memory: a predicate reads only their metadata)
+ * and prints one JSON line per kernel and call: {"call", "kernel", "supported", "reason"}.
+ *
+ * Exits 0 after a successful init, 1 otherwise (with the plugin's message on stderr). */
+#include <dlfcn.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kabi/kabi.h"
+
+enum { MAX_DEVICES = 8 };
+static int32_t device_archs[MAX_DEVICES];
+static int32_t device_count = 0;
+static char error_message[1024] = "";
+
+/* The scaled_mm kernels registered, for --scaled-mm-supports. */
+enum { MAX_KERNELS = 16 };
+static struct {
+  char name[256];
+  kabi_supports_fn supports;
+  void* user_data;
+} scaled_mm_kernels[MAX_KERNELS];
+static int scaled_mm_kernel_count = 0;
+static int print_registrations = 1;
+
+static kabi_status count_devices(int32_t device_type, int32_t* out_count) {
+  *out_count = device_type == kDLCUDA ? device_count : 0;
+  return KABI_STATUS_OK;
+}
+
+static kabi_status describe_device(int32_t device_type, int32_t device_index, kabi_device_info* out_info) {
+  if (device_type != kDLCUDA || device_index < 0 || device_index >= device_count) return KABI_STATUS_NOT_FOUND;
+  out_info->device_type = kDLCUDA;
+  out_info->device_index = device_index;
+  out_info->arch = device_archs[device_index];
+  out_info->compute_units = 132;
+  return KABI_STATUS_OK;
+}
+
+static void set_error(const char* message) { snprintf(error_message, sizeof error_message, "%s", message); }
+
+static const char* last_error(void) { return error_message; }
+
+static kabi_status refuse_op(const kabi_op_desc* desc, kabi_op* out_op) {
+  (void)desc;
+  (void)out_op;
+  return KABI_STATUS_UNAVAILABLE;
+}
+
+static kabi_status print_kernel(const kabi_kernel_desc* desc, kabi_kernel* out_kernel) {
+  *out_kernel = NULL;
+  if (strcmp(desc->op, "scaled_mm") == 0 && desc->supports != NULL && scaled_mm_kernel_count < MAX_KERNELS) {
+    snprintf(scaled_mm_kernels[scaled_mm_kernel_count].name, sizeof scaled_mm_kernels[0].name, "%s", desc->name);
+    scaled_mm_kernels[scaled_mm_kernel_count].supports = desc->supports;
+    scaled_mm_kernels[scaled_mm_kernel_count].user_data = desc->user_data;
+    ++scaled_mm_kernel_count;
+  }
+  if (!print_registrations) return KABI_STATUS_OK;
+  printf("{\"op\": \"%s\", \"name\": \"%s\", \"backend\": \"%s\", \"kind\": \"%s\", \"device_type\": %d, \"archs\": [",
+         desc->op, desc->name, desc->backend, desc->kind == KABI_KERNEL_FUNCTION ? "function" : "other",
+         (int)desc->device_type);
+  for (int32_t i = 0; i < desc->num_archs; ++i) printf("%s%d", i > 0 ? ", " : "", (int)desc->archs[i]);
+  printf("], \"arch_min\": %d, \"arch_max\": %d, \"required_features\": %" PRIu64 ", \"dtypes\": %" PRIu32
+         ", \"layouts\": %" PRIu32 ", \"batch_mode\": %d, \"alignment\": %" PRIu32 ", \"priority\": %d, "
+         "\"plugin\": \"\", \"fingerprint\": \"%s\", \"type_constraints\": \"%s\", \"has_workspace\": %s}\n",
+         desc->num_archs > 0 ? 0 : (int)desc->arch_min, desc->num_archs > 0 ? 0 : (int)desc->arch_max,
+         desc->required_features, desc->dtypes, desc->layouts, (int)desc->batch_mode, desc->alignment,
+         (int)desc->priority, desc->fingerprint != NULL ? desc->fingerprint : "",
+         desc->type_constraints != NULL ? desc->type_constraints : "", desc->workspace != NULL ? "true" : "false");
+  return KABI_STATUS_OK;
+}
+
+/* One scaled_mm call: a [M, K] (row-major unless a_column_major), b [K, N] (column-major unless b_row_major),
+ * scale_a [] or [M, 1] (with row stride scale_a_stride), scale_b [] or [1, N], a bias [N] or none, out [M, N]. */
+typedef struct {
+  const char* name;
+  int64_t m, n, k;
+  uint8_t a_code, b_code; /* kDLFloat8_e4m3fn or kDLFloat8_e5m2 */
+  int a_column_major, b_row_major;
+  int scale_a_rows, scale_b_columns;
+  int64_t scale_a_stride;
+  int with_bias;
+  uint32_t out_dtype; /* KABI_DTYPE_BFLOAT16, FLOAT16 or FLOAT32 */
+  uintptr_t a_offset; /* bytes added to a's (aligned) address */
+} ScaledMmCall;
+
+enum { E4M3 = kDLFloat8_e4m3fn, E5M2 = kDLFloat8_e5m2 };
+static const ScaledMmCall calls[] = {
+    {"aligned", 77, 1040, 272, E4M3, E4M3, 0, 0, 0, 0, 1, 0, KABI_DTYPE_BFLOAT16, 0},
+    {"one_row", 1, 256, 128, E4M3, E4M3, 0, 0, 1, 1, 1, 1, KABI_DTYPE_FLOAT16, 0},
+    {"row_scales_bias_float32", 333, 512, 1024, E4M3, E4M3, 0, 0, 1, 1, 1, 1, KABI_DTYPE_FLOAT32, 0},
+    {"mixed_scales", 96, 256, 64, E4M3, E4M3, 0, 0, 0, 1, 1, 1, KABI_DTYPE_BFLOAT16, 0},
+    {"n_136", 96, 136, 128, E4M3, E4M3, 0, 0, 1, 1, 1, 1, KABI_DTYPE_BFLOAT16, 0},
+    {"k_40", 64, 128, 40, E4M3, E4M3, 0, 0, 0, 0, 1, 0, KABI_DTYPE_BFLOAT16, 0},
+    {"n_100", 64, 100, 64, E4M3, E4M3, 0, 0, 0, 0, 1, 0, KABI_DTYPE_BFLOAT16, 0},
+    {"b_row_major", 64, 128, 64, E4M3, E4M3, 0, 1, 0, 0, 1, 0, KABI_DTYPE_BFLOAT16, 0},
+    {"a_column_major", 64, 128, 64, E4M3, E4M3, 1, 0, 0, 0, 1, 0, KABI_DTYPE_BFLOAT16, 0},
+    {"b_e5m2", 64, 128, 64, E4M3, E5M2, 0, 0, 0, 0, 1, 0, KABI_DTYPE_BFLOAT16, 0},
+    {"both_e5m2", 64, 128, 64, E5M2, E5M2, 0, 0, 0, 0, 1, 0, KABI_DTYPE_BFLOAT16, 0},
+    {"strided_scale_a", 64, 128, 64, E4M3, E4M3, 0, 0, 1, 0, 2, 0, KABI_DTYPE_BFLOAT16, 0},
+    {"a_off_16_bytes", 64, 128, 64, E4M3, E4M3, 0, 0, 0, 0, 1, 0, KABI_DTYPE_BFLOAT16, 8},
+    {"bias_float32", 64, 128, 64, E4M3, E4M3, 0, 0, 0, 0, 1, 1, KABI_DTYPE_FLOAT32, 0},
+};
+
+static DLDataType dtype_of(uint32_t dtype) {
+  DLDataType type = {kDLFloat, 32, 1};
+  if (dtype == KABI_DTYPE_BFLOAT16) type.code = kDLBfloat;
+  if (dtype != KABI_DTYPE_FLOAT32) type.bits = 16;
+  return type;
+}
+
+/* A tensor of CUDA device 0 at a made-up (never read) address. */
+static DLTensor tensor(uintptr_t address, DLDataType dtype, int32_t ndim, int64_t* shape, int64_t* strides) {
+  DLTensor result;
+  memset(&result, 0, sizeof result);
+  result.data = (void*)address;
+  result.device.device_type = kDLCUDA;
+  result.dtype = dtype;
+  result.ndim = ndim;
+  result.shape = shape;
+  result.strides = strides;
+  return result;
+}
+
+static void print_json_string(const char* text) {
+  putchar('"');
+  for (; *text != '\0'; ++text) {
+    if (*text == '"' || *text == '\\') putchar('\\');
+    putchar(*text);
+  }
+  putchar('"');
+}
+
+static void ask_scaled_mm_kernels(void) {
+  for (size_t c = 0; c < sizeof calls / sizeof calls[0]; ++c) {
+    const ScaledMmCall* call = &calls[c];
+    const DLDataType a_type = {call->a_code, 8, 1}, b_type = {call->b_code, 8, 1}, float32 = {kDLFloat, 32, 1};
+    int64_t a_shape[2] = {call->m, call->k}, a_strides[2] = {call->k, 1};
+    if (call->a_column_major) a_strides[0] = 1, a_strides[1] = call->m;
+    int64_t b_shape[2] = {call->k, call->n}, b_strides[2] = {1, call->k};
+    if (call->b_row_major) b_strides[0] = call->n, b_strides[1] = 1;
+    int64_t scale_a_shape[2] = {call->m, 1}, scale_a_strides[2] = {call->scale_a_stride, 1};
+    int64_t scale_b_shape[2] = {1, call->n}, scale_b_strides[2] = {call->n, 1};
+    int64_t bias_shape[1] = {call->n}, bias_strides[1] = {1};
+    int64_t out_shape[2] = {call->m, call->n}, out_strides[2] = {call->n, 1};
+    DLTensor inputs[5];
+    inputs[0] = tensor(0x100000 + call->a_offset, a_type, 2, a_shape, a_strides);
+    inputs[1] = tensor(0x200000, b_type, 2, b_shape, b_strides);
+    inputs[2] = tensor(0x300000, float32, call->scale_a_rows ? 2 : 0, scale_a_shape, scale_a_strides);
+    inputs[3] = tensor(0x400000, float32, call->scale_b_columns ? 2 : 0, scale_b_shape, scale_b_strides);
+    memset(&inputs[4], 0, sizeof inputs[4]);
+    if (call->with_bias) inputs[4] = tensor(0x500000, dtype_of(call->out_dtype), 1, bias_shape, bias_strides);
+    DLTensor out = tensor(0x600000, dtype_of(call->out_dtype), 2, out_shape, out_strides);
+    kabi_args args;
+    memset(&args, 0, sizeof args);
+    args.struct_size = sizeof args;
+    args.inputs = inputs;
+    args.num_inputs = 5;
+    args.outputs = &out;
+    args.num_outputs = 1;
+    kabi_problem problem;
+    memset(&problem, 0, sizeof problem);
+    problem.struct_size = sizeof problem;
+    problem.device_type = kDLCUDA;
+    problem.dtype = call->out_dtype;
+    for (int i = 0; i < scaled_mm_kernel_count; ++i) {
+      char reason[512] = "";
+      const int32_t supported = scaled_mm_kernels[i].supports(scaled_mm_kernels[i].user_data, &problem, &args,
+                                                              reason, sizeof reason);
+      printf("{\"call\": \"%s\", \"kernel\": \"%s\", \"supported\": %s, \"reason\": ", call->name,
+             scaled_mm_kernels[i].name, supported ? "true" : "false");
+      print_json_string(reason);
+      printf("}\n");
+    }
+  }
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2 || argc - 2 > MAX_DEVICES) {
+    fprintf(stderr, "usage: %s PLUGIN [ARCH...] [--scaled-mm-supports] (at most %d archs)\n", argv[0], MAX_DEVICES);
+    return 1;
+  }
+  int ask_supports = 0;
+  for (int i = 2; i < argc; ++i) {
+    if (strcmp(argv[i], "--scaled-mm-supports") == 0) {
+      ask_supports = 1;
+      print_registrations = 0;
+    } else {
+      device_archs[device_count++] = (int32_t)atoi(argv[i]);
+    }
+  }
+  void* plugin = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+  if (plugin == NULL) {
+    fprintf(stderr, "dlopen: %s\n", dlerror());
+    return 1;
+  }
+  kabi_plugin_init_fn init;
+  *(void**)&init = dlsym(plugin, KABI_PLUGIN_INIT_SYMBOL);
+  if (init == NULL) {
+    fprintf(stderr, "no %s in %s\n", KABI_PLUGIN_INIT_SYMBOL, argv[1]);
+    return 1;
+  }
+  kabi_host_api host;
+  memset(&host, 0, sizeof host);
+  host.struct_size = sizeof host;
+  host.abi_version = KABI_ABI_VERSION;
+  host.kernel_register = print_kernel;
+  host.op_register = refuse_op;
+  host.device_count = count_devices;
+  host.device_info_get = describe_device;
+  host.set_error = set_error;
+  host.last_error = last_error;
+  kabi_plugin_info info;
+  memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  const kabi_status status = init(&host, &info);
+  if (status != KABI_STATUS_OK) {
+    fprintf(stderr, "kabi_plugin_init returned %d: %s\n", (int)status, error_message);
+    return 1;
+  }
+  if (ask_supports) ask_scaled_mm_kernels();
+  return 0;
+}
