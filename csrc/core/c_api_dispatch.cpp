@@ -43,6 +43,7 @@ void write_candidates(const kabi_selection& request, const SelectionResult& resu
     copy_truncated(candidate.reason, verdict.reason);
     candidate.gate = verdict.gate;
     candidate.tuned_execution_mode = verdict.tuned_execution_mode;
+    candidate.tuned_screened = verdict.screened ? 1 : 0;
     auto* element = reinterpret_cast<kabi_candidate*>(base + i * stride);
     element->struct_size = stride;
     write_output_struct(element, candidate);
@@ -291,6 +292,10 @@ KABI_EXPORT kabi_status kabi_plugin_load_from_environment(void) {
 
 KABI_EXPORT kabi_status kabi_plugin_load_builtin(void) {
   return c_boundary([] { load_builtin_plugins(); });
+}
+
+KABI_EXPORT kabi_status kabi_plugin_load_builtin_device(int32_t device_type) {
+  return c_boundary([device_type] { load_builtin_plugin(device_type); });
 }
 
 KABI_EXPORT int32_t kabi_plugin_count(void) {

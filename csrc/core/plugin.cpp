@@ -229,18 +229,33 @@ void load_plugins_from_environment() {
   load_binary_path_from_environment();
 }
 
-void load_builtin_plugins() {
+namespace {
+
+std::string libkabi_directory() {
   Dl_info self{};
   if (dladdr(reinterpret_cast<void*>(&load_builtin_plugins), &self) == 0 || self.dli_fname == nullptr) {
     throw Error(KABI_STATUS_INTERNAL, "kabi_plugin_load_builtin: cannot locate libkabi (dladdr failed)");
   }
   const std::string library = canonical(self.dli_fname);
-  const std::string directory = library.substr(0, library.find_last_of('/'));
-  load_quietly(directory + "/libkabi_cpu.so");
-  // The CUDA plugin exists only where it was built; its absence is normal, not a refusal worth recording.
-  const std::string cuda = directory + "/libkabi_cuda.so";
-  struct stat info;
-  if (stat(cuda.c_str(), &info) == 0) load_quietly(cuda);
+  return library.substr(0, library.find_last_of('/'));
+}
+
+}  // namespace
+
+void load_builtin_plugin(int32_t device_type) {
+  if (device_type == kDLCPU) {
+    load_quietly(libkabi_directory() + "/libkabi_cpu.so");
+  } else if (device_type == kDLCUDA) {
+    // The CUDA plugin exists only where it was built; its absence is normal, not a refusal worth recording.
+    const std::string cuda = libkabi_directory() + "/libkabi_cuda.so";
+    struct stat info;
+    if (stat(cuda.c_str(), &info) == 0) load_quietly(cuda);
+  }
+}
+
+void load_builtin_plugins() {
+  load_builtin_plugin(kDLCPU);
+  load_builtin_plugin(kDLCUDA);
 }
 
 int32_t plugin_count() {

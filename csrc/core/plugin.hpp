@@ -22,6 +22,8 @@ void load_plugins_from_environment();
 
 // The plugins shipped next to libkabi (libkabi_cpu.so always; libkabi_cuda.so where built). Idempotent.
 void load_builtin_plugins();
+// The built-in plugin serving one device type (none for a type without one).
+void load_builtin_plugin(int32_t device_type);
 
 int32_t plugin_count();
 // Fills *out_record (checked by the caller) for the load at index; throws NOT_FOUND outside the range.

@@ -161,6 +161,8 @@ void bind_runtime(py::module_& m) {
         "Load a plugin shared library; a refusal raises and is recorded.");
   m.def("plugin_load_builtin", []() { check(kabi_plugin_load_builtin()); },
         "Load the plugins that ship beside libkabi (idempotent).");
+  m.def("plugin_load_builtin_device", [](int32_t device_type) { check(kabi_plugin_load_builtin_device(device_type)); },
+        py::arg("device_type"), "Load the built-in plugin serving one DLPack device type (idempotent).");
   m.def("plugin_load_from_environment", []() { check(kabi_plugin_load_from_environment()); },
         "Load every plugin named in KABI_PLUGIN_PATH.");
   m.def("plugin_records", &plugin_records, "Every plugin load, loaded or refused, as dicts.");
@@ -180,6 +182,7 @@ void bind_runtime(py::module_& m) {
   m.attr("TUNING_RECORD_GATE_ONLY") = static_cast<uint32_t>(KABI_TUNING_RECORD_GATE_ONLY);
   m.attr("TUNING_RECORD_MEMORY_ONLY") = static_cast<uint32_t>(KABI_TUNING_RECORD_MEMORY_ONLY);
   m.attr("TUNING_RECORD_GRAPH_MODE") = static_cast<uint32_t>(KABI_TUNING_RECORD_GRAPH_MODE);
+  m.attr("TUNING_RECORD_SCREENED") = static_cast<uint32_t>(KABI_TUNING_RECORD_SCREENED);
   m.def("cache_list", &cache_list, py::arg("op") = py::none(),
         "Every live tuning record (disk and memory-only), sorted, as dicts; only op's when given.");
   m.def("cache_directory", &cache_directory, "The tuning cache directory in use.");

@@ -11,6 +11,7 @@ Example::
 """
 
 import sys
+from typing import Any
 
 from . import _bootstrap, _core, ops
 from ._base.core_answers import Candidate, KernelInfo, Problem
@@ -31,8 +32,6 @@ from ._base.errors import (
     UnavailableError,
     UnsupportedDtypeError,
 )
-from ._benchmarking import BenchmarkResults, benchmark
-from .backends import cuda
 from ._plugins.loading import PluginRecord, load_binaries, load_plugin, plugins
 from ._selection import cache
 from ._selection.bench import BenchResult, bench
@@ -49,6 +48,26 @@ from .ops._stats import Stats, stats
 __version__ = _core.library_version()
 
 _bootstrap.bootstrap(sys.modules[__name__])
+
+
+def __getattr__(name: str) -> Any:
+    """The public names whose modules most programs never use, imported on first use: ``kabi.benchmark`` and
+    ``kabi.BenchmarkResults`` (the ``kabi bench`` suites) and ``kabi.cuda`` (CUDA C++ through NVRTC). Importing them
+    with kabi would add their import time to every ``import kabi``."""
+    if name in ("benchmark", "BenchmarkResults"):
+        from . import _benchmarking
+
+        value = getattr(_benchmarking, name)
+    elif name == "cuda":
+        from .backends import cuda as value
+    else:
+        raise AttributeError(f"module 'kabi' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
 
 __all__ = [
     "AbiMismatchError",

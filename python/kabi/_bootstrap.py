@@ -1,11 +1,11 @@
 """What ``import kabi`` does once, in one place: ``kabi/__init__.py`` calls :func:`bootstrap` after importing every
 layer. Importing a module of kabi has no effect on another; the wiring between layers is done here, from the top:
 
-1. load libkabi's built-in plugins (the CPU plugin, the CUDA plugin where built), and give native kernels their CUDA
-   workspaces from torch's caching allocator;
+1. load libkabi's built-in CPU plugin, and give native kernels their CUDA workspaces from torch's caching allocator;
 2. register the torch-native kernels declared in the registry;
-3. give plugin discovery what it cannot import from below: the Triton backend (registered the first time CUDA
-   kernels are asked for) and the ``kabi`` module that entry-point plugins are called with;
+3. give plugin discovery what it cannot import from below: the CUDA backends, loaded the first time CUDA kernels are
+   asked for (the built-in CUDA plugin, whose device enumeration initialises the driver, and Triton), and the
+   ``kabi`` module that entry-point plugins are called with;
 4. install the tuner as the op fronts' decision-miss handler, and the gate as the verifier of the selections they
    take afresh with a call's data pointers;
 5. define ``torch.ops.kabi.<op>`` for every ``kabi.ops`` function (and make them traceable by torch.compile).
@@ -19,7 +19,7 @@ from types import ModuleType
 from . import ops
 from ._base.workspaces import install_torch_allocator
 from ._plugins import discovery
-from ._plugins.loading import load_builtin_plugins
+from ._plugins.loading import load_builtin_plugin
 from ._selection import gate, tuner
 from .backends import torch_native
 from .ops import _front, _torch_ops
@@ -48,9 +48,10 @@ def bootstrap(kabi_module: ModuleType) -> None:
     if _done:
         return
     _done = True
-    load_builtin_plugins()
+    load_builtin_plugin("cpu")
     install_torch_allocator()
     torch_native.register()
+    discovery.add_cuda_backend(load_builtin_plugin)
     discovery.add_cuda_backend(_register_triton_kernels)
     discovery.set_plugin_api(kabi_module)
     _front.set_selection_miss_handler(tuner.on_selection_miss)

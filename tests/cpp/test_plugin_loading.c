@@ -139,6 +139,16 @@ int main(int argc, char** argv) {
   check_doubles("abi_test_older_minor_double");
   unsetenv("KABI_PLUGIN_PATH");
 
+  /* One device type's built-in plugin loads without the others (the CUDA one would initialise the driver); loading
+     again, or a type without a built-in plugin, loads nothing. */
+  count = kabi_plugin_count();
+  CHECK(kabi_plugin_load_builtin_device(kDLCPU) == KABI_STATUS_OK);
+  CHECK(kabi_plugin_count() - count <= 1);
+  CHECK(record_of("/libkabi_cuda.so").struct_size == 0);
+  count = kabi_plugin_count();
+  CHECK(kabi_plugin_load_builtin_device(kDLCPU) == KABI_STATUS_OK && kabi_plugin_count() == count);
+  CHECK(kabi_plugin_load_builtin_device(kDLVulkan) == KABI_STATUS_OK && kabi_plugin_count() == count);
+
   if (failures != 0) {
     fprintf(stderr, "%d checks failed\n", failures);
     return 1;

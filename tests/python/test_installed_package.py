@@ -237,8 +237,9 @@ def test_cpp_app_uses_the_decision_python_tuned(installation: Installation, app:
             KABI_CACHE_DIR=environment["KABI_CACHE_DIR"], KABI_TUNE_MAX_SPREAD="inf")
     assert tuned["ok"]
     output = _run([app, "--shape", "16x16x16", "--iterations", "20", "--plugin", vendor_plugin], environment).stdout
-    # The app has two native kernels for this problem; Python measured both (and torch, which C++ cannot run).
-    assert "[tuned] tuned: fastest of 2 measured" in output, output
+    # The app has two native kernels for this problem; Python measured both (and torch, which C++ cannot run), in
+    # full or cut by the screen: tuned either way.
+    assert "[tuned] tuned: fastest of " in output, output
     assert "): ok" in output
 
 

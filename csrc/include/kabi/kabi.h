@@ -29,6 +29,8 @@
  * whose value binds it (kabi_attribute_decl.type_variable), and inputs that come in forms: an optional first dim
  * "E?", an optional input's presence condition "offs?(x.rank == 2)" and the offsets(R) value rule
  * (kabi_tensor_decl.leading_dim_optional, present_with_input/_rank, offsets_of_dim).
+ *
+ * ABI 2.2 appends: screened tuning records (KABI_TUNING_RECORD_SCREENED, kabi_candidate.tuned_screened).
  */
 #ifndef KABI_KABI_H_
 #define KABI_KABI_H_
@@ -39,7 +41,7 @@
 #include <dlpack/dlpack.h>
 
 #define KABI_ABI_VERSION_MAJOR 2
-#define KABI_ABI_VERSION_MINOR 1
+#define KABI_ABI_VERSION_MINOR 2
 /** The version this header describes, as (MAJOR << 16) | MINOR. */
 #define KABI_ABI_VERSION ((uint32_t)((KABI_ABI_VERSION_MAJOR << 16) | KABI_ABI_VERSION_MINOR))
 /** The MAJOR part of a packed version. */
@@ -840,6 +842,9 @@ typedef struct kabi_candidate {
   /** The kabi_execution_mode tuned_time_us was measured in (KABI_EXECUTION_GRAPH only for a graph-mode selection
    *  that used graph-mode times). */
   int32_t tuned_execution_mode;
+  /** 1 when tuned_time_us is a screened time (a KABI_TUNING_RECORD_SCREENED record): the kernel lost, and is never
+   *  picked by that time. (ABI 2.2) */
+  int32_t tuned_screened;
 } kabi_candidate;
 
 /** The outcome of a selection. Output struct. candidates/candidates_capacity may be set by the caller to also
@@ -913,7 +918,12 @@ typedef enum kabi_tuning_flag {
    *  kernel's eager record for the problem, never replacing it. A finite time, or INFINITY when the kernel could
    *  not run inside a graph (then graph-mode selection never picks it); never GATE_ONLY: gate verdicts are eager
    *  records and hold for both modes. */
-  KABI_TUNING_RECORD_GRAPH_MODE = 1u << 2
+  KABI_TUNING_RECORD_GRAPH_MODE = 1u << 2,
+  /** A time that says the kernel was measured and lost, but is not final: the tuner's short screen found it
+   *  clearly slower than the fastest candidate (or its full measurement stayed noisy yet far behind the pick, or it
+   *  lost to the pick in an earlier run). A finite time_us; the problem counts as tuned, selection never picks a
+   *  kernel by such a time, and the kernel counts as having passed the gate. Never GATE_ONLY. */
+  KABI_TUNING_RECORD_SCREENED = 1u << 3
 } kabi_tuning_flag;
 
 /** One measurement (or gate verdict) of one kernel on one problem. Input struct. */
@@ -1128,6 +1138,12 @@ KABI_EXPORT kabi_status kabi_plugin_load_from_environment(void);
 /** Register the built-in plugins that ship inside libkabi's directory (the CPU plugin, and the CUDA plugin where
  *  built). Idempotent. */
 KABI_EXPORT kabi_status kabi_plugin_load_builtin(void);
+
+/** Register the built-in plugin that serves one device type: kDLCPU the CPU plugin, kDLCUDA the CUDA plugin where
+ *  built. Loading the CUDA plugin enumerates the CUDA devices, which initialises the driver (a few hundred
+ *  milliseconds): a process can defer it until it first needs a CUDA kernel. A type without a built-in plugin
+ *  loads nothing. Idempotent. (ABI 2.2) */
+KABI_EXPORT kabi_status kabi_plugin_load_builtin_device(int32_t device_type);
 
 /** Number of plugin loads recorded (loaded and refused). */
 KABI_EXPORT int32_t kabi_plugin_count(void);

@@ -283,6 +283,8 @@ struct Candidate {
   kabi_gate_verdict gate = KABI_GATE_NONE;
   /** The mode tuned_time_us was measured in. */
   kabi_execution_mode tuned_execution_mode = KABI_EXECUTION_EAGER;
+  /** tuned_time_us is a screened time: the tuner's screen cut the kernel, and it is never picked by that time. */
+  bool tuned_screened = false;
 };
 
 /** Options of a selection: force a backend or kernel name, whether KABI_FORCE (and KABI_ALLOW_UNVERIFIED) and
@@ -353,7 +355,8 @@ inline Selection select(kabi_op op, const Call& call, const SelectOptions& optio
     result.candidates_.push_back(Candidate{Kernel(candidate.kernel), candidate.eligible != 0,
                                            candidate.picked != 0, candidate.tuned_time_us, candidate.reason,
                                            candidate.gate,
-                                           static_cast<kabi_execution_mode>(candidate.tuned_execution_mode)});
+                                           static_cast<kabi_execution_mode>(candidate.tuned_execution_mode),
+                                           candidate.tuned_screened != 0});
   }
   result.selection_.candidates = nullptr;
   result.selection_.candidates_capacity = 0;

@@ -88,7 +88,8 @@ _state = _Discovery()
 
 def add_cuda_backend(register: Callable[[str], object]) -> None:
     """Have :func:`complete_registry` call ``register("cuda")`` once, the first time CUDA kernels are asked for on a
-    machine with a CUDA device (kabi's bootstrap adds the Triton backend's registration).
+    machine with a CUDA device (kabi's bootstrap adds the built-in CUDA plugin's load and the Triton backend's
+    registration).
 
     Example::
 

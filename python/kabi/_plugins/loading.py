@@ -1,7 +1,9 @@
 """Native plugins and device binaries: loading them into libkabi and reporting what happened.
 
-``import kabi`` loads the built-in plugins that ship beside libkabi (the CPU OpenBLAS plugin, the CUDA plugin
-where built); the first reader of the registry also loads those of ``KABI_PLUGIN_PATH`` and of entry points
+``import kabi`` loads the built-in CPU plugin (OpenBLAS) that ships beside libkabi; the built-in CUDA plugin, where
+built, loads with the other CUDA backends when CUDA kernels are first asked for, since enumerating the devices
+initialises the CUDA driver (0.35 s on an H200), which a process that never uses CUDA should not pay. The first
+reader of the registry also loads the plugins of ``KABI_PLUGIN_PATH`` and of entry points
 (``kabi._plugins.discovery.complete_registry``). The CPU plugin finds OpenBLAS through
 ``KABI_OPENBLAS_LIBRARY``; when that is unset, kabi points it at the library of the ``scipy-openblas32`` package.
 Every load, successful or refused, is recorded with its reason.
@@ -14,37 +16,44 @@ Example::
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
 
 from .. import _core
 from .._base.decision_cache import invalidate_all
+from .._base.tensors import DEVICE_TYPES
 from .discovery import PluginRecord, complete_registry, plugin_records
 
-__all__ = ["PluginRecord", "load_binaries", "load_binary", "load_builtin_plugins", "load_plugin", "plugins"]
+__all__ = ["PluginRecord", "load_binaries", "load_binary", "load_builtin_plugin", "load_plugin", "plugins"]
 
 
 def _point_at_scipy_openblas() -> None:
-    """Set KABI_OPENBLAS_LIBRARY to scipy-openblas32's library unless the user chose one."""
+    """Set KABI_OPENBLAS_LIBRARY to scipy-openblas32's library unless the user chose one.
+
+    The package is found, not imported: its ``__init__`` reads its version from the installed distributions'
+    metadata, which cost more than the rest of kabi's plugin loading. Its library is ``lib/libscipy_openblas.so``
+    beside that ``__init__`` (what its ``get_lib_dir()`` and ``get_library()`` name)."""
     if os.environ.get("KABI_OPENBLAS_LIBRARY"):
         return
-    try:
-        import scipy_openblas32
-    except ImportError:
+    package = importlib.util.find_spec("scipy_openblas32")
+    if package is None or not package.submodule_search_locations:
         return
     suffix = {"darwin": ".dylib", "win32": ".dll"}.get(sys.platform, ".so")
-    library = Path(scipy_openblas32.get_lib_dir()) / f"lib{scipy_openblas32.get_library()}{suffix}"
+    library = Path(package.submodule_search_locations[0]) / "lib" / f"libscipy_openblas{suffix}"
     if library.exists():
         os.environ["KABI_OPENBLAS_LIBRARY"] = str(library)
 
 
-def load_builtin_plugins() -> None:
-    """Load the plugins shipped beside libkabi (refusals are recorded, not raised). Those of KABI_PLUGIN_PATH and
-    of entry points load when the registry is first read (``kabi._plugins.discovery.complete_registry``)."""
-    _point_at_scipy_openblas()
+def load_builtin_plugin(device_type: str) -> None:
+    """Load the plugin shipped beside libkabi for ``device_type`` ("cpu" or "cuda"; refusals are recorded, not
+    raised). Those of KABI_PLUGIN_PATH and of entry points load when the registry is first read
+    (``kabi._plugins.discovery.complete_registry``)."""
+    if device_type == "cpu":
+        _point_at_scipy_openblas()
     try:
-        _core.plugin_load_builtin()
+        _core.plugin_load_builtin_device(DEVICE_TYPES[device_type])
     finally:
         invalidate_all()
 
