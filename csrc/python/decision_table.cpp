@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "bindings.hpp"
+#include "dlpack_exchange.hpp"
 
 namespace kabi::python {
 namespace {
@@ -40,17 +41,23 @@ int64_t device_word(int64_t device_type, int64_t device_index) {
 bool push_view(const DLTensor& view, bool requires_grad, KeyWords& key) {
   if (view.ndim < 0 || view.ndim > kMaxRank || !is_plain_dtype(view.dtype)) return false;
   if (view.ndim > 0 && (view.shape == nullptr || view.strides == nullptr)) return false;
-  bool pushed = key.push(tensor_word(view.dtype.code, view.dtype.bits, view.ndim, requires_grad)) &&
-                key.push(device_word(view.device.device_type, view.device.device_id));
-  for (int32_t i = 0; i < view.ndim; ++i) pushed = pushed && key.push(view.shape[i]);
-  for (int32_t i = 0; i < view.ndim; ++i) pushed = pushed && key.push(view.strides[i]);
-  return pushed;
+  int64_t* words = key.extend(2 + 2 * view.ndim);
+  if (words == nullptr) return false;
+  words[0] = tensor_word(view.dtype.code, view.dtype.bits, view.ndim, requires_grad);
+  words[1] = device_word(view.device.device_type, view.device.device_id);
+  const auto dims = static_cast<std::size_t>(view.ndim);
+  std::memcpy(words + 2, view.shape, sizeof(int64_t) * dims);
+  std::memcpy(words + 2 + dims, view.strides, sizeof(int64_t) * dims);
+  return true;
 }
 
-// requires_grad as a C bool; -1 (no Python error set) when it cannot be read.
-int requires_grad_of(PyObject* tensor) {
+PyObject* requires_grad_name() {
   static PyObject* const name = PyUnicode_InternFromString("requires_grad");  // lives as long as the process
-  PyObject* value = PyObject_GetAttr(tensor, name);
+  return name;
+}
+
+// A requires_grad value as 1 or 0; -1 (no Python error set) when it is missing or not a bool.
+int truth_of(PyObject* value) {
   if (value == nullptr) {
     PyErr_Clear();
     return -1;
@@ -119,29 +126,62 @@ bool view_has(const DLTensor& view, const std::vector<int64_t>& words, std::size
 }  // namespace
 
 uint64_t KeyWords::hash() const {
+  // FNV-1a over whole words (two operations a word on the hit path); the product carries low bits upward only, so
+  // the high half is folded down for the table's slot, which takes the low bits.
   uint64_t hash = 0xcbf29ce484222325ull ^ static_cast<uint64_t>(length_);
-  for (int32_t i = 0; i < length_; ++i) {
-    hash ^= static_cast<uint64_t>(words_[i]) + 0x9e3779b97f4a7c15ull + (hash << 6) + (hash >> 2);
-  }
-  return hash;
+  for (int32_t i = 0; i < length_; ++i) hash = (hash ^ static_cast<uint64_t>(words_[i])) * 0x100000001b3ull;
+  return hash ^ (hash >> 29);
 }
 
-bool view_of(const std::vector<std::pair<PyTypeObject*, const DLPackExchangeAPI*>>& fast_types, PyObject* value,
-             DLTensor& view) {
-  PyTypeObject* type = Py_TYPE(value);
-  for (const auto& [known, api] : fast_types) {
-    if (known != type) continue;
-    if (api->dltensor_from_py_object_no_sync(value, &view) != 0) {
-      PyErr_Clear();  // e.g. a tensor DLPack cannot describe: the miss path handles it
-      return false;
-    }
-    return true;
-  }
-  return false;
+std::unique_ptr<FastTensorType> FastTensorType::of(PyTypeObject* type) {
+  const DLPackExchangeAPI* api = cached_exchange_api_of(type);
+  if (api == nullptr) return nullptr;
+  return std::unique_ptr<FastTensorType>(new FastTensorType(type, api));
 }
 
-DecisionTable::DecisionTable(std::string op, std::vector<AttributeSpec> attributes,
-                             std::vector<std::pair<PyTypeObject*, const DLPackExchangeAPI*>> fast_types,
+FastTensorType::FastTensorType(PyTypeObject* type, const DLPackExchangeAPI* api)
+    : type_(reinterpret_cast<PyTypeObject*>(Py_NewRef(reinterpret_cast<PyObject*>(type)))), api_(api) {
+  find_requires_grad_getter();
+}
+
+FastTensorType::~FastTensorType() {
+  if (!Py_IsInitialized()) return;
+  Py_XDECREF(requires_grad_descriptor_);
+  Py_DECREF(reinterpret_cast<PyObject*>(type_));
+}
+
+void FastTensorType::find_requires_grad_getter() const {
+  Py_CLEAR(requires_grad_descriptor_);
+  requires_grad_getter_ = nullptr;
+  requires_grad_closure_ = nullptr;
+  // The lookup also gives the type a valid version tag, which any later change to its attributes resets.
+  PyObject* descriptor = PyObject_GetAttr(reinterpret_cast<PyObject*>(type_), requires_grad_name());
+  version_tag_ = type_->tp_version_tag;
+  if (descriptor == nullptr) {
+    PyErr_Clear();
+    return;
+  }
+  const bool plain_getter = Py_IS_TYPE(descriptor, &PyGetSetDescr_Type) &&
+                            reinterpret_cast<PyGetSetDescrObject*>(descriptor)->d_getset->get != nullptr;
+  if (!plain_getter || version_tag_ == 0) {
+    Py_DECREF(descriptor);
+    return;
+  }
+  const PyGetSetDef* definition = reinterpret_cast<PyGetSetDescrObject*>(descriptor)->d_getset;
+  requires_grad_descriptor_ = descriptor;
+  requires_grad_getter_ = definition->get;
+  requires_grad_closure_ = definition->closure;
+}
+
+int FastTensorType::requires_grad(PyObject* tensor) const {
+  if (type_->tp_version_tag != version_tag_) find_requires_grad_getter();
+  if (requires_grad_getter_ != nullptr && type_->tp_version_tag == version_tag_) {
+    return truth_of(requires_grad_getter_(tensor, requires_grad_closure_));
+  }
+  return truth_of(PyObject_GetAttr(tensor, requires_grad_name()));
+}
+
+DecisionTable::DecisionTable(std::string op, std::vector<AttributeSpec> attributes, FastTensorTypes fast_types,
                              PyObject* facts)
     : op_name_(std::move(op)),
       op_(find_op(op_name_)),
@@ -162,9 +202,11 @@ DecisionTable::~DecisionTable() {
 
 bool DecisionTable::push_tensor(PyObject* value, KeyWords& key) const {
   if (value == Py_None) return key.push(kAbsent);
-  DLTensor view{};
-  if (view_of(fast_types_, value, view)) {
-    const int requires_grad = requires_grad_of(value);
+  if (const FastTensorType* fast = fast_type_of(fast_types_, value)) {
+    // A tensor DLPack cannot describe (e.g. its dtype) takes the miss path, which handles it.
+    DLTensor view{};
+    if (!fast->view(value, view)) return false;
+    const int requires_grad = fast->requires_grad(value);
     return requires_grad >= 0 && push_view(view, requires_grad == 1, key);
   }
   // (shape, strides, dtype code, dtype bits, device type, device index, requires_grad), or an exception: not a
@@ -305,11 +347,15 @@ bool DecisionTable::out_matches(const Decision& decision, PyObject* out) const {
   const std::vector<int64_t>& words = decision.output_words;
   const Py_ssize_t output_count = PyTuple_GET_SIZE(decision.outputs);
   std::size_t position = 0;
-  DLTensor view{};
-  if (output_count == 1) return view_of(fast_types_, out, view) && view_has(view, words, position);
+  const auto matches = [&](PyObject* tensor) {
+    const FastTensorType* fast = fast_type_of(fast_types_, tensor);
+    DLTensor view{};
+    return fast != nullptr && fast->view(tensor, view) && view_has(view, words, position);
+  };
+  if (output_count == 1) return matches(out);
   if (!PyTuple_Check(out) || PyTuple_GET_SIZE(out) != output_count) return false;
   for (Py_ssize_t i = 0; i < output_count; ++i) {
-    if (!view_of(fast_types_, PyTuple_GET_ITEM(out, i), view) || !view_has(view, words, position)) return false;
+    if (!matches(PyTuple_GET_ITEM(out, i))) return false;
   }
   return true;
 }

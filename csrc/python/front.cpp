@@ -22,7 +22,6 @@
 
 #include "bindings.hpp"
 #include "decision_table.hpp"
-#include "dlpack_exchange.hpp"
 #include "errors.hpp"
 
 namespace py = pybind11;
@@ -51,20 +50,31 @@ struct FrontState {
 };
 
 struct BoundCall {
-  PyObject* values[kMaxParameters] = {};  // borrowed: inputs (None when absent), then attribute values
+  // Borrowed: inputs (None when absent), then attribute values; bind() sets all the front reads, so the rest is
+  // left unwritten (zeroing it would cost every call).
+  PyObject* values[kMaxParameters];
   PyObject* out = nullptr;
 };
 
-// The index of keyword among the parameters a keyword may name (optional inputs and attributes), or -1.
-int32_t keyword_index(const FrontState& state, PyObject* keyword) {
+constexpr int32_t kNotFound = -1;
+constexpr int32_t kOutIndex = -2;
+
+// The index of keyword among the parameters a keyword may name (optional inputs and attributes), or kNotFound: by
+// identity, then by value.
+int32_t keyword_index_by_identity(const FrontState& state, PyObject* keyword) {
   const auto count = static_cast<int32_t>(state.parameter_names.size());
   for (int32_t i = state.required_inputs; i < count; ++i) {
     if (state.parameter_names[static_cast<std::size_t>(i)].ptr() == keyword) return i;
   }
+  return kNotFound;
+}
+
+int32_t keyword_index_by_value(const FrontState& state, PyObject* keyword) {
+  const auto count = static_cast<int32_t>(state.parameter_names.size());
   for (int32_t i = state.required_inputs; i < count; ++i) {
     if (PyUnicode_Compare(state.parameter_names[static_cast<std::size_t>(i)].ptr(), keyword) == 0) return i;
   }
-  return -1;
+  return kNotFound;
 }
 
 // Binds the call as the op function's signature does; false (no Python error set) for anything Python should
@@ -78,11 +88,17 @@ bool bind(const FrontState& state, PyObject* const* args, Py_ssize_t nargs, PyOb
     const Py_ssize_t keywords = PyTuple_GET_SIZE(kwnames);
     for (Py_ssize_t k = 0; k < keywords; ++k) {
       PyObject* keyword = PyTuple_GET_ITEM(kwnames, k);
-      if (keyword == state.out_name.ptr() || PyUnicode_Compare(keyword, state.out_name.ptr()) == 0) {
+      // Keywords are interned by the compiler, so identity finds them; equal strings made at run time are
+      // compared only when identity finds nothing.
+      int32_t index = keyword == state.out_name.ptr() ? kOutIndex : keyword_index_by_identity(state, keyword);
+      if (index == kNotFound) {
+        index = PyUnicode_Compare(keyword, state.out_name.ptr()) == 0 ? kOutIndex
+                                                                       : keyword_index_by_value(state, keyword);
+      }
+      if (index == kOutIndex) {
         call.out = args[nargs + k] == Py_None ? nullptr : args[nargs + k];
         continue;
       }
-      const int32_t index = keyword_index(state, keyword);
       if (index < 0 || index < nargs) return false;
       call.values[index] = args[nargs + k];
     }
@@ -295,11 +311,12 @@ std::unique_ptr<DecisionTable> make_table(const std::string& op, const std::vect
     }
     specs.push_back(std::move(spec));
   }
-  std::vector<std::pair<PyTypeObject*, const DLPackExchangeAPI*>> fast_types;
+  FastTensorTypes fast_types;
   for (const py::type& type : tensor_types) {
-    auto* type_object = reinterpret_cast<PyTypeObject*>(type.ptr());
     // A type without the exchange API (an older torch) is read through facts.
-    if (const DLPackExchangeAPI* api = cached_exchange_api_of(type_object)) fast_types.emplace_back(type_object, api);
+    if (auto fast = FastTensorType::of(reinterpret_cast<PyTypeObject*>(type.ptr()))) {
+      fast_types.push_back(std::move(fast));
+    }
   }
   return std::make_unique<DecisionTable>(op, std::move(specs), std::move(fast_types), facts.ptr());
 }

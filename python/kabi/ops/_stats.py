@@ -25,7 +25,8 @@ class Stats:
     """A snapshot of the counters since the process started (or since :func:`reset_stats`).
 
     - ``tuning_runs``: problems measured (one run measures every eligible candidate of one problem);
-    - ``candidates_benchmarked``: candidates that passed the correctness gate and were timed;
+    - ``candidates_benchmarked``: candidates that passed the correctness gate and were timed (screened or in full);
+    - ``candidates_screened_out``: of those, the ones the screen cut, timed for one round only;
     - ``gate_failures``: candidates rejected (wrong result, NaN/Inf, raised, wrote into their inputs);
     - ``tuning_skipped``: decision misses that would have tuned but the policy forbade (off, compiling, capturing);
     - ``tuning_seconds``: wall time spent tuning;
@@ -35,6 +36,7 @@ class Stats:
 
     tuning_runs: int = 0
     candidates_benchmarked: int = 0
+    candidates_screened_out: int = 0
     gate_failures: int = 0
     tuning_skipped: int = 0
     tuning_seconds: float = 0.0
@@ -63,6 +65,7 @@ def stats() -> Stats:
     return Stats(
         tuning_runs=int(snapshot["tuning_runs"]),
         candidates_benchmarked=int(snapshot["candidates_benchmarked"]),
+        candidates_screened_out=int(snapshot["candidates_screened_out"]),
         gate_failures=int(snapshot["gate_failures"]),
         tuning_skipped=int(snapshot["tuning_skipped"]),
         tuning_seconds=float(snapshot["tuning_seconds"]),
