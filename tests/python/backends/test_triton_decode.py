@@ -2,20 +2,13 @@
 reference in Triton's CPU interpreter, sm_80/sm_90 builds with wide weight loads, and (GPU) bfloat16, CUDA graphs
 and the nn.Linear weight read in place."""
 
-import json
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib
-
 import pytest
+from _interpreter_runs import MATMUL_TOLERANCES, matmul_record_failures, run_interpreter_worker
 
 torch = pytest.importorskip("torch")
 triton = pytest.importorskip("triton")
@@ -25,13 +18,7 @@ from kabi.backends.triton._decode_configs import DECODE_CONFIGS, DecodeConfig, d
 from kabi.backends.triton._families import FAMILIES, MatmulProblem, device_facts  # noqa: E402
 from kabi.backends.triton._registration import _Supports  # noqa: E402
 
-_WORKER = Path(__file__).with_name("decode_interpreter_worker.py")
-_TOLERANCES = tomllib.loads((Path(__file__).parents[3] / "registry" / "ops" / "matmul.toml").read_text())["tolerance"]
 _CUOBJDUMP = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-
-
-def _version(text: str) -> tuple:
-    return tuple(int(part) for part in text.split(".")[:2])
 
 
 def _fits(config, m, n=4096, k=4096, n_by_k=True, arch=90, element_size=2) -> bool:
@@ -133,15 +120,7 @@ def test_decode_family_is_a_python_kernel_only(tmp_path):
 
 @pytest.fixture(scope="module")
 def interpreter_run() -> dict:
-    numpy = pytest.importorskip("numpy")  # the interpreter runs on numpy
-    # Triton 3.6's interpreter turns 1-element arrays into loop bounds with int(), which numpy 2.5 refuses.
-    if _version(triton.__version__) < (3, 9) and _version(numpy.__version__) >= (2, 5):
-        pytest.skip(f"Triton {triton.__version__}'s interpreter cannot run with numpy {numpy.__version__}")
-    environment = dict(os.environ, TRITON_INTERPRET="1", TRITON_DEFAULT_FP_FUSION="1")
-    completed = subprocess.run([sys.executable, str(_WORKER)], capture_output=True, text=True, env=environment,
-                               timeout=600)
-    assert completed.returncode == 0, f"decode interpreter worker failed:\n{completed.stderr[-4000:]}"
-    return json.loads(completed.stdout)
+    return run_interpreter_worker("decode_interpreter_worker.py")
 
 
 def test_every_decode_kernel_ran_in_both_dtypes(interpreter_run):
@@ -153,20 +132,13 @@ def test_every_decode_kernel_ran_in_both_dtypes(interpreter_run):
 
 
 def test_every_decode_kernel_matches_the_reference(interpreter_run):
-    failures = []
-    for record in interpreter_run["records"]:
-        where = f"{record['kernel']} {record['dtype']} {record['case']}"
-        if "error" in record:
-            failures.append(f"{where}: raised {record['error']}")
-            continue
-        tolerance = _TOLERANCES[record["dtype"]]
-        if record["norm"] > tolerance["norm"] or record["extreme"] > tolerance["extreme"]:
-            failures.append(f"{where}: relative error norm {record['norm']:.2e}, extreme {record['extreme']:.2e}")
-        if not record["dtype_ok"]:
-            failures.append(f"{where}: output dtype or shape differs from the input's")
+    def out_path_failure(record: dict, tolerance: dict) -> str | None:
         if "out_norm" in record and not (record["out_norm"] <= tolerance["norm"] and record["out_returned"]
                                          and record["out_untouched_elsewhere"]):
-            failures.append(f"{where}: out= into a strided view wrong: {record}")
+            return f"out= into a strided view wrong: {record}"
+        return None
+
+    failures = matmul_record_failures(interpreter_run["records"], out_path_failure)
     assert not failures, "\n".join(failures)
 
 
@@ -284,7 +256,7 @@ def _assert_close(out, a, b, dtype_name, where):
     difference = out.double() - reference
     norm = (difference.norm() / reference.norm()).item()
     extreme = (difference.abs().max() / reference.abs().max()).item()
-    tolerance = _TOLERANCES[dtype_name]
+    tolerance = MATMUL_TOLERANCES[dtype_name]
     assert norm <= tolerance["norm"] and extreme <= tolerance["extreme"], \
         f"{where}: norm {norm:.2e}, extreme {extreme:.2e}"
 

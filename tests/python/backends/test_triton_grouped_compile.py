@@ -14,12 +14,15 @@ import torch  # noqa: E402
 from kabi.backends.triton._grouped import GROUPED_CONFIGS, compile_grouped_mm  # noqa: E402
 
 _CUOBJDUMP = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+_PREFILL = GROUPED_CONFIGS[0]
+_MID = next(config for config in GROUPED_CONFIGS if config.block_m == 64)
+_DECODE = next(config for config in GROUPED_CONFIGS if config.block_m == 16)
 # (config, dtype, arch, has_offsets, w_n_by_k)
 _KERNELS = {
-    "prefill-sm90-bf16-linear-weight": (GROUPED_CONFIGS[0], torch.bfloat16, 90, True, True),
-    "prefill-sm80-bf16-linear-weight": (GROUPED_CONFIGS[0], torch.bfloat16, 80, True, True),
-    "mid-sm90-f16-3d-row-major-weight": (GROUPED_CONFIGS[1], torch.float16, 90, False, False),
-    "decode-sm90-bf16-linear-weight": (GROUPED_CONFIGS[2], torch.bfloat16, 90, True, True),
+    "prefill-sm90-bf16-linear-weight": (_PREFILL, torch.bfloat16, 90, True, True),
+    "prefill-sm80-bf16-linear-weight": (_PREFILL, torch.bfloat16, 80, True, True),
+    "mid-sm90-f16-3d-row-major-weight": (_MID, torch.float16, 90, False, False),
+    "decode-sm90-bf16-linear-weight": (_DECODE, torch.bfloat16, 90, True, True),
 }
 
 

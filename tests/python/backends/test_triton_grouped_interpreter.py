@@ -4,36 +4,16 @@ bfloat16 and float32, and ``out=``. The kernel runs in a child process (grouped_
 TRITON_INTERPRET must be set before Triton is first imported. bfloat16 runs too: the launcher widens its operands
 to float32 before tl.dot on the CPU, where the interpreter's bfloat16 tl.dot is wrong."""
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
+from _interpreter_runs import run_interpreter_worker
 
-triton = pytest.importorskip("triton")
-numpy = pytest.importorskip("numpy")  # the interpreter runs on numpy
+pytest.importorskip("triton")
 
-
-def _version(text: str) -> tuple:
-    return tuple(int(part) for part in text.split(".")[:2])
-
-
-# As in test_triton_interpreter.py: Triton 3.6's interpreter cannot run with numpy 2.5.
-pytestmark = pytest.mark.skipif(
-    _version(triton.__version__) < (3, 9) and _version(numpy.__version__) >= (2, 5),
-    reason=f"Triton {triton.__version__}'s interpreter cannot run with numpy {numpy.__version__}")
-
-_WORKER = Path(__file__).with_name("grouped_interpreter_worker.py")
+from kabi.backends.triton._grouped import GROUPED_CONFIGS  # noqa: E402
 
 
 def test_every_config_matches_the_reference_in_the_interpreter() -> None:
-    environment = dict(os.environ, TRITON_INTERPRET="1")
-    completed = subprocess.run([sys.executable, str(_WORKER)], capture_output=True, text=True, env=environment,
-                               timeout=900, cwd=_WORKER.parent)
-    assert completed.returncode == 0, f"the interpreter worker failed:\n{completed.stderr[-4000:]}"
-    report = json.loads(completed.stdout.strip().splitlines()[-1])
+    report = run_interpreter_worker("grouped_interpreter_worker.py", timeout=900)
     assert not report["failures"], "\n".join(report["failures"])
-    # 5 (config, dtype) pairs x 8 cases x 2 layouts
-    assert report["runs"] == 5 * 8 * 2
+    # (config, dtype) pairs (the first config in 3 dtypes, the others in float32) x 8 cases x 2 layouts
+    assert report["runs"] == (3 + len(GROUPED_CONFIGS) - 1) * 8 * 2

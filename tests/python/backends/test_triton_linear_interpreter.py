@@ -7,41 +7,16 @@ the launcher widens its operands to float32 before tl.dot on the CPU (DOT_IN_FLO
 bfloat16 tl.dot is wrong.
 """
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
+from _interpreter_runs import run_interpreter_worker
+from _linear_cases import LINEAR_CASES
 
-triton = pytest.importorskip("triton")
-numpy = pytest.importorskip("numpy")  # the interpreter runs on numpy
-
-from _linear_cases import LINEAR_CASES  # noqa: E402
-
-from kabi.ops._references import ACTIVATIONS  # noqa: E402
-
-
-def _version(text: str) -> tuple:
-    return tuple(int(part) for part in text.split(".")[:2])
-
-
-# As in test_triton_interpreter.py: Triton 3.6's interpreter cannot run with numpy 2.5.
-pytestmark = pytest.mark.skipif(
-    _version(triton.__version__) < (3, 9) and _version(numpy.__version__) >= (2, 5),
-    reason=f"Triton {triton.__version__}'s interpreter cannot run with numpy {numpy.__version__}")
-
-_WORKER = Path(__file__).with_name("linear_interpreter_worker.py")
+from kabi.ops._references import ACTIVATIONS
 
 
 @pytest.fixture(scope="module")
 def interpreter_run() -> dict:
-    environment = dict(os.environ, TRITON_INTERPRET="1", TRITON_DEFAULT_FP_FUSION="1")
-    completed = subprocess.run([sys.executable, str(_WORKER)], capture_output=True, text=True, env=environment,
-                               timeout=600, cwd=_WORKER.parent)
-    assert completed.returncode == 0, f"interpreter worker failed:\n{completed.stderr[-4000:]}"
-    return json.loads(completed.stdout)
+    return run_interpreter_worker("linear_interpreter_worker.py")
 
 
 def test_every_run_matches_the_reference(interpreter_run):

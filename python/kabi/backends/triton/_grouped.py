@@ -29,9 +29,13 @@ _MAX_ELEMENTS = 2**31 - 1
 # Programs of the persistent loop on the CPU interpreter, which runs them one after another.
 _INTERPRETER_PROGRAMS = 4
 
-# Prefill tiles (wgmma-sized), a narrower one for groups of a few dozen rows, and a 16-row tile for decode routing
-# (a handful of rows per expert), whose wide K step streams the weights.
+# Prefill tiles (wgmma-sized: the dense kernels' Hopper tiles, since prefill routes hundreds of rows to each expert
+# and the 128x128 tile alone reached only 0.5 of the roof there on the H200), a narrower one for groups of a few
+# dozen rows, and a 16-row tile for decode routing (a handful of rows per expert), whose wide K step streams the
+# weights.
 GROUPED_CONFIGS = (
+    MatmulConfig(128, 256, 64, num_warps=8, num_stages=3),
+    MatmulConfig(128, 128, 64, num_warps=4, num_stages=4),
     MatmulConfig(128, 128, 64, num_warps=8, num_stages=3),
     MatmulConfig(64, 128, 64, num_warps=4, num_stages=4),
     MatmulConfig(16, 128, 128, num_warps=4, num_stages=4),
