@@ -3,7 +3,8 @@
 # benchmarks, leave results under benchmarks/results/ (and $OUT when set), print a short table.
 # Usage: bash benchmarks/fetch_gpu_wheels.sh here, then (device tool) bash benchmarks/run_gpu.sh [STEP ...] with
 # carry [".whl"]. Steps: tests cuda memcheck repro overhead bench:llm-decode triton decode cpp fp8 (default: all, in
-# that order), and native (the GPU tests of the Triton binaries and kabi.cuda alone), distributed (2 GPUs). Each
+# that order), and native (the GPU tests of the Triton binaries and kabi.cuda alone), firstcall (fresh processes' first calls),
+# distributed (2 GPUs). Each
 # step has its own time limit so that one hanging step still leaves the others' results and the table.
 # bench:[OP/]SUITE[:DTYPE] runs `kabi bench OP --suite SUITE [--dtype DTYPE]` (OP: matmul when not given) for 240 s
 # at most (then interrupts it, which still plots what was measured, and the step shows FAILED), writing
@@ -47,7 +48,8 @@ for step in "${steps[@]}"; do
     tests) run_step "gpu tests" timeout ${GPU_TESTS_TIMEOUT:-420} python3 -m pytest -q -m gpu tests --continue-on-collection-errors --junitxml="$out/gpu-tests.xml" ;;
     # The CUDA plugin (libkabi_cuda.so): its build checks (SASS, registration) and every kernel on this GPU.
     cuda) run_step "cuda plugin" timeout 420 python3 -m pytest -q -rs tests/python/test_cuda_plugin.py \
-            tests/python/test_cuda_plugin_gpu.py --junitxml="$out/cuda-plugin-tests.xml" ;;
+            tests/python/test_cuda_plugin_gpu.py tests/python/test_cuda_plugin_fp8_gpu.py \
+            --junitxml="$out/cuda-plugin-tests.xml" ;;
     # compute-sanitizer memcheck over a small suite of every CUDA plugin kernel (the guard-region checks of the same
     # tests are the fallback where the tool refuses the device).
     memcheck) run_step "cuda plugin memcheck" timeout 540 compute-sanitizer --tool memcheck --error-exitcode 1 \
@@ -77,6 +79,8 @@ for step in "${steps[@]}"; do
     triton) run_step "triton matmul" timeout 240 python3 benchmarks/triton_matmul.py --out benchmarks/results ;;
     decode) run_step "decode at the memory roof" timeout 300 python3 benchmarks/decode.py \
               --output benchmarks/results/decode-nvidia-h200.json ;;
+    firstcall) run_step "first call" timeout 300 python3 benchmarks/first_call.py --runs 2 \
+                 --output benchmarks/results/first-call-nvidia-h200.json ;;
     # Needs 2 GPUs (the nvidia-h200-x2 kind): tuning time on 1 and 2 ranks, NCCL.
     distributed) run_step "tuning on 1 and 2 ranks" timeout 420 python3 benchmarks/distributed_tuning.py --worlds 1 2 \
                    --output benchmarks/results/distributed-tuning-nvidia-h200-x2.json ;;

@@ -179,6 +179,7 @@ Choice choose(const std::vector<CandidateVerdict*>& pool, const SelectOptions& o
   if (graph_times) {
     for (CandidateVerdict* candidate : pool) {
       candidate->tuned_time_us = candidate->graph_time_us;
+      candidate->screened = candidate->graph_screened;
       candidate->gate = KABI_GATE_PASSED_TIMED;
       candidate->tuned_execution_mode = KABI_EXECUTION_GRAPH;
     }
@@ -186,7 +187,9 @@ Choice choose(const std::vector<CandidateVerdict*>& pool, const SelectOptions& o
   std::vector<CandidateVerdict*> verified, unverified, failed;
   std::string untimed;
   CandidateVerdict* fastest = nullptr;
+  CandidateVerdict* fastest_screened = nullptr;
   size_t measured = 0;
+  size_t screened = 0;
   for (CandidateVerdict* candidate : pool) {
     if (candidate->gate == KABI_GATE_FAILED) {
       failed.push_back(candidate);
@@ -197,6 +200,14 @@ Choice choose(const std::vector<CandidateVerdict*>& pool, const SelectOptions& o
       if (untimed.empty()) untimed = candidate->kernel->name;
       continue;
     }
+    // A screened time says the tuner measured the kernel and cut it; only fully measured times compete.
+    if (candidate->screened) {
+      ++screened;
+      if (fastest_screened == nullptr || candidate->tuned_time_us < fastest_screened->tuned_time_us) {
+        fastest_screened = candidate;
+      }
+      continue;
+    }
     ++measured;
     if (fastest == nullptr || candidate->tuned_time_us < fastest->tuned_time_us) fastest = candidate;
   }
@@ -205,10 +216,22 @@ Choice choose(const std::vector<CandidateVerdict*>& pool, const SelectOptions& o
     choice.tuned = true;
     choice.verified = true;
     choice.reason = std::string(graph_times ? "tuned for CUDA-graph replay: " : "tuned: ") + "fastest of " +
-                    std::to_string(measured) + " measured (" + format_time(fastest->tuned_time_us) + ")";
+                    std::to_string(measured) + " measured (" + format_time(fastest->tuned_time_us) + ")" +
+                    (screened > 0 ? ", " + std::to_string(screened) + " screened out" : std::string());
     if (options.execution_mode == KABI_EXECUTION_GRAPH && !graph_times) {
       choice.reason += "; eager times: not every eligible kernel has a graph-mode measurement";
     }
+    return choice;
+  }
+  // Every fully measured kernel is out of this pool (e.g. Python kernels, for a C++ caller): the screens still rank
+  // the kernels that lost to them, which beats the heuristic.
+  if (options.use_tuning_cache && untimed.empty() && fastest_screened != nullptr) {
+    choice.pick = fastest_screened;
+    choice.tuned = true;
+    choice.verified = true;
+    choice.reason = std::string(graph_times ? "tuned for CUDA-graph replay: " : "tuned: ") + "fastest of " +
+                    std::to_string(screened) + " screened (" + format_time(fastest_screened->tuned_time_us) +
+                    "); no kernel measured in full is eligible here";
     return choice;
   }
   const std::vector<CandidateVerdict*>* tier = nullptr;
@@ -340,6 +363,7 @@ void read_verdict(const std::vector<TuningEntry>& tuning, CandidateVerdict& verd
     if (entry.graph_mode()) {
       verdict.graph_time_us = entry.time_us;
       verdict.graph_note = entry.note;
+      verdict.graph_screened = entry.screened();
     } else if (!std::isfinite(entry.time_us)) {
       verdict.gate = KABI_GATE_FAILED;
       verdict.tuned_time_us = std::numeric_limits<double>::infinity();
@@ -350,6 +374,7 @@ void read_verdict(const std::vector<TuningEntry>& tuning, CandidateVerdict& verd
     } else {
       verdict.gate = KABI_GATE_PASSED_TIMED;
       verdict.tuned_time_us = entry.time_us;
+      verdict.screened = entry.screened();
     }
   }
 }

@@ -45,6 +45,8 @@ struct CandidateVerdict {
   kabi_gate_verdict gate = KABI_GATE_NONE;
   kabi_execution_mode tuned_execution_mode = KABI_EXECUTION_EAGER;
   double graph_time_us = -1.0;  // its graph-mode record's time (INFINITY: could not run in a graph); -1: none
+  bool screened = false;        // tuned_time_us is a screened time: never picked by it
+  bool graph_screened = false;  // likewise for graph_time_us
   std::string graph_note;       // why a failed graph-mode record failed
   std::string reason;
 

@@ -265,6 +265,7 @@ std::string default_cache_directory() {
 bool TuningEntry::gate_only() const { return (flags & KABI_TUNING_RECORD_GATE_ONLY) != 0; }
 bool TuningEntry::memory_only() const { return (flags & KABI_TUNING_RECORD_MEMORY_ONLY) != 0; }
 bool TuningEntry::graph_mode() const { return (flags & KABI_TUNING_RECORD_GRAPH_MODE) != 0; }
+bool TuningEntry::screened() const { return (flags & KABI_TUNING_RECORD_SCREENED) != 0; }
 
 struct TuningCache::State {
   std::mutex mutex;
@@ -477,10 +478,12 @@ void TuningCache::store(const std::string& device_signature, const std::string& 
             "entry for " + entry.kernel_name + " has spread " + std::to_string(entry.spread) +
                 "; expected a non-negative finite number");
     require((entry.flags & ~static_cast<uint32_t>(KABI_TUNING_RECORD_GATE_ONLY | KABI_TUNING_RECORD_MEMORY_ONLY |
-                                                  KABI_TUNING_RECORD_GRAPH_MODE)) == 0,
+                                                  KABI_TUNING_RECORD_GRAPH_MODE | KABI_TUNING_RECORD_SCREENED)) == 0,
             "entry for " + entry.kernel_name + " has unknown flags " + std::to_string(entry.flags));
     require(!(entry.graph_mode() && entry.gate_only()),
             "entry for " + entry.kernel_name + " is a gate-only verdict in graph mode; verdicts are eager records");
+    require(!(entry.screened() && (entry.gate_only() || !std::isfinite(entry.time_us))),
+            "entry for " + entry.kernel_name + " is screened without a finite screened time");
     require(!(entry.gate_only() && std::isinf(entry.time_us)),
             "entry for " + entry.kernel_name + " is a gate-only verdict (passed) with time_us infinity (failed)");
     Record record{device_signature, op, problem_key, entry};

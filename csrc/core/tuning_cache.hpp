@@ -23,6 +23,7 @@ struct TuningEntry {
   bool gate_only() const;
   bool memory_only() const;
   bool graph_mode() const;  // measured under CUDA-graph replay; kept beside the kernel's eager record
+  bool screened() const;    // timed by the tuner's screen only: never a final time
 };
 
 // One live record with its key, as list() returns it.

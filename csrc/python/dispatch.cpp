@@ -124,6 +124,7 @@ py::dict select(const std::string& op_name, const py::sequence& inputs, const py
     entry["reason"] = py::str(candidate.reason);
     entry["gate"] = gate_verdict_name(candidate.gate);
     entry["tuned_execution_mode"] = execution_mode_name(static_cast<kabi_execution_mode>(candidate.tuned_execution_mode));
+    entry["tuned_screened"] = candidate.tuned_screened != 0;
     candidate_list.append(entry);
   }
   result["candidates"] = candidate_list;

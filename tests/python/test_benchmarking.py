@@ -297,6 +297,34 @@ def test_subjects_run_unmeasured_until_a_gpu_reaches_its_steady_state(monkeypatc
     assert calls == before, "a CPU has no power-limit ramp to wait out"
 
 
+def test_each_gpu_measurement_follows_the_subjects_own_unmeasured_calls(monkeypatch):
+    from kabi._benchmarking import _timing
+
+    events = []
+    subjects = [_timing.Subject(name, "peer", lambda name=name: events.append(name)) for name in ("a", "b")]
+    monkeypatch.setattr(_timing, "synchronize", lambda device: None)
+
+    def fake_bench(fn, **options):
+        events.append("measured")
+        return kabi.bench(lambda: None, repeat=1, min_time_s=0.0, device="cpu")
+
+    monkeypatch.setattr(_timing, "bench", fake_bench)
+    settings = kabi._benchmarking.TimingSettings(rounds=2, repeat=1, min_time_s=0.0, steady_state_s=0.0,
+                                                 condition_s=0.01)
+    _timing.measure_interleaved(subjects, ("cuda-events",), torch.device("cuda"), settings)
+    measured = [index for index, event in enumerate(events) if event == "measured"]
+    assert len(measured) == 4
+    for index in measured:
+        previous = events[index - 1]
+        assert previous in ("a", "b"), "every measurement is preceded by conditioning calls"
+        start = index - 1
+        while start > 0 and events[start - 1] == previous:
+            start -= 1
+        assert index - start > 1, "conditioning lasts more than one call"
+    with pytest.raises(ValueError, match="condition_s must be a number of seconds >= 0"):
+        kabi._benchmarking.TimingSettings(condition_s=-1)
+
+
 def test_every_subject_is_timed_early_and_late_in_a_round_over_the_rounds():
     from kabi._benchmarking import _timing
 

@@ -153,19 +153,29 @@ def test_explain_shows_the_mode_a_tuned_time_came_from(cache_dir):
     assert "selected for CUDA-graph replay" in text and "5.00 us (graph)" in text and "9.00 us (graph)" in text
 
 
+class FakeGraphTimer:
+    """Stands for the CUDA-graph timer (no graph can be captured here): fixed times, and the kernels it timed."""
+
+    def __init__(self, times, settings, calls):
+        self.times, self.settings, self.calls = times, settings, calls
+
+    def screen_and_measure(self, names):
+        self.calls.append(list(names))
+        return [CandidateMeasurement(name, self.times[name], rounds_us=(self.times[name],)) for name in names]
+
+
 def _fake_graph_timer(times):
     calls = []
 
-    def time_in_cuda_graph(candidates, make_inputs, settings, device):
-        calls.append([name for name, _ in candidates])
-        return [CandidateMeasurement(name, times[name], rounds_us=(times[name],)) for name, _ in candidates]
+    def cuda_graph_timer(candidates, make_inputs, settings, device, **gate):
+        return FakeGraphTimer(times, settings, calls)
 
-    return time_in_cuda_graph, calls
+    return cuda_graph_timer, calls
 
 
 def test_the_tuner_under_a_graph_scope_stores_eager_and_graph_records(cache_dir, monkeypatch):
     timer, calls = _fake_graph_timer({OPENBLAS: 50.0, TORCH: 1.0})
-    monkeypatch.setattr(tuner, "_time_in_cuda_graph", timer)
+    monkeypatch.setattr(tuner, "_cuda_graph_timer", timer)
     invalidate_all()
     a, b = _inputs(16, 16, 16)
     with tuning(mode="graph", warmup=1, repeat=3, min_time_s=0.0, max_spread=math.inf, min_cpu_share=0.0):
@@ -182,7 +192,7 @@ def test_the_tuner_under_a_graph_scope_stores_eager_and_graph_records(cache_dir,
 
 def test_the_tuner_times_a_host_bound_problem_in_a_graph_without_being_asked(cache_dir, monkeypatch):
     timer, calls = _fake_graph_timer({OPENBLAS: 2.0, TORCH: 1.0})
-    monkeypatch.setattr(tuner, "_time_in_cuda_graph", timer)
+    monkeypatch.setattr(tuner, "_cuda_graph_timer", timer)
     monkeypatch.setattr(tuner, "HOST_BOUND_US", math.inf)
     invalidate_all()
     with tuning(warmup=1, repeat=3, min_time_s=0.0, max_spread=math.inf, min_cpu_share=0.0):
@@ -196,7 +206,7 @@ def test_the_tuner_times_a_host_bound_problem_in_a_graph_without_being_asked(cac
 
 def test_kabi_tune_graph_mode_gates_eagerly_and_times_only_in_the_graph(cache_dir, monkeypatch):
     timer, calls = _fake_graph_timer({OPENBLAS: 3.0, TORCH: 2.0})
-    monkeypatch.setattr(tuner, "_time_in_cuda_graph", timer)
+    monkeypatch.setattr(tuner, "_cuda_graph_timer", timer)
     a, b = _inputs(10, 10, 10)
     report = kabi.tune(kabi.ops.matmul, a, b, settings=TuningSettings(warmup=1, repeat=3, min_time_s=0.0),
                        mode="graph")

@@ -34,7 +34,9 @@ def test_an_untuned_problem_says_the_call_will_tune_and_marks_the_pick_provision
     assert tuned.pick_reason == "tuned" and not tuned.provisional
     assert tuned.plan == f"runs {tuned.pick}, the tuned pick"
     (other,) = [name for name, (verdict, _) in _reasons(tuned).items() if verdict == "eligible"]
-    assert _reasons(tuned)[other][1].startswith("eligible, not picked: slower (")
+    # Measured in full and slower, or cut by the screen.
+    assert _reasons(tuned)[other][1].startswith(("eligible, not picked: slower (",
+                                                 "eligible, not picked: screened out ("))
 
 
 def test_with_tuning_off_explain_names_the_kernel_that_will_be_gated_then_the_verified_pick(cache_dir):
@@ -57,7 +59,7 @@ def test_with_tuning_off_explain_names_the_kernel_that_will_be_gated_then_the_ve
 def test_kabi_explain_tune_tunes_then_explains_the_tuned_pick(cache_dir, capsys):
     assert main(["explain", "matmul", "--shape", "12x6x4", "--dtype", "float32", "--device", "cpu", "--tune"]) == 0
     output = capsys.readouterr().out
-    assert "tuned: fastest of 2 measured" in output and "the tuned pick" in output
+    assert "tuned: fastest of " in output and "the tuned pick" in output
     timed = [record for record in cache.show("matmul") if not record.gate_only]
     assert {record.kernel for record in timed} == {"cpu.openblas.gemm", "torch.matmul.cpu"}
     assert len({record.problem for record in timed}) == 1

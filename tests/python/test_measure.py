@@ -24,7 +24,9 @@ from kabi._selection.tuning_policy import TuningSettings, current_settings, tuni
 from kabi.ops._front import front_of
 
 FLOAT32 = Tolerance(norm=2e-5, extreme=1e-4)
-SETTINGS = TuningSettings(warmup=1, repeat=7, min_time_s=0.0, max_spread=0.25)
+# No screen: these tests follow every candidate through the full measurement (tests/python/test_screening.py covers
+# the screen).
+SETTINGS = TuningSettings(warmup=1, repeat=7, min_time_s=0.0, max_spread=0.25, screen_margin=math.inf)
 
 
 class FakeClock:
@@ -137,7 +139,7 @@ def test_a_persistently_noisy_candidate_is_remeasured_then_marked_noisy(clock):
 
 def test_a_looser_bound_accepts_the_same_measurement(clock):
     [result] = measure_candidates([("noisy", _alternating_rounds(clock, 200, 600))], _inputs, torch.matmul,
-                                  FLOAT32, TuningSettings(warmup=1, repeat=7, min_time_s=0.0, max_spread=math.inf))
+                                  FLOAT32, dataclasses.replace(SETTINGS, max_spread=math.inf))
     assert result.spread > 1 and not result.noisy and result.note == ""
 
 

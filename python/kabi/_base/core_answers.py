@@ -151,8 +151,9 @@ class KernelInfo:
 @dataclass(frozen=True)
 class Candidate:
     """One kernel as a selection saw it: eligible or the reason it is not, its tuned time, its correctness-gate
-    verdict on the problem ("none", "passed, timed", "passed, untimed" or "failed"), whether it won, and the
-    execution mode its tuned time was measured in ("eager", or "graph": replayed in a CUDA graph)."""
+    verdict on the problem ("none", "passed, timed", "passed, untimed" or "failed"), whether it won, the
+    execution mode its tuned time was measured in ("eager", or "graph": replayed in a CUDA graph), and whether that
+    time is a screened one (the tuner's screen cut the kernel; it never wins by it)."""
 
     kernel: KernelInfo
     eligible: bool
@@ -161,6 +162,7 @@ class Candidate:
     tuned_time_us: float | None
     gate: str
     tuned_execution_mode: str = "eager"
+    tuned_screened: bool = False
 
     @property
     def passed_gate(self) -> bool:
@@ -180,4 +182,5 @@ class Candidate:
             tuned_time_us=raw["tuned_time_us"],
             gate=raw["gate"],
             tuned_execution_mode=raw["tuned_execution_mode"],
+            tuned_screened=raw["tuned_screened"],
         )

@@ -4,7 +4,11 @@ Every subject is timed in rounds; each round times every subject once, in every 
 round by an even share of the subjects, so that every subject is timed at every stage of a round alike and load from
 elsewhere slows one round of every subject alike rather than all of one subject's samples
 (the tuner measures the same way). A subject's figure in a mode is its least round median. On a GPU the subjects
-first run unmeasured until the device is in its steady (power-limited) state.
+first run unmeasured until the device is in its steady (power-limited) state, and each measurement is preceded by
+``condition_s`` of the subject's own calls, unmeasured: a power-limited GPU's clock follows the load of the last
+tens of milliseconds, so without it a subject is timed partly at the clock its predecessor in the round left, and a
+subject that always follows a lighter one looks faster (on the H200, one cuBLAS call timed 1438 us as a peer and
+over 1585 us as kabi's candidate in one run at 8192^3, and alike, 1629 us, when the two alternated).
 
 Modes are kabi.bench's: ``"cpu"``; ``"cuda-events"``, one event pair per call with the L2 cache flushed before each
 (a kernel-bound call as a model's first touch of a large layer sees it); ``"cuda-graph"``, calls replayed from a
@@ -48,13 +52,14 @@ class TimingSettings:
     # clocks down within the first hundreds of milliseconds of load, and the subjects measured first would otherwise
     # see a faster device than the rest (identical kernels were measured 13% apart on the H200 at 6144^3 without it).
     steady_state_s: float = 0.3
+    condition_s: float = 0.05
 
     def __post_init__(self) -> None:
         for name in ("rounds", "repeat"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"kabi bench: {name} must be an integer >= 1, got {value!r}")
-        for name in ("min_time_s", "steady_state_s"):
+        for name in ("min_time_s", "steady_state_s", "condition_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
                 raise ValueError(f"kabi bench: {name} must be a number of seconds >= 0, got {value!r}")
@@ -120,6 +125,21 @@ def _reach_steady_state(subjects: Sequence[Subject], device: torch.device, secon
         synchronize(device)
 
 
+def _condition(subject: Subject, device: torch.device, seconds: float) -> None:
+    """Run the subject, unmeasured, for ``seconds`` (on a GPU only), so that its measurement starts at the clock its
+    own load holds. Errors are left to the measurement to report."""
+    if device.type != "cuda" or seconds <= 0:
+        return
+    deadline = time.perf_counter() + seconds
+    try:
+        while time.perf_counter() < deadline:
+            subject.fn()
+            # The host runs ahead of the device: wait now and then, so that the time spent is the device's.
+            synchronize(device)
+    except Exception:
+        return
+
+
 def measure_interleaved(subjects: Sequence[Subject], modes: Sequence[str], device: torch.device,
                         settings: TimingSettings) -> dict[str, dict[str, ModeTiming]]:
     """Time every subject in every mode; returns ``{subject: {mode: timing}}``. A subject that raises in a mode
@@ -133,6 +153,7 @@ def measure_interleaved(subjects: Sequence[Subject], modes: Sequence[str], devic
                     continue
                 try:
                     with subject.scope():
+                        _condition(subject, device, settings.condition_s)
                         timing = bench(subject.fn, warmup=2 if round_index == 0 else 1, repeat=settings.repeat,
                                        min_time_s=settings.min_time_s, device=device, **_MODE_ARGUMENTS[mode])
                 except Exception as error:

@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 import torch
 
-__all__ = ["BenchResult", "bench"]
+__all__ = ["BenchResult", "CapturedCalls", "bench", "capture_calls"]
 
 # A CPU batch shorter than this is dominated by perf_counter's resolution and call cost (~0.05 us here).
 _MIN_CPU_BATCH_NS = 20_000
@@ -246,7 +246,41 @@ def _event_timed_samples(run, repeat, flush_l2, device) -> list[float]:
 
 
 def _bench_cuda_graph(fn, repeat, min_time_s, estimate_ms, flush_l2, device) -> BenchResult:
-    calls = _calls_per_sample(repeat, min_time_s, estimate_ms)
+    return _capture(fn, _calls_per_sample(repeat, min_time_s, estimate_ms), device).time(repeat, flush_l2)
+
+
+@dataclass(frozen=True)
+class CapturedCalls:
+    """``calls`` calls of a function captured once into a CUDA graph on ``device``. :meth:`time` times replays of
+    it, so a caller that samples the same work again and again (the tuner's rounds) captures it once."""
+
+    graph: Any
+    calls: int
+    device: torch.device
+
+    def time(self, repeat: int, flush_l2: bool = True) -> BenchResult:
+        """Per-call times of ``repeat`` replays, each between two CUDA events, the L2 flushed before each."""
+        _check_count("repeat", repeat, minimum=1)
+        with torch.cuda.device(self.device):
+            samples = _event_timed_samples(self.graph.replay, repeat, flush_l2, self.device)
+        return _summarize([ms * 1e3 / self.calls for ms in samples], "cuda-graph", self.calls)
+
+
+def capture_calls(fn: Callable[[], Any], device: torch.device | str, *, repeat: int = 21,
+                  min_time_s: float = 0.05) -> CapturedCalls:
+    """Capture as many calls of ``fn`` into one CUDA graph as :func:`bench` with ``cuda_graph=True`` would for
+    ``repeat`` samples lasting ``min_time_s`` together (``fn`` must have run on ``device`` before: it is not warmed
+    up here beyond the one side-stream call a capture needs)."""
+    _check_count("repeat", repeat, minimum=1)
+    resolved = _resolve_device(device, None)
+    if resolved.type != "cuda":
+        raise ValueError(f"capture_calls: a CUDA graph needs a CUDA device, got {resolved}")
+    with torch.cuda.device(resolved):
+        torch.cuda.synchronize()
+        return _capture(fn, _calls_per_sample(repeat, min_time_s, _estimate_cuda_ms(fn)), resolved)
+
+
+def _capture(fn: Callable[[], Any], calls: int, device: torch.device) -> CapturedCalls:
     # Capture needs the work (and its allocations) warmed up on a side stream first, as torch.cuda.graphs asks.
     side = torch.cuda.Stream(device)
     side.wait_stream(torch.cuda.current_stream(device))
@@ -258,5 +292,4 @@ def _bench_cuda_graph(fn, repeat, min_time_s, estimate_ms, flush_l2, device) -> 
         for _ in range(calls):
             fn()
     graph.replay()
-    per_call_us = [ms * 1e3 / calls for ms in _event_timed_samples(graph.replay, repeat, flush_l2, device)]
-    return _summarize(per_call_us, "cuda-graph", calls)
+    return CapturedCalls(graph, calls, device)

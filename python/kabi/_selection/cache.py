@@ -50,7 +50,9 @@ class CacheRecord:
     process alone (e.g. a measurement too noisy to persist). ``spread`` is the relative spread of the timing
     ((slowest - fastest) / median of its rounds; 0 when unknown), ``recorded_at`` when it was recorded (seconds since
     the epoch; 0 when unknown). ``execution_mode`` is how it was timed: "eager", or "graph" (replayed in a CUDA
-    graph); a kernel may have one record of each."""
+    graph); a kernel may have one record of each. A ``screened`` record's time comes from the tuner's short screen,
+    which found the kernel clearly slower than the fastest (:mod:`kabi._selection.measure`): it says the kernel was
+    measured, and never wins."""
 
     device: str
     op: str
@@ -64,6 +66,7 @@ class CacheRecord:
     spread: float = 0.0
     recorded_at: int = 0
     execution_mode: str = "eager"
+    screened: bool = False
 
     @classmethod
     def from_core(cls, raw: dict) -> CacheRecord:
@@ -71,7 +74,8 @@ class CacheRecord:
         return cls(raw["device"], raw["op"], raw["problem"], raw["kernel"], raw["fingerprint"], raw["time_us"],
                    raw["note"], bool(flags & _core.TUNING_RECORD_GATE_ONLY),
                    bool(flags & _core.TUNING_RECORD_MEMORY_ONLY), raw["spread"], raw["recorded_at"],
-                   "graph" if flags & _core.TUNING_RECORD_GRAPH_MODE else "eager")
+                   "graph" if flags & _core.TUNING_RECORD_GRAPH_MODE else "eager",
+                   bool(flags & _core.TUNING_RECORD_SCREENED))
 
 
 @dataclass(frozen=True)
@@ -166,7 +170,8 @@ class Retuned:
 
 
 def _is_noisy(record: CacheRecord, settings: TuningSettings) -> bool:
-    return record.memory_only or record.spread > settings.max_spread
+    # A screened record never decides the pick, however noisy its screen was.
+    return not record.screened and (record.memory_only or record.spread > settings.max_spread)
 
 
 def retune(op: str | None = None, *, noisy: bool = False, older_than_s: float | None = None,
@@ -176,7 +181,8 @@ def retune(op: str | None = None, *, noisy: bool = False, older_than_s: float | 
 
     Args:
         op: only this op's problems.
-        noisy: only problems with a record whose spread exceeds ``settings.max_spread`` or that is memory-only.
+        noisy: only problems with a record whose spread exceeds ``settings.max_spread`` or that is memory-only
+            (screened records aside: they never decide the pick).
         older_than_s: only problems whose oldest record is older than this many seconds (a record of unknown age
             counts as old).
         settings: the measurement budget; ``kabi.tuning``'s (or the environment's) when None.

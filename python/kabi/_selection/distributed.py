@@ -7,15 +7,18 @@ tensor-parallel step waits for; a candidate that fails the correctness gate on a
 alternative, rank 0 tunes and broadcasts, costs the same wall time (the other ranks wait for rank 0) and lets one
 rank's noisy measurement or device quirk decide for everyone.
 
-How the candidates are measured is a strategy, chosen per op (``[tuning] distributed`` in its declaration):
+How the candidates are measured is a strategy, chosen per op (``[tuning] distributed`` in its declaration). Both
+screen before they measure (:mod:`kabi._selection.measure`): the screened times are gathered, every rank takes the
+same finalists (the candidates within ``screen_margin`` of the fastest screen, by the slowest rank that screened
+each), and every rank gates and measures the finalists in full, their times MAX-reduced as above. The others keep
+their screened time, flagged so that it never wins. A screen taken on one rank is no slowest-rank time: a cut
+candidate whose screen lies within the margin of the best agreed time joins the finalists, until none does.
 
-- ``"every-rank"``: every rank measures every candidate, and the times are reduced with MAX, as above;
-- ``"split"`` (the default): the ranks share the candidates out (candidate ``i`` to rank ``i % world``), gather the
-  times, and then every rank measures the finalists, the candidates within ``FINALIST_MARGIN`` of the fastest,
-  whose times are MAX-reduced. Should a finalist's reduced time fall behind a candidate only one rank measured,
-  that candidate joins the finalists and is measured everywhere too, so the pick is always a candidate every rank
-  measured and passed the correctness gate on. Tuning time falls with the number of ranks: a rank measures about
-  1/world of the candidates and the few finalists, where "every-rank" measures all of them.
+- ``"split"`` (the default): the ranks share the screen out (candidate ``i`` to rank ``i % world``), so a rank gates
+  and screens about 1/world of the candidates plus the few finalists. Tuning time falls with the number of ranks.
+- ``"every-rank"``: every rank screens every candidate.
+
+With the screen off (``screen_margin`` inf) every rank measures every candidate in full, whatever the strategy.
 
 Ranks exchange state on every decision miss that is not forced, not only when they tune, because their tuning caches
 may differ (a warm cache on one node, a cold one on another): the exchange carries each rank's problem key,
@@ -41,20 +44,18 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import torch.distributed as dist
 
 from .._base.declarations import DISTRIBUTED_TUNING_STRATEGIES
-from .measure import CandidateMeasurement
+from .measure import CandidateMeasurement, CandidateTimer, select_finalists
 
-__all__ = ["Agreement", "DecisionState", "FINALIST_MARGIN", "STRATEGIES", "agree", "agreement_active",
-           "measure_together", "set_agreement_group"]
+__all__ = ["Agreement", "DecisionState", "STRATEGIES", "agree", "agreement_active", "measure_together",
+           "set_agreement_group"]
 
 # How ranks share the measuring (see the module docstring); an op declares its own.
 STRATEGIES = DISTRIBUTED_TUNING_STRATEGIES
-# Under "split", the candidates whose time is within this factor of the fastest are measured on every rank.
-FINALIST_MARGIN = 1.10
 
 _DEFAULT_GROUP = object()
 _group: Any = _DEFAULT_GROUP
@@ -65,13 +66,14 @@ _disabled_reason: str | None = None
 class DecisionState:
     """What one rank knows of a problem when its decision misses.
 
-    ``remembered`` maps each eligible kernel to its recorded time when the rank's tuning cache holds a complete,
-    current record for the problem, else is None. ``may_tune`` is False when the rank's policy forbids tuning.
+    ``remembered`` holds each eligible kernel's record, (kernel, time in us, note, screened), when the rank's tuning
+    cache holds a complete, current record for the problem, else is None. ``may_tune`` is False when the rank's
+    policy forbids tuning.
     """
 
     problem: str
     kernels: tuple[str, ...]
-    remembered: tuple[tuple[str, float, str], ...] | None
+    remembered: tuple[tuple[str, float, str, bool], ...] | None
     may_tune: bool
 
 
@@ -122,24 +124,25 @@ class Agreement:
 
 def _reduce(per_rank: Sequence[Sequence[tuple[str, float, str, float, bool]]],
             kernels: Sequence[str]) -> tuple[CandidateMeasurement, ...]:
-    """Each kernel's slowest rank decides its time; its spread is the widest and it is noisy if any rank found it
-    so (a noisy record is then kept out of every rank's cache file alike)."""
+    """Each kernel's slowest rank among those that timed it decides its time; its spread is the widest and it is
+    noisy if any rank found it so (a noisy record is then kept out of every rank's cache file alike)."""
     reduced = []
-    for index, name in enumerate(kernels):
-        times = [results[index][1] for results in per_rank]
-        notes = [(rank, results[index][2]) for rank, results in enumerate(per_rank) if results[index][2]]
+    for name in kernels:
+        rows = [(rank, row) for rank, results in enumerate(per_rank) for row in results if row[0] == name]
+        slowest = max(row[1] for _, row in rows)
+        notes = [(rank, row[2]) for rank, row in rows if row[2]]
         note = "" if not notes else (notes[0][1] if len(per_rank) == 1 else f"rank {notes[0][0]}: {notes[0][1]}")
-        noisy = any(results[index][4] for results in per_rank)
-        reduced.append(CandidateMeasurement(name, max(times), note if not math.isfinite(max(times)) or noisy else "",
-                                            spread=max(results[index][3] for results in per_rank), noisy=noisy))
+        noisy = any(row[4] for _, row in rows)
+        reduced.append(CandidateMeasurement(name, slowest, note if not math.isfinite(slowest) or noisy else "",
+                                            spread=max(row[3] for _, row in rows), noisy=noisy))
     return tuple(reduced)
 
 
-def agree(state: DecisionState, measure: Callable[[Sequence[str]], Sequence[CandidateMeasurement]],
-          strategy: str = "split") -> Agreement:
-    """Exchange ``state`` with the other ranks and decide together; ``measure(kernels)`` gates and times the named
-    kernels on this rank, called when the ranks must tune, as ``strategy`` shares the work out (see
-    ``STRATEGIES``). Every rank of the group must call this for the same problem at the same point."""
+def agree(state: DecisionState, timer: CandidateTimer, strategy: str = "split") -> Agreement:
+    """Exchange ``state`` with the other ranks and decide together; ``timer`` gates, screens and times the named
+    kernels on this rank (:class:`kabi._selection.measure.CandidateTimer`), used when the ranks must tune, as
+    ``strategy`` shares the work out (see ``STRATEGIES``). Every rank of the group must call this for the same
+    problem at the same point."""
     if strategy not in STRATEGIES:
         raise ValueError(f"distributed tuning strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
     gathered: list[DecisionState] = _gather(state)
@@ -152,60 +155,56 @@ def agree(state: DecisionState, measure: Callable[[Sequence[str]], Sequence[Cand
     remembered = next(((rank, other) for rank, other in enumerate(gathered) if other.remembered is not None), None)
     if remembered is not None:
         rank, other = remembered
-        adopted = tuple(CandidateMeasurement(name, time_us, note) for name, time_us, note in other.remembered)
+        adopted = tuple(CandidateMeasurement(name, time_us, note, screened=screened)
+                        for name, time_us, note, screened in other.remembered)
         if all(peer.remembered == other.remembered for peer in gathered):
             return Agreement(None, True, "every rank remembers the same records")
         return Agreement(adopted, True, f"adopted the records of rank {rank}")
     if not all(other.may_tune for other in gathered):
         return Agreement(None, True, "tuning is not allowed on every rank; all use the heuristic")
-    return measure_together(measure, state.kernels, strategy)
+    return measure_together(timer, state.kernels, strategy)
 
 
-def measure_together(measure: Callable[[Sequence[str]], Sequence[CandidateMeasurement]], kernels: Sequence[str],
-                     strategy: str = "split") -> Agreement:
-    """Measure ``kernels`` with the other ranks as ``strategy`` shares the work out, and return the times every rank
-    records alike. Every rank of the group must call this with the same kernels at the same point (``agree`` does,
-    once the ranks know they must tune; the tuner again for the CUDA-graph times of the agreed survivors)."""
-    world = dist.get_world_size(_resolved_group())
-    if strategy == "every-rank" or world == 1:
-        return Agreement(_measured_everywhere(measure, kernels), True, f"MAX of {world} ranks' times", True)
-    return _split(measure, kernels, world)
+def measure_together(timer: CandidateTimer, kernels: Sequence[str], strategy: str = "split") -> Agreement:
+    """Measure ``kernels`` with the other ranks as ``strategy`` shares the work out (see the module docstring), and
+    return the times every rank records alike. Every rank of the group must call this with the same kernels at the
+    same point (``agree`` does, once the ranks know they must tune; the tuner again for the CUDA-graph times of the
+    agreed survivors)."""
+    group = _resolved_group()
+    world, rank = dist.get_world_size(group), dist.get_rank(group)
+    margin = timer.settings.screen_margin
+    if len(kernels) < 2 or math.isinf(margin):
+        return Agreement(_measured_everywhere(timer, kernels), True, f"MAX of {world} ranks' times", True)
+    share = list(kernels) if strategy == "every-rank" else [name for index, name in enumerate(kernels)
+                                                             if index % world == rank]
+    screens = _reduce(_gather([_as_row(result) for result in timer.screen(share)] if share else []), kernels)
+    finalists, cut = select_finalists(screens, margin)
+    results = {**cut, **{result.kernel: result for result in _measured_everywhere(timer, finalists)}}
+    measured = set(finalists)
+    # A screen taken on one rank is no slowest-rank time: a finalist can turn out slower everywhere than it was
+    # where it was screened. A cut candidate whose screen is within the margin of the best agreed time is then a
+    # finalist after all, and is measured everywhere too, until none is; so every cut candidate's screen, a lower
+    # bound of its own slowest-rank time, lies more than the margin behind the pick.
+    while True:
+        best = min((result.time_us for name, result in results.items() if name in measured and result.passed),
+                   default=math.inf)
+        late = [name for name in kernels if name in cut and cut[name].passed and name not in measured
+                and cut[name].time_us <= best * (1 + margin)]
+        if not late:
+            break
+        measured.update(late)
+        results.update((result.kernel, result) for result in _measured_everywhere(timer, late))
+    described = (f"split among {world} ranks: {len(kernels)} candidates screened, a share per rank"
+                 if strategy == "split" else f"every rank of {world} screened {len(kernels)} candidates")
+    return Agreement(tuple(results[name] for name in kernels), True,
+                     f"{described}; {len(measured)} finalists measured on every rank (MAX)", True)
 
 
 def _as_row(result: CandidateMeasurement) -> tuple[str, float, str, float, bool]:
     return (result.kernel, result.time_us, result.note, result.spread, result.noisy)
 
 
-def _measured_everywhere(measure: Callable[[Sequence[str]], Sequence[CandidateMeasurement]],
-                         kernels: Sequence[str]) -> tuple[CandidateMeasurement, ...]:
-    """Every rank measures ``kernels``; each one's slowest rank decides."""
-    local = [_as_row(result) for result in measure(kernels)] if kernels else []
+def _measured_everywhere(timer: CandidateTimer, kernels: Sequence[str]) -> tuple[CandidateMeasurement, ...]:
+    """Every rank measures ``kernels`` in full; each one's slowest rank decides."""
+    local = [_as_row(result) for result in timer.measure(kernels)] if kernels else []
     return _reduce(_gather(local), kernels)
-
-
-def _split(measure: Callable[[Sequence[str]], Sequence[CandidateMeasurement]], kernels: Sequence[str],
-           world: int) -> Agreement:
-    """The "split" strategy: a share of the candidates per rank, then the finalists on every rank."""
-    rank = dist.get_rank(_resolved_group())
-    share = [name for index, name in enumerate(kernels) if index % world == rank]
-    local = {result.kernel: result for result in (measure(share) if share else [])}
-    owners = _gather([_as_row(local[name]) for name in share])
-    results = {row[0]: CandidateMeasurement(row[0], row[1], f"rank {owner}: {row[2]}" if row[2] else "",
-                                            spread=row[3], noisy=row[4])
-               for owner, rows in enumerate(owners) for row in rows}
-    everywhere: set[str] = set()
-    while True:
-        finite = {name: result.time_us for name, result in results.items() if math.isfinite(result.time_us)}
-        if not finite:
-            break
-        best = min(finite.values())
-        finalists = [name for name in kernels if name not in everywhere and name in finite
-                     and finite[name] <= best * FINALIST_MARGIN]
-        if not finalists:
-            break
-        everywhere.update(finalists)
-        results.update({result.kernel: result for result in _measured_everywhere(measure, finalists)})
-    once = len(kernels) - len(everywhere)
-    return Agreement(tuple(results[name] for name in kernels), True,
-                     f"split among {world} ranks: {once} candidates measured on one rank, {len(everywhere)} "
-                     f"finalists on every rank (MAX)", True)

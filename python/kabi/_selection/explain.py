@@ -26,7 +26,7 @@ from .. import _core
 from .._base.core_answers import Candidate, Problem
 from ..ops._front import Selection, front_of
 from .cache import show
-from .tuner import last_report
+from .tuner import kernels_to_measure, last_report
 from .tuning_policy import tuning_blocked_reason
 
 __all__ = ["Explanation", "explain", "gate_notes"]
@@ -83,6 +83,8 @@ class Explanation:
             return f"not forced: the call is forced to {self.forced}"
         if verdict != "eligible":
             return candidate.reason
+        if candidate.gate == "passed, timed" and candidate.tuned_screened:
+            return f"eligible, not picked: screened out ({candidate.tuned_time_us:.2f} us in the screen)"
         if candidate.gate == "passed, timed":
             return f"eligible, not picked: slower ({candidate.tuned_time_us:.2f} us)"
         if candidate.gate == "passed, untimed":
@@ -97,6 +99,8 @@ class Explanation:
             time = "-" if tuned is None else ("failed" if math.isinf(tuned) else f"{tuned:.2f} us")
             if tuned is not None and math.isfinite(tuned) and candidate.tuned_execution_mode == "graph":
                 time += " (graph)"
+            if tuned is not None and candidate.tuned_screened:
+                time += " (screened)"
             verdict = "picked" if candidate.picked else ("eligible" if candidate.eligible else "rejected")
             if candidate.gate == "failed" and not candidate.picked:
                 verdict = "failed gate"
@@ -155,7 +159,7 @@ def _plan(selection: Selection, inputs: tuple) -> tuple[str, bool]:
         return f"runs {pick}, the tuned pick", False
     blocked = tuning_blocked_reason(inputs)
     if blocked is None:
-        measured = ", ".join(candidate.name for candidate in selection.candidates if candidate.eligible)
+        measured = ", ".join(kernels_to_measure(selection, inputs)[0])
         return f"will tune: measures {measured} on the first call, then runs the fastest that passes the gate", True
     return f"will not tune ({blocked}): runs the heuristic's pick {pick}{gated_first}", False
 

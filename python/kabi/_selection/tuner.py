@@ -5,14 +5,18 @@ The op front (:mod:`kabi.ops._front`) calls :func:`on_selection_miss` when a cal
 if the policy (:mod:`kabi._selection.tuning_policy`) allows, the tuner
 
 1. makes fresh inputs shaped like the caller's (never touching the caller's tensors),
-2. gates every eligible candidate against the op's float64 reference and times those that pass, through the same
-   implementation callable the front would cache for the caller (:mod:`kabi._selection.measure`); for a call
+2. gates every eligible candidate against the op's float64 reference, screens those that pass and times the
+   finalists in full, through the same implementation callable the front would cache for the caller
+   (:mod:`kabi._selection.measure`); for a call
    selected for CUDA-graph replay (``kabi.tuning(mode="graph")``) or a host-bound problem (fastest eager median
    under ``measure.HOST_BOUND_US``) on a CUDA device, it also times the survivors replayed in a CUDA graph, and
    records those times as graph-mode records beside the eager ones,
 3. in a distributed job, agrees with the other ranks on the times (:mod:`kabi._selection.distributed`),
-4. records every result with ``kabi_tuning_store`` (failures as inf with a note) and selects again, so the tuned
-   pick is used now, in this process and in every later one.
+4. records every result with ``kabi_tuning_store`` (failures as inf with a note, screened-out candidates flagged)
+   and selects again, so the tuned pick is used now, in this process and in every later one.
+
+A problem whose records are complete but for some kernels (a noisy record an earlier process kept to itself, a new
+kernel) measures only those and the recorded pick (:func:`kernels_to_measure`).
 
 Whatever the policy, the pick it returns has then passed the correctness gate on the problem: a pick without a
 verdict (tuning off, forced, tracing) is gated once first (:mod:`kabi._selection.gate`). In a distributed job, tuning is
@@ -48,10 +52,10 @@ from ..ops._front import OpFront, Selection, front_of
 from ..ops._inputs import inputs_like
 from . import distributed as _distributed
 from .gate import bound_reference, gate_until_verified, inside_measurement, measurement_lock
-from .measure import HOST_BOUND_US, CandidateMeasurement, fastest, gate_once, measure_candidates, time_candidates
+from .measure import HOST_BOUND_US, CandidateMeasurement, CandidateTimer, fastest, settle_noisy
 from .tuning_policy import TuningSettings, current_settings, tuning_blocked_reason
 
-__all__ = ["MEASUREMENT_MODES", "TuningReport", "last_report", "on_selection_miss", "tune"]
+__all__ = ["MEASUREMENT_MODES", "TuningReport", "kernels_to_measure", "last_report", "on_selection_miss", "tune"]
 
 # What `kabi tune --mode` measures: "eager" times only, "graph" times replayed in a CUDA graph only (the candidates
 # are gated eagerly, and a kernel without a verdict gets one), "both".
@@ -115,13 +119,14 @@ def _remember(report: TuningReport) -> TuningReport:
     return report
 
 
-def _time_in_cuda_graph(candidates: Sequence[tuple[str, Any]], make_inputs: Any, settings: TuningSettings,
-                        device: torch.device) -> list[CandidateMeasurement] | None:
-    """The survivors' times replayed in a CUDA graph, interleaved as eager ones are; None where no graph can be
-    captured (not a CUDA device). Tests replace it, since this machine-independent logic cannot capture on a CPU."""
+def _cuda_graph_timer(candidates: Sequence[tuple[str, Any]], make_inputs: Any, settings: TuningSettings,
+                      device: torch.device, **gate: Any) -> CandidateTimer | None:
+    """A timer of ``candidates`` replayed in a CUDA graph (gating them first when ``gate`` gives the reference,
+    tolerance and expected dtype); None where no graph can be captured (not a CUDA device). Tests replace it, since
+    this machine-independent logic cannot capture on a CPU."""
     if device.type != "cuda":
         return None
-    return time_candidates(candidates, make_inputs, settings, cuda_graph=True)
+    return CandidateTimer(candidates, make_inputs, settings, cuda_graph=True, **gate)
 
 
 def _wants_graph_times(selection: Selection, eager: Sequence[CandidateMeasurement]) -> bool:
@@ -131,13 +136,20 @@ def _wants_graph_times(selection: Selection, eager: Sequence[CandidateMeasuremen
     return selection.execution_mode == "graph" or (best is not None and best.time_us < HOST_BOUND_US)
 
 
-def _measure(front: OpFront, inputs: Sequence[torch.Tensor], selection: Selection, kernels: Sequence[str],
-             settings: TuningSettings, modes: Sequence[str] | None = None,
-             ) -> tuple[list[CandidateMeasurement], list[CandidateMeasurement]]:
-    """Gate and time ``kernels`` on fresh inputs like ``inputs``, each through the implementation the front would
-    cache for the caller: the eager measurements, and those replayed in a CUDA graph. ``modes`` names what to time
-    (see ``MEASUREMENT_MODES``); None: eager, and graph where :func:`_wants_graph_times`. Without eager timing the
-    eager measurements are gate verdicts (time 0 for a pass)."""
+@dataclass(frozen=True)
+class _Prepared:
+    """One problem's candidates ready to measure: each implementation as the front would cache it for the caller
+    (``unavailable``: those that could not be prepared, as failures), a maker of fresh inputs like the caller's, the
+    gate's terms, and the device."""
+
+    candidates: tuple[tuple[str, Any], ...]
+    unavailable: dict[str, str]
+    make_inputs: Any
+    gate: dict[str, Any]
+    device: torch.device
+
+
+def _prepare(front: OpFront, inputs: Sequence[torch.Tensor], selection: Selection, kernels: Sequence[str]) -> _Prepared:
     problem = selection.problem
     by_name = {candidate.name: candidate for candidate in selection.candidates}
     make_inputs = lambda: inputs_like(front.spec, inputs, front.attribute_map(selection.attributes))
@@ -148,48 +160,61 @@ def _measure(front: OpFront, inputs: Sequence[torch.Tensor], selection: Selectio
             implementation = front.implementation(dataclasses.replace(selection, kernel=by_name[name].kernel), template)
             candidates.append((name, implementation))
         except Exception as error:
-            unavailable[name] = CandidateMeasurement(name, math.inf, f"cannot be prepared: {type(error).__name__}: {error}")
-    reference, tolerance = bound_reference(front, selection), front.spec.tolerance[problem.dtype]
-    expected_dtype = front.output_dtypes(problem)
+            unavailable[name] = f"cannot be prepared: {type(error).__name__}: {error}"
+    gate = {"reference": bound_reference(front, selection), "tolerance": front.spec.tolerance[problem.dtype],
+            "expected_dtype": front.output_dtypes(problem)}
+    device = next(tensor.device for tensor in template if tensor is not None)
+    return _Prepared(tuple(candidates), unavailable, make_inputs, gate, device)
+
+
+def _measure(front: OpFront, inputs: Sequence[torch.Tensor], selection: Selection, kernels: Sequence[str],
+             settings: TuningSettings, modes: Sequence[str] | None = None,
+             ) -> tuple[list[CandidateMeasurement], list[CandidateMeasurement]]:
+    """Gate, screen and time ``kernels`` on fresh inputs like ``inputs``, each through the implementation the front
+    would cache for the caller: the eager measurements, and those replayed in a CUDA graph. ``modes`` names what to
+    time (see ``MEASUREMENT_MODES``); None: eager, and graph where :func:`_wants_graph_times`. Without eager timing
+    the eager measurements are gate verdicts (time 0 for a pass).
+
+    The graph times are screened among every candidate that passed the gate, not only among the eager finalists: an
+    eager time bounds a graph time from above only (a graph drops the launch cost, which can be most of a small
+    problem's eager time), so a candidate the eager screen cut may still be the fastest replayed."""
+    prepared = _prepare(front, inputs, selection, kernels)
     token = inside_measurement.set(True)
     try:
+        timer = CandidateTimer(prepared.candidates, prepared.make_inputs, settings, rejected=prepared.unavailable,
+                               **prepared.gate)
         if modes is None or "eager" in modes:
-            measured = measure_candidates(candidates, make_inputs, reference, tolerance, settings,
-                                          expected_dtype=expected_dtype)
+            eager = timer.screen_and_measure(kernels)
         else:
-            measured = [_gate_verdict(name, fn, make_inputs, reference, tolerance, expected_dtype)
-                        for name, fn in candidates]
-        results = {item.kernel: item for item in measured} | unavailable
-        eager = [results[name] for name in kernels]
+            eager = [CandidateMeasurement(name, 0.0) if note is None else CandidateMeasurement(name, math.inf, note)
+                     for name, note in timer.gate(kernels).items()]
+        results = {item.kernel: item for item in eager}
         graph: list[CandidateMeasurement] = []
         if (modes is None and _wants_graph_times(selection, eager)) or (modes is not None and "graph" in modes):
-            survivors = [(name, fn) for name, fn in candidates if results[name].passed]
-            device = next(tensor.device for tensor in template if tensor is not None)
-            graph = _time_in_cuda_graph(survivors, make_inputs, settings, device) or []
+            survivors = [(name, fn) for name, fn in prepared.candidates if results[name].passed]
+            graph_timer = _cuda_graph_timer(survivors, prepared.make_inputs, settings, prepared.device)
+            if graph_timer is not None and survivors:
+                graph = graph_timer.screen_and_measure([name for name, _ in survivors])
     finally:
         inside_measurement.reset(token)
     return eager, graph
 
 
-def _gate_verdict(name: str, fn: Any, make_inputs: Any, reference: Any, tolerance: Any,
-                  dtype: torch.dtype | tuple[torch.dtype, ...]) -> CandidateMeasurement:
-    """The gate alone, as a measurement: time 0 for a pass (stored as a gate-only verdict), inf and why otherwise."""
-    note = gate_once(fn, make_inputs, reference, tolerance, expected_dtype=dtype)
-    return CandidateMeasurement(name, 0.0) if note is None else CandidateMeasurement(name, math.inf, note)
-
-
 def _flags(item: CandidateMeasurement, mode_flag: int) -> int:
-    return mode_flag | (_core.TUNING_RECORD_MEMORY_ONLY if item.noisy else 0)
+    return (mode_flag | (_core.TUNING_RECORD_MEMORY_ONLY if item.noisy else 0)
+            | (_core.TUNING_RECORD_SCREENED if item.screened and item.passed else 0))
 
 
 def _record(front: OpFront, inputs: Sequence[torch.Tensor], selection: Selection,
-            measurements: Sequence[CandidateMeasurement], seconds: float, source: str,
+            measurements: Sequence[CandidateMeasurement], seconds: float, source: str, settings: TuningSettings,
             graph_measurements: Sequence[CandidateMeasurement] = (), eager_timed: bool = True) -> TuningReport:
-    """Store every measurement (a noisy one for this process only), the graph-mode ones flagged as such, and
-    remember the report for explain. Without ``eager_timed`` the eager measurements are gate verdicts, stored only
-    for kernels that had none."""
+    """Store every measurement (a noisy one that might matter for this process only, :func:`measure.settle_noisy`),
+    the screened and graph-mode ones flagged as such, and remember the report for explain. Without ``eager_timed``
+    the eager measurements are gate verdicts, stored only for kernels that had none."""
     descriptors = front.input_descriptors(tuple(inputs))
+    graph_measurements = settle_noisy(graph_measurements, settings.max_spread)
     if eager_timed:
+        measurements = settle_noisy(measurements, settings.max_spread)
         eager_records = [(item.kernel, item.time_us, item.note, _flags(item, 0), item.spread) for item in measurements]
     else:
         unjudged = {candidate.name for candidate in selection.candidates if candidate.gate == "none"}
@@ -211,6 +236,7 @@ def _record(front: OpFront, inputs: Sequence[torch.Tensor], selection: Selection
 def _count(measurements: Sequence[CandidateMeasurement], seconds: float) -> None:
     _stats.count("tuning_runs")
     _stats.count("candidates_benchmarked", sum(item.passed for item in measurements))
+    _stats.count("candidates_screened_out", sum(item.passed and item.screened for item in measurements))
     _stats.count("gate_failures", sum(not item.passed for item in measurements))
     _stats.count("tuning_seconds", seconds)
 
@@ -220,7 +246,7 @@ def _measure_and_record(front, inputs, selection, kernels, settings, source="mea
     measurements, graph_measurements = _measure(front, inputs, selection, kernels, settings, modes)
     seconds = time.perf_counter() - start
     _count(measurements, seconds)
-    return _record(front, inputs, selection, measurements, seconds, source, graph_measurements,
+    return _record(front, inputs, selection, measurements, seconds, source, settings, graph_measurements,
                    eager_timed=modes is None or "eager" in modes)
 
 
@@ -252,11 +278,12 @@ def tune(op: Any, *arguments: Any, settings: TuningSettings | None = None, mode:
                                    modes=MEASUREMENT_MODES[mode] if mode is not None else None)
 
 
-def _remembered(eligible: Sequence[Any]) -> tuple[tuple[str, float, str], ...] | None:
+def _remembered(eligible: Sequence[Any]) -> tuple[tuple[str, float, str, bool], ...] | None:
     if any(candidate.tuned_time_us is None for candidate in eligible):
         return None
     return tuple((candidate.name, candidate.tuned_time_us,
-                  "" if math.isfinite(candidate.tuned_time_us) else "failed when it was tuned")
+                  "" if math.isfinite(candidate.tuned_time_us) else "failed when it was tuned",
+                  candidate.tuned_screened)
                  for candidate in eligible)
 
 
@@ -290,9 +317,43 @@ def _tune(front: OpFront, inputs: tuple, out: torch.Tensor | None, selection: Se
         attributes = selection.attributes
         again = front.select(inputs, out, execution_mode=mode, attributes=attributes)
         if _needs_measuring(again, inputs):
-            _measure_and_record(front, inputs, selection, [candidate.name for candidate in eligible], settings)
+            kernels, losers = kernels_to_measure(again, inputs)
+            _measure_and_record(front, inputs, selection, kernels, settings,
+                                "measured" if not losers else "measured the unrecorded and the recorded pick")
+            _demote(front, inputs, again, losers)
             again = front.select(inputs, out, execution_mode=mode, attributes=attributes)
     return again
+
+
+def kernels_to_measure(selection: Selection, inputs: tuple) -> tuple[list[str], list[Any]]:
+    """Which eligible kernels a miss must measure, and which recorded ones then lose their final time.
+
+    Usually all of them. But when the problem's records are complete except for some kernels (a noisy measurement
+    kept in the last process only, or a kernel new since), only those kernels and the recorded pick are measured,
+    interleaved: every other recorded kernel lost to that pick when they were measured together, which the new
+    measurement cannot change. Those losers keep their time as a screened one (:func:`_demote`), so that the new
+    times compete only with each other and never with a time taken in another process under other load."""
+    eligible = [candidate for candidate in selection.candidates if candidate.eligible]
+    everything = [candidate.name for candidate in eligible]
+    device = next(tensor.device for tensor in inputs if tensor is not None)
+    if selection.execution_mode == "graph" and device.type == "cuda":
+        return everything, []
+    missing = [candidate.name for candidate in eligible if candidate.tuned_time_us is None]
+    final = [candidate for candidate in eligible if candidate.tuned_time_us is not None
+             and math.isfinite(candidate.tuned_time_us) and not candidate.tuned_screened]
+    if len(missing) == len(eligible):
+        return everything, []
+    if not final:  # the last finalists were all noisy: the screened kernels lost to them
+        return missing, []
+    best = min(final, key=lambda candidate: candidate.tuned_time_us)
+    return missing + [best.name], [candidate for candidate in final if candidate is not best]
+
+
+def _demote(front: OpFront, inputs: tuple, selection: Selection, losers: Sequence[Any]) -> None:
+    if losers:
+        _core.tuning_store(front.name, front.input_descriptors(tuple(inputs)), [], [
+            (candidate.name, candidate.tuned_time_us, "lost to the recorded pick; kept as a screened time",
+             _core.TUNING_RECORD_SCREENED, 0.0) for candidate in losers], selection.attributes)
 
 
 def _needs_measuring(selection: Selection, inputs: tuple) -> bool:
@@ -311,43 +372,33 @@ def _agree(front, inputs, out, selection, eligible, settings, blocked) -> Select
     remembered = _remembered(eligible)
     state = _distributed.DecisionState(f"{front.name}|{selection.problem.key}", kernels, remembered, blocked is None)
     strategy = front.spec.distributed_tuning
-    local: list[CandidateMeasurement] = []
-
-    def measure(names: Sequence[str]) -> list[CandidateMeasurement]:
-        results = _measure(front, inputs, selection, names, settings, MEASUREMENT_MODES["eager"])[0]
-        local.extend(results)
-        return results
-
+    prepared = _prepare(front, inputs, selection, kernels)
+    timer = CandidateTimer(prepared.candidates, prepared.make_inputs, settings, rejected=prepared.unavailable,
+                           **prepared.gate)
     with measurement_lock:
         start = time.perf_counter()
-        agreement = _distributed.agree(state, measure, strategy)
-        agreed = agreement.measurements
-        graph: tuple[CandidateMeasurement, ...] = ()
-        # Whether to take graph times follows from the agreed eager times, so every rank decides alike; records
-        # adopted from another rank bring no graph times (a later graph-mode miss measures them on its own rank).
-        survivors = [item.kernel for item in agreed if item.passed] if agreement.measured else []
-        if survivors and _wants_graph_times(selection, agreed):
-            graph = _distributed.measure_together(
-                lambda names: _graph_times(front, inputs, selection, names, settings), survivors, strategy
-            ).measurements
+        token = inside_measurement.set(True)
+        try:
+            agreement = _distributed.agree(state, timer, strategy)
+            agreed = agreement.measurements
+            graph: tuple[CandidateMeasurement, ...] = ()
+            # Whether to take graph times follows from the agreed eager times, so every rank decides alike; records
+            # adopted from another rank bring no graph times (a later graph-mode miss measures them on its own rank).
+            survivors = [item.kernel for item in agreed if item.passed] if agreement.measured else []
+            if survivors and _wants_graph_times(selection, agreed):
+                graph_timer = _cuda_graph_timer(prepared.candidates, prepared.make_inputs, settings, prepared.device,
+                                                rejected=prepared.unavailable, **prepared.gate)
+                if graph_timer is not None:
+                    graph = _distributed.measure_together(graph_timer, survivors, strategy).measurements
+        finally:
+            inside_measurement.reset(token)
         seconds = time.perf_counter() - start
-        if local:
-            _count(local, seconds)
+        if timer.outcomes:
+            _count(list(timer.outcomes.values()), seconds)
         elif blocked is not None and remembered is None:
             _stats.count("tuning_skipped")
-        if agreed is None or remembered == tuple((item.kernel, item.time_us, item.note) for item in agreed):
+        if agreed is None or remembered == tuple((item.kernel, item.time_us, item.note, item.screened)
+                                                 for item in agreed):
             return None
-        _record(front, inputs, selection, agreed, seconds, agreement.source, graph)
+        _record(front, inputs, selection, agreed, seconds, agreement.source, settings, graph)
         return front.select(inputs, out, attributes=selection.attributes, execution_mode=selection.execution_mode)
-
-
-def _graph_times(front: OpFront, inputs: tuple, selection: Selection, kernels: Sequence[str],
-                 settings: TuningSettings) -> list[CandidateMeasurement]:
-    """Each of ``kernels`` timed replayed in a CUDA graph on this rank (gated first); inf for one that cannot be
-    (it failed the gate here, or no graph can be captured on this device)."""
-    verdicts, graph = _measure(front, inputs, selection, kernels, settings, MEASUREMENT_MODES["graph"])
-    timed = {item.kernel: item for item in graph}
-    notes = {item.kernel: item.note for item in verdicts if not item.passed}
-    return [timed.get(name) or CandidateMeasurement(name, math.inf, notes.get(name, "no CUDA graph on this device"))
-            for name in kernels]
-

@@ -12,10 +12,10 @@ Modes:
   before capturing it, and capture it in the same scope.
 
 Why first-call by default: the cost is paid once per (device, op, problem key, kernel versions) across all
-processes and restarts, and it is bounded (each candidate gets ``warmup`` calls plus ``repeat`` interleaved rounds
-lasting ``min_time_s`` together, and a noisy candidate at most two measurements more), while the heuristic alone is
-often wrong about which kernel is fastest. Latency-critical
-services can pre-fill the cache offline (``kabi tune``, ``kabi cache export/import``) and run with ``KABI_TUNE=off``.
+processes and restarts, and it is bounded (each candidate gets a one-round screen; those near the fastest then get
+``repeat`` interleaved rounds lasting ``min_time_s`` together, and a noisy one at most two measurements more), while
+the heuristic alone is often wrong about which kernel is fastest. Latency-critical services can pre-fill the cache
+offline (``kabi tune``, ``kabi cache export/import``) and run with ``KABI_TUNE=off``.
 
 Whatever the mode, no tuning happens while a CUDA graph is being captured or while torch.compile traces: measuring
 would record launches into the graph or run kernels on fake tensors. Those calls use the remembered or heuristic
@@ -58,6 +58,7 @@ _ENVIRONMENT_VARIABLES = {
     "min_time_s": "KABI_TUNE_MIN_TIME_S",
     "max_spread": "KABI_TUNE_MAX_SPREAD",
     "min_cpu_share": "KABI_TUNE_MIN_CPU_SHARE",
+    "screen_margin": "KABI_TUNE_SCREEN_MARGIN",
 }
 
 
@@ -73,7 +74,14 @@ class TuningSettings:
 
     ``min_cpu_share`` catches the load that a spread cannot see: a machine so busy that every sample waits alike.
     On the CPU a candidate whose samples got less than this share of the process's wall time as CPU time (all its
-    threads together) was starved while timed; it is treated like a noisy one. 0 turns the check off."""
+    threads together) was starved while timed; it is treated like a noisy one. 0 turns the check off.
+
+    ``screen_margin`` bounds the screen that precedes the full measurement: every candidate that passed the gate is
+    first timed for one round, and only those whose screened time is within this fraction of the fastest screened
+    time are measured in full; the others keep their screened time, which never wins. 0.25 (the default) equals the
+    default ``max_spread``: the full measurement accepts rounds that lie 25% apart as clean, so a screen (one round)
+    may be that far off without anything being wrong, and a narrower margin could cut the true winner on ordinary
+    noise. ``math.inf`` turns the screen off (every candidate is measured in full)."""
 
     mode: str = "first-call"
     warmup: int = 2
@@ -81,6 +89,7 @@ class TuningSettings:
     min_time_s: float = 0.02
     max_spread: float = 0.25
     min_cpu_share: float = 0.5
+    screen_margin: float = 0.25
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -98,6 +107,10 @@ class TuningSettings:
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share < float("inf"):
             raise InvalidArgumentError(
                 f"tuning min_cpu_share must be a finite fraction >= 0 (0.5 = half a core, 0 = off), got {share!r}")
+        margin = self.screen_margin
+        if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not margin > 0:
+            raise InvalidArgumentError(
+                f"tuning screen_margin must be a fraction > 0 (0.25 = 25%, inf = no screen), got {margin!r}")
 
 
 _scoped_settings: contextvars.ContextVar[TuningSettings | None] = contextvars.ContextVar(
@@ -121,7 +134,8 @@ def _settings_from_environment() -> TuningSettings:
                     f"the scope kabi.tuning(mode='graph'); {variable} takes 'off' or 'first-call'")
             continue
         try:
-            values[field] = float(text) if field in ("min_time_s", "max_spread", "min_cpu_share") else int(text)
+            values[field] = (float(text) if field in ("min_time_s", "max_spread", "min_cpu_share", "screen_margin")
+                             else int(text))
         except ValueError:
             raise InvalidArgumentError(f"{variable}={text!r} is not a number") from None
     try:
@@ -145,11 +159,14 @@ def tuning(
     min_time_s: float | None = None,
     max_spread: float | None = None,
     min_cpu_share: float | None = None,
+    screen_margin: float | None = None,
 ) -> Iterator[TuningSettings]:
     """Scope the tuning policy: ``mode`` is ``"off"``, ``"first-call"`` or ``"graph"`` (first-call, and the calls
     in the scope are selected for CUDA-graph replay; see the module docstring); ``warmup``, ``repeat`` and
     ``min_time_s`` set how long each candidate is measured, ``max_spread`` how noisy a measurement may be and still
-    be persisted, ``min_cpu_share`` how starved of CPU time. Unset arguments keep the enclosing scope's (or the environment's) values.
+    be persisted, ``min_cpu_share`` how starved of CPU time, ``screen_margin`` how far behind the fastest a
+    candidate's screen may be and still be measured in full. Unset arguments keep the enclosing scope's (or the
+    environment's) values.
 
     Example::
 
@@ -159,7 +176,8 @@ def tuning(
     changes = {
         name: value
         for name, value in (("mode", mode), ("warmup", warmup), ("repeat", repeat), ("min_time_s", min_time_s),
-                            ("max_spread", max_spread), ("min_cpu_share", min_cpu_share))
+                            ("max_spread", max_spread), ("min_cpu_share", min_cpu_share),
+                            ("screen_margin", screen_margin))
         if value is not None
     }
     settings = dataclasses.replace(current_settings(), **changes)

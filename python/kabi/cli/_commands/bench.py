@@ -45,6 +45,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--steady-state-s", type=float, default=defaults.steady_state_s,
                         help="on a GPU, seconds of unmeasured calls before a problem's first round, to reach the "
                         f"power-limited clock (default {defaults.steady_state_s})")
+    parser.add_argument("--condition-s", type=float, default=defaults.condition_s,
+                        help="on a GPU, seconds of an implementation's own unmeasured calls before each of its "
+                        f"measurements, so that none is timed at the clock another left (default {defaults.condition_s})")
     parser.set_defaults(handler=run)
 
     report = subparsers.add_parser("bench-report", help="markdown tables (and plots) of kabi bench results files")
@@ -62,7 +65,8 @@ def _command(arguments: argparse.Namespace) -> list[str]:
     for peer in arguments.peer or ():
         command += ["--peer", peer]
     command += ["--rounds", str(arguments.rounds), "--repeat", str(arguments.repeat),
-                "--min-time-s", str(arguments.min_time_s), "--steady-state-s", str(arguments.steady_state_s)]
+                "--min-time-s", str(arguments.min_time_s), "--steady-state-s", str(arguments.steady_state_s),
+                "--condition-s", str(arguments.condition_s)]
     for option in ("out", "plot"):
         if getattr(arguments, option) is not None:
             command += [f"--{option}", str(getattr(arguments, option))]
@@ -82,7 +86,8 @@ def _summary_table(results) -> Table:
 def run(arguments: argparse.Namespace, console) -> int:
     arguments.device = str(resolve_device(arguments.device))
     try:
-        settings = TimingSettings(arguments.rounds, arguments.repeat, arguments.min_time_s, arguments.steady_state_s)
+        settings = TimingSettings(arguments.rounds, arguments.repeat, arguments.min_time_s, arguments.steady_state_s,
+                                  arguments.condition_s)
     except ValueError as error:
         raise InvalidArgumentError(str(error)) from None
     results = benchmark(arguments.op, arguments.suite, dtypes=arguments.dtype, device=arguments.device,

@@ -83,14 +83,17 @@ def _print_problems(console, records: list[cache.CacheRecord]) -> None:
 
 
 def _pick(records: list[cache.CacheRecord]) -> cache.CacheRecord | None:
-    """The record the core would pick among these: the fastest finite timed one (the first on a tie)."""
-    timed = [record for record in records if math.isfinite(record.time_us) and not record.gate_only]
+    """The record the core would pick among these: the fastest finite timed one that was not screened out (the
+    first on a tie)."""
+    timed = [record for record in records
+             if math.isfinite(record.time_us) and not record.gate_only and not record.screened]
     return min(timed, key=lambda record: record.time_us) if timed else None
 
 
 def _flags(record: cache.CacheRecord) -> list[str]:
     return [name for name, present in (("gate only", record.gate_only), ("memory only", record.memory_only),
-                                       ("failed", math.isinf(record.time_us))) if present]
+                                       ("screened", record.screened), ("failed", math.isinf(record.time_us)))
+            if present]
 
 
 def _age(recorded_at: int, now: float) -> str:
