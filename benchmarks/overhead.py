@@ -1,5 +1,6 @@
 """Host time per call of ``kabi.ops.matmul`` and ``kabi.ops.linear`` against the implementation each chose, called
-directly.
+directly: a Python kernel as the front calls it, a native one through its prepared launch (``_core.PreparedLaunch``,
+the leanest call of a native kernel from Python).
 
 On a tiny problem (8x8 float32 on the CPU by default) the kernel's own time is small, so the difference is kabi's
 dispatch cost: binding the arguments, keying the call, the decision-table lookup, and the call. linear adds what matmul's key lacks: an
@@ -74,6 +75,26 @@ def report_overhead(title: str, subjects: dict[str, Callable[[], Any]], kabi_nam
     return {"figures": figures, "overhead_us": overhead}
 
 
+def direct_call(chosen: Callable[..., Any], inputs: tuple, device: str, out: Any = None) -> Callable[[], Any]:
+    """The leanest call of the implementation kabi chose: a native pick's prepared launch itself (what the hit path
+    launches from C), with the output allocated as the front allocates it where no ``out`` is given; a Python pick's
+    implementation as the front calls it."""
+    prepared = getattr(chosen, "prepared", None)
+    if prepared is None:
+        return (lambda: chosen(*inputs)) if out is None else (lambda: chosen(*inputs, out=out))
+    run = prepared.on_current_stream if device == "cuda" else prepared
+    if out is not None:
+        return lambda: run(*inputs, out)
+    allocate = chosen.allocate_output
+
+    def call() -> Any:
+        result = allocate()
+        run(*inputs, result)
+        return result
+
+    return call
+
+
 def dispatch_overhead(args: argparse.Namespace, device: str) -> dict[str, Any]:
     """kabi.ops.matmul against the implementation it chose, called directly, and torch.matmul."""
     dtype = getattr(torch, args.dtype)
@@ -86,7 +107,7 @@ def dispatch_overhead(args: argparse.Namespace, device: str) -> dict[str, Any]:
     pick = kabi.explain(matmul, a, b).pick
     subjects = {
         "kabi.ops.matmul": lambda: matmul(a, b),
-        f"chosen ({pick}) directly": lambda: chosen(a, b),
+        f"chosen ({pick}) directly": direct_call(chosen, (a, b), device),
         "torch.matmul": lambda: torch.matmul(a, b),
     }
     title = f"matmul {args.size}x{args.size}x{args.size} {args.dtype} on {device}, torch {torch.__version__}"
@@ -112,7 +133,7 @@ def linear_dispatch_overhead(args: argparse.Namespace, device: str) -> dict[str,
     pick = kabi.explain(linear, x, w, bias, activation="relu").pick
     subjects = {
         "kabi.ops.linear": lambda: linear(x, w, bias, activation="relu", out=out),
-        f"chosen ({pick}) directly": lambda: chosen(x, w, bias, out=out),
+        f"chosen ({pick}) directly": direct_call(chosen, (x, w, bias), device, out),
         "torch: F.linear, then relu": lambda: torch.relu(torch.nn.functional.linear(x, w, bias)),
     }
     title = (f"linear x {args.size}x{args.size}, w {args.size}x{args.size}, bias, activation=relu, out= "

@@ -200,15 +200,20 @@ DecisionTable::~DecisionTable() {
   Py_DECREF(facts_);
 }
 
-bool DecisionTable::push_tensor(PyObject* value, KeyWords& key) const {
-  if (value == Py_None) return key.push(kAbsent);
+bool DecisionTable::push_tensor(PyObject* value, KeyWords& key, void** data, bool& data_known) const {
+  if (value == Py_None) {
+    *data = nullptr;
+    return key.push(kAbsent);
+  }
   if (const FastTensorType* fast = fast_type_of(fast_types_, value)) {
     // A tensor DLPack cannot describe (e.g. its dtype) takes the miss path, which handles it.
     DLTensor view{};
     if (!fast->view(value, view)) return false;
+    *data = static_cast<char*>(view.data) + view.byte_offset;
     const int requires_grad = fast->requires_grad(value);
     return requires_grad >= 0 && push_view(view, requires_grad == 1, key);
   }
+  data_known = false;
   // (shape, strides, dtype code, dtype bits, device type, device index, requires_grad), or an exception: not a
   // tensor kabi can describe.
   PyObject* facts = PyObject_CallOneArg(facts_, value);
@@ -277,11 +282,16 @@ bool DecisionTable::push_attribute(const AttributeSpec& spec, PyObject* value, K
 }
 
 bool DecisionTable::make_key(PyObject* const* inputs, int32_t input_count, PyObject* const* attributes,
-                             int32_t attribute_count, PyObject* scope, KeyWords& key) const {
+                             int32_t attribute_count, PyObject* scope, KeyWords& key, InputData* data) const {
   if (attribute_count != static_cast<int32_t>(attributes_.size())) return false;
+  if (input_count > InputData::kMaxInputs) return false;
   if (!key.push(static_cast<int64_t>(reinterpret_cast<uintptr_t>(scope)))) return false;
+  void* unused_pointer = nullptr;
+  bool unused_known = true;
   for (int32_t i = 0; i < input_count; ++i) {
-    if (!push_tensor(inputs[i], key)) return false;
+    void** pointer = data != nullptr ? &data->pointers[i] : &unused_pointer;
+    bool& known = data != nullptr ? data->complete : unused_known;
+    if (!push_tensor(inputs[i], key, pointer, known)) return false;
   }
   for (int32_t i = 0; i < attribute_count; ++i) {
     if (!push_attribute(attributes_[static_cast<std::size_t>(i)], attributes[i], key)) return false;
@@ -321,7 +331,8 @@ void DecisionTable::grow_slots() {
 }
 
 bool DecisionTable::store(const KeyWords& key, PyObject* scope, PyObject* implementation, PyObject* outputs,
-                          PyObject* kernel, uint64_t generation) {
+                          PyObject* kernel, uint64_t generation, const PreparedLaunch* native,
+                          PyObject* native_owner, PyObject* allocate_output) {
   if (kabi_op_generation(op_) != generation || generation != generation_) return false;
   std::vector<int64_t> output_words;
   if (!PyTuple_Check(outputs)) return false;
@@ -336,6 +347,15 @@ bool DecisionTable::store(const KeyWords& key, PyObject* scope, PyObject* implem
   entry.words.assign(key.data(), key.data() + key.size());
   entry.hash = hash;
   entry.decision = Decision{Py_NewRef(implementation), Py_NewRef(outputs), Py_NewRef(kernel), std::move(output_words)};
+  // The hit path launches ops of one output (and a launch prepared for it, one input more than the call's keyed
+  // inputs would not be).
+  if (native != nullptr && native_owner != nullptr && PyTuple_GET_SIZE(outputs) == 1 &&
+      native->tensor_count() == native->input_count() + 1) {
+    entry.decision.native = native;
+    entry.decision.native_owner = Py_NewRef(native_owner);
+    entry.decision.allocate_output =
+        allocate_output != nullptr && allocate_output != Py_None ? Py_NewRef(allocate_output) : nullptr;
+  }
   entry.scope = Py_XNewRef(scope);
   entries_.push_back(std::move(entry));
   const int64_t slot = slot_of(key.data(), key.size(), hash);
@@ -343,22 +363,24 @@ bool DecisionTable::store(const KeyWords& key, PyObject* scope, PyObject* implem
   return true;
 }
 
-bool DecisionTable::out_matches(const Decision& decision, PyObject* out) const {
+bool DecisionTable::out_matches(const Decision& decision, PyObject* out, DLTensor* view) const {
   const std::vector<int64_t>& words = decision.output_words;
   const Py_ssize_t output_count = PyTuple_GET_SIZE(decision.outputs);
   std::size_t position = 0;
-  const auto matches = [&](PyObject* tensor) {
+  DLTensor unused{};
+  const auto matches = [&](PyObject* tensor, DLTensor& read) {
     const FastTensorType* fast = fast_type_of(fast_types_, tensor);
-    DLTensor view{};
-    return fast != nullptr && fast->view(tensor, view) && view_has(view, words, position);
+    return fast != nullptr && fast->view(tensor, read) && view_has(read, words, position);
   };
-  if (output_count == 1) return matches(out);
+  if (output_count == 1) return matches(out, view != nullptr ? *view : unused);
   if (!PyTuple_Check(out) || PyTuple_GET_SIZE(out) != output_count) return false;
   for (Py_ssize_t i = 0; i < output_count; ++i) {
-    if (!matches(PyTuple_GET_ITEM(out, i))) return false;
+    if (!matches(PyTuple_GET_ITEM(out, i), unused)) return false;
   }
   return true;
 }
+
+const FastTensorType* DecisionTable::fast_type(PyObject* value) const { return fast_type_of(fast_types_, value); }
 
 uint64_t DecisionTable::begin_miss() {
   if (kabi_op_generation(op_) != generation_) clear();
@@ -374,6 +396,8 @@ void DecisionTable::clear() {
     Py_DECREF(entry.decision.implementation);
     Py_DECREF(entry.decision.outputs);
     Py_DECREF(entry.decision.kernel);
+    Py_XDECREF(entry.decision.native_owner);
+    Py_XDECREF(entry.decision.allocate_output);
     Py_XDECREF(entry.scope);
   }
 }

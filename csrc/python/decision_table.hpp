@@ -10,7 +10,9 @@
 //
 // Each decision keeps the implementation (a ready-to-call Python callable, the call's attributes bound), the
 // output facts of its problem (as binding descriptors, for the check of a caller's `out`; also packed, so a
-// matching `out` is accepted in C), and its kernel's name (for the error of a kernel that fails on a hit).
+// matching `out` is accepted in C), and its kernel's name (for the error of a kernel that fails on a hit). A
+// decision whose implementation is a plain native launch also keeps that launch (prepared_launch.hpp) and, for an
+// op of one output, a callable that allocates the output, so the hit path can launch it with no Python frame.
 //
 // The table is bounded: a process that sees endlessly many problems starts over past kMaxEntries. It belongs to
 // one op and knows that op's generation (kabi_op_generation): a decision made under another generation is never
@@ -29,6 +31,7 @@
 
 #include "dlpack/dlpack.h"
 #include "kabi/kabi.h"
+#include "prepared_launch.hpp"
 
 namespace kabi::python {
 
@@ -71,6 +74,18 @@ struct Decision {
   PyObject* outputs = nullptr;  // a tuple of one binding descriptor per output
   PyObject* kernel = nullptr;   // str
   std::vector<int64_t> output_words;  // the outputs' dtype, rank, device and shape, packed as keys are
+  // The native launch the implementation runs, or nullptr; native_owner is its Python object (kept alive).
+  const PreparedLaunch* native = nullptr;
+  PyObject* native_owner = nullptr;
+  PyObject* allocate_output = nullptr;  // () -> the output tensor, or nullptr: then only a caller's out is written
+};
+
+// The data pointers of a call's inputs, read while keying it (nullptr for an absent one). complete is false when
+// some input was read through `facts` (a tensor subclass), whose pointer the table does not know.
+struct InputData {
+  static constexpr int kMaxInputs = 64;
+  void* pointers[kMaxInputs];
+  bool complete = true;
 };
 
 // A tensor type whose instances are read in C: through its DLPack exchange API, and requires_grad through the
@@ -86,6 +101,7 @@ class FastTensorType {
   ~FastTensorType();
 
   PyTypeObject* type() const { return type_; }
+  const DLPackExchangeAPI* api() const { return api_; }
   // The DLTensor view of an instance; false (no Python error set) when DLPack cannot describe it.
   bool view(PyObject* tensor, DLTensor& view) const {
     if (api_->dltensor_from_py_object_no_sync(tensor, &view) == 0) return true;
@@ -119,21 +135,29 @@ class DecisionTable {
   ~DecisionTable();
 
   // The key of a call: inputs (None for an absent optional one), attribute values in schema order, the scope.
-  // False, with no Python error set, when a value cannot be keyed (the call then takes the miss path).
+  // False, with no Python error set, when a value cannot be keyed (the call then takes the miss path). With
+  // `data`, also the inputs' data pointers.
   bool make_key(PyObject* const* inputs, int32_t input_count, PyObject* const* attributes, int32_t attribute_count,
-                PyObject* scope, KeyWords& key) const;
+                PyObject* scope, KeyWords& key, InputData* data = nullptr) const;
 
   // The decision for key, or nullptr.
   const Decision* find(const KeyWords& key) const;
 
   // Remembers a decision made at `generation` unless the op's kernels or tuning records have changed since.
-  // outputs is a tuple of the outputs' binding descriptors. Returns whether it was stored.
+  // outputs is a tuple of the outputs' binding descriptors; native (with its Python object native_owner) the
+  // native launch the implementation runs, if it is one, and allocate_output what allocates its one output.
+  // Returns whether it was stored.
   bool store(const KeyWords& key, PyObject* scope, PyObject* implementation, PyObject* outputs, PyObject* kernel,
-             uint64_t generation);
+             uint64_t generation, const PreparedLaunch* native = nullptr, PyObject* native_owner = nullptr,
+             PyObject* allocate_output = nullptr);
 
   // Whether `out` (one tensor, or a tuple of one per output) has exactly the decision's output facts, read in C.
-  // False also when it cannot be read here; the Python path then checks it and says what is wrong.
-  bool out_matches(const Decision& decision, PyObject* out) const;
+  // False also when it cannot be read here; the Python path then checks it and says what is wrong. With `view`
+  // and one output, also the view it read.
+  bool out_matches(const Decision& decision, PyObject* out, DLTensor* view = nullptr) const;
+
+  // The fast type of value, or nullptr.
+  const FastTensorType* fast_type(PyObject* value) const;
 
   // The generation to select and store against: a table of an older generation is emptied first.
   uint64_t begin_miss();
@@ -162,7 +186,7 @@ class DecisionTable {
     PyObject* scope = nullptr;
   };
 
-  bool push_tensor(PyObject* value, KeyWords& key) const;
+  bool push_tensor(PyObject* value, KeyWords& key, void** data, bool& data_known) const;
   bool push_attribute(const AttributeSpec& spec, PyObject* value, KeyWords& key) const;
   int64_t slot_of(const int64_t* words, int32_t length, uint64_t hash) const;
   void grow_slots();

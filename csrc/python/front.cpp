@@ -13,9 +13,14 @@
 // nothing for it.
 // A remembered implementation that raises a foreign exception surfaces as the KernelFailedError that
 // `kernel_failed(kernel_name, error)` words, chained to the original; only the error path pays for that.
+// A decision whose implementation is a plain native launch runs here, with no Python frame: the data pointers come
+// from the views read while keying the call, the output from the decision's allocator or the caller's `out`, the
+// stream from the tensors' framework. Whatever that launch cannot take (an `out` of other strides, a launch refused
+// for this call's pointers, a decision gone stale) runs the Python implementation, which handles it.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +28,7 @@
 #include "bindings.hpp"
 #include "decision_table.hpp"
 #include "errors.hpp"
+#include "prepared_launch.hpp"
 
 namespace py = pybind11;
 
@@ -205,6 +211,67 @@ PyObject* run_decision(FrontState& state, const Decision& decision, const BoundC
   return result;
 }
 
+enum class NativeRun { kDone, kFallBack, kFailed };
+
+// Whether a view has exactly the strides of the prepared tensor (same rank, as out_matches has checked).
+bool same_strides(const DLTensor& view, const DLTensor& prepared) {
+  if (view.ndim != prepared.ndim) return false;
+  if (view.ndim == 0) return true;
+  if (view.strides == nullptr || prepared.strides == nullptr) return false;
+  return std::memcmp(view.strides, prepared.strides, sizeof(int64_t) * static_cast<std::size_t>(view.ndim)) == 0;
+}
+
+// Runs a decision's native launch (see the top of this file). kDone sets *result; kFailed leaves an exception set;
+// kFallBack leaves none, and the caller runs the Python implementation. Python code may run here (the output's
+// allocation), so the decision's references are taken first and the decision is not read after it.
+NativeRun run_native(const DecisionTable& table, const Decision& decision, const BoundCall& call, int32_t inputs,
+                     const InputData& data, PyObject** result) {
+  if (call.out == nullptr && decision.allocate_output == nullptr) return NativeRun::kFallBack;
+  const py::object owner = py::reinterpret_borrow<py::object>(decision.native_owner);
+  const PreparedLaunch& launch = *decision.native;
+  void* pointers[InputData::kMaxInputs + 1];
+  std::memcpy(pointers, data.pointers, sizeof(void*) * static_cast<std::size_t>(inputs));
+  DLTensor view{};
+  py::object output;
+  if (call.out != nullptr) {
+    if (!table.out_matches(decision, call.out, &view) || !same_strides(view, launch.output(0))) {
+      return NativeRun::kFallBack;
+    }
+    output = py::reinterpret_borrow<py::object>(call.out);
+  } else {
+    const py::object allocate = py::reinterpret_borrow<py::object>(decision.allocate_output);
+    output = py::reinterpret_steal<py::object>(PyObject_CallNoArgs(allocate.ptr()));
+    if (!output) return NativeRun::kFailed;
+    const FastTensorType* fast = table.fast_type(output.ptr());
+    if (fast == nullptr || !fast->view(output.ptr(), view) || !same_strides(view, launch.output(0))) {
+      return NativeRun::kFallBack;
+    }
+  }
+  pointers[inputs] = static_cast<char*>(view.data) + view.byte_offset;
+  void* stream = nullptr;
+  const DLDevice device = launch.device();
+  if (device.device_type != kDLCPU) {
+    // The current stream of the tensors' framework for the device (torch's: a side stream, a capture stream).
+    const FastTensorType* fast = table.fast_type(output.ptr());
+    if (fast == nullptr) return NativeRun::kFallBack;
+    if (fast->api()->current_work_stream(device.device_type, device.device_id, &stream) != 0) {
+      return NativeRun::kFailed;
+    }
+  }
+  const PreparedLaunch::Outcome outcome = launch.launch_with(stream, pointers);
+  if (outcome.stale || outcome.status == KABI_STATUS_CONSTRAINT_VIOLATED) return NativeRun::kFallBack;
+  if (outcome.status != KABI_STATUS_OK) {
+    try {
+      raise_status(outcome.status);
+    } catch (py::error_already_set& error) {
+      error.restore();
+    }
+    return NativeRun::kFailed;
+  }
+  *result = output.release().ptr();
+  return NativeRun::kDone;
+}
+
 PyObject* op_front(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   auto* state = static_cast<FrontState*>(PyCapsule_GetPointer(self, kFrontStateName));
   if (state == nullptr) return nullptr;
@@ -219,9 +286,10 @@ PyObject* op_front(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyOb
   PyObject* scope = nullptr;
   if (PyContextVar_Get(state->scope_var.ptr(), Py_None, &scope) != 0) return nullptr;
   KeyWords key;
+  InputData data;
   // The scope keys by identity; the context variable keeps it alive meanwhile, and the table once it stores it.
   const bool keyed = table.make_key(call.values, state->inputs, call.values + state->inputs, state->attributes(),
-                                    scope, key);
+                                    scope, key, &data);
   Py_DECREF(scope);
   const Decision* decision = keyed ? table.find(key) : nullptr;
   if (decision == nullptr) return call_miss(*state, call);
@@ -236,6 +304,20 @@ PyObject* op_front(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyOb
     // The check ran Python code, which may have changed the table: find the decision again.
     decision = table.find(key);
     if (decision == nullptr) return call_miss(*state, call);
+  }
+  if (decision->native != nullptr && data.complete) {
+    PyObject* result = nullptr;
+    switch (run_native(table, *decision, call, state->inputs, data, &result)) {
+      case NativeRun::kDone:
+        return result;
+      case NativeRun::kFailed:
+        return nullptr;
+      case NativeRun::kFallBack:
+        // The allocation ran Python code, which may have changed the table.
+        decision = table.find(key);
+        if (decision == nullptr) return call_miss(*state, call);
+        break;
+    }
   }
   return run_decision(*state, *decision, call);
 }
@@ -345,15 +427,21 @@ void bind_front(py::module_& m) {
       .def(
           "store",
           [](DecisionTable& table, const py::tuple& inputs, const py::tuple& attributes, const py::object& scope,
-             const py::object& implementation, const py::tuple& outputs, const py::str& kernel, uint64_t generation) {
+             const py::object& implementation, const py::tuple& outputs, const py::str& kernel, uint64_t generation,
+             const py::object& native, const py::object& allocate_output) {
             bool keyed = false;
             const KeyWords key = key_of(table, inputs, attributes, scope, keyed);
-            return keyed && table.store(key, scope.ptr(), implementation.ptr(), outputs.ptr(), kernel.ptr(), generation);
+            const PreparedLaunch* launch = native.is_none() ? nullptr : native.cast<const PreparedLaunch*>();
+            return keyed && table.store(key, scope.ptr(), implementation.ptr(), outputs.ptr(), kernel.ptr(),
+                                        generation, launch, native.ptr(), allocate_output.ptr());
           },
           py::arg("inputs"), py::arg("attributes"), py::arg("scope"), py::arg("implementation"), py::arg("outputs"),
-          py::arg("kernel"), py::arg("generation"),
+          py::arg("kernel"), py::arg("generation"), py::arg("native") = py::none(),
+          py::arg("allocate_output") = py::none(),
           "Remember a decision made at generation (from begin_miss) unless the op changed since; outputs: one "
-          "binding descriptor per output. Returns whether it was stored (a call that cannot be keyed is not).")
+          "binding descriptor per output. native: the PreparedLaunch that implementation runs and nothing more, "
+          "which the hit path then launches itself; allocate_output() -> the output of a one-output op for it. "
+          "Returns whether it was stored (a call that cannot be keyed is not).")
       .def(
           "find",
           [](const DecisionTable& table, const py::tuple& inputs, const py::tuple& attributes,

@@ -443,7 +443,8 @@ class OpFront:
             implementation = differentiable(self.name, implementation, **self.attribute_map(attributes))
         described = tuple(meta_descriptor(shape, dtype, device) for shape, dtype, device in outputs)
         self.cache.store(inputs, attributes, _scopes.active_scope(), implementation, described,
-                         selection.kernel.name, generation)
+                         selection.kernel.name, generation, native=getattr(implementation, "prepared", None),
+                         allocate_output=getattr(implementation, "allocate_output", None))
         # The first run of a decision; later runs (the hit path) convert a foreign exception through kernel_failed.
         try:
             if out is None:
@@ -611,6 +612,10 @@ class OpFront:
                     out.copy_(result)
                     return out
                 return result
+
+            # What the hit path needs to run this launch itself (csrc/python/front.cpp), with no Python frame.
+            launch.prepared = prepared  # type: ignore[attr-defined]
+            launch.allocate_output = functools.partial(empty, shape, dtype=dtype, device=device)  # type: ignore[attr-defined]
 
         else:
             written = self._written
