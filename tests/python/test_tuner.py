@@ -1,12 +1,14 @@
 """The tuner: tuning inputs, the correctness gate, measuring candidates, the policy, and tuning end to end through
 kabi.ops.matmul (picks, rejections, fingerprints, warm caches in new processes, concurrent and corrupt caches)."""
 
+import dataclasses
 import json
 import math
 import os
 import statistics
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -176,6 +178,27 @@ def test_measure_gates_times_and_records_why_candidates_failed():
         assert math.isinf(by_name[name].time_us) and by_name[name].rounds_us == ()
     assert fastest(results).kernel in ("torch.mm", "torch.matmul")
     assert fastest(results).time_us == min(by_name["torch.mm"].time_us, by_name["torch.matmul"].time_us)
+
+
+def _slow_matmul(a, b):
+    time.sleep(0.002)
+    return torch.matmul(a, b)
+
+
+def test_stats_split_tuning_time_into_its_phases():
+    _stats.reset_stats()
+    candidates = [("torch.mm", torch.mm), ("slow", _slow_matmul), ("torch.matmul", torch.matmul)]
+    settings = dataclasses.replace(QUICK, screen_margin=0.25)
+    results = measure_candidates(candidates, _matmul_inputs, torch.matmul, FLOAT32, settings,
+                                 expected_dtype=torch.float32)
+    assert {result.kernel: result.screened for result in results}["slow"]
+    figures = kabi.stats()
+    # The slow candidate sleeps once in its gate and at least once per screen call; it is cut there, so the full
+    # rounds time the two fast ones only.
+    assert figures.tuning_gate_seconds >= 0.002
+    assert figures.tuning_screen_seconds >= 0.002
+    assert figures.tuning_measure_seconds > 0
+    assert figures.tuning_graph_seconds == 0
 
 
 def test_fastest_is_none_when_every_candidate_fails():

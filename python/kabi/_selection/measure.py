@@ -45,12 +45,15 @@ import dataclasses
 import math
 import random
 import statistics
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
 from .._base.declarations import Tolerance
+from ..ops import _stats
 from .bench import CapturedCalls, bench, capture_calls
 from .correctness import check_output, reference_output
 from .tuning_policy import TuningSettings
@@ -177,8 +180,23 @@ class CandidateTimer:
         self._gate(names)
         return {name: self._timing.notes.get(name) for name in names}
 
+    @contextmanager
+    def _phase(self, counter: str):
+        """Add the block's wall time to ``counter`` of kabi.stats(), or to its graph-mode one when this timer
+        replays CUDA graphs."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            graph = self._timing.cuda_graph and counter != "tuning_gate_seconds"
+            _stats.count("tuning_graph_seconds" if graph else counter, time.perf_counter() - start)
+
     def _gate(self, names: Sequence[str]) -> list[str]:
         """Gate the names not gated yet; the names that passed (in order)."""
+        with self._phase("tuning_gate_seconds"):
+            return self._gate_unmeasured(names)
+
+    def _gate_unmeasured(self, names: Sequence[str]) -> list[str]:
         timing = self._timing
         for name in names:
             if name in self._gated or name in timing.notes:
@@ -199,8 +217,9 @@ class CandidateTimer:
         """Gate the named candidates, and time those that pass for one round: screened results (``screened`` set;
         inf and a note for a candidate that failed)."""
         passing = self._gate(names)
-        rounds = self._timing.interleaved_rounds([(name, self._functions[name]) for name in passing],
-                                                 self.settings.warmup, repeat=1)
+        with self._phase("tuning_screen_seconds"):
+            rounds = self._timing.interleaved_rounds([(name, self._functions[name]) for name in passing],
+                                                     self.settings.warmup, repeat=1)
         results = [dataclasses.replace(self._timing.result(name, rounds.get(name)), screened=True)
                    if name in rounds else self._timing.result(name, None) for name in names]
         self.outcomes.update((result.kernel, result) for result in results)
@@ -211,7 +230,8 @@ class CandidateTimer:
         noisy ones measured again."""
         passing = self._gate(names)
         timed = [(name, self._functions[name]) for name in passing]
-        results = _timed_results(self._timing, names, timed)
+        with self._phase("tuning_measure_seconds"):
+            results = _timed_results(self._timing, names, timed)
         self.outcomes.update((result.kernel, result) for result in results)
         return results
 

@@ -29,7 +29,10 @@ class Stats:
     - ``candidates_screened_out``: of those, the ones the screen cut, timed for one round only;
     - ``gate_failures``: candidates rejected (wrong result, NaN/Inf, raised, wrote into their inputs);
     - ``tuning_skipped``: decision misses that would have tuned but the policy forbade (off, compiling, capturing);
-    - ``tuning_seconds``: wall time spent tuning;
+    - ``tuning_seconds``: wall time spent tuning; of it, ``tuning_gate_seconds`` gating the candidates (the
+      reference included), ``tuning_screen_seconds`` in the screens' single rounds, ``tuning_measure_seconds`` in the
+      finalists' full rounds, and ``tuning_graph_seconds`` timing (screen and rounds) replayed in CUDA graphs, their
+      captures included;
     - ``decision_cache_hits`` / ``decision_cache_misses``: calls of the op fronts answered from their remembered
       decisions, and calls that went to the miss path (validation and selection), summed over every op.
     """
@@ -40,6 +43,10 @@ class Stats:
     gate_failures: int = 0
     tuning_skipped: int = 0
     tuning_seconds: float = 0.0
+    tuning_gate_seconds: float = 0.0
+    tuning_screen_seconds: float = 0.0
+    tuning_measure_seconds: float = 0.0
+    tuning_graph_seconds: float = 0.0
     decision_cache_hits: int = 0
     decision_cache_misses: int = 0
 
@@ -62,16 +69,8 @@ def stats() -> Stats:
     with _lock:
         snapshot = dict(_values)
     hits, misses = decision_counts()
-    return Stats(
-        tuning_runs=int(snapshot["tuning_runs"]),
-        candidates_benchmarked=int(snapshot["candidates_benchmarked"]),
-        candidates_screened_out=int(snapshot["candidates_screened_out"]),
-        gate_failures=int(snapshot["gate_failures"]),
-        tuning_skipped=int(snapshot["tuning_skipped"]),
-        tuning_seconds=float(snapshot["tuning_seconds"]),
-        decision_cache_hits=hits,
-        decision_cache_misses=misses,
-    )
+    counted = {name: type(getattr(Stats, name))(snapshot[name]) for name in _COUNTERS}
+    return Stats(**counted, decision_cache_hits=hits, decision_cache_misses=misses)
 
 
 def reset_stats() -> None:
