@@ -9,10 +9,15 @@ Every figure comes from a fresh Python process, as a service's worker or a noteb
   empty Triton cache: a new machine's first call, tuning included (goal <= 1.0 s);
 - ``warm``: kabi's first call in a second process over the caches the cold one left (goal <= torch's + 50 ms).
 
-In kabi's processes the first call is broken down by wrapping, in the child process only: the registration of the
-CUDA backends (Triton import and device binaries: found, or compiled and cached), Triton's JIT compiles, and the
-tuning that kabi.stats() counts (which includes the JIT compiles of the candidates it gates). The rest of the call is
-reported as "other" (selection, the correctness gate's reference, allocation, the launch).
+In kabi's processes the first call is broken down by wrapping, in the child process only: the registration of each
+CUDA backend (the built-in CUDA plugin's load; the Triton kernels' declarations and device binaries: found, or
+compiled and cached), Triton's import and JIT compiles, and the tuning that kabi.stats() counts (which includes the
+JIT compiles of the candidates it gates). The rest of the call is reported as "other" (selection, the correctness
+gate's reference, allocation, the launch).
+
+Triton is not imported ahead of the call: registering the Triton backend does not import it, so a warm call whose
+pick is a native kernel never should. ``triton_imported`` says whether the call imported it; ``import_triton_s`` is
+how long that import took, inside the call (0 when it did not happen).
 
     python benchmarks/first_call.py [--problem 37x4096x4096] [--dtype bfloat16] [--runs 5] [--output FILE]
 """
@@ -22,6 +27,7 @@ from __future__ import annotations
 import argparse
 import compileall
 import datetime
+import importlib.abc
 import importlib.util
 import json
 import os
@@ -43,6 +49,55 @@ def _timed(box: dict[str, float], name: str, function: Any) -> Any:
         finally:
             box[name] = box.get(name, 0.0) + time.perf_counter() - start
     return wrapper
+
+
+class _TritonImportTimer(importlib.abc.MetaPathFinder):
+    """Times Triton's import if the call makes it, and then wraps its JIT compiler, without importing it first."""
+
+    def __init__(self, figures: dict[str, Any], breakdown: dict[str, float]) -> None:
+        self._figures = figures
+        self._breakdown = breakdown
+        self._searching = False
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        # importlib.util.find_spec("triton") (kabi's check that Triton is installed) comes here too, without
+        # importing: the finder stays until the import itself runs.
+        if name != "triton" or self._searching:
+            return None
+        self._searching = True
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            self._searching = False
+        if spec is None or spec.loader is None:
+            return spec
+        execute = spec.loader.exec_module
+
+        def timed_exec_module(module: Any) -> None:
+            sys.meta_path.remove(self)
+            start = time.perf_counter()
+            try:
+                execute(module)
+            finally:
+                self._figures["import_triton_s"] = time.perf_counter() - start
+            _time_triton_compiles(module, self._breakdown)
+
+        spec.loader.exec_module = timed_exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def _time_triton_compiles(triton: Any, breakdown: dict[str, float]) -> None:
+    # Triton's JIT reads triton.compiler.compile when it first binds a kernel, so the wrapper sees every compile.
+    triton.compiler.compile = _timed(breakdown, "triton_jit_s", triton.compiler.compile)
+
+
+def _watch_triton(figures: dict[str, Any], breakdown: dict[str, float]) -> None:
+    figures["import_triton_s"] = 0.0
+    figures["triton_imported_before_call"] = "triton" in sys.modules
+    if figures["triton_imported_before_call"]:
+        _time_triton_compiles(sys.modules["triton"], breakdown)
+    else:
+        sys.meta_path.insert(0, _TritonImportTimer(figures, breakdown))
 
 
 def _child(mode: str, problem: tuple[int, int, int], dtype_name: str) -> dict[str, Any]:
@@ -73,12 +128,12 @@ def _child(mode: str, problem: tuple[int, int, int], dtype_name: str) -> dict[st
         from kabi._plugins import discovery
         figures["import_kabi_s"] = time.perf_counter() - start
         breakdown: dict[str, float] = {}
-        discovery._state.cuda_backends = [_timed(breakdown, "cuda_backend_registration_s", register)
-                                          for register in discovery._state.cuda_backends]
-        start = time.perf_counter()
-        import triton.compiler
-        figures["import_triton_s"] = time.perf_counter() - start
-        triton.compiler.compile = _timed(breakdown, "triton_jit_s", triton.compiler.compile)
+        # The total, and each backend's share (load_builtin_plugin_s, register_triton_kernels_s).
+        discovery._state.cuda_backends = [
+            _timed(breakdown, "cuda_backend_registration_s",
+                   _timed(breakdown, f"{register.__name__.lstrip('_')}_s", register))
+            for register in discovery._state.cuda_backends]
+        _watch_triton(figures, breakdown)
         figures["breakdown"] = breakdown
         call = lambda: kabi.ops.matmul(a, b)
     if device.type == "cuda":
@@ -88,6 +143,8 @@ def _child(mode: str, problem: tuple[int, int, int], dtype_name: str) -> dict[st
     if device.type == "cuda":
         torch.cuda.synchronize()
     figures["first_call_s"] = time.perf_counter() - start
+    if mode != "torch":
+        figures["triton_imported"] = "triton" in sys.modules and not figures["triton_imported_before_call"]
     start = time.perf_counter()
     call()
     if device.type == "cuda":
@@ -162,20 +219,25 @@ def main(argv: list[str] | None = None) -> None:
         values = [run[key][inner] if inner else run[key] for run in runs[mode] if (inner is None or inner in run[key])]
         return statistics.median(values) if values else 0.0
 
+    breakdown_names = ("cuda_backend_registration_s", "load_builtin_plugin_s", "register_triton_kernels_s",
+                       "triton_jit_s", "tuning_s")
     summary = {
         "import_torch_s": median("import", "import_torch_s"),
         "import_kabi_after_torch_s": median("import", "import_kabi_s"),
         "import_kabi_after_torch_min_s": min(run["import_kabi_s"] for run in runs["import"]),
         "kabi_bytecode_cached": all(run["kabi_bytecode_cached"] for run in runs["import"]),
         "torch_first_call_s": median("torch", "first_call_s"),
-        # Triton is imported here before the call, to time it apart; a real first call imports it itself.
-        "cold_first_call_s": median("cold", "first_call_s") + median("cold", "import_triton_s"),
-        "warm_first_call_s": median("warm", "first_call_s") + median("warm", "import_triton_s"),
-        "cold_breakdown_s": {name: median("cold", "breakdown", name)
-                             for name in ("cuda_backend_registration_s", "triton_jit_s", "tuning_s")},
-        "warm_breakdown_s": {name: median("warm", "breakdown", name)
-                             for name in ("cuda_backend_registration_s", "triton_jit_s", "tuning_s")},
-        "import_triton_s": median("cold", "import_triton_s"),
+        # Triton's import, where a call makes it, is inside the call's time.
+        "cold_first_call_s": median("cold", "first_call_s"),
+        "warm_first_call_s": median("warm", "first_call_s"),
+        "cold_breakdown_s": {name: median("cold", "breakdown", name) for name in breakdown_names},
+        "warm_breakdown_s": {name: median("warm", "breakdown", name) for name in breakdown_names},
+        "cold_triton_imported": [run["triton_imported"] for run in runs["cold"]],
+        "warm_triton_imported": [run["triton_imported"] for run in runs["warm"]],
+        "triton_imported_before_call": any(run["triton_imported_before_call"] for run in runs["cold"] + runs["warm"]),
+        # The import's own time, from the runs that made it (0 where none did).
+        "import_triton_s": statistics.median([run["import_triton_s"] for run in runs["cold"] + runs["warm"]
+                                              if run["triton_imported"]] or [0.0]),
         "picks": sorted({run["pick"] for run in runs["cold"] + runs["warm"]}),
     }
     summary["warm_minus_torch_s"] = summary["warm_first_call_s"] - summary["torch_first_call_s"]

@@ -4,8 +4,8 @@ layer. Importing a module of kabi has no effect on another; the wiring between l
 1. load libkabi's built-in CPU plugin, and give native kernels their CUDA workspaces from torch's caching allocator;
 2. register the torch-native kernels declared in the registry;
 3. give plugin discovery what it cannot import from below: the CUDA backends, loaded the first time CUDA kernels are
-   asked for (the built-in CUDA plugin, whose device enumeration initialises the driver, and Triton), and the
-   ``kabi`` module that entry-point plugins are called with;
+   asked for (the built-in CUDA plugin, whose device enumeration initialises the driver, and the Triton kernels,
+   whose registration imports no Triton), and the ``kabi`` module that entry-point plugins are called with;
 4. install the tuner as the op fronts' decision-miss handler, and the gate as the verifier of the selections they
    take afresh with a call's data pointers;
 5. define ``torch.ops.kabi.<op>`` for every ``kabi.ops`` function (and make them traceable by torch.compile).

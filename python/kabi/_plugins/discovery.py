@@ -114,7 +114,8 @@ def complete_registry(device_type: str | None = None) -> None:
 
 
 def _register_cuda_backends() -> None:
-    # Imported here: importing Triton costs seconds, which a process that never reads CUDA kernels should not pay.
+    # Called at the first read of CUDA kernels, not at import: loading the CUDA plugin initialises the driver, which a
+    # process that never reads CUDA kernels should not pay (registering the Triton backend imports no Triton).
     import torch
 
     with _state.lock:

@@ -1,7 +1,8 @@
 """The Triton backend of kabi: matmul kernels for sm_80+ and sm_90 (decode shapes included), the fused linear and the
 grouped (MoE) GEMM kernels, their configs, and their device binaries.
 
-Importing this package does not import Triton; registering, launching and compiling do.
+Importing this package does not import Triton, and neither does registering its kernels (``_kernel_modules``):
+a Python kernel imports Triton at its first launch, and compiling a device binary imports it.
 """
 
 from ._binaries import load_binaries

@@ -70,6 +70,11 @@ def next_power_of_two(value: int) -> int:
     return 1 << max(0, int(value) - 1).bit_length()
 
 
+def ceil_div(numerator: int, denominator: int) -> int:
+    """Tiles of ``denominator`` that cover ``numerator``: a launch grid's size (triton.cdiv, without Triton)."""
+    return -(-numerator // denominator)
+
+
 # M at or below this is "decode": only the small-M and decode families take it; the tiled families take larger M.
 SMALL_M_LIMIT = 64
 

@@ -4,6 +4,9 @@ A family pairs one ``@triton.jit`` kernel with its constraints (archs, dtypes, l
 it: ``launch`` (the Triton JIT launcher, from Python) and ``binary_spec`` (the specialization, parameter list and
 grid rule that ``compile_to_binary`` turns into a cubin and a manifest).
 
+Importing this module imports no Triton: the constraints are all registration needs. A family's ``kernel`` (and so
+Triton) is imported at its first launch or compile (``_kernel_modules``).
+
 Example::
 
     family = FAMILIES["tiled"]
@@ -20,12 +23,10 @@ import functools
 from dataclasses import dataclass
 
 import torch
-import triton
-from triton.runtime import _allocation
 
-from . import _decode_jit_kernels, _jit_kernels
-from ._configs import HOPPER_CONFIGS, SMALL_M_CONFIGS, TILED_CONFIGS, MatmulConfig, fits_problem
+from ._configs import HOPPER_CONFIGS, SMALL_M_CONFIGS, TILED_CONFIGS, MatmulConfig, ceil_div, fits_problem
 from ._decode_configs import DECODE_CONFIGS, DecodeConfig, decode_unsupported_reason
+from ._kernel_modules import DECODE_KERNELS, MATMUL_KERNELS, KernelModule
 from ._manifest import ManifestParam
 
 _TRITON_DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
@@ -111,7 +112,8 @@ class KernelFamily(abc.ABC):
     """One Triton kernel and everything kabi needs to register, launch and compile it."""
 
     name: str
-    kernel: object
+    # Where the @triton.jit kernel is: its module and name (read through ``kernel``).
+    kernel_source: tuple[KernelModule, str]
     configs: tuple
     arch_min: int = 80
     exact_archs: tuple = ()
@@ -121,6 +123,12 @@ class KernelFamily(abc.ABC):
     priority: int = 10
     # Why binary_spec cannot describe the kernel as a device binary (it is then a Python kernel only); "" if it can.
     binary_refusal: str = ""
+
+    @functools.cached_property
+    def kernel(self):
+        """The ``@triton.jit`` kernel, imported (with Triton) at the first read."""
+        module, kernel_name = self.kernel_source
+        return getattr(module, kernel_name)
 
     def unsupported_reason(self, config: MatmulConfig, problem: MatmulProblem) -> str:
         """Why this (family, config) should not run the problem, or "" if it should. Dtype, arch, layout class
@@ -189,11 +197,11 @@ _MATMUL_STRIDES = ((0, -2, "stride_am"), (0, -1, "stride_ak"), (1, -2, "stride_b
 
 class TiledFamily(KernelFamily):
     name = "tiled"
-    kernel = _jit_kernels.matmul_tiled_kernel
+    kernel_source = (MATMUL_KERNELS, "matmul_tiled_kernel")
     configs = TILED_CONFIGS
 
     def _launch(self, config, a, b, c, m, n, k, strides):
-        grid = (triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n),)
+        grid = (ceil_div(m, config.block_m) * ceil_div(n, config.block_n),)
         self.kernel[grid](a, b, c, m, n, k, *strides,
                           BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
                           GROUP_M=config.group_m, INPUT_PRECISION=_INPUT_PRECISION, CHECK_ROW_PITCHES=False,
@@ -215,12 +223,12 @@ class TiledFamily(KernelFamily):
 
 class SmallMFamily(KernelFamily):
     name = "small_m"
-    kernel = _jit_kernels.matmul_small_m_kernel
+    kernel_source = (MATMUL_KERNELS, "matmul_small_m_kernel")
     configs = SMALL_M_CONFIGS
     _REDUCE_BLOCK = 1024
 
     def _launch(self, config, a, b, c, m, n, k, strides):
-        grid = (triton.cdiv(n, config.block_n), config.split_k, triton.cdiv(m, config.block_m))
+        grid = (ceil_div(n, config.block_n), config.split_k, ceil_div(m, config.block_m))
         if config.split_k == 1:
             out, out_strides = c, (strides[4], strides[5], 0)
         else:
@@ -231,7 +239,7 @@ class SmallMFamily(KernelFamily):
                           SPLIT_K=config.split_k, INPUT_PRECISION=_INPUT_PRECISION, CHECK_ROW_PITCHES=False,
                           num_warps=config.num_warps, num_stages=config.num_stages, enable_fp_fusion=True)
         if config.split_k > 1:
-            _jit_kernels.split_k_reduce_kernel[(triton.cdiv(m * n, self._REDUCE_BLOCK),)](
+            MATMUL_KERNELS.split_k_reduce_kernel[(ceil_div(m * n, self._REDUCE_BLOCK),)](
                 out, c, m, n, strides[4], strides[5], SPLIT_K=config.split_k, BLOCK=self._REDUCE_BLOCK, num_warps=4,
                 enable_fp_fusion=True)
 
@@ -258,7 +266,7 @@ class SmallMFamily(KernelFamily):
 
 class PersistentTmaFamily(KernelFamily):
     name = "persistent_tma"
-    kernel = _jit_kernels.matmul_persistent_tma_kernel
+    kernel_source = (MATMUL_KERNELS, "matmul_persistent_tma_kernel")
     configs = HOPPER_CONFIGS
     exact_archs = (90,)
     dtypes = (torch.float16, torch.bfloat16)
@@ -288,7 +296,7 @@ class PersistentTmaFamily(KernelFamily):
         a, a_column_major, stride_a = _tma_operand(a)
         b, b_column_major, stride_b = _tma_operand(b)
         _, multiprocessors = device_facts(a.device)
-        num_programs = min(multiprocessors, triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n))
+        num_programs = min(multiprocessors, ceil_div(m, config.block_m) * ceil_div(n, config.block_n))
         with _TorchScratchAllocator(a.device):
             self.kernel[(num_programs,)](
                 a, b, c, m, n, k, stride_a, stride_b, strides[4], num_programs,
@@ -330,10 +338,18 @@ class _TorchScratchAllocator:
         return torch.empty(size, dtype=torch.int8, device=self._device)
 
     def __enter__(self) -> None:
-        self._token = _allocation._allocator.set(self._allocate)
+        self._token = _triton_allocator().set(self._allocate)
 
     def __exit__(self, *exc_info) -> None:
-        _allocation._allocator.reset(self._token)
+        _triton_allocator().reset(self._token)
+
+
+@functools.cache
+def _triton_allocator():
+    """Triton's ContextVar of the scratch allocator; imported with the first kernel that needs it."""
+    from triton.runtime import _allocation
+
+    return _allocation._allocator
 
 
 class DecodeFamily(KernelFamily):
@@ -341,7 +357,7 @@ class DecodeFamily(KernelFamily):
     [K, N] matrix or as the transposed view of an nn.Linear weight [N, K], read in place (never copied)."""
 
     name = "decode"
-    kernel = _decode_jit_kernels.matmul_decode_kernel
+    kernel_source = (DECODE_KERNELS, "matmul_decode_kernel")
     configs = DECODE_CONFIGS
     # Above the general small-M kernel (10, less its config rank), so that an untuned decode call starts from a
     # kernel built for it.
@@ -361,7 +377,7 @@ class DecodeFamily(KernelFamily):
 
     def _launch(self, config, a, b, c, m, n, k, strides):
         block_m = config.rows_per_program(m)
-        grid = (triton.cdiv(n, config.block_n), config.split_k, triton.cdiv(m, block_m))
+        grid = (ceil_div(n, config.block_n), config.split_k, ceil_div(m, block_m))
         if config.split_k == 1:
             out, out_strides = c, (strides[4], strides[5], 0)
         else:
@@ -375,7 +391,7 @@ class DecodeFamily(KernelFamily):
                           INPUT_PRECISION=_INPUT_PRECISION, NUM_STAGES=config.num_stages, PDL=pdl,
                           num_warps=config.num_warps, enable_fp_fusion=True)
         if config.split_k > 1:
-            _decode_jit_kernels.split_k_sum_kernel[(triton.cdiv(m * n, self._REDUCE_BLOCK),)](
+            DECODE_KERNELS.split_k_sum_kernel[(ceil_div(m * n, self._REDUCE_BLOCK),)](
                 out, c, m, n, strides[4], strides[5], SPLIT_K=config.split_k, BLOCK=self._REDUCE_BLOCK, PDL=pdl,
                 num_warps=4, enable_fp_fusion=True, launch_pdl=pdl)
 

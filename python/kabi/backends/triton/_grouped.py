@@ -5,6 +5,7 @@ without one at hand.
 ``functools.partial(launch_grouped_mm, config)`` is a kernel. w is read in place through its strides: [E, K, N], or
 the transposed view of an nn.Linear [E, N, K] weight. On sm_90 with TMA-compatible operands (unit inner stride,
 16-byte pitches and base addresses) the kernel reads through tensor descriptors; otherwise through pointers.
+Importing this module imports no Triton: the launcher imports the kernel (and Triton) at its first call.
 
 Example::
 
@@ -14,11 +15,10 @@ Example::
 from __future__ import annotations
 
 import torch
-import triton
 
-from ._configs import MatmulConfig, next_power_of_two, shared_memory_limit
+from ._configs import MatmulConfig, ceil_div, next_power_of_two, shared_memory_limit
 from ._families import _TorchScratchAllocator, device_facts
-from ._grouped_kernels import grouped_mm_kernel
+from ._kernel_modules import GROUPED_KERNELS
 
 __all__ = ["GROUPED_CONFIGS", "compile_grouped_mm", "grouped_unsupported_reason", "launch_grouped_mm"]
 
@@ -91,15 +91,15 @@ def launch_grouped_mm(config: MatmulConfig, x: torch.Tensor, w: torch.Tensor, of
     use_tma = _tma_ready(x, w, w_n_by_k)
     x_strides = (x.stride(0) * rows, *x.stride()) if offs is not None else x.stride()
     out_strides = (0, *result.stride()) if offs is not None else result.stride()
-    tiles_n = triton.cdiv(n, config.block_n)
-    work_items = (triton.cdiv(rows, config.block_m) + groups) * tiles_n
+    tiles_n = ceil_div(n, config.block_n)
+    work_items = (ceil_div(rows, config.block_m) + groups) * tiles_n
     if x.device.type == "cuda":
         num_programs = min(device_facts(x.device)[1], work_items)
     else:
         num_programs = min(_INTERPRETER_PROGRAMS, work_items)
     offsets = offs if offs is not None else x.new_empty(0, dtype=torch.int32)
     with _TorchScratchAllocator(x.device):
-        grouped_mm_kernel[(num_programs,)](
+        GROUPED_KERNELS.grouped_mm_kernel[(num_programs,)](
             x, w, offsets, result, groups, rows, n, k, *x_strides, *w.stride(), *out_strides, num_programs,
             HAS_OFFSETS=offs is not None, USE_TMA=use_tma, W_N_BY_K=w_n_by_k, BLOCK_M=config.block_m,
             BLOCK_N=config.block_n, BLOCK_K=config.block_k,
@@ -114,6 +114,7 @@ def compile_grouped_mm(config: MatmulConfig, dtype: torch.dtype, arch: int, *, h
     ``CompiledKernel``, whose ``asm`` holds the PTX and the cubin. Row-major x and out, w an nn.Linear weight seen
     as [E, K, N] (``w_n_by_k``) or a row-major [E, K, N]; unit strides folded into the code, 16-byte aligned
     pointers."""
+    import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
@@ -136,7 +137,7 @@ def compile_grouped_mm(config: MatmulConfig, dtype: torch.dtype, arch: int, *, h
                   "DOT_IN_FLOAT32": False, "INPUT_PRECISION": _INPUT_PRECISION}
     attrs = {(position,): [["tt.divisibility", 16]]
              for position, kind in enumerate(signature.values()) if kind.startswith("*")}
-    source = ASTSource(grouped_mm_kernel, signature, constexprs, attrs)
+    source = ASTSource(GROUPED_KERNELS.grouped_mm_kernel, signature, constexprs, attrs)
     return triton.compile(source, target=GPUTarget("cuda", arch, 32),
                           options={"num_warps": config.num_warps, "num_stages": config.num_stages,
                                    "enable_fp_fusion": True})

@@ -4,7 +4,8 @@ a GPU without one at hand.
 ``launch_linear(config, x, w, bias, activation, out=...)`` has the Python kernel convention of kabi's ``linear``
 op (inputs, then attributes, then ``out``), so ``functools.partial(launch_linear, config)`` is a kernel. x may be
 any [..., K]: its leading dimensions are read as one row stride when they nest (a copy is made only when they do
-not); w is read through its own strides, an nn.Linear weight [N, K] or any view of one.
+not); w is read through its own strides, an nn.Linear weight [N, K] or any view of one. Importing this module imports
+no Triton: the launcher imports the kernel (and Triton) at its first call.
 
 Example::
 
@@ -16,11 +17,10 @@ from __future__ import annotations
 import math
 
 import torch
-import triton
 
 from ...ops._references import activation_named
-from ._configs import MatmulConfig, next_power_of_two, shared_memory_limit
-from ._linear_kernels import linear_kernel
+from ._configs import MatmulConfig, ceil_div, next_power_of_two, shared_memory_limit
+from ._kernel_modules import LINEAR_KERNELS
 
 __all__ = ["LINEAR_CONFIGS", "compile_linear", "launch_linear", "linear_unsupported_reason"]
 
@@ -86,8 +86,8 @@ def launch_linear(config: MatmulConfig, x: torch.Tensor, w: torch.Tensor, bias: 
             raise ValueError(f"triton linear: {name} spans more than 2**31 - 1 elements (shape "
                              f"{list(operand.shape)}, strides {list(operand.stride())}); the kernel uses 32-bit "
                              "offsets")
-    grid = (triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n),)
-    linear_kernel[grid](
+    grid = (ceil_div(m, config.block_m) * ceil_div(n, config.block_n),)
+    LINEAR_KERNELS.linear_kernel[grid](
         x_rows, w, bias, out_rows, m, n, k, *x_rows.stride(), *w.stride(), 0 if bias is None else bias.stride(0),
         *out_rows.stride(), HAS_BIAS=bias is not None, ACTIVATION=activation, BLOCK_M=config.block_m,
         BLOCK_N=config.block_n, BLOCK_K=config.block_k, GROUP_M=config.group_m, INPUT_PRECISION=_INPUT_PRECISION,
@@ -102,6 +102,7 @@ def compile_linear(config: MatmulConfig, dtype: torch.dtype, arch: int, *, activ
     """Compile the kernel for ``arch`` (80, 90: sm_90a) with no GPU: the Triton ``CompiledKernel``, whose
     ``asm`` holds the PTX and the cubin. Specialized as a device binary will be: row-major x and out, w an
     nn.Linear weight [N, K] (their unit strides folded into the code), 16-byte aligned pointers."""
+    import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
@@ -123,7 +124,7 @@ def compile_linear(config: MatmulConfig, dtype: torch.dtype, arch: int, *, activ
         constexprs["bias_ptr"] = None
     attrs = {(position,): [["tt.divisibility", 16]]
              for position, kind in enumerate(signature.values()) if kind.startswith("*")}
-    source = ASTSource(linear_kernel, signature, constexprs, attrs)
+    source = ASTSource(LINEAR_KERNELS.linear_kernel, signature, constexprs, attrs)
     return triton.compile(source, target=GPUTarget("cuda", arch, 32),
                           options={"num_warps": config.num_warps, "num_stages": config.num_stages,
                                    "enable_fp_fusion": True})

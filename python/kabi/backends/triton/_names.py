@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from pathlib import Path
+import importlib.metadata
+import importlib.util
+import os
 
-_KERNEL_SOURCES = ("_jit_kernels.py", "_decode_jit_kernels.py", "_linear_kernels.py", "_scaled_mm_kernels.py",
-                  "_grouped_kernels.py")
+from ._kernel_modules import KERNEL_MODULES
 
 
 def kernel_name(family_name: str, config_tag: str, device: str = "cuda") -> str:
@@ -46,12 +47,27 @@ def grouped_kernel_name(config_tag: str, device: str = "cuda") -> str:
 @functools.lru_cache(maxsize=1)
 def kernels_fingerprint() -> str:
     """Triton's version and a hash of the kernels' sources: a change to either invalidates tuned decisions."""
+    digest = hashlib.sha256()
+    for module in KERNEL_MODULES:
+        digest.update(module.source.read_bytes())
+    return f"triton-{_triton_version()}:{digest.hexdigest()[:16]}"
+
+
+def _triton_version() -> str:
+    """The version of the Triton that ``import triton`` would load, read from its distribution's metadata, so that
+    fingerprinting imports no Triton. Where no distribution named ``triton`` installed that very package (a source
+    checkout, a build under another distribution name), Triton is imported to ask it."""
+    spec = importlib.util.find_spec("triton")
+    try:
+        distribution = importlib.metadata.distribution("triton")
+    except importlib.metadata.PackageNotFoundError:
+        distribution = None
+    if (distribution is not None and spec is not None and spec.origin is not None
+            and os.path.realpath(distribution.locate_file("triton/__init__.py")) == os.path.realpath(spec.origin)):
+        return distribution.version
     import triton
 
-    digest = hashlib.sha256()
-    for source in _KERNEL_SOURCES:
-        digest.update(Path(__file__).with_name(source).read_bytes())
-    return f"triton-{triton.__version__}:{digest.hexdigest()[:16]}"
+    return triton.__version__
 
 
 def binary_name(family_name: str, config_tag: str, layout: str, dtype_name: str, arch: int) -> str:

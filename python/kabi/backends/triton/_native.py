@@ -12,6 +12,8 @@ version and the kernels' sources), the arch and the SM count the persistent grid
    for a throwaway tuning cache, since compiled images stay valid whatever is tuned), where the ones missing are compiled
    at the first CUDA dispatch of a process (in parallel, one process per core), each written atomically, so
    concurrent processes and a crash mid-write leave only whole files.
+Binaries found complete on disk register without importing Triton (a warm process whose pick is a binary never
+imports it); only compiling the missing ones does.
 Each registers with its Python twin's supports predicate (the same shape rules), and the Python kernel declines
 the problems its binary serves; it keeps what no binary covers (mixed or general strides, split-K, decode, linear).
 

@@ -7,6 +7,11 @@ kabi's bootstrap hands ``register_triton_kernels`` to plugin discovery, which ca
 read for CUDA where a CUDA device exists (``kabi._plugins.discovery.complete_registry``), so ``import kabi`` never
 pays for importing Triton. Without Triton installed it registers nothing.
 
+Registering imports no Triton either: a kernel's declaration (name, configs, supports predicate, priority,
+fingerprint) comes from modules that do not import it, and each Python kernel imports its ``@triton.jit`` module
+(and Triton) at its first call (``_kernel_modules``). Device binaries found on disk register as they are; only
+compiling missing ones imports Triton. So a process whose picks are native kernels never imports Triton.
+
 On a machine without a GPU, Triton's interpreter (``TRITON_INTERPRET=1``, set before Triton is first imported)
 runs the same kernels on CPU tensors; ``register_triton_kernels(device="cpu")`` then registers them for the CPU so
 tests can drive them through ``kabi.ops.matmul``::
@@ -191,6 +196,7 @@ def register_triton_kernels(device: str = "cuda") -> list[str]:
     """
     if device not in ("cuda", "cpu"):
         raise ValueError(f"device must be 'cuda' or 'cpu' (Triton interpreter), got {device!r}")
+    # Found, not imported: see the module's docstring.
     if importlib.util.find_spec("triton") is None:
         return []
     with _lock:
@@ -202,13 +208,11 @@ def register_triton_kernels(device: str = "cuda") -> list[str]:
 
 
 def _register(device: str) -> list[str]:
-    from triton.runtime.interpreter import InterpretedFunction
-
     from ...ops._kernel_registration import register_kernel
-    from . import _jit_kernels
     from ._families import DTYPE_NAMES, FAMILIES
+    from ._kernel_modules import kernels_interpreted
 
-    interpreted = isinstance(_jit_kernels.matmul_tiled_kernel, InterpretedFunction)
+    interpreted = kernels_interpreted()
     if device == "cpu" and not interpreted:
         raise ValueError("device='cpu' runs the kernels in Triton's interpreter: set TRITON_INTERPRET=1 before "
                          "triton is first imported")

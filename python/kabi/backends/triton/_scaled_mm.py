@@ -4,6 +4,7 @@ without one at hand.
 ``launch_scaled_mm(config, a, b, scale_a, scale_b, bias, out_dtype, out=...)`` has the Python kernel convention of
 kabi's ``scaled_mm`` op (inputs, then attributes, then ``out``), so ``functools.partial(launch_scaled_mm, config)``
 is a kernel. a and b are read through their strides; b's fast layout is the transposed view of an [N, K] weight.
+Importing this module imports no Triton: the launchers import the kernels (and Triton) at their first call.
 
 Example::
 
@@ -13,11 +14,10 @@ Example::
 from __future__ import annotations
 
 import torch
-import triton
 
-from ._configs import MatmulConfig, next_power_of_two, shared_memory_limit
+from ._configs import MatmulConfig, ceil_div, next_power_of_two, shared_memory_limit
 from ._families import _TorchScratchAllocator, device_facts
-from ._scaled_mm_kernels import scaled_mm_kernel, scaled_mm_persistent_tma_kernel
+from ._kernel_modules import SCALED_MM_KERNELS
 
 __all__ = ["SCALED_MM_CONFIGS", "SCALED_MM_TMA_CONFIGS", "compile_scaled_mm", "launch_scaled_mm",
            "launch_scaled_mm_tma", "scaled_mm_tma_unsupported_reason", "scaled_mm_unsupported_reason"]
@@ -91,8 +91,8 @@ def launch_scaled_mm(config: MatmulConfig, a: torch.Tensor, b: torch.Tensor, sca
         return result
     if k == 0:
         return result.copy_(bias.expand(m, n) if bias is not None else torch.zeros((), dtype=result.dtype))
-    grid = (triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n),)
-    scaled_mm_kernel[grid](
+    grid = (ceil_div(m, config.block_m) * ceil_div(n, config.block_n),)
+    SCALED_MM_KERNELS.scaled_mm_kernel[grid](
         a, b, scale_a, scale_b, bias, result, m, n, k, *a.stride(), *b.stride(), *result.stride(),
         ROW_SCALE_A=scale_a.dim() == 2, ROW_SCALE_B=scale_b.dim() == 2, HAS_BIAS=bias is not None,
         BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, GROUP_M=config.group_m,
@@ -113,9 +113,9 @@ def launch_scaled_mm_tma(config: MatmulConfig, a: torch.Tensor, b: torch.Tensor,
     if result.numel() == 0 or k == 0:
         return launch_scaled_mm(config, a, b, scale_a, scale_b, bias, out_dtype, out=out)
     _, multiprocessors = device_facts(a.device)
-    num_programs = min(multiprocessors, triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n))
+    num_programs = min(multiprocessors, ceil_div(m, config.block_m) * ceil_div(n, config.block_n))
     with _TorchScratchAllocator(a.device):
-        scaled_mm_persistent_tma_kernel[(num_programs,)](
+        SCALED_MM_KERNELS.scaled_mm_persistent_tma_kernel[(num_programs,)](
             a, b, scale_a, scale_b, bias, result, m, n, k, a.stride(0), b.stride(1), result.stride(0), num_programs,
             ROW_SCALE_A=scale_a.dim() == 2, ROW_SCALE_B=scale_b.dim() == 2, HAS_BIAS=bias is not None,
             BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, GROUP_M=config.group_m,
@@ -131,6 +131,7 @@ def compile_scaled_mm(config: MatmulConfig, dtype: torch.dtype, out_dtype: torch
     no GPU: the Triton ``CompiledKernel``, whose ``asm`` holds the PTX and the cubin. Specialized as the common call
     is: row-major a and out, b the transposed view of an [N, K] weight (their unit strides folded into the code),
     16-byte aligned pointers, both scales per tensor or both row-wise."""
+    import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
@@ -157,7 +158,7 @@ def compile_scaled_mm(config: MatmulConfig, dtype: torch.dtype, out_dtype: torch
         constexprs["bias_ptr"] = None
     attrs = {(position,): [["tt.divisibility", 16]]
              for position, kind in enumerate(signature.values()) if kind.startswith("*")}
-    kernel = scaled_mm_persistent_tma_kernel if tma else scaled_mm_kernel
+    kernel = SCALED_MM_KERNELS.scaled_mm_persistent_tma_kernel if tma else SCALED_MM_KERNELS.scaled_mm_kernel
     source = ASTSource(kernel, signature, constexprs, attrs)
     return triton.compile(source, target=GPUTarget("cuda", arch, 32),
                           options={"num_warps": config.num_warps, "num_stages": config.num_stages,
