@@ -6,7 +6,8 @@ Every figure comes from a fresh Python process, as a service's worker or a noteb
 - ``torch``: torch.matmul's first call on the problem, after CUDA is initialised (what kabi's first call is compared
   with);
 - ``cold``: kabi's first call with an empty kabi cache directory (tuning records and compiled device binaries) and an
-  empty Triton cache: a new machine's first call, tuning included (goal <= 1.0 s);
+  empty Triton cache: a new machine's first call, tuning included (goal <= 1.0 s). ``binaries_packaged`` says whether
+  the installed package ships the Triton device binaries (then they are registered, not compiled);
 - ``warm``: kabi's first call in a second process over the caches the cold one left (goal <= torch's + 50 ms).
 
 In kabi's processes the first call is broken down by wrapping, in the child process only: the registration of each
@@ -153,6 +154,8 @@ def _child(mode: str, problem: tuple[int, int, int], dtype_name: str) -> dict[st
     if mode != "torch":
         stats = kabi.stats()
         figures["breakdown"]["tuning_s"] = stats.tuning_seconds
+        for phase in ("gate", "screen", "measure", "graph"):
+            figures["breakdown"][f"tuning_{phase}_s"] = getattr(stats, f"tuning_{phase}_seconds")
         figures["candidates_measured"] = stats.candidates_benchmarked
         figures["candidates_screened_out"] = stats.candidates_screened_out
         figures["pick"] = kabi.explain(kabi.ops.matmul, a, b).pick
@@ -203,6 +206,10 @@ def main(argv: list[str] | None = None) -> None:
     # As pip does when it installs the wheel: an editable install may have none, and may not be allowed to write it.
     compileall.compile_dir(str(_kabi_sources()), quiet=1)
     report["kabi_bytecode_cached"] = _bytecode_cached()
+    # Device binaries that ship inside the package (kabi binaries compile --native --out python/kabi/binaries/triton,
+    # as a wheel built for the GPU's arch has them): then a cold call registers them instead of compiling them.
+    packaged = _kabi_sources() / "binaries" / "triton"
+    report["binaries_packaged"] = packaged.is_dir() and any(packaged.rglob("*.kabi-manifest"))
     environment = dict(os.environ)
     with tempfile.TemporaryDirectory(prefix="kabi-first-call-") as directory:
         runs: dict[str, list[dict[str, Any]]] = {"import": [], "torch": [], "cold": [], "warm": []}
@@ -220,7 +227,8 @@ def main(argv: list[str] | None = None) -> None:
         return statistics.median(values) if values else 0.0
 
     breakdown_names = ("cuda_backend_registration_s", "load_builtin_plugin_s", "register_triton_kernels_s",
-                       "triton_jit_s", "tuning_s")
+                       "triton_jit_s", "tuning_s", "tuning_gate_s", "tuning_screen_s", "tuning_measure_s",
+                       "tuning_graph_s")
     summary = {
         "import_torch_s": median("import", "import_torch_s"),
         "import_kabi_after_torch_s": median("import", "import_kabi_s"),

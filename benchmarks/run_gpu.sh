@@ -79,8 +79,14 @@ for step in "${steps[@]}"; do
     triton) run_step "triton matmul" timeout 240 python3 benchmarks/triton_matmul.py --out benchmarks/results ;;
     decode) run_step "decode at the memory roof" timeout 300 python3 benchmarks/decode.py \
               --output benchmarks/results/decode-nvidia-h200.json ;;
+    # Twice: as a build without shipped Triton binaries (each cold call compiles them), then as a wheel that ships
+    # them (kabi binaries compile --native into the package, as a release build for sm_90 would).
     firstcall) run_step "first call" timeout 300 python3 benchmarks/first_call.py --runs 2 \
-                 --output benchmarks/results/first-call-nvidia-h200.json ;;
+                 --output benchmarks/results/first-call-nvidia-h200.json
+               run_step "ship binaries" timeout 240 python3 -m kabi.cli binaries compile --native --arch 90 \
+                 --out python/kabi/binaries/triton
+               run_step "first call, binaries shipped" timeout 300 python3 benchmarks/first_call.py --runs 2 \
+                 --output benchmarks/results/first-call-shipped-binaries-nvidia-h200.json ;;
     # Needs 2 GPUs (the nvidia-h200-x2 kind): tuning time on 1 and 2 ranks, NCCL.
     distributed) run_step "tuning on 1 and 2 ranks" timeout 420 python3 benchmarks/distributed_tuning.py --worlds 1 2 \
                    --output benchmarks/results/distributed-tuning-nvidia-h200-x2.json ;;
