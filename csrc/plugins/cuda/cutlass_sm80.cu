@@ -1,13 +1,10 @@
 // sm_80 family (sm_80, sm_86, sm_89: built once for sm_80, whose code runs on all three): CUTLASS 2 multistage
 // mma.sync GEMMs, 128x128x64 tiles of four 64x64 warps, three cp.async stages, fp32 accumulation. Plain products:
 // the linear epilogue (bias, activation) is served on these archs by the other kernels.
-#include <cuda_runtime_api.h>
-
-#include <string>
-
 #include "cutlass/cutlass.h"
 #include "cutlass/epilogue/thread/linear_combination.h"
 #include "cutlass/gemm/device/gemm_universal.h"
+#include "cutlass_entry.cuh"
 #include "cutlass_kernels.hpp"
 
 namespace kabi::cuda {
@@ -23,7 +20,8 @@ struct Sm80Gemm {
       cutlass::epilogue::thread::LinearCombination<Element, kAlignment, float, float>,
       cutlass::gemm::threadblock::GemmIdentityThreadblockSwizzle<8>, 3, kAlignment, kAlignment>;
 
-  static typename Device::Arguments arguments(const GemmCall& call) {
+  // The sm_80 kernel is not persistent: it takes no multiprocessor count.
+  static typename Device::Arguments arguments(const GemmCall& call, int32_t) {
     using Index = int64_t;
     return typename Device::Arguments(
         cutlass::gemm::GemmUniversalMode::kBatched,
@@ -33,27 +31,7 @@ struct Sm80Gemm {
         static_cast<Index>(call.n));
   }
 
-  static std::string check(const GemmCall& call) {
-    const auto status = Device::can_implement(arguments(call));
-    if (status == cutlass::Status::kSuccess) return {};
-    return std::string("CUTLASS declines the shapes or strides: ") + cutlass::cutlassGetStatusString(status);
-  }
-
-  static size_t workspace_bytes(const GemmCall& call, int32_t) { return Device::get_workspace_size(arguments(call)); }
-
-  static std::string run(const GemmCall& call, void* workspace, int32_t) {
-    Device gemm;
-    auto stream = static_cast<cudaStream_t>(call.stream);
-    cutlass::Status status = gemm.initialize(arguments(call), workspace, stream);
-    if (status == cutlass::Status::kSuccess) status = gemm.run(stream);
-    if (status != cutlass::Status::kSuccess) {
-      const cudaError_t error = cudaGetLastError();
-      return std::string(cutlass::cutlassGetStatusString(status)) + " (" + cudaGetErrorString(error) + ")";
-    }
-    return {};
-  }
-
-  static constexpr CutlassGemm entry() { return {&check, &workspace_bytes, &run}; }
+  static constexpr CutlassGemm entry() { return CutlassEntry<Sm80Gemm>::entry(); }
 };
 
 using Row = cutlass::layout::RowMajor;

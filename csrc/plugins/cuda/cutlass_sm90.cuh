@@ -4,10 +4,6 @@
 // time, so one instantiation per dtype and b order covers every activation instead of five.
 #pragma once
 
-#include <cuda_runtime_api.h>
-
-#include <string>
-
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
 #include "cutlass/epilogue/collective/collective_builder.hpp"
@@ -18,6 +14,7 @@
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
 #include "cutlass/gemm/kernel/tile_scheduler.hpp"
 #include "cutlass/kernel_hardware_info.h"
+#include "cutlass_entry.cuh"
 #include "cutlass_kernels.hpp"
 
 namespace kabi::cuda::sm90 {
@@ -110,30 +107,7 @@ struct Gemm {
     return arguments;
   }
 
-  static std::string check(const GemmCall& call) {
-    const auto status = Device::can_implement(arguments(call, 1));
-    if (status == cutlass::Status::kSuccess) return {};
-    return std::string("CUTLASS declines the shapes or strides: ") + cutlass::cutlassGetStatusString(status);
-  }
-
-  static size_t workspace_bytes(const GemmCall& call, int32_t multiprocessors) {
-    return Device::get_workspace_size(arguments(call, multiprocessors));
-  }
-
-  static std::string run(const GemmCall& call, void* workspace, int32_t multiprocessors) {
-    Device gemm;
-    const auto arguments_of_call = arguments(call, multiprocessors);
-    auto stream = static_cast<cudaStream_t>(call.stream);
-    cutlass::Status status = gemm.initialize(arguments_of_call, workspace, stream);
-    if (status == cutlass::Status::kSuccess) status = gemm.run(stream);
-    if (status != cutlass::Status::kSuccess) {
-      const cudaError_t error = cudaGetLastError();
-      return std::string(cutlass::cutlassGetStatusString(status)) + " (" + cudaGetErrorString(error) + ")";
-    }
-    return {};
-  }
-
-  static constexpr CutlassGemm entry() { return {&check, &workspace_bytes, &run}; }
+  static constexpr CutlassGemm entry() { return CutlassEntry<Gemm>::entry(); }
 };
 
 // Every dtype and b order of one schedule, tile and cluster shape.
