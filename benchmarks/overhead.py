@@ -136,6 +136,9 @@ def linear_dispatch_overhead(args: argparse.Namespace, device: str) -> dict[str,
         f"chosen ({pick}) directly": direct_call(chosen, (x, w, bias), device, out),
         "torch: F.linear, then relu": lambda: torch.relu(torch.nn.functional.linear(x, w, bias)),
     }
+    if hasattr(chosen, "prepared"):
+        # What a hit cost before the front launched native decisions itself, and still costs where it cannot.
+        subjects["its Python launcher"] = lambda: chosen(x, w, bias, out=out)
     title = (f"linear x {args.size}x{args.size}, w {args.size}x{args.size}, bias, activation=relu, out= "
              f"{args.dtype} on {device}")
     return {"pick": pick, **report_overhead(title, subjects, "kabi.ops.linear", f"chosen ({pick}) directly", args,
