@@ -45,6 +45,7 @@ def _native_decision(a: torch.Tensor, b: torch.Tensor):
     stored = table.store((a, b), (), scope, _python_path, outputs, kernel, table.begin_miss(),
                          native=implementation.prepared, allocate_output=implementation.allocate_output)
     assert stored
+    table.reset_counts()
     return table
 
 
