@@ -234,29 +234,26 @@ NativeRun run_native(const DecisionTable& table, const Decision& decision, const
   DLTensor view{};
   py::object output;
   if (call.out != nullptr) {
-    if (!table.out_matches(decision, call.out, &view) || !same_strides(view, launch.output(0))) {
-      return NativeRun::kFallBack;
-    }
+    if (!table.out_matches(decision, call.out, &view)) return NativeRun::kFallBack;
     output = py::reinterpret_borrow<py::object>(call.out);
   } else {
     const py::object allocate = py::reinterpret_borrow<py::object>(decision.allocate_output);
     output = py::reinterpret_steal<py::object>(PyObject_CallNoArgs(allocate.ptr()));
     if (!output) return NativeRun::kFailed;
-    const FastTensorType* fast = table.fast_type(output.ptr());
-    if (fast == nullptr || !fast->view(output.ptr(), view) || !same_strides(view, launch.output(0))) {
-      return NativeRun::kFallBack;
-    }
+  }
+  // out_matches read the caller's out already; a new output is read here.
+  const FastTensorType* output_type = table.fast_type(output.ptr());
+  if (output_type == nullptr || (call.out == nullptr && !output_type->view(output.ptr(), view)) ||
+      !same_strides(view, launch.output(0))) {
+    return NativeRun::kFallBack;
   }
   pointers[inputs] = static_cast<char*>(view.data) + view.byte_offset;
   void* stream = nullptr;
   const DLDevice device = launch.device();
-  if (device.device_type != kDLCPU) {
-    // The current stream of the tensors' framework for the device (torch's: a side stream, a capture stream).
-    const FastTensorType* fast = table.fast_type(output.ptr());
-    if (fast == nullptr) return NativeRun::kFallBack;
-    if (fast->api()->current_work_stream(device.device_type, device.device_id, &stream) != 0) {
-      return NativeRun::kFailed;
-    }
+  // The current stream of the tensors' framework for the device (torch's: a side stream, a capture stream).
+  if (device.device_type != kDLCPU &&
+      output_type->api()->current_work_stream(device.device_type, device.device_id, &stream) != 0) {
+    return NativeRun::kFailed;
   }
   const PreparedLaunch::Outcome outcome = launch.launch_with(stream, pointers);
   if (outcome.stale || outcome.status == KABI_STATUS_CONSTRAINT_VIOLATED) return NativeRun::kFallBack;

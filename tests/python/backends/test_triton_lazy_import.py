@@ -109,8 +109,8 @@ def test_a_warm_first_call_whose_pick_is_not_triton_imports_no_triton(cache_dir)
     warm = _run(_FIRST_CALL, cache_dir, **settings)
     assert warm["tuned_kernels"] == 0, warm
     assert warm["pick"] == cold["pick"] and warm["max_error"] < 1e-3
-    if warm["pick"].startswith("triton."):
-        pytest.skip(f"the interpreter's {warm['pick']} won the tuning; the warm call had to import Triton")
+    # The interpreter runs a Triton kernel orders of magnitude slower than torch's CPU matmul, so it cannot win.
+    assert not warm["pick"].startswith("triton."), f"the interpreter's {warm['pick']} won the tuning"
     assert warm["imported"] == [], f"the warm first call imported {warm['imported']} to run {warm['pick']}"
 
 
