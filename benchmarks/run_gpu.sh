@@ -8,13 +8,17 @@
 # step has its own time limit so that one hanging step still leaves the others' results and the table.
 # bench:[OP/]SUITE[:DTYPE] runs `kabi bench OP --suite SUITE [--dtype DTYPE]` (OP: matmul when not given) for 240 s
 # at most (then interrupts it, which still plots what was measured, and the step shows FAILED), writing
-# benchmarks/results/nvidia-h200-OP-SUITE[-DTYPE].json and .png; the JSON is written after every problem, so a
-# suite that needs longer resumes where it stopped when the step runs again with that JSON in place.
+# benchmarks/results/nvidia-h200-OP-SUITE[-DTYPE].json and .png. Each benchmark step starts over (--fresh): the
+# JSON committed from an earlier run would otherwise be resumed, or refused when its peers or timing differ. With
+# RESUME=1 a step resumes instead: the JSON is written after every problem, so a suite that needs longer than one
+# device call goes on where the previous call stopped.
 # fp8 runs `kabi bench scaled_mm --suite fp8` (the issue's FP8 suite, both kinds of scales) the same way, 540 s at
 # most, into benchmarks/results/nvidia-h200-scaled_mm-fp8.json and .png.
 # moe:SUITE likewise runs `kabi bench grouped_mm --suite SUITE` (moe-mixtral-8x7b, moe-deepseek-v3,
 # moe-qwen3-30b-a3b) for 420 s at most, writing benchmarks/results/nvidia-h200-grouped_mm-SUITE.json and .png.
 # BENCH_TIMEOUT overrides every benchmark step's limit (seconds), to fit several into one device call.
+fresh_run=(--fresh)
+[ "${RESUME:-0}" = 1 ] && fresh_run=()
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/kabi-gpu-out}
@@ -45,7 +49,7 @@ steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(tests cuda memcheck repro overhead bench:llm-decode triton decode cpp fp8)
 for step in "${steps[@]}"; do
   case $step in
-    tests) run_step "gpu tests" timeout ${GPU_TESTS_TIMEOUT:-420} python3 -m pytest -q -m gpu tests --continue-on-collection-errors --junitxml="$out/gpu-tests.xml" ;;
+    tests) run_step "gpu tests" timeout ${GPU_TESTS_TIMEOUT:-540} python3 -m pytest -q -m gpu tests --continue-on-collection-errors --junitxml="$out/gpu-tests.xml" ;;
     # The CUDA plugin (libkabi_cuda.so): its build checks (SASS, registration) and every kernel on this GPU.
     cuda) run_step "cuda plugin" timeout 420 python3 -m pytest -q -rs tests/python/test_cuda_plugin.py \
             tests/python/test_cuda_plugin_gpu.py tests/python/test_cuda_plugin_fp8_gpu.py \
@@ -64,17 +68,17 @@ for step in "${steps[@]}"; do
              [[ $target == */* ]] && { op=${target%%/*}; suite=${target#*/}; }
              name="nvidia-h200-$op-$suite${dtype:+-$dtype}"
              run_step "bench $op $suite ${dtype:-}" timeout -s INT ${BENCH_TIMEOUT:-240} python3 -m kabi.cli bench "$op" --suite "$suite" \
-               ${dtype:+--dtype "$dtype"} --device cuda --out "benchmarks/results/$name.json" \
+               ${dtype:+--dtype "$dtype"} --device cuda "${fresh_run[@]}" --out "benchmarks/results/$name.json" \
                --plot "benchmarks/results/$name.png"
              cp "benchmarks/results/$name.png" "$out"/ 2>/dev/null || true ;;
     fp8) name="nvidia-h200-scaled_mm-fp8"
          run_step "bench scaled_mm fp8" timeout -s INT ${BENCH_TIMEOUT:-540} python3 -m kabi.cli bench scaled_mm --suite fp8 \
-           --device cuda --out "benchmarks/results/$name.json" --plot "benchmarks/results/$name.png"
+           --device cuda "${fresh_run[@]}" --out "benchmarks/results/$name.json" --plot "benchmarks/results/$name.png"
          cp "benchmarks/results/$name.png" "$out"/ 2>/dev/null || true ;;
     moe:*) IFS=: read -r _ suite <<< "$step"
            name="nvidia-h200-grouped_mm-$suite"
            run_step "bench grouped_mm $suite" timeout -s INT ${BENCH_TIMEOUT:-420} python3 -m kabi.cli bench grouped_mm --suite "$suite" \
-             --device cuda --out "benchmarks/results/$name.json" --plot "benchmarks/results/$name.png"
+             --device cuda "${fresh_run[@]}" --out "benchmarks/results/$name.json" --plot "benchmarks/results/$name.png"
            cp "benchmarks/results/$name.png" "$out"/ 2>/dev/null || true ;;
     triton) run_step "triton matmul" timeout 240 python3 benchmarks/triton_matmul.py --out benchmarks/results ;;
     decode) run_step "decode at the memory roof" timeout 300 python3 benchmarks/decode.py \
