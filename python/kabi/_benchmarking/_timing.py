@@ -29,7 +29,7 @@ from typing import Any, Callable, ContextManager, Sequence
 
 import torch
 
-from .._selection.bench import bench
+from .._selection.bench import bench, run_unmeasured
 
 __all__ = ["ModeTiming", "Subject", "TimingSettings", "describe_error", "measure_interleaved", "synchronize"]
 
@@ -125,21 +125,6 @@ def _reach_steady_state(subjects: Sequence[Subject], device: torch.device, secon
         synchronize(device)
 
 
-def _condition(subject: Subject, device: torch.device, seconds: float) -> None:
-    """Run the subject, unmeasured, for ``seconds`` (on a GPU only), so that its measurement starts at the clock its
-    own load holds. Errors are left to the measurement to report."""
-    if device.type != "cuda" or seconds <= 0:
-        return
-    deadline = time.perf_counter() + seconds
-    try:
-        while time.perf_counter() < deadline:
-            subject.fn()
-            # The host runs ahead of the device: wait now and then, so that the time spent is the device's.
-            synchronize(device)
-    except Exception:
-        return
-
-
 def measure_interleaved(subjects: Sequence[Subject], modes: Sequence[str], device: torch.device,
                         settings: TimingSettings) -> dict[str, dict[str, ModeTiming]]:
     """Time every subject in every mode; returns ``{subject: {mode: timing}}``. A subject that raises in a mode
@@ -153,7 +138,7 @@ def measure_interleaved(subjects: Sequence[Subject], modes: Sequence[str], devic
                     continue
                 try:
                     with subject.scope():
-                        _condition(subject, device, settings.condition_s)
+                        run_unmeasured(subject.fn, device, settings.condition_s)
                         timing = bench(subject.fn, warmup=2 if round_index == 0 else 1, repeat=settings.repeat,
                                        min_time_s=settings.min_time_s, device=device, **_MODE_ARGUMENTS[mode])
                 except Exception as error:

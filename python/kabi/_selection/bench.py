@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 import torch
 
-__all__ = ["BenchResult", "CapturedCalls", "bench", "capture_calls"]
+__all__ = ["BenchResult", "CapturedCalls", "bench", "capture_calls", "run_unmeasured"]
 
 # A CPU batch shorter than this is dominated by perf_counter's resolution and call cost (~0.05 us here).
 _MIN_CPU_BATCH_NS = 20_000
@@ -128,6 +128,21 @@ def bench(
         if back_to_back:
             return _bench_cuda_back_to_back(fn, repeat, min_time_s, estimate_ms, flush_l2, resolved)
         return _bench_cuda_events(fn, repeat, min_time_s, estimate_ms, flush_l2, resolved)
+
+
+def run_unmeasured(fn: Callable[[], Any], device: torch.device, seconds: float) -> None:
+    """Call ``fn`` for ``seconds``, untimed, on a GPU (nothing on a CPU, or when ``seconds`` is not positive).
+
+    A power-limited GPU's clock follows the load of its last tens of milliseconds, so a measurement taken right
+    after other work runs partly at the clock that work left. Running the subject first makes its measurement start
+    at the clock its own load holds, as in a model that calls it over and over. Errors propagate."""
+    if device.type != "cuda" or not seconds > 0:
+        return
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        fn()
+        # The host runs ahead of the device: wait for it, so that the time spent is the device's.
+        torch.cuda.synchronize(device)
 
 
 def _check_count(name: str, value: object, *, minimum: int) -> None:

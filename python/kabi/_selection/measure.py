@@ -13,7 +13,9 @@ it, so no later process measures it again, but it never wins (``fastest`` and th
 Timing is built to hold on a busy machine. The finalists are timed in ``settings.repeat`` short rounds; in each
 round every candidate takes one sample (a :func:`kabi.bench` of ``SAMPLES_PER_ROUND`` calls' median), in an order
 that changes from round to round (a fresh permutation), so a burst of load from elsewhere lands on every candidate
-alike and no candidate always follows the same one. A candidate's
+alike and no candidate always follows the same one. On a GPU each sample after a candidate's first is preceded by
+an unmeasured run of its own calls (``CONDITION_CALLS`` of them, at most ``settings.condition_s``), so that it is
+timed at the clock its own load holds rather than the one its predecessor left. A candidate's
 time is the median of its rounds and its spread ``(slowest - fastest) / median`` over them. A spread above
 ``settings.max_spread`` is measured again, together with the other noisy candidates, up to
 ``REMEASUREMENTS`` times; a candidate still noisy after that is marked ``noisy``: the tuner keeps its record for
@@ -54,7 +56,7 @@ import torch
 
 from .._base.declarations import Tolerance
 from ..ops import _stats
-from .bench import CapturedCalls, bench, capture_calls
+from .bench import CapturedCalls, bench, capture_calls, run_unmeasured
 from .correctness import check_output, reference_output
 from .tuning_policy import TuningSettings
 
@@ -67,6 +69,9 @@ _MAX_NOTE_CHARS = 200
 SAMPLES_PER_ROUND = 3
 # How many more times the noisy candidates of a problem are measured before they are kept as noisy.
 REMEASUREMENTS = 2
+# Before each sample on a GPU a candidate runs unmeasured for this many of its own calls (its last sample's time
+# each), up to settings.condition_s: enough for the clock of a long call to settle, little for short ones.
+CONDITION_CALLS = 16
 # A problem whose fastest eager median is below this is host-bound enough that replaying it in a CUDA graph, which
 # drops the per-call launch cost (several microseconds through Python, more for multi-kernel candidates), can change
 # which candidate wins: on an H200 a Triton matmul measured fastest eagerly took 50.9 us under graph replay, where
@@ -328,6 +333,8 @@ class _Timing:
         self.device = next((item.device for item in self.inputs if isinstance(item, torch.Tensor)), torch.device("cpu"))
         self.notes: dict[str, str] = {}
         self.captured: dict[str, CapturedCalls] = {}
+        self.call_us: dict[str, float] = {}
+        """Each candidate's time per call in its latest sample: how long its conditioning runs."""
         self.attempts = 0
 
     def inputs_unchanged(self) -> bool:
@@ -350,19 +357,27 @@ class _Timing:
 
     def _sample(self, name: str, fn: Callable[..., Any], warmup: int) -> Any:
         """One round's sample of one candidate: a :func:`kabi.bench` of ``SAMPLES_PER_ROUND`` calls (or batches), or
-        as many replays of its CUDA graph, captured on its first sample."""
+        as many replays of its CUDA graph, captured on its first sample. From its second sample on, a GPU candidate
+        first runs unmeasured (see ``CONDITION_CALLS``)."""
         budget_s = self.settings.min_time_s / self.settings.repeat
+
+        def call() -> Any:
+            return fn(*self.inputs)
+
+        if name in self.call_us:
+            run_unmeasured(call, self.device, min(self.settings.condition_s, CONDITION_CALLS * self.call_us[name] / 1e6))
         if not self.cuda_graph:
-            return bench(lambda: fn(*self.inputs), warmup=warmup, repeat=SAMPLES_PER_ROUND, min_time_s=budget_s,
-                         device=self.device)
-        captured = self.captured.get(name)
-        if captured is None:
-            for _ in range(warmup):
-                fn(*self.inputs)
-            captured = capture_calls(lambda: fn(*self.inputs), self.device, repeat=SAMPLES_PER_ROUND,
-                                     min_time_s=budget_s)
-            self.captured[name] = captured
-        return captured.time(SAMPLES_PER_ROUND)
+            sample = bench(call, warmup=warmup, repeat=SAMPLES_PER_ROUND, min_time_s=budget_s, device=self.device)
+        else:
+            captured = self.captured.get(name)
+            if captured is None:
+                for _ in range(warmup):
+                    call()
+                captured = capture_calls(call, self.device, repeat=SAMPLES_PER_ROUND, min_time_s=budget_s)
+                self.captured[name] = captured
+            sample = captured.time(SAMPLES_PER_ROUND)
+        self.call_us[name] = sample.median_us
+        return sample
 
     def interleaved_rounds(self, candidates: Sequence[tuple[str, Callable[..., Any]]], warmup: int,
                            repeat: int | None = None) -> dict[str, _Rounds]:

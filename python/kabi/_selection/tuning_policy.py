@@ -59,6 +59,7 @@ _ENVIRONMENT_VARIABLES = {
     "max_spread": "KABI_TUNE_MAX_SPREAD",
     "min_cpu_share": "KABI_TUNE_MIN_CPU_SHARE",
     "screen_margin": "KABI_TUNE_SCREEN_MARGIN",
+    "condition_s": "KABI_TUNE_CONDITION_S",
 }
 
 
@@ -81,7 +82,15 @@ class TuningSettings:
     time are measured in full; the others keep their screened time, which never wins. 0.25 (the default) equals the
     default ``max_spread``: the full measurement accepts rounds that lie 25% apart as clean, so a screen (one round)
     may be that far off without anything being wrong, and a narrower margin could cut the true winner on ordinary
-    noise. ``math.inf`` turns the screen off (every candidate is measured in full)."""
+    noise. ``math.inf`` turns the screen off (every candidate is measured in full).
+
+    ``condition_s`` bounds the unmeasured run of a candidate's own calls before each of its samples on a GPU, which
+    lasts as long as ``measure.CONDITION_CALLS`` of its calls, up to ``condition_s``: a power-limited GPU's clock follows the
+    load of the last tens of milliseconds, so without it a candidate is timed partly at the clock its predecessor in
+    the round left (on the H200 at 8192^3 bf16 the tuner picked a CUTLASS kernel that measured 1644 us there and 1803
+    us in the benchmark, whose samples are conditioned alike, against 1539 us for cuBLASLt). The bound keeps the cost
+    where it pays: long, compute-bound calls get the full ``condition_s``, microsecond-scale ones a few calls. 0
+    turns it off."""
 
     mode: str = "first-call"
     warmup: int = 2
@@ -90,6 +99,7 @@ class TuningSettings:
     max_spread: float = 0.25
     min_cpu_share: float = 0.5
     screen_margin: float = 0.25
+    condition_s: float = 0.03
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -111,6 +121,10 @@ class TuningSettings:
         if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not margin > 0:
             raise InvalidArgumentError(
                 f"tuning screen_margin must be a fraction > 0 (0.25 = 25%, inf = no screen), got {margin!r}")
+        condition = self.condition_s
+        if isinstance(condition, bool) or not isinstance(condition, (int, float)) or not 0 <= condition < float("inf"):
+            raise InvalidArgumentError(
+                f"tuning condition_s must be a finite number of seconds >= 0 (0 = off), got {condition!r}")
 
 
 _scoped_settings: contextvars.ContextVar[TuningSettings | None] = contextvars.ContextVar(
@@ -134,7 +148,8 @@ def _settings_from_environment() -> TuningSettings:
                     f"the scope kabi.tuning(mode='graph'); {variable} takes 'off' or 'first-call'")
             continue
         try:
-            values[field] = (float(text) if field in ("min_time_s", "max_spread", "min_cpu_share", "screen_margin")
+            values[field] = (float(text) if field in ("min_time_s", "max_spread", "min_cpu_share", "screen_margin",
+                                                     "condition_s")
                              else int(text))
         except ValueError:
             raise InvalidArgumentError(f"{variable}={text!r} is not a number") from None
@@ -160,12 +175,14 @@ def tuning(
     max_spread: float | None = None,
     min_cpu_share: float | None = None,
     screen_margin: float | None = None,
+    condition_s: float | None = None,
 ) -> Iterator[TuningSettings]:
     """Scope the tuning policy: ``mode`` is ``"off"``, ``"first-call"`` or ``"graph"`` (first-call, and the calls
     in the scope are selected for CUDA-graph replay; see the module docstring); ``warmup``, ``repeat`` and
     ``min_time_s`` set how long each candidate is measured, ``max_spread`` how noisy a measurement may be and still
     be persisted, ``min_cpu_share`` how starved of CPU time, ``screen_margin`` how far behind the fastest a
-    candidate's screen may be and still be measured in full. Unset arguments keep the enclosing scope's (or the
+    candidate's screen may be and still be measured in full, ``condition_s`` how long a candidate may run unmeasured
+    before each sample on a GPU (see :class:`TuningSettings`). Unset arguments keep the enclosing scope's (or the
     environment's) values.
 
     Example::
@@ -177,7 +194,7 @@ def tuning(
         name: value
         for name, value in (("mode", mode), ("warmup", warmup), ("repeat", repeat), ("min_time_s", min_time_s),
                             ("max_spread", max_spread), ("min_cpu_share", min_cpu_share),
-                            ("screen_margin", screen_margin))
+                            ("screen_margin", screen_margin), ("condition_s", condition_s))
         if value is not None
     }
     settings = dataclasses.replace(current_settings(), **changes)
