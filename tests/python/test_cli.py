@@ -260,6 +260,19 @@ def test_a_bad_tuning_environment_is_a_kabi_error_naming_the_variable(capsys, mo
     assert "tuning mode must be one of 'off', 'first-call', 'graph', got 'sometimes'" in error
 
 
+def test_tune_keeps_the_environments_tuning_settings_beside_its_own_budget(monkeypatch):
+    from kabi.cli._commands import tune
+
+    monkeypatch.setenv("KABI_TUNE", "off")
+    monkeypatch.setenv("KABI_TUNE_SCREEN_MARGIN", "0.5")
+    monkeypatch.setenv("KABI_TUNE_CONDITION_S", "0.01")
+    monkeypatch.setenv("KABI_TUNE_MIN_CPU_SHARE", "0.25")
+    arguments = tune.argparse.Namespace(warmup=None, repeat=9, min_time_s=None)
+    settings = tune._settings(arguments)
+    assert (settings.mode, settings.repeat) == ("first-call", 9), "the command tunes, with its own budget"
+    assert (settings.screen_margin, settings.condition_s, settings.min_cpu_share) == (0.5, 0.01, 0.25)
+
+
 def test_run_prints_the_median_once(capsys):
     status, output = run_cli(capsys, "run", "matmul", "--shape", "8x8x8", "--device", "cpu", "--repeat", "3")
     assert status == 0

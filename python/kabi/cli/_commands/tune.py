@@ -19,6 +19,7 @@ miss would: eager, and in a CUDA graph too for a host-bound problem on a CUDA de
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -44,13 +45,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _settings(arguments: argparse.Namespace) -> TuningSettings:
+    """The environment's (or the scope's) settings, in first-call mode, with the command line's budget."""
     base = current_settings()
-    return TuningSettings(
+    return dataclasses.replace(
+        base,
         mode="first-call",
         warmup=arguments.warmup if arguments.warmup is not None else base.warmup,
         repeat=arguments.repeat if arguments.repeat is not None else base.repeat,
         min_time_s=arguments.min_time_s if arguments.min_time_s is not None else base.min_time_s,
-        max_spread=base.max_spread,
     )
 
 
