@@ -63,7 +63,7 @@ steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(tests cuda memcheck repro overhead bench:llm-decode triton decode cpp fp8)
 for step in "${steps[@]}"; do
   case $step in
-    tests) run_step "gpu tests" timeout ${GPU_TESTS_TIMEOUT:-540} python3 -m pytest -q -m gpu tests --continue-on-collection-errors --junitxml="$out/gpu-tests.xml" ;;
+    tests) run_step "gpu tests" timeout ${GPU_TESTS_TIMEOUT:-540} python3 -m pytest -q -m gpu tests --continue-on-collection-errors --durations=15 --junitxml="$out/gpu-tests.xml" ;;
     # The CUDA plugin (libkabi_cuda.so): its build checks (SASS, registration) and every kernel on this GPU.
     cuda) run_step "cuda plugin" timeout 420 python3 -m pytest -q -rs tests/python/test_cuda_plugin.py \
             tests/python/test_cuda_plugin_gpu.py tests/python/test_cuda_plugin_fp8_gpu.py \

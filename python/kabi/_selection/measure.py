@@ -365,7 +365,8 @@ class _Timing:
             return fn(*self.inputs)
 
         if name in self.call_us:
-            run_unmeasured(call, self.device, min(self.settings.condition_s, CONDITION_CALLS * self.call_us[name] / 1e6))
+            conditioning_s = min(self.settings.condition_s, CONDITION_CALLS * self.call_us[name] / 1e6)
+            run_unmeasured(call, self.device, conditioning_s)
         if not self.cuda_graph:
             sample = bench(call, warmup=warmup, repeat=SAMPLES_PER_ROUND, min_time_s=budget_s, device=self.device)
         else:
