@@ -169,12 +169,19 @@ def test_fp8_kernels_decline_what_they_cannot_compute(plugin_record: dict, tmp_p
 
 
 @pytest.fixture(scope="module")
-def sass(plugin_record: dict) -> dict[str, str]:
-    """The plugin's SASS per architecture, from cuobjdump."""
+def cuobjdump() -> str:
+    """The cuobjdump to read the plugin's code with."""
     tool = _cuobjdump()
     if tool is None:
         pytest.skip("cuobjdump is not installed (CUDA toolkit or the triton wheel)")
-    result = subprocess.run([tool, "--dump-sass", plugin_record["path"]], capture_output=True, text=True, timeout=600)
+    return tool
+
+
+@pytest.fixture(scope="module")
+def sass(plugin_record: dict, cuobjdump: str) -> dict[str, str]:
+    """The plugin's SASS per architecture, from cuobjdump."""
+    result = subprocess.run([cuobjdump, "--dump-sass", plugin_record["path"]], capture_output=True, text=True,
+                            timeout=600)
     assert result.returncode == 0, result.stderr
     per_arch: dict[str, list[str]] = {}
     arch = None
@@ -205,13 +212,10 @@ def test_sm90a_fp8_kernels_use_fp8_wgmma_and_tma(sass: dict[str, str]) -> None:
         assert "UTMALDG" in body, f"{name} issues no TMA loads (UTMALDG)"
 
 
-def test_no_kernel_spills_registers(plugin_record: dict) -> None:
+def test_no_kernel_spills_registers(plugin_record: dict, cuobjdump: str) -> None:
     # A GEMM whose accumulators spill to local memory runs several times slower (the FP8 128x256 tile's second
     # accumulator did: 428 against cuBLASLt's 1264 TF/s on the H200); ptxas reports it as a per-thread stack.
-    tool = _cuobjdump()
-    if tool is None:
-        pytest.skip("cuobjdump is not installed (CUDA toolkit or the triton wheel)")
-    result = subprocess.run([tool, "--dump-resource-usage", plugin_record["path"]], capture_output=True, text=True,
+    result = subprocess.run([cuobjdump, "--dump-resource-usage", plugin_record["path"]], capture_output=True, text=True,
                             timeout=600)
     assert result.returncode == 0, result.stderr
     kernels = re.findall(r"Function (\S+):\s*\n\s*REG:(\d+) STACK:(\d+)", result.stdout)
