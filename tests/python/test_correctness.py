@@ -6,7 +6,9 @@ import torch
 
 from kabi._base.declarations import op_spec
 from kabi._selection.correctness import check_output, reference_output
+from kabi.ops import _references
 from kabi.ops._inputs import inputs_like
+from kabi.ops._references import widened, widens_its_own_inputs
 
 INTEGER_DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
 
@@ -42,3 +44,38 @@ def test_complex_products_are_compared_in_complex128(dtype):
     assert check_output(torch.matmul(a, b), reference, tolerance, dtype) is None
     assert check_output(torch.matmul(a.conj(), b), reference, tolerance, dtype).startswith("wrong result: norm error")
     assert check_output(torch.matmul(a.real, b.real).to(dtype), reference, tolerance, dtype).startswith("wrong result")
+
+
+def test_a_reference_that_widens_its_own_inputs_gets_them_as_given():
+    seen = []
+
+    @widens_its_own_inputs
+    def piecewise(a, b):
+        seen.extend([a.dtype, b.dtype])
+        return widened(a) @ widened(b)
+
+    a, b = torch.randn(4, 3).to(torch.bfloat16), torch.randn(3, 2).to(torch.bfloat16)
+    result = reference_output(piecewise, [a, b])
+    assert seen == [torch.bfloat16, torch.bfloat16]
+    assert result.dtype == torch.float64
+    assert torch.equal(result, a.double() @ b.double())
+    seen.clear()
+    reference_output(lambda x, y: (seen.extend([x.dtype, y.dtype]), x @ y)[1], [a, b])
+    assert seen == [torch.float64, torch.float64]
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_grouped_reference_widens_one_group_at_a_time_and_equals_the_whole_product(transposed):
+    generator = torch.Generator().manual_seed(3)
+    w = torch.randn(3, 6, 5, generator=generator).to(torch.bfloat16)
+    w = w.mT.contiguous().mT if transposed else w
+    x = torch.randn(9, 6, generator=generator).to(torch.bfloat16)
+    offs = torch.tensor([2, 2, 7], dtype=torch.int32)  # an empty group, and two rows past the last offset
+    result = reference_output(_references.grouped_mm, [x, w, offs])
+    wide_x, wide_w = x.double(), w.double()
+    expected = torch.cat([wide_x[0:2] @ wide_w[0], wide_x[2:7] @ wide_w[2], torch.zeros(2, 5, dtype=torch.float64)])
+    assert result.dtype == torch.float64
+    torch.testing.assert_close(result, expected, rtol=1e-12, atol=1e-12)
+    batched_x = torch.randn(3, 4, 6, generator=generator).to(torch.bfloat16)
+    torch.testing.assert_close(reference_output(_references.grouped_mm, [batched_x, w, None]),
+                               torch.bmm(batched_x.double(), wide_w), rtol=1e-12, atol=1e-12)

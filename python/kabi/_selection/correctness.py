@@ -28,26 +28,22 @@ from typing import Any, Mapping, Sequence
 import torch
 
 from .._base.declarations import Tolerance
+from ..ops._references import takes_inputs_as_given, widened, widest_dtype
 
 __all__ = ["reference_output", "check_output"]
-
-
-def _widest(dtype: torch.dtype) -> torch.dtype:
-    if dtype.is_complex:
-        return torch.complex128
-    return torch.float64 if dtype.is_floating_point else torch.int64
 
 
 def reference_output(reference: Any, inputs: Sequence[Any],
                      attributes: Mapping[str, Any] | None = None) -> torch.Tensor | tuple[torch.Tensor, ...]:
     """The reference's output in the widest dtype of its kind (float64, complex128, int64), on inputs widened to it
-    (the values the candidates see, exactly), with the call's attributes by name. An integer result is then wrapped
-    back to the inputs' dtype, so it is what exact arithmetic in that dtype gives. An op of several outputs has a
-    tuple of them."""
+    (the values the candidates see, exactly; a reference marked ``widens_its_own_inputs`` gets them as they
+    are), with the call's attributes by name. An integer result is then wrapped back to the inputs' dtype, so it is
+    what exact arithmetic in that dtype gives. An op of several outputs has a tuple of them."""
     tensors = [item for item in inputs if isinstance(item, torch.Tensor)]
     dtype = tensors[0].dtype if tensors else torch.float64
-    widened = [item.to(_widest(item.dtype)) if isinstance(item, torch.Tensor) else item for item in inputs]
-    output = reference(*widened, **(attributes or {}))
+    if not takes_inputs_as_given(reference):
+        inputs = [widened(item) if isinstance(item, torch.Tensor) else item for item in inputs]
+    output = reference(*inputs, **(attributes or {}))
     if isinstance(output, tuple):
         return tuple(_widened_output(item, dtype) for item in output)
     return _widened_output(output, dtype)
@@ -55,7 +51,7 @@ def reference_output(reference: Any, inputs: Sequence[Any],
 
 def _widened_output(output: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     if dtype.is_floating_point or dtype.is_complex:
-        return output.to(_widest(dtype))
+        return output.to(widest_dtype(dtype))
     return output.to(dtype)
 
 
