@@ -41,6 +41,11 @@ def test_every_cpu_kernel_matches_the_reference(kernel: str, dtype: torch.dtype)
             assert_matches(out, x, w, offs)
             if case.tail:
                 assert bool((out[-case.tail:] == 0).all()), f"{kernel} {case.name}: rows past the last offset"
+            # A caller's out holding NaN: every element, the rows past the last offset too, is written.
+            given = torch.full(expected_shape, float("nan"), dtype=dtype)
+            with kabi.use(grouped_mm=kernel):
+                written = kabi.ops.grouped_mm(x, w, offs, out=given)
+            assert written is given and torch.equal(given, out), (kernel, case.name)
 
 
 def test_a_second_routing_of_the_same_sizes_reuses_the_decision_and_is_right() -> None:

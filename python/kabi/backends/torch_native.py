@@ -71,15 +71,20 @@ def _fits_torch_grouped_mm(x: torch.Tensor, w: torch.Tensor) -> bool:
                                                    for stride in tensor.stride()) for tensor in tensors)
 
 
-def _torch_grouped_mm(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor | None) -> torch.Tensor:
+def _torch_grouped_mm(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor | None,
+                      out: torch.Tensor | None) -> torch.Tensor:
+    """F.grouped_mm, with the rows past the last offset zeroed in the same pass that writes them to ``out``."""
     if offs is None:
-        return F.grouped_mm(x, w)
+        result = F.grouped_mm(x, w)
+        return result if out is None else out.copy_(result)
     if x.shape[0] == 0 or w.shape[0] == 0:
-        return x.new_zeros(x.shape[0], w.shape[-1])
+        return x.new_zeros(x.shape[0], w.shape[-1]) if out is None else out.zero_()
     clamped = _clamped_offsets(offs, x.shape[0])
     result = F.grouped_mm(x, w, offs=clamped)
-    past_last = torch.arange(x.shape[0], device=x.device) >= clamped[-1]
-    return result.masked_fill_(past_last[:, None], 0)
+    past_last = (torch.arange(x.shape[0], device=x.device) >= clamped[-1])[:, None]
+    if out is None:
+        return result.masked_fill_(past_last, 0)
+    return torch.where(past_last, result.new_zeros(()), result, out=out)
 
 
 def grouped_mm(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor | None = None, *,
@@ -90,8 +95,7 @@ def grouped_mm(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor | None = Non
     """
     if not _fits_torch_grouped_mm(x, w):
         return grouped_mm_loop(x, w, offs, out=out)
-    result = _torch_grouped_mm(x, w, offs)
-    return result if out is None else out.copy_(result)
+    return _torch_grouped_mm(x, w, offs, out)
 
 
 def grouped_mm_loop(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor | None = None, *,
@@ -105,8 +109,7 @@ def grouped_mm_loop(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor | None 
         if not _fits_torch_grouped_mm(x, w):
             raise RuntimeError("grouped_mm_loop: a CUDA graph capture cannot read the offsets on the host, and "
                                "F.grouped_mm does not take these operands' strides (rows of 16-byte multiples)")
-        result = _torch_grouped_mm(x, w, offs)
-        return result if out is None else out.copy_(result)
+        return _torch_grouped_mm(x, w, offs, out)
     result = x.new_empty(x.shape[0], w.shape[-1]) if out is None else out
     last = 0
     for group, (start, end) in enumerate(group_bounds(offs, x.shape[0])):
