@@ -20,19 +20,27 @@ Triton is not imported ahead of the call: registering the Triton backend does no
 pick is a native kernel never should. ``triton_imported`` says whether the call imported it; ``import_triton_s`` is
 how long that import took, inside the call (0 when it did not happen).
 
+With ``--profile FILE``, the first cold process also runs its first call under cProfile and writes the functions that
+took the most time (cumulative, then own time) to FILE, headed by the command and date: where a cold call's time
+goes below the breakdown's level.
+
     python benchmarks/first_call.py [--problem 37x4096x4096] [--dtype bfloat16] [--runs 5] [--output FILE]
+                                    [--profile FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import compileall
+import cProfile
 import datetime
 import importlib.abc
 import importlib.util
+import io
 import json
 import os
 import platform
+import pstats
 import statistics
 import subprocess
 import sys
@@ -101,7 +109,7 @@ def _watch_triton(figures: dict[str, Any], breakdown: dict[str, float]) -> None:
         sys.meta_path.insert(0, _TritonImportTimer(figures, breakdown))
 
 
-def _child(mode: str, problem: tuple[int, int, int], dtype_name: str) -> dict[str, Any]:
+def _child(mode: str, problem: tuple[int, int, int], dtype_name: str, profile: Path | None = None) -> dict[str, Any]:
     start = time.perf_counter()
     import torch
     figures: dict[str, Any] = {"import_torch_s": time.perf_counter() - start}
@@ -139,11 +147,18 @@ def _child(mode: str, problem: tuple[int, int, int], dtype_name: str) -> dict[st
         call = lambda: kabi.ops.matmul(a, b)
     if device.type == "cuda":
         torch.cuda.synchronize()
+    profiler = cProfile.Profile() if profile is not None else None
     start = time.perf_counter()
+    if profiler is not None:
+        profiler.enable()
     call()
     if device.type == "cuda":
         torch.cuda.synchronize()
+    if profiler is not None:
+        profiler.disable()
     figures["first_call_s"] = time.perf_counter() - start
+    if profiler is not None:
+        _write_profile(profiler, profile, figures["first_call_s"])
     if mode != "torch":
         figures["triton_imported"] = "triton" in sys.modules and not figures["triton_imported_before_call"]
     start = time.perf_counter()
@@ -175,10 +190,24 @@ def _bytecode_cached() -> bool:
     return all(Path(importlib.util.cache_from_source(str(path))).exists() for path in _kabi_sources().rglob("*.py"))
 
 
-def _run_child(mode: str, args: argparse.Namespace, environment: dict[str, str]) -> dict[str, Any]:
+def _write_profile(profiler: cProfile.Profile, path: Path, first_call_s: float) -> None:
+    text = io.StringIO()
+    statistics_of_call = pstats.Stats(profiler, stream=text)
+    for order in ("cumulative", "tottime"):
+        statistics_of_call.sort_stats(order).print_stats(40)
+    header = (f"# {os.environ.get('KABI_FIRST_CALL_COMMAND', '')}\n"
+              f"# {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}: a cold first call "
+              f"({first_call_s:.2f} s with the profiler on), by cumulative then own time\n")
+    path.write_text(header + text.getvalue())
+
+
+def _run_child(mode: str, args: argparse.Namespace, environment: dict[str, str],
+               profile: Path | None = None) -> dict[str, Any]:
     completed = subprocess.run(
         [sys.executable, __file__, "--child", mode, "--problem", "x".join(map(str, args.problem)),
-         "--dtype", args.dtype], env=environment, capture_output=True, text=True, timeout=600)
+         "--dtype", args.dtype, *(["--profile", str(profile)] if profile is not None else [])],
+        env={**environment, "KABI_FIRST_CALL_COMMAND": " ".join([sys.executable, *sys.argv])},
+        capture_output=True, text=True, timeout=600)
     if completed.returncode != 0:
         raise RuntimeError(f"the {mode} process failed:\n{completed.stderr[-4000:]}")
     return json.loads(completed.stdout.strip().splitlines()[-1])
@@ -191,10 +220,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dtype", default="bfloat16")
     parser.add_argument("--runs", type=int, default=5, help="fresh processes per figure")
     parser.add_argument("--output", type=Path)
+    parser.add_argument("--profile", type=Path, help="where the first cold process writes its first call's profile")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        print(json.dumps(_child(args.child, args.problem, args.dtype)))
+        print(json.dumps(_child(args.child, args.problem, args.dtype, args.profile)))
         return
 
     report: dict[str, Any] = {
@@ -218,7 +248,8 @@ def main(argv: list[str] | None = None) -> None:
             runs["torch"].append(_run_child("torch", args, environment))
             caches = {"KABI_CACHE_DIR": os.path.join(directory, f"kabi-{index}"),
                       "TRITON_CACHE_DIR": os.path.join(directory, f"triton-{index}")}
-            runs["cold"].append(_run_child("cold", args, {**environment, **caches}))
+            profile = args.profile if index == 0 and args.profile is not None else None
+            runs["cold"].append(_run_child("cold", args, {**environment, **caches}, profile))
             runs["warm"].append(_run_child("warm", args, {**environment, **caches}))
         report["runs"] = runs
 
