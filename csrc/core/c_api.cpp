@@ -304,6 +304,7 @@ KABI_EXPORT kabi_status kabi_kernel_info_get(kabi_kernel handle, kabi_kernel_inf
     info.alignment = kernel->alignment;
     info.batch_mode = kernel->batch_mode;
     info.has_workspace = kernel->workspace != nullptr ? 1 : 0;
+    info.has_variant = kernel->variant != nullptr ? 1 : 0;
     write_output_struct(out_info, info);
   });
 }

@@ -44,6 +44,9 @@ void write_candidates(const kabi_selection& request, const SelectionResult& resu
     candidate.gate = verdict.gate;
     candidate.tuned_execution_mode = verdict.tuned_execution_mode;
     candidate.tuned_screened = verdict.screened ? 1 : 0;
+    copy_truncated(candidate.variant, verdict.variant);
+    candidate.has_stale_record = verdict.stale_record ? 1 : 0;
+    copy_truncated(candidate.stale_variant, verdict.stale_variant);
     auto* element = reinterpret_cast<kabi_candidate*>(base + i * stride);
     element->struct_size = stride;
     write_output_struct(element, candidate);
@@ -152,11 +155,17 @@ KABI_EXPORT kabi_status kabi_tuning_store(kabi_op handle, const kabi_args* args,
         if (std::isnan(record.time_us) || record.time_us < 0) {
           throw Error(KABI_STATUS_INVALID_ARGUMENT, what + ": time_us must be >= 0 or INFINITY");
         }
-        TuningEntry entry{kernel->name, kernel->fingerprint, record.time_us, record.note != nullptr ? record.note : ""};
+        TuningEntry entry;
+        entry.kernel_name = kernel->name;
+        entry.fingerprint = kernel->fingerprint;
+        entry.time_us = record.time_us;
+        entry.note = record.note != nullptr ? record.note : "";
         // Fields past struct_size read as zero: an older caller stores persistent, untimed-spread records.
         entry.flags = record.flags;
         entry.spread = record.spread;
         entry.recorded_at = record.recorded_at;
+        // The kernel names what it ran, not the caller: selection compares it with what the kernel names then.
+        entry.variant = kernel_variant(*kernel, problem, call.args());
         entries.push_back(std::move(entry));
       }
     }
@@ -210,6 +219,7 @@ KABI_EXPORT kabi_status kabi_cache_list(const char* op, kabi_cache_visit_fn visi
       entry.flags = item.entry.flags;
       entry.spread = item.entry.spread;
       entry.recorded_at = item.entry.recorded_at;
+      entry.variant = item.entry.variant.c_str();
       if (visit(user_data, &entry) != 0) break;
     }
   });

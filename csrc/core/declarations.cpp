@@ -67,6 +67,23 @@ std::vector<uint32_t> accepted_dtypes(const Op& op, const Kernel& kernel, const 
   return accepted;
 }
 
+// The kabi_variant_fn of a kernel's KABI_EXTENSION_KERNEL_VARIANT extension, or null when it chains none.
+kabi_variant_fn variant_function(const kabi_extension* chain, const std::string& what) {
+  const kabi_extension* found = kabi_extension_find(chain, KABI_EXTENSION_KERNEL_VARIANT);
+  if (found == nullptr) return nullptr;
+  if (found->struct_size < KABI_STRUCT_SIZE_THROUGH(kabi_kernel_variant_extension, variant)) {
+    throw Error(KABI_STATUS_INVALID_ARGUMENT,
+                what + ": its variant extension has struct_size " + std::to_string(found->struct_size) +
+                    "; at least " + std::to_string(KABI_STRUCT_SIZE_THROUGH(kabi_kernel_variant_extension, variant)) +
+                    " bytes are needed (set it to sizeof(kabi_kernel_variant_extension))");
+  }
+  const auto* extension = reinterpret_cast<const kabi_kernel_variant_extension*>(found);
+  if (extension->variant == nullptr) {
+    throw Error(KABI_STATUS_INVALID_ARGUMENT, what + ": its variant extension's variant is NULL");
+  }
+  return extension->variant;
+}
+
 }  // namespace
 
 KernelPtr make_kernel(const kabi_kernel_desc* caller, Op& op) {
@@ -127,6 +144,7 @@ KernelPtr make_kernel(const kabi_kernel_desc* caller, Op& op) {
   }
   kernel->supports = desc.supports;
   kernel->workspace = desc.workspace;
+  kernel->variant = variant_function(desc.extensions, what);
   kernel->user_data = desc.user_data;
   if (desc.fingerprint != nullptr && *desc.fingerprint != '\0') {
     kernel->fingerprint = desc.fingerprint;

@@ -134,6 +134,24 @@ size_t workspace_size(const Kernel& kernel, const kabi_problem& problem) {
   return bytes;
 }
 
+std::string kernel_variant(const Kernel& kernel, const kabi_problem& problem, const kabi_args& args) {
+  if (kernel.variant == nullptr) return "";
+  char buffer[KABI_VARIANT_CAPACITY] = {};
+  set_last_error("");
+  const kabi_status status = kernel.variant(kernel.user_data, &problem, &args, buffer, sizeof buffer);
+  const std::string what = "kernel " + kernel.op->name + "/" + kernel.name;
+  if (status != KABI_STATUS_OK) {
+    const std::string message = last_error();
+    throw Error(KABI_STATUS_KERNEL_FAILED, what + ": could not name its variant for the problem: " +
+                                               (message.empty() ? std::string(status_name(status)) : message));
+  }
+  if (buffer[sizeof buffer - 1] != '\0') {
+    throw Error(KABI_STATUS_KERNEL_FAILED, what + ": its variant text fills all " + std::to_string(sizeof buffer) +
+                                               " bytes of the buffer without a NUL; it must be shorter");
+  }
+  return buffer;
+}
+
 void launch_kernel(const Kernel& kernel, const kabi_args& args, const kabi_problem& problem) {
   check_outputs_do_not_alias_inputs(*kernel.op, args);
   check_constraints(kernel, args, problem);

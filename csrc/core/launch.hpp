@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "kabi/kabi.h"
 #include "registry.hpp"
@@ -16,6 +17,10 @@ void launch_kernel(const Kernel& kernel, const kabi_args& args, const kabi_probl
 // The workspace bytes the kernel asks for the problem (0 without a workspace function); KABI_STATUS_KERNEL_FAILED
 // when its workspace function fails.
 size_t workspace_size(const Kernel& kernel, const kabi_problem& problem);
+
+// The variant the kernel reports for the problem (kabi_variant_fn; "" for a kernel without one);
+// KABI_STATUS_KERNEL_FAILED, with the kernel's message, when it fails to name it.
+std::string kernel_variant(const Kernel& kernel, const kabi_problem& problem, const kabi_args& args);
 
 // KABI_STATUS_INVALID_ARGUMENT naming the output and the input when an output's bytes overlap an input's on the
 // same device. Tensors without data pointers (selection before the memory exists) overlap nothing.

@@ -74,6 +74,7 @@ struct Kernel : kabi_kernel_s {
   std::shared_ptr<DeviceBinary> binary;
   kabi_supports_fn supports = nullptr;
   kabi_workspace_fn workspace = nullptr;
+  kabi_variant_fn variant = nullptr;  // from its kabi_kernel_variant_extension; null: no variants
   void* user_data = nullptr;
   void (*user_data_free)(void*) = nullptr;
   uint64_t serial = 0;  // registration order across all ops; earlier wins heuristic ties

@@ -152,6 +152,14 @@ struct Choice {
   bool verified = false;
 };
 
+// Why a candidate's stale record does not count ("none" for a record without a variant).
+std::string describe_stale(const CandidateVerdict& candidate) {
+  const auto quoted = [](const std::string& variant) {
+    return variant.empty() ? std::string("none") : "\"" + variant + "\"";
+  };
+  return "its record's variant is " + quoted(candidate.stale_variant) + ", it now runs " + quoted(candidate.variant);
+}
+
 std::string list_names(const std::vector<CandidateVerdict*>& candidates) {
   std::vector<std::string> names;
   for (const CandidateVerdict* candidate : candidates) names.push_back(candidate->kernel->name);
@@ -185,7 +193,7 @@ Choice choose(const std::vector<CandidateVerdict*>& pool, const SelectOptions& o
     }
   }
   std::vector<CandidateVerdict*> verified, unverified, failed;
-  std::string untimed;
+  const CandidateVerdict* untimed = nullptr;
   CandidateVerdict* fastest = nullptr;
   CandidateVerdict* fastest_screened = nullptr;
   size_t measured = 0;
@@ -197,7 +205,7 @@ Choice choose(const std::vector<CandidateVerdict*>& pool, const SelectOptions& o
     }
     (candidate->passed_gate() ? verified : unverified).push_back(candidate);
     if (candidate->gate != KABI_GATE_PASSED_TIMED) {
-      if (untimed.empty()) untimed = candidate->kernel->name;
+      if (untimed == nullptr) untimed = candidate;
       continue;
     }
     // A screened time says the tuner measured the kernel and cut it; only fully measured times compete.
@@ -211,7 +219,7 @@ Choice choose(const std::vector<CandidateVerdict*>& pool, const SelectOptions& o
     ++measured;
     if (fastest == nullptr || candidate->tuned_time_us < fastest->tuned_time_us) fastest = candidate;
   }
-  if (options.use_tuning_cache && untimed.empty() && fastest != nullptr) {
+  if (options.use_tuning_cache && untimed == nullptr && fastest != nullptr) {
     choice.pick = fastest;
     choice.tuned = true;
     choice.verified = true;
@@ -225,7 +233,7 @@ Choice choose(const std::vector<CandidateVerdict*>& pool, const SelectOptions& o
   }
   // Every fully measured kernel is out of this pool (e.g. Python kernels, for a C++ caller): the screens still rank
   // the kernels that lost to them, which beats the heuristic.
-  if (options.use_tuning_cache && untimed.empty() && fastest_screened != nullptr) {
+  if (options.use_tuning_cache && untimed == nullptr && fastest_screened != nullptr) {
     choice.pick = fastest_screened;
     choice.tuned = true;
     choice.verified = true;
@@ -256,8 +264,11 @@ Choice choose(const std::vector<CandidateVerdict*>& pool, const SelectOptions& o
   const Kernel& kernel = *choice.pick->kernel;
   choice.reason = "heuristic: " + describe_specificity(kernel) + ", priority " + std::to_string(kernel.priority) +
                   ", among " + std::to_string(pool.size()) + " eligible; " + verification;
-  if (options.use_tuning_cache && measured > 0 && !untimed.empty()) {
-    choice.reason += " (tuning record ignored: " + untimed + " has no measurement under its current fingerprint)";
+  if (options.use_tuning_cache && measured > 0 && untimed != nullptr) {
+    choice.reason += " (tuning record ignored: " + untimed->kernel->name +
+                     (untimed->stale_record ? " was measured on another variant; " + describe_stale(*untimed)
+                                            : std::string(" has no measurement under its current fingerprint")) +
+                     ")";
   }
   return choice;
 }
@@ -356,10 +367,17 @@ void resolve_gate_options(const kabi_select_options* caller, SelectOptions& reso
 namespace {
 
 // The gate verdict and eager time the tuning cache holds for the kernel under its current fingerprint, and its
-// graph-mode time.
-void read_verdict(const std::vector<TuningEntry>& tuning, CandidateVerdict& verdict, std::string& failure_note) {
+// graph-mode time. With check_variant (a kernel that named its variant for the problem), records of another variant
+// are stale: set aside, and remembered only to say so.
+void read_verdict(const std::vector<TuningEntry>& tuning, bool check_variant, CandidateVerdict& verdict,
+                  std::string& failure_note) {
   for (const TuningEntry& entry : tuning) {
     if (entry.kernel_name != verdict.kernel->name || entry.fingerprint != verdict.kernel->fingerprint) continue;
+    if (check_variant && entry.variant != verdict.variant) {
+      verdict.stale_record = true;
+      verdict.stale_variant = entry.variant;
+      continue;
+    }
     if (entry.graph_mode()) {
       verdict.graph_time_us = entry.time_us;
       verdict.graph_note = entry.note;
@@ -412,8 +430,15 @@ SelectionResult select_kernel(const Op& op, const kabi_args& args, const kabi_pr
     CandidateVerdict verdict;
     verdict.kernel = kernel;
     verdict.reason = rejection(*kernel, device, problem, args);
+    if (verdict.reason.empty()) {
+      try {
+        verdict.variant = kernel_variant(*kernel, problem, args);
+      } catch (const Error& error) {
+        verdict.reason = error.what();
+      }
+    }
     std::string failure_note;
-    read_verdict(tuning, verdict, failure_note);
+    read_verdict(tuning, kernel->variant != nullptr && verdict.reason.empty(), verdict, failure_note);
     passes_filters.push_back(verdict.reason.empty());
     if (verdict.reason.empty() && verdict.gate == KABI_GATE_FAILED) verdict.reason = describe_gate_failure(failure_note);
     if (verdict.reason.empty() && options.execution_mode == KABI_EXECUTION_GRAPH &&

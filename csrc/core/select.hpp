@@ -2,12 +2,14 @@
 //
 // Candidates are the op's kernels for the problem's device type. Filters run in order (arch, features, the dtype of
 // each type variable, layout of each given input, batch mode, the kernel's own supports predicate, its workspace
-// function, a failed correctness-gate verdict, and for a graph-mode selection a failed graph-mode record) and the
-// first that fails is the candidate's reason. A graph-mode selection picks by graph-mode times when every pickable
-// kernel has one, else by eager times, as eager selection always does. Among the eligible: forced (options or
-// KABI_FORCE) > tuned (the tuning cache) > heuristic (kernels that passed the gate on the problem first, then the
-// most specific arch match, the highest priority, the earliest registered). The pick must have passed the gate
-// unless the caller allows unverified picks: nothing serves a problem before it has passed the op's gate on it.
+// function, its variant function, a failed correctness-gate verdict, and for a graph-mode selection a failed
+// graph-mode record) and the first that fails is the candidate's reason. A kernel that names its variants
+// (kabi_variant_fn) counts only the records of the variant it runs now: the others are stale, as if never recorded.
+// A graph-mode selection picks by graph-mode times when every pickable kernel has one, else by eager times, as eager
+// selection always does. Among the eligible: forced (options or KABI_FORCE) > tuned (the tuning cache) > heuristic
+// (kernels that passed the gate on the problem first, then the most specific arch match, the highest priority, the
+// earliest registered). The pick must have passed the gate unless the caller allows unverified picks: nothing
+// serves a problem before it has passed the op's gate on it.
 #pragma once
 
 #include <string>
@@ -48,6 +50,11 @@ struct CandidateVerdict {
   bool screened = false;        // tuned_time_us is a screened time: never picked by it
   bool graph_screened = false;  // likewise for graph_time_us
   std::string graph_note;       // why a failed graph-mode record failed
+  std::string variant;          // what the kernel names as its variant for the problem ("" without variants)
+  // Whether records of the kernel on the problem were set aside because they were measured or gated on another
+  // variant, stale_variant ("" when recorded without one), than the kernel runs now.
+  bool stale_record = false;
+  std::string stale_variant;
   std::string reason;
 
   bool passed_gate() const { return gate == KABI_GATE_PASSED_TIMED || gate == KABI_GATE_PASSED_UNTIMED; }

@@ -33,8 +33,8 @@ Struct read_input_struct(const Struct* caller, const char* what, size_t minimum_
   return copy;
 }
 
-// Walks an extension chain (kabi_extension), checking that each link is at least a kabi_extension. No extension type
-// is defined yet, so every link is skipped as unknown; a later MINOR recognizes its types here. A chain longer than any
+// Walks an extension chain (kabi_extension), checking that each link is at least a kabi_extension, before the
+// reader of the struct looks up the types it knows (kabi_extension_find) and skips the rest. A chain longer than any
 // real one is refused, since it is most likely a cycle.
 inline void walk_extensions(const kabi_extension* chain, const char* what) {
   constexpr int kMaxLinks = 64;

@@ -1,20 +1,24 @@
 // The persistent tuning cache.
 //
-// On disk: one append-only text file, DIR/tuning-v3.log, one record per line:
-//   v3 \t <device signature> \t <op> \t <problem key> \t <kernel name> \t <fingerprint> \t <time_us> \t <note> \t
-//   <flags> \t <spread> \t <recorded_at> \t <crc32>
+// On disk: one append-only text file, DIR/tuning-v4.log, one record per line:
+//   v4 \t <device signature> \t <op> \t <problem key> \t <kernel name> \t <fingerprint> \t <time_us> \t <note> \t
+//   <flags> \t <spread> \t <recorded_at> \t <variant> \t <crc32>
 // Fields escape backslash, tab, newline and carriage return as \\ \t \n \r; time_us and spread are the shortest
 // decimals that round-trip ("inf" for a failed candidate); flags are kabi_tuning_flag bits in decimal; recorded_at
-// is seconds since the Unix epoch; crc32 is 8 lower-case hex digits of the CRC-32 (zlib's polynomial) of every byte
+// is seconds since the Unix epoch; variant is what the kernel named as the variant it ran (kabi_variant_fn; empty for
+// a kernel without variants); crc32 is 8 lower-case hex digits of the CRC-32 (zlib's polynomial) of every byte
 // before the tab that precedes it. Records for the same (device, op, problem, kernel, execution mode) supersede
 // earlier ones: the last line wins; the mode is the KABI_TUNING_RECORD_GRAPH_MODE flag, so a kernel's eager and
-// graph-mode records live side by side. v3 lines have v2's fields; the version moved because a kabi of the v2
-// format would read a graph-mode record as the kernel's eager one (the last line per kernel wins there) and drop
-// one of the two when compacting. Lines of the older formats are still read, from an export or from
-// DIR/tuning-v1.log and DIR/tuning-v2.log (v1: no flags, spread or time), which are read before the v3 log and
-// never written, so a kabi of an older format sharing the directory keeps its cache.
+// graph-mode records live side by side.
 //
-// Concurrency: a writer takes flock(LOCK_EX) on the sibling file DIR/tuning-v3.lock, opens the log with O_APPEND
+// Older formats: v3 lines are v4 lines without the variant; v2 lines have v3's fields, but a kabi of the v2 format
+// would read a graph-mode record as the kernel's eager one; v1 lines lack flags, spread and time. Each version moved
+// to a file of its own because a kabi of the previous format counts a line it cannot parse as corrupt and compacts
+// it away. Lines of the older formats are still read (their variant empty), from an export or from
+// DIR/tuning-v1.log .. DIR/tuning-v3.log, which are read before the v4 log and never written, so a kabi of an older
+// format sharing the directory keeps its cache; they are carried into the v4 log at its next compaction.
+//
+// Concurrency: a writer takes flock(LOCK_EX) on the sibling file DIR/tuning-v4.lock, opens the log with O_APPEND
 // and writes all of its lines with one write() (looping only on a short write, still under the lock), then
 // fdatasync()s. Readers take LOCK_SH. flock locks open file descriptions, so threads of one process exclude each
 // other too; an in-process mutex additionally guards the memory index.
@@ -56,17 +60,19 @@
 namespace kabi::core {
 namespace {
 
-constexpr char kLogName[] = "tuning-v3.log";
-constexpr char kLockName[] = "tuning-v3.lock";
+constexpr char kLogName[] = "tuning-v4.log";
+constexpr char kLockName[] = "tuning-v4.lock";
 // The logs of older formats, oldest first, each with its lock: read before the log, never written.
-constexpr std::array<std::pair<const char*, const char*>, 2> kLegacyLogs = {
-    {{"tuning-v1.log", "tuning-v1.lock"}, {"tuning-v2.log", "tuning-v2.lock"}}};
-constexpr char kRecordVersion[] = "v3";
-// v2 lines have the fields of v3 lines; only the meaning of a graph-mode flag is new.
-constexpr char kPreviousRecordVersion[] = "v2";
+constexpr std::array<std::pair<const char*, const char*>, 3> kLegacyLogs = {
+    {{"tuning-v1.log", "tuning-v1.lock"}, {"tuning-v2.log", "tuning-v2.lock"}, {"tuning-v3.log", "tuning-v3.lock"}}};
+constexpr char kRecordVersion[] = "v4";
+// Fields of a line, its checksum included, per format: v4; v3 and v2 (v2 lines have the fields of v3 lines; only the
+// meaning of a graph-mode flag is new); v1.
+constexpr size_t kFieldCount = 13;
+constexpr char kVariantlessRecordVersion[] = "v3";
+constexpr char kPreGraphModeRecordVersion[] = "v2";
+constexpr size_t kVariantlessFieldCount = 12;
 constexpr char kLegacyRecordVersion[] = "v1";
-// Fields of a line, its checksum included.
-constexpr size_t kFieldCount = 12;
 constexpr size_t kLegacyFieldCount = 9;
 
 struct Record {
@@ -147,6 +153,8 @@ std::string format_record(const Record& record) {
   append_number(line, record.entry.spread);
   line += '\t';
   line += std::to_string(record.entry.recorded_at);
+  line += '\t';
+  append_escaped(line, record.entry.variant);
   char checksum[16];
   std::snprintf(checksum, sizeof(checksum), "\t%08x\n", crc32(line));
   return line + checksum;
@@ -158,7 +166,7 @@ bool parse_whole(std::string_view text, Number& value) {
   return parsed.ec == std::errc() && parsed.ptr == text.data() + text.size();
 }
 
-// Parses one line (without its newline), v3, v2 or v1, into record; returns nullptr, or why the line is not a valid
+// Parses one line (without its newline), v4, v3, v2 or v1, into record; returns nullptr, or why the line is not a valid
 // record.
 const char* parse_record(std::string_view line, Record& record) {
   constexpr auto npos = std::string_view::npos;
@@ -176,10 +184,12 @@ const char* parse_record(std::string_view line, Record& record) {
     if (tab == npos) break;
     start = tab + 1;
   }
-  const bool current = fields.size() == kFieldCount - 1 &&
-                       (fields[0] == kRecordVersion || fields[0] == kPreviousRecordVersion);
+  const bool with_variant = fields.size() == kFieldCount - 1 && fields[0] == kRecordVersion;
+  const bool variantless = fields.size() == kVariantlessFieldCount - 1 &&
+                           (fields[0] == kVariantlessRecordVersion || fields[0] == kPreGraphModeRecordVersion);
+  const bool current = with_variant || variantless;
   const bool legacy = fields.size() == kLegacyFieldCount - 1 && fields[0] == kLegacyRecordVersion;
-  if (!current && !legacy) return "neither v3 or v2 with 12 nor v1 with 9 tab-separated fields";
+  if (!current && !legacy) return "neither v4 with 13, v3 or v2 with 12, nor v1 with 9 tab-separated fields";
   std::string* const text_fields[] = {&record.device_signature,  &record.op,
                                       &record.problem_key,       &record.entry.kernel_name,
                                       &record.entry.fingerprint, &record.entry.note};
@@ -197,6 +207,7 @@ const char* parse_record(std::string_view line, Record& record) {
       return "spread is not a non-negative number";
     }
     if (!parse_whole(fields[10], record.entry.recorded_at)) return "recorded_at is not an integer";
+    if (with_variant && !unescape(fields[11], record.entry.variant)) return "bad escape sequence";
     // A memory-only record never reaches a file; one that claims to is not ours.
     if (record.entry.memory_only()) return "a memory-only record in a file";
   }

@@ -19,6 +19,9 @@ struct TuningEntry {
   uint32_t flags = 0;    // kabi_tuning_flag bits
   double spread = 0.0;   // (slowest - fastest) / median over the measurement's rounds; 0 when unknown
   int64_t recorded_at = 0;  // seconds since the Unix epoch; 0 when unknown (records older than the v2 format)
+  // The variant the kernel ran (kabi_variant_fn); empty for a kernel without variants, and in records older than
+  // the v4 format.
+  std::string variant{};
 
   bool gate_only() const;
   bool memory_only() const;
@@ -65,8 +68,8 @@ class TuningCache {
   int64_t record_count();
   int64_t corrupt_record_count();  // skipped at the last load
 
-  // The record file inside directory() ("tuning-v3.log"; records of the older "tuning-v1.log" and
-  // "tuning-v2.log" beside it are read too, and carried into v3 at the next compaction).
+  // The record file inside directory() ("tuning-v4.log"; records of the older "tuning-v1.log" .. "tuning-v3.log"
+  // beside it are read too, and carried into v4 at the next compaction).
   std::string file_path();
 
   // A cache over its own directory, independent of instance() (tests; tools that inspect another cache).

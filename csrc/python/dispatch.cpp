@@ -126,6 +126,9 @@ py::dict select(const std::string& op_name, const py::sequence& inputs, const py
     entry["gate"] = gate_verdict_name(candidate.gate);
     entry["tuned_execution_mode"] = execution_mode_name(static_cast<kabi_execution_mode>(candidate.tuned_execution_mode));
     entry["tuned_screened"] = candidate.tuned_screened != 0;
+    entry["variant"] = py::str(candidate.variant);
+    entry["stale_variant"] = candidate.has_stale_record != 0 ? py::object(py::str(candidate.stale_variant))
+                                                             : py::object(py::none());
     candidate_list.append(entry);
   }
   result["candidates"] = candidate_list;
@@ -169,7 +172,8 @@ void bind_dispatch(py::module_& m) {
         py::arg("attributes") = py::tuple(), py::arg("execution_mode") = "eager",
         "Pick a kernel for a call run eagerly or replayed in a CUDA graph (execution_mode \"eager\" or \"graph\"): "
         "a dict with kernel (info dict or None), pick_reason, reason, error, verified (the pick passed the "
-        "correctness gate), candidates (each with its gate verdict and the mode of its tuned time), problem.");
+        "correctness gate), candidates (each with its gate verdict, the mode of its tuned time, the variant it runs "
+        "and the variant of a record set aside as stale, or None), problem.");
   m.def("environment_force", &environment_force, py::arg("op"),
         "The op's choice in KABI_FORCE as selection applies it, or None; InvalidArgumentError for a malformed "
         "value or an op named twice.");

@@ -411,6 +411,7 @@ py::dict kernel_to_dict(kabi_kernel kernel) {
   result["alignment"] = info.alignment;
   result["batch_mode"] = info.batch_mode;
   result["has_workspace"] = info.has_workspace != 0;
+  result["has_variant"] = info.has_variant != 0;
   return result;
 }
 

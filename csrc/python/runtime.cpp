@@ -101,6 +101,7 @@ py::list cache_list(const std::optional<std::string>& op) {
     record["flags"] = entry->flags;
     record["spread"] = entry->spread;
     record["recorded_at"] = entry->recorded_at;
+    record["variant"] = entry->variant;
     static_cast<py::list*>(user_data)->append(std::move(record));
     return 0;
   };

@@ -68,24 +68,38 @@ def build_abi_test_plugins(root: Path) -> dict[str, str]:
     return {name: str(path.resolve()) for name, path in paths.items()}
 
 
-_WORKSPACE_PLUGIN_PROJECT = """\
+_SINGLE_PLUGIN_PROJECT = """\
 cmake_minimum_required(VERSION 3.24)
-project(kabi_workspace_test_plugin LANGUAGES C)
+project({target} LANGUAGES C)
 add_library(kabi::kabi INTERFACE IMPORTED)
 set_target_properties(kabi::kabi PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "{include_dirs}")
 include("{plugin_cmake}")
-kabi_add_plugin(kabi_abi_test_workspace SOURCES "{source}")
-set_target_properties(kabi_abi_test_workspace PROPERTIES C_STANDARD 99 C_STANDARD_REQUIRED ON)
+kabi_add_plugin({target} SOURCES "{source}")
+set_target_properties({target} PROPERTIES C_STANDARD 99 C_STANDARD_REQUIRED ON)
+if(CMAKE_C_COMPILER_ID MATCHES "GNU|Clang")
+  target_compile_options({target} PRIVATE -Wall -Wextra -Werror -pedantic)
+endif()
 """
+
+
+def _build_single_test_plugin(root: Path, source: str, target: str) -> str:
+    """Build the plugin tests/abi/``source`` as library ``target`` in ``root``; its library's path."""
+    include_dirs = f"{REPOSITORY / 'csrc' / 'include'};{dlpack_include_dir()}"
+    (root / "CMakeLists.txt").write_text(_SINGLE_PLUGIN_PROJECT.format(
+        target=target, include_dirs=include_dirs, plugin_cmake=REPOSITORY / "cmake" / "kabiPlugin.cmake",
+        source=REPOSITORY / "tests" / "abi" / source))
+    build(root, root / "build")
+    path = root / "build" / f"lib{target}.so"
+    assert path.is_file(), f"the build did not produce {path}"
+    return str(path.resolve())
 
 
 def build_workspace_test_plugin(root: Path) -> str:
     """Build tests/abi/workspace_plugin.c (a kernel that declares a workspace) in ``root``; its library's path."""
-    include_dirs = f"{REPOSITORY / 'csrc' / 'include'};{dlpack_include_dir()}"
-    (root / "CMakeLists.txt").write_text(_WORKSPACE_PLUGIN_PROJECT.format(
-        include_dirs=include_dirs, plugin_cmake=REPOSITORY / "cmake" / "kabiPlugin.cmake",
-        source=REPOSITORY / "tests" / "abi" / "workspace_plugin.c"))
-    build(root, root / "build")
-    path = root / "build" / "libkabi_abi_test_workspace.so"
-    assert path.is_file(), f"the build did not produce {path}"
-    return str(path.resolve())
+    return _build_single_test_plugin(root, "workspace_plugin.c", "kabi_abi_test_workspace")
+
+
+def build_variant_test_plugin(root: Path) -> str:
+    """Build tests/abi/variant_plugin.c (a matmul kernel that names its variant per problem) in ``root``; its
+    library's path."""
+    return _build_single_test_plugin(root, "variant_plugin.c", "kabi_abi_test_variant")

@@ -60,7 +60,7 @@ def test_records_of_both_modes_coexist_and_survive_reload_export_and_import(cach
     assert kabi.cache.show("matmul") == []
     kabi.cache.import_(exported)
     assert {key: record.time_us for key, record in _records().items()} == expected
-    assert all(line.startswith("v3\t") for line in (cache_dir / "tuning-v3.log").read_text().splitlines())
+    assert all(line.startswith("v4\t") for line in (cache_dir / "tuning-v4.log").read_text().splitlines())
 
 
 def test_a_new_record_supersedes_only_the_record_of_its_own_mode(cache_dir):

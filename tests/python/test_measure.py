@@ -163,7 +163,7 @@ def test_a_noisy_record_stays_in_this_process_and_a_clean_one_is_persisted_with_
     assert noisy.memory_only and noisy.spread > SETTINGS.max_spread and "noisy" in noisy.note
     assert not clean.memory_only and clean.spread == 0 and clean.time_us == 400
     assert before <= clean.recorded_at <= int(time.time()) + 1
-    log = (cache_dir / "tuning-v3.log").read_text()
+    log = (cache_dir / "tuning-v4.log").read_text()
     assert "test.measure.clean" in log and "test.measure.noisy" not in log
     kabi.cache.reload()
     assert kabi.cache.show("matmul") == list(records.values()), "this process keeps using the noisy record"

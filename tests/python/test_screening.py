@@ -203,7 +203,7 @@ def test_a_noisy_clear_loser_reaches_the_cache_file_and_a_close_noisy_one_does_n
     records = {record.kernel: record for record in kabi.cache.show("matmul")}
     assert records["test.screening.far"].screened and not records["test.screening.far"].memory_only
     assert records["test.screening.near"].memory_only and not records["test.screening.near"].screened
-    log = (cache_dir / "tuning-v3.log").read_text()
+    log = (cache_dir / "tuning-v4.log").read_text()
     assert "test.screening.far" in log and "test.screening.near" not in log
 
 

@@ -125,7 +125,7 @@ def _valid_lines(log: Path) -> list[str]:
     valid = []
     for line in log.read_bytes().split(b"\n")[:-1]:
         body, _, checksum = line.rpartition(b"\t")
-        if body.startswith(b"v3\t") and checksum == b"%08x" % zlib.crc32(body):
+        if body.startswith(b"v4\t") and checksum == b"%08x" % zlib.crc32(body):
             valid.append(line.decode())
     return valid
 
@@ -141,7 +141,7 @@ def test_eight_processes_writing_at_once_lose_no_record(tmp_path: Path) -> None:
     stats, stderr = _stats(tmp_path / "cache")
     assert stats == {"records": workers * per_worker, "corrupt": 0}
     assert "corrupt" not in stderr
-    lines = _valid_lines(tmp_path / "cache" / "tuning-v3.log")
+    lines = _valid_lines(tmp_path / "cache" / "tuning-v4.log")
     assert len(lines) == workers * per_worker
     kernels = {line.split("\t")[4] for line in lines}
     assert kernels == {f"test.cache.worker{worker}" for worker in range(workers)}
@@ -152,7 +152,7 @@ def test_torn_and_garbage_records_are_skipped_reported_once_and_rebuilt(tmp_path
     go_file = tmp_path / "go"
     go_file.touch()
     _finish(_store(cache, 0, 5, go_file))
-    log = cache / "tuning-v3.log"
+    log = cache / "tuning-v4.log"
     first_line = log.read_text().splitlines()[0]
     with log.open("a") as stream:
         stream.write("this is not a record\n")
@@ -175,7 +175,7 @@ def test_writer_killed_mid_stream_leaves_a_readable_cache(tmp_path: Path) -> Non
     go_file = tmp_path / "go"
     go_file.touch()
     writer = _store(cache, 3, 1_000_000, go_file)
-    log = cache / "tuning-v3.log"
+    log = cache / "tuning-v4.log"
     deadline = time.monotonic() + 60
     while (not log.exists() or log.stat().st_size < 4096) and time.monotonic() < deadline:
         time.sleep(0.01)

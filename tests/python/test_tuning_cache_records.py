@@ -42,7 +42,7 @@ def test_records_keep_flags_spread_and_their_time(cache_dir):
 def test_a_memory_only_record_stays_in_this_process(cache_dir, tmp_path):
     _store([("torch.matmul.cpu", 99.0, "", MEMORY_ONLY, 0.8)])
     assert _by_kernel()["torch.matmul.cpu"].memory_only
-    log = cache_dir / "tuning-v3.log"
+    log = cache_dir / "tuning-v4.log"
     assert not log.exists() or "torch.matmul.cpu" not in log.read_text()
     kabi.cache.reload()
     assert _by_kernel()["torch.matmul.cpu"].time_us == 99.0
@@ -55,7 +55,7 @@ def test_a_later_persistent_record_replaces_a_memory_only_one(cache_dir):
     _store([("torch.matmul.cpu", 11.0, "", 0, 0.01)])
     record = _by_kernel()["torch.matmul.cpu"]
     assert (record.time_us, record.memory_only) == (11.0, False)
-    assert "torch.matmul.cpu" in (cache_dir / "tuning-v3.log").read_text()
+    assert "torch.matmul.cpu" in (cache_dir / "tuning-v4.log").read_text()
 
 
 @pytest.mark.parametrize(

@@ -31,6 +31,11 @@
  * (kabi_tensor_decl.leading_dim_optional, present_with_input/_rank, offsets_of_dim).
  *
  * ABI 2.2 appends: screened tuning records (KABI_TUNING_RECORD_SCREENED, kabi_candidate.tuned_screened).
+ *
+ * ABI 2.3 appends: the first extension type, KABI_EXTENSION_KERNEL_VARIANT (kabi_kernel_variant_extension): a kernel
+ * that runs one of several variants chosen per problem (a vendor library's algorithm) names the variant, the tuning
+ * cache records it beside each measurement and verdict, and a record of another variant than the kernel now runs is
+ * stale (kabi_candidate.variant and stale_variant, kabi_cache_entry.variant).
  */
 #ifndef KABI_KABI_H_
 #define KABI_KABI_H_
@@ -41,7 +46,7 @@
 #include <dlpack/dlpack.h>
 
 #define KABI_ABI_VERSION_MAJOR 2
-#define KABI_ABI_VERSION_MINOR 2
+#define KABI_ABI_VERSION_MINOR 3
 /** The version this header describes, as (MAJOR << 16) | MINOR. */
 #define KABI_ABI_VERSION ((uint32_t)((KABI_ABI_VERSION_MAJOR << 16) | KABI_ABI_VERSION_MINOR))
 /** The MAJOR part of a packed version. */
@@ -129,6 +134,10 @@ typedef struct kabi_extension {
 } kabi_extension;
 
 #define KABI_EXTENSION_VENDOR_FIRST 0x10000u
+
+/* kabi's extension types (kabi_extension.type). */
+/** On a kabi_kernel_desc: a kabi_kernel_variant_extension. Since ABI 2.3. */
+#define KABI_EXTENSION_KERNEL_VARIANT 1u
 
 /** The first extension of `type` in a chain, or NULL. Header-only, so plugins need no link to libkabi. */
 static inline const kabi_extension* kabi_extension_find(const kabi_extension* chain, uint32_t type) {
@@ -589,6 +598,33 @@ typedef kabi_status (*kabi_workspace_fn)(void* user_data, const kabi_problem* pr
 typedef int32_t (*kabi_supports_fn)(void* user_data, const kabi_problem* problem, const kabi_args* args,
                                     char* reason, size_t reason_size);
 
+/** The most bytes a kernel's variant text may take, its NUL included: the buffer a kabi_variant_fn writes into. */
+#define KABI_VARIANT_CAPACITY 256
+
+/** Names the variant of its code a kernel runs for a problem, for a kernel whose variant is chosen per problem
+ *  after registration (a vendor library's heuristic picking an algorithm), so that its fingerprint cannot name it:
+ *  a short text that identifies the variant completely, e.g. "algo=66 tile=20 stages=35 splitk=1 reduction=0
+ *  swizzle=0" (a cuBLASLt algorithm's configuration). Write it NUL-terminated into buffer (buffer_size is KABI_VARIANT_CAPACITY; longer text is an
+ *  error, not truncated) and return KABI_STATUS_OK; "" says the kernel runs no particular variant for the problem.
+ *  On failure return a status with a message set through the host's set_error. Called with the problem and args
+ *  supports() sees, for kernels that passed every filter: at every selection (a failure makes the kernel
+ *  ineligible, with the message as its reason) and at every kabi_tuning_store of a record for it (a failure fails
+ *  the store). Same problem, same answer: the text must not depend on data pointers. Since ABI 2.3. */
+typedef kabi_status (*kabi_variant_fn)(void* user_data, const kabi_problem* problem, const kabi_args* args,
+                                       char* buffer, size_t buffer_size);
+
+/** The extension (type KABI_EXTENSION_KERNEL_VARIANT, struct_size sizeof) that gives a kernel a kabi_variant_fn,
+ *  chained on kabi_kernel_desc.extensions; called with the desc's user_data. The tuning cache then records, beside
+ *  each measurement and verdict of the kernel, the variant it ran; a record whose variant differs from the one the
+ *  kernel now reports for the problem (a record without one included: it was written before the kernel named its
+ *  variants) is stale: selection ignores it as if the kernel had never been measured on the problem, so the
+ *  problem is tuned again, and says so (kabi_candidate.stale_variant). The kernel's fingerprint still names its
+ *  code; the variant names what that code chose for one problem. Since ABI 2.3. */
+typedef struct kabi_kernel_variant_extension {
+  kabi_extension extension;
+  kabi_variant_fn variant;
+} kabi_kernel_variant_extension;
+
 /* Launch parameters of a device binary. */
 typedef enum kabi_param_kind {
   /** Pointer to the data (data + byte_offset) of tensor `index`: inputs first, then outputs; NULL for an absent
@@ -657,6 +693,8 @@ typedef struct kabi_device_binary {
 /** Declaration of a kernel. Input struct; strings and arrays are copied. */
 typedef struct kabi_kernel_desc {
   size_t struct_size;
+  /** Extensions it may chain: KABI_EXTENSION_KERNEL_VARIANT (kabi_kernel_variant_extension). Read at registration
+   *  and not kept: the chain may be freed once kabi_kernel_register returns. */
   const kabi_extension* extensions;
   /** The op this implements, by name. */
   const char* op;
@@ -750,6 +788,8 @@ typedef struct kabi_kernel_info {
   int32_t batch_mode;
   /** 1 when it declares a workspace function. */
   int32_t has_workspace;
+  /** 1 when it names its variant per problem (kabi_kernel_variant_extension). (ABI 2.3) */
+  int32_t has_variant;
 } kabi_kernel_info;
 
 KABI_EXPORT kabi_status kabi_kernel_info_get(kabi_kernel kernel, kabi_kernel_info* out_info);
@@ -845,6 +885,15 @@ typedef struct kabi_candidate {
   /** 1 when tuned_time_us is a screened time (a KABI_TUNING_RECORD_SCREENED record): the kernel lost, and is never
    *  picked by that time. (ABI 2.2) */
   int32_t tuned_screened;
+  /** The variant the kernel reports for the problem (kabi_kernel_variant_extension); "" for a kernel without one,
+   *  or one rejected by a filter before it was asked. (ABI 2.3) */
+  char variant[KABI_VARIANT_CAPACITY];
+  /** 1 when the tuning cache holds records of the kernel on the problem that were set aside as stale: measured or
+   *  gated on stale_variant, not on the variant it runs now. Its verdict and time are then as if it had none.
+   *  (ABI 2.3) */
+  int32_t has_stale_record;
+  /** The variant of that stale record ("" when it was recorded without one). (ABI 2.3) */
+  char stale_variant[KABI_VARIANT_CAPACITY];
 } kabi_candidate;
 
 /** The outcome of a selection. Output struct. candidates/candidates_capacity may be set by the caller to also
@@ -944,7 +993,9 @@ typedef struct kabi_tuning_record {
 } kabi_tuning_record;
 
 /** Store the measured candidates (or gate verdicts) for a call's problem; the fastest finite timed one becomes the
- *  tuned pick. Writes through to the cache file, except records flagged KABI_TUNING_RECORD_MEMORY_ONLY. */
+ *  tuned pick. Writes through to the cache file, except records flagged KABI_TUNING_RECORD_MEMORY_ONLY. Each record
+ *  of a kernel that names its variants (kabi_kernel_variant_extension) is stored with the variant the kernel
+ *  reports for the problem now; a kernel that fails to name it fails the store, and nothing is stored. */
 KABI_EXPORT kabi_status kabi_tuning_store(kabi_op op, const kabi_args* args, const kabi_tuning_record* records,
                                           int32_t num_records);
 
@@ -962,6 +1013,9 @@ typedef struct kabi_cache_entry {
   double spread;
   /** Seconds since the Unix epoch; 0 for records written before kabi kept it. */
   int64_t recorded_at;
+  /** The variant the kernel ran (kabi_kernel_variant_extension); "" for a kernel without variants, or a record
+   *  written before kabi kept them. (ABI 2.3) */
+  const char* variant;
 } kabi_cache_entry;
 
 /** Called once per record by kabi_cache_list; return nonzero to stop early. */

@@ -285,6 +285,11 @@ struct Candidate {
   kabi_execution_mode tuned_execution_mode = KABI_EXECUTION_EAGER;
   /** tuned_time_us is a screened time: the tuner's screen cut the kernel, and it is never picked by that time. */
   bool tuned_screened = false;
+  /** The variant the kernel runs for the problem (kabi_kernel_variant_extension), or "". */
+  std::string variant;
+  /** Its tuning records on the problem were set aside as stale: made for stale_variant, not variant. */
+  bool has_stale_record = false;
+  std::string stale_variant;
 };
 
 /** Options of a selection: force a backend or kernel name, whether KABI_FORCE (and KABI_ALLOW_UNVERIFIED) and
@@ -356,7 +361,8 @@ inline Selection select(kabi_op op, const Call& call, const SelectOptions& optio
                                            candidate.picked != 0, candidate.tuned_time_us, candidate.reason,
                                            candidate.gate,
                                            static_cast<kabi_execution_mode>(candidate.tuned_execution_mode),
-                                           candidate.tuned_screened != 0});
+                                           candidate.tuned_screened != 0, candidate.variant,
+                                           candidate.has_stale_record != 0, candidate.stale_variant});
   }
   result.selection_.candidates = nullptr;
   result.selection_.candidates_capacity = 0;

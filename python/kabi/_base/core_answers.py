@@ -112,6 +112,8 @@ class KernelInfo:
     fingerprint: str
     type_constraints: str = ""
     has_workspace: bool = False
+    has_variant: bool = False
+    """Whether it names, per problem, the variant it runs (the variant function of the C ABI)."""
 
     @classmethod
     def from_core(cls, raw: Mapping[str, Any]) -> KernelInfo:
@@ -133,6 +135,7 @@ class KernelInfo:
             fingerprint=raw["fingerprint"],
             type_constraints=raw["type_constraints"],
             has_workspace=raw["has_workspace"],
+            has_variant=raw["has_variant"],
         )
 
     @property
@@ -153,7 +156,10 @@ class Candidate:
     """One kernel as a selection saw it: eligible or the reason it is not, its tuned time, its correctness-gate
     verdict on the problem ("none", "passed, timed", "passed, untimed" or "failed"), whether it won, the
     execution mode its tuned time was measured in ("eager", or "graph": replayed in a CUDA graph), and whether that
-    time is a screened one (the tuner's screen cut the kernel; it never wins by it)."""
+    time is a screened one (the tuner's screen cut the kernel; it never wins by it). ``variant`` is what a kernel
+    that names its variants runs for the problem (e.g. a cuBLASLt algorithm; "" for other kernels);
+    ``stale_variant`` the variant of its tuning record set aside as stale because it differs ("" for a record made
+    before the kernel named one), or None when no record was set aside."""
 
     kernel: KernelInfo
     eligible: bool
@@ -163,6 +169,8 @@ class Candidate:
     gate: str
     tuned_execution_mode: str = "eager"
     tuned_screened: bool = False
+    variant: str = ""
+    stale_variant: str | None = None
 
     @property
     def passed_gate(self) -> bool:
@@ -183,4 +191,6 @@ class Candidate:
             gate=raw["gate"],
             tuned_execution_mode=raw["tuned_execution_mode"],
             tuned_screened=raw["tuned_screened"],
+            variant=raw["variant"],
+            stale_variant=raw["stale_variant"],
         )

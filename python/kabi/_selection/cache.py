@@ -52,7 +52,9 @@ class CacheRecord:
     the epoch; 0 when unknown). ``execution_mode`` is how it was timed: "eager", or "graph" (replayed in a CUDA
     graph); a kernel may have one record of each. A ``screened`` record's time comes from the tuner's short screen,
     which found the kernel clearly slower than the fastest (:mod:`kabi._selection.measure`): it says the kernel was
-    measured, and never wins."""
+    measured, and never wins. ``variant`` is what a kernel that names its variants ran (e.g. the cuBLASLt algorithm
+    behind a slot kernel; "" for other kernels and for records made before kabi kept it): a record of another
+    variant than the kernel now runs for the problem is stale, and selection ignores it."""
 
     device: str
     op: str
@@ -67,6 +69,7 @@ class CacheRecord:
     recorded_at: int = 0
     execution_mode: str = "eager"
     screened: bool = False
+    variant: str = ""
 
     @classmethod
     def from_core(cls, raw: dict) -> CacheRecord:
@@ -75,7 +78,7 @@ class CacheRecord:
                    raw["note"], bool(flags & _core.TUNING_RECORD_GATE_ONLY),
                    bool(flags & _core.TUNING_RECORD_MEMORY_ONLY), raw["spread"], raw["recorded_at"],
                    "graph" if flags & _core.TUNING_RECORD_GRAPH_MODE else "eager",
-                   bool(flags & _core.TUNING_RECORD_SCREENED))
+                   bool(flags & _core.TUNING_RECORD_SCREENED), raw["variant"])
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,10 @@
 
 The record lists every candidate for the problem's device type, each with a reason: the pick and why, an eligible
 kernel that was not picked and why (slower, passed the gate untimed, no verdict yet), a rejected one and the filter
-or the correctness-gate failure (wrong result, NaN, raised) that rejected it. Its plan says what the next call of
+or the correctness-gate failure (wrong result, NaN, raised) that rejected it. A kernel that names the variant it runs
+per problem (a cuBLASLt slot kernel names the algorithm its heuristic chose) shows it, in a variant column and after
+the pick; a tuning record of another variant is stale, which the candidate's reason says (its problem is tuned
+again). Its plan says what the next call of
 the problem will do under the current policy: use a tuned pick, tune (naming the kernels it will measure, the
 current heuristic pick being provisional), or gate the heuristic's pick once before using it. It prints as plain
 text (``str``) and as a rich table (``rich.print(record)``).
@@ -89,9 +92,21 @@ class Explanation:
             return f"eligible, not picked: slower ({candidate.tuned_time_us:.2f} us)"
         if candidate.gate == "passed, untimed":
             return "eligible, not picked: passed the gate, untimed"
+        if candidate.stale_variant is not None:
+            return "eligible, not picked: no verdict yet on the variant it runs now"
         return "eligible, not picked: no verdict yet (not gated on this problem)"
 
+    @property
+    def pick_variant(self) -> str:
+        """The variant the pick runs for the problem ("" when it names none)."""
+        return next((candidate.variant for candidate in self.candidates if candidate.picked), "")
+
+    def _shows_variants(self) -> bool:
+        return any(candidate.variant or candidate.stale_variant is not None for candidate in self.candidates)
+
     def _rows(self) -> list[tuple[str, ...]]:
+        """One row per candidate, in _headers() order."""
+        variants = self._shows_variants()
         rows = []
         for candidate in self.candidates:
             kernel = candidate.kernel
@@ -106,11 +121,17 @@ class Explanation:
                 verdict = "failed gate"
             if verdict == "eligible" and self.forced and self.forced not in (kernel.name, kernel.backend):
                 verdict = "not forced"
+            reason = self._reason(candidate, verdict)
+            if candidate.stale_variant is not None:
+                reason += f"; {_stale_record(candidate)}"
             rows.append((kernel.name, kernel.backend, kernel.kind, kernel.archs_text, str(kernel.priority), verdict,
-                         time, self._reason(candidate, verdict)))
+                         time, *((candidate.variant or "-",) if variants else ()), reason))
         return rows
 
-    _HEADERS = ("kernel", "backend", "kind", "archs", "priority", "verdict", "tuned", "reason")
+    def _headers(self) -> tuple[str, ...]:
+        """The columns; "variant" only where a candidate names one."""
+        leading = ("kernel", "backend", "kind", "archs", "priority", "verdict", "tuned")
+        return (*leading, "variant", "reason") if self._shows_variants() else (*leading, "reason")
 
     def _title(self) -> str:
         forced = f", forced: {self.forced}" if self.forced else ""
@@ -121,11 +142,13 @@ class Explanation:
         if self.pick is None:
             return f"no eligible kernel: {self.error}"
         provisional = "provisional; " if self.provisional else ""
-        return f"pick: {self.pick} ({provisional}{self.reason or self.pick_reason})"
+        variant = f", variant {self.pick_variant}" if self.pick_variant else ""
+        return f"pick: {self.pick}{variant} ({provisional}{self.reason or self.pick_reason})"
 
     def __str__(self) -> str:
-        rows = [self._HEADERS, *self._rows()]
-        widths = [max(len(row[i]) for row in rows) for i in range(len(self._HEADERS) - 1)]
+        headers = self._headers()
+        rows = [headers, *self._rows()]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(headers) - 1)]
         lines = [self._title(), self._summary(), *([f"plan: {self.plan}"] if self.plan else [])]
         for row in rows:
             cells = [cell.ljust(width) for cell, width in zip(row, widths)]
@@ -138,13 +161,22 @@ class Explanation:
         from rich.text import Text
 
         table = Table(title=self._title(), title_justify="left", show_lines=False)
-        for header in self._HEADERS:
+        for header in self._headers():
             table.add_column(header, overflow="fold")
         styles = {"picked": "bold green", "eligible": "", "not forced": "dim", "rejected": "dim", "failed gate": "red"}
         for row in self._rows():
             table.add_row(*row, style=styles[row[5]])
         summary = Text(self._summary(), style="bold" if self.pick else "bold red")
         return Group(table, summary, *([Text(f"plan: {self.plan}")] if self.plan else []))
+
+
+def _stale_record(candidate: Candidate) -> str:
+    """Why the candidate's tuning record does not count: it was made for another variant than it runs now."""
+    def named(variant: str) -> str:
+        return f"variant {variant}" if variant else "no named variant"
+
+    recorded, current = named(candidate.stale_variant), named(candidate.variant)
+    return f"its tuning record is stale: made for {recorded}, it now runs {current}"
 
 
 def _plan(selection: Selection, inputs: tuple) -> tuple[str, bool]:

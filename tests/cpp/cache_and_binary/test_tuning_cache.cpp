@@ -59,7 +59,7 @@ void test_round_trip_and_persistence(const std::string& directory) {
   cache.store(kDevice, kOp, kProblem,
               {{"triton.matmul.a", "fp-a", 12.345678901, ""},
                {"cuda.matmul.b", "fp\tb", infinity, "wrong output:\nmax error 3.5 \\ tolerance 0.01"}});
-  KABI_CHECK(std::filesystem::exists(directory + "/nested/cache/tuning-v3.log"));
+  KABI_CHECK(std::filesystem::exists(directory + "/nested/cache/tuning-v4.log"));
 
   const std::vector<TuningEntry> entries = cache.lookup(kDevice, kOp, kProblem);
   KABI_CHECK_EQ(entries.size(), size_t{2});
@@ -88,6 +88,33 @@ void test_round_trip_and_persistence(const std::string& directory) {
   const TuningEntry* updated = find_entry(after_update, "triton.matmul.a");
   KABI_CHECK(updated != nullptr && updated->time_us == 9.5 && updated->fingerprint == "fp-a2");
   KABI_CHECK_EQ(other_process_view.corrupt_record_count(), int64_t{0});
+}
+
+// A kernel's variant text (kabi_variant_fn) is one more field of the record: escaped like the others, kept per
+// record, superseded with it, and empty for a kernel without variants.
+void test_variants(const std::string& directory) {
+  TuningCache cache(directory);
+  TuningEntry named{"cuda.cublaslt.algo1", "fp", 3.5, ""};
+  named.variant = "algo=66 tile=128x256x64\tstages=4";
+  cache.store(kDevice, kOp, kProblem, {named, {"cuda.cutlass.a", "fp", 4.5, ""}});
+  const std::string text = read_text(cache.file_path());
+  KABI_CHECK(text.rfind("v4\t", 0) == 0);
+  KABI_CHECK(text.find("\talgo=66 tile=128x256x64\\tstages=4\t") != std::string::npos);
+
+  TuningCache other_process_view(directory);
+  const std::vector<TuningEntry> entries = other_process_view.lookup(kDevice, kOp, kProblem);
+  const TuningEntry* slot = find_entry(entries, "cuda.cublaslt.algo1");
+  const TuningEntry* plain = find_entry(entries, "cuda.cutlass.a");
+  KABI_CHECK(slot != nullptr && slot->variant == named.variant);
+  KABI_CHECK(plain != nullptr && plain->variant.empty());
+
+  named.variant = "algo=31";
+  cache.store(kDevice, kOp, kProblem, {named});
+  other_process_view.reload();
+  const std::vector<TuningEntry> superseded = other_process_view.lookup(kDevice, kOp, kProblem);
+  slot = find_entry(superseded, "cuda.cublaslt.algo1");
+  KABI_CHECK(slot != nullptr && slot->variant == "algo=31");
+  KABI_CHECK_EQ(other_process_view.record_count(), int64_t{2});
 }
 
 void test_invalid_entries(const std::string& directory) {
@@ -225,6 +252,7 @@ void test_concurrent_writers(const std::string& directory) {
 int main() {
   const std::string root = make_temporary_directory();
   test_round_trip_and_persistence(root + "/round_trip");
+  test_variants(root + "/variants");
   test_invalid_entries(root + "/invalid");
   test_torn_and_garbage_records(root + "/torn");
   test_superseded_records_are_compacted(root + "/superseded");

@@ -56,8 +56,8 @@ def _show(arguments: argparse.Namespace, console) -> int:
 
 
 def _print_problems(console, records: list[cache.CacheRecord]) -> None:
-    """One table per device, op and problem: each record with its execution mode, time, spread, age and flags; *
-    marks the pick of each mode."""
+    """One table per device, op and problem: each record with its execution mode, time, spread, age and flags, and
+    the variant it ran where a kernel names one; * marks the pick of each mode."""
     problems: dict[tuple[str, str, str], list[cache.CacheRecord]] = {}
     for record in records:
         problems.setdefault((record.device, record.op, record.problem), []).append(record)
@@ -69,7 +69,9 @@ def _print_problems(console, records: list[cache.CacheRecord]) -> None:
             console.print(f"device {device}")
         picks = [_pick([record for record in group if record.execution_mode == mode]) for mode in ("eager", "graph")]
         table = Table(title=f"{op} {problem}", title_justify="left")
-        for column in ("pick", "kernel", "mode", "time", "spread", "age", "flags", "note"):
+        variants = any(record.variant for record in group)
+        columns = ("pick", "kernel", "mode", "time", "spread", "age", "flags", "note")
+        for column in (*columns, "variant") if variants else columns:
             table.add_column(column, overflow="fold")
         for record in group:
             timed = math.isfinite(record.time_us) and not record.gate_only
@@ -78,6 +80,7 @@ def _print_problems(console, records: list[cache.CacheRecord]) -> None:
                           f"{record.time_us:.2f} us" if timed else "-",
                           f"{record.spread:.0%}" if timed else "-",
                           _age(record.recorded_at, now), ", ".join(_flags(record)), record.note,
+                          *((record.variant,) if variants else ()),
                           style="bold green" if picked else ("dim" if not timed else ""))
         console.print(table)
 
