@@ -71,11 +71,13 @@ static kabi_status print_kernel(const kabi_kernel_desc* desc, kabi_kernel* out_k
   for (int32_t i = 0; i < desc->num_archs; ++i) printf("%s%d", i > 0 ? ", " : "", (int)desc->archs[i]);
   printf("], \"arch_min\": %d, \"arch_max\": %d, \"required_features\": %" PRIu64 ", \"dtypes\": %" PRIu32
          ", \"layouts\": %" PRIu32 ", \"batch_mode\": %d, \"alignment\": %" PRIu32 ", \"priority\": %d, "
-         "\"plugin\": \"\", \"fingerprint\": \"%s\", \"type_constraints\": \"%s\", \"has_workspace\": %s}\n",
+         "\"plugin\": \"\", \"fingerprint\": \"%s\", \"type_constraints\": \"%s\", \"has_workspace\": %s, "
+         "\"has_variant\": %s}\n",
          desc->num_archs > 0 ? 0 : (int)desc->arch_min, desc->num_archs > 0 ? 0 : (int)desc->arch_max,
          desc->required_features, desc->dtypes, desc->layouts, (int)desc->batch_mode, desc->alignment,
          (int)desc->priority, desc->fingerprint != NULL ? desc->fingerprint : "",
-         desc->type_constraints != NULL ? desc->type_constraints : "", desc->workspace != NULL ? "true" : "false");
+         desc->type_constraints != NULL ? desc->type_constraints : "", desc->workspace != NULL ? "true" : "false",
+         kabi_extension_find(desc->extensions, KABI_EXTENSION_KERNEL_VARIANT) != NULL ? "true" : "false");
   return KABI_STATUS_OK;
 }
 

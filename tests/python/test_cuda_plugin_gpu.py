@@ -5,6 +5,7 @@ output's neighbours untouched (guard regions), which is the memory-safety check 
 
 from __future__ import annotations
 
+import re
 import subprocess
 
 import pytest
@@ -189,6 +190,36 @@ def test_kabi_dispatch_can_pick_them() -> None:
         with kabi.use(matmul=kernel):
             result = kabi.ops.matmul(a, b)
         _check("matmul", result, a.double() @ b.double(), torch.bfloat16, f"kabi.ops.matmul forced to {kernel}")
+
+
+# What a cuBLASLt slot names as its variant: its algorithm's configuration (cublaslt_kernels.cpp), inner and cluster
+# shapes where the cuBLASLt version has them.
+CUBLASLT_VARIANT = re.compile(r"algo=\d+ tile=\d+ stages=\d+ splitk=-?\d+ reduction=\d+ swizzle=\d+ custom=\d+"
+                              r"( inner=\d+)?( cluster=\d+)?")
+
+
+def test_cublaslt_slots_name_their_algorithm_and_the_cache_records_it(cache_dir) -> None:
+    a = torch.randn(512, 1024, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(1024, 768, device="cuda", dtype=torch.bfloat16)
+    slots = {candidate.name: candidate for candidate in kabi.explain(kabi.ops.matmul, a, b).candidates
+             if candidate.name.startswith("cuda.cublaslt.algo") and candidate.eligible}
+    assert "cuda.cublaslt.algo0" in slots
+    for name, candidate in slots.items():
+        assert candidate.kernel.has_variant and CUBLASLT_VARIANT.fullmatch(candidate.variant), (name, candidate.variant)
+    # Each slot runs another of the heuristic's algorithms, and its variant says which.
+    assert len({candidate.variant for candidate in slots.values()}) == len(slots), slots
+    with kabi.tuning("first-call", warmup=1, repeat=3, min_time_s=0.0):
+        kabi.ops.matmul(a, b)
+    records = {record.kernel: record for record in kabi.cache.show("matmul")
+               if record.kernel in slots and record.execution_mode == "eager"}
+    assert set(records) == set(slots)
+    assert {name: record.variant for name, record in records.items()} == {
+        name: candidate.variant for name, candidate in slots.items()}
+    tuned = kabi.explain(kabi.ops.matmul, a, b)
+    assert tuned.pick_reason == "tuned"
+    assert not [candidate.name for candidate in tuned.candidates if candidate.stale_variant is not None]
+    if tuned.pick in slots:
+        assert tuned.pick_variant == slots[tuned.pick].variant
 
 
 def test_called_from_c(tmp_path) -> None:

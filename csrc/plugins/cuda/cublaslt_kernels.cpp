@@ -2,10 +2,16 @@
 // init, before any problem is known. So the plugin registers kSlots "slot" kernels per op, cuda.cublaslt.algo0 ..
 // algoN (scaled_mm's FP8 ones are cuda.cublaslt.fp8.algo0 .. algoN): slot i computes a problem with the i-th
 // algorithm the heuristic returns for it, and its supports() declines a problem for which the heuristic returns
-// fewer than i + 1. The tuner then measures the heuristic's top algorithms as separate candidates and the cache
-// records which slot won. A slot's fingerprint names the cuBLASLt build: the heuristic's ranking is a function of
-// that build, the device (the cache's device signature) and the problem, so a record stays meaningful exactly as
-// long as all three are unchanged.
+// fewer than i + 1. The tuner then measures the heuristic's top algorithms as separate candidates.
+//
+// What a slot runs differs per problem, so its static fingerprint names only the cuBLASLt build; each slot also
+// names, per problem, the algorithm it runs (its kabi_variant_fn, KABI_EXTENSION_KERNEL_VARIANT): the algorithm's
+// configuration as cublasLtMatmulAlgoConfigGetAttribute reads it, e.g. "algo=66 tile=20 stages=35 splitk=1
+// reduction=0 swizzle=0 custom=0 inner=0 cluster=2" (the enums' numeric values: tile is a cublasLtMatmulTile_t,
+// stages a cublasLtMatmulStages_t, reduction a cublasLtReductionScheme_t; inner and cluster shapes only where the
+// cuBLASLt version has them). The tuning cache records that text beside each slot's measurement, so it says which
+// algorithm won, kabi.explain shows it, and a record whose algorithm is no longer the one the heuristic puts in that
+// slot (another cuBLASLt build under the same version number, another workspace limit) is stale and measured again.
 //
 // row-major out[M, N] = a[M, K] @ b[K, N] is computed as its column-major transpose, out^T = b^T @ a^T: cuBLASLt's
 // A is b, its B is a, and its D is out read as an N x M column-major matrix, whose rows (N) the bias runs along.
@@ -96,6 +102,7 @@ struct Plan {
   lt::MatrixLayout a = nullptr, b = nullptr, d = nullptr;
   int algorithms = 0;
   lt::HeuristicResult results[kSlots] = {};
+  std::string variants[kSlots];  // each algorithm's configuration, as its slot names its variant
   std::string error;  // why the descriptors or the heuristic failed ("" when they did not)
 };
 
@@ -140,6 +147,41 @@ std::string set_scales(const lt::Library& lib, const GemmCall& call, lt::MatmulD
     }
   }
   return {};
+}
+
+// The configuration that identifies an algorithm, as "name=value" items: the attributes the cuBLASLt version has
+// (each read at the size it reports, so the integer widths of cublasLt.h need not be repeated here).
+std::string describe_algorithm(const lt::Library& lib, const lt::MatmulAlgo& algo) {
+  static constexpr std::pair<const char*, int32_t> kAttributes[] = {
+      {"algo", lt::kAlgoConfigId},
+      {"tile", lt::kAlgoConfigTileId},
+      {"stages", lt::kAlgoConfigStagesId},
+      {"splitk", lt::kAlgoConfigSplitKNum},
+      {"reduction", lt::kAlgoConfigReductionScheme},
+      {"swizzle", lt::kAlgoConfigCtaSwizzling},
+      {"custom", lt::kAlgoConfigCustomOption},
+      {"inner", lt::kAlgoConfigInnerShapeId},
+      {"cluster", lt::kAlgoConfigClusterShapeId}};
+  std::string text;
+  for (const auto& [name, attribute] : kAttributes) {
+    size_t size = 0;
+    if (lib.algo_config_get(&algo, attribute, nullptr, 0, &size) != 0 || size == 0 || size > sizeof(uint64_t)) {
+      continue;  // not in this cuBLASLt version
+    }
+    unsigned char bytes[sizeof(uint64_t)] = {};
+    size_t written = 0;
+    if (lib.algo_config_get(&algo, attribute, bytes, size, &written) != 0) continue;
+    // Little-endian (x86-64, aarch64): the value's low bytes come first, whatever its width. ID and SPLITK_NUM are
+    // signed int32.
+    uint64_t value = 0;
+    std::memcpy(&value, bytes, size);
+    const bool is_signed = attribute == lt::kAlgoConfigId || attribute == lt::kAlgoConfigSplitKNum;
+    const std::string number = is_signed && size == sizeof(int32_t)
+                                   ? std::to_string(static_cast<int32_t>(static_cast<uint32_t>(value)))
+                                   : std::to_string(value);
+    text += (text.empty() ? "" : " ") + std::string(name) + "=" + number;
+  }
+  return text;
 }
 
 // Build the descriptors and ask the heuristic (with the call's device current).
@@ -202,6 +244,10 @@ void build_plan(Cublaslt& state, const GemmCall& call, uint32_t epilogue, lt::Ha
   if (status != 0) {
     plan->algorithms = 0;
     plan->error = status_text("cublasLtMatmulAlgoGetHeuristic", status);
+    return;
+  }
+  for (int slot = 0; slot < plan->algorithms; ++slot) {
+    plan->variants[slot] = describe_algorithm(lib, plan->results[slot].algo);
   }
 }
 
@@ -345,6 +391,29 @@ int32_t supports(void* user_data, const kabi_problem* problem, const kabi_args* 
   return 0;
 }
 
+// The slot's kabi_variant_fn: the configuration of the algorithm it runs for the problem.
+kabi_status variant(void* user_data, const kabi_problem* problem, const kabi_args* args, char* buffer,
+                    size_t buffer_size) {
+  const auto& kernel = *static_cast<const SlotKernel*>(user_data);
+  const PluginContext& context = plugin_context();
+  try {
+    GemmCall call;
+    uint32_t epilogue = 0;
+    std::shared_ptr<Plan> plan;
+    const std::string reason = check(kernel, *problem, *args, /*require_output=*/false, &call, &epilogue, &plan);
+    if (!reason.empty()) return context.fail(KABI_STATUS_CONSTRAINT_VIOLATED, kernel.name + ": " + reason);
+    const std::string& text = plan->variants[kernel.slot];
+    if (text.size() >= buffer_size) {
+      return context.fail(KABI_STATUS_INTERNAL, kernel.name + ": the algorithm's description \"" + text +
+                                                    "\" does not fit in " + std::to_string(buffer_size) + " bytes");
+    }
+    std::memcpy(buffer, text.c_str(), text.size() + 1);
+    return KABI_STATUS_OK;
+  } catch (const std::exception& error) {
+    return context.fail(KABI_STATUS_INTERNAL, kernel.name + ": " + error.what());
+  }
+}
+
 kabi_status workspace(void*, const kabi_problem*, size_t* out_bytes) {
   *out_bytes = kWorkspaceBytes;
   return KABI_STATUS_OK;
@@ -373,6 +442,11 @@ kabi_status register_cublaslt_kernels(const kabi_host_api* host, PluginContext& 
       kernel->fingerprint = kernel->name + "/1 cublasLt " + version;
 
       kabi_kernel_desc desc = gemm_kernel_desc(op, kernel->name, kernel->fingerprint, run, supports, workspace);
+      kabi_kernel_variant_extension variant_extension{};
+      variant_extension.extension.struct_size = sizeof variant_extension;
+      variant_extension.extension.type = KABI_EXTENSION_KERNEL_VARIANT;
+      variant_extension.variant = variant;
+      desc.extensions = &variant_extension.extension;
       desc.arch_min = arch_min;
       desc.priority = slot == 0 ? kFirstSlotPriority : kOtherSlotPriority;
       desc.required_features = KABI_FEATURE_TENSOR_CORES | (fp8 ? KABI_FEATURE_FP8_MMA : KABI_FEATURE_BF16_MMA);

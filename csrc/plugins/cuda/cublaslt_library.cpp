@@ -31,6 +31,7 @@ bool bind(void* handle, Library* library, std::string* missing) {
   ok &= resolve(handle, "cublasLtMatmulPreferenceSetAttribute", &library->preference_set, missing);
   ok &= resolve(handle, "cublasLtMatmulAlgoGetHeuristic", &library->heuristic, missing);
   ok &= resolve(handle, "cublasLtMatmul", &library->matmul, missing);
+  ok &= resolve(handle, "cublasLtMatmulAlgoConfigGetAttribute", &library->algo_config_get, missing);
   return ok;
 }
 

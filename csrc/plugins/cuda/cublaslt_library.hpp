@@ -43,6 +43,11 @@ constexpr int32_t kPrefMaxWorkspaceBytes = 1, kPrefMinAlignmentA = 5, kPrefMinAl
                   kPrefMinAlignmentD = 8;
 // cublasLtEpilogue_t.
 constexpr uint32_t kEpilogueDefault = 1, kEpilogueRelu = 2, kEpilogueBias = 4, kEpilogueGelu = 32;
+// cublasLtMatmulAlgoConfigAttributes_t: what identifies an algorithm the heuristic returned. Inner and cluster shapes
+// exist only in newer cuBLASLt versions (an older one answers them with an error status).
+constexpr int32_t kAlgoConfigId = 0, kAlgoConfigTileId = 1, kAlgoConfigSplitKNum = 2, kAlgoConfigReductionScheme = 3,
+                  kAlgoConfigCtaSwizzling = 4, kAlgoConfigCustomOption = 5, kAlgoConfigStagesId = 6,
+                  kAlgoConfigInnerShapeId = 7, kAlgoConfigClusterShapeId = 8;
 
 struct Library {
   void* handle = nullptr;
@@ -64,6 +69,8 @@ struct Library {
   Status (*matmul)(Handle, MatmulDesc, const void* alpha, const void* a, MatrixLayout, const void* b, MatrixLayout,
                    const void* beta, const void* c, MatrixLayout, void* d, MatrixLayout, const MatmulAlgo*,
                    void* workspace, size_t workspace_size, void* stream) = nullptr;
+  // cublasLtMatmulAlgoConfigGetAttribute: with size 0 and written set, it writes the attribute's size instead.
+  Status (*algo_config_get)(const MatmulAlgo*, int32_t attribute, void* value, size_t size, size_t* written) = nullptr;
 };
 
 // Open cuBLASLt once (later calls return the first outcome). plugin_directory is where libkabi_cuda.so lies: the
