@@ -92,8 +92,61 @@ uint32_t dtype_bit_from_name(const std::string& name) noexcept {
   return 0;
 }
 
+namespace {
+
+// DLPack's name for a dtype kabi has no bit for (a caller's bool or float8_e8m0fnu tensor), so that the error refusing
+// it names what the caller passed; empty for a code this header does not know.
+std::string dlpack_dtype_name(DLDataType dtype) {
+  const std::string bits = std::to_string(dtype.bits);
+  switch (dtype.code) {
+    case kDLInt:
+      return "int" + bits;
+    case kDLUInt:
+      return "uint" + bits;
+    case kDLFloat:
+      return "float" + bits;
+    case kDLBfloat:
+      return "bfloat" + bits;
+    case kDLComplex:
+      return "complex" + bits;
+    case kDLBool:
+      return "bool";
+    case kDLOpaqueHandle:
+      return "opaque handle";
+    case kDLFloat8_e3m4:
+      return "float8_e3m4";
+    case kDLFloat8_e4m3:
+      return "float8_e4m3";
+    case kDLFloat8_e4m3b11fnuz:
+      return "float8_e4m3b11fnuz";
+    case kDLFloat8_e4m3fn:
+      return "float8_e4m3fn";
+    case kDLFloat8_e4m3fnuz:
+      return "float8_e4m3fnuz";
+    case kDLFloat8_e5m2:
+      return "float8_e5m2";
+    case kDLFloat8_e5m2fnuz:
+      return "float8_e5m2fnuz";
+    case kDLFloat8_e8m0fnu:
+      return "float8_e8m0fnu";
+    case kDLFloat6_e2m3fn:
+      return "float6_e2m3fn";
+    case kDLFloat6_e3m2fn:
+      return "float6_e3m2fn";
+    case kDLFloat4_e2m1fn:
+      return "float4_e2m1fn";
+    default:
+      return "";
+  }
+}
+
+}  // namespace
+
 std::string describe_dtype(DLDataType dtype) {
   if (const char* name = dtype_name(dtype_bit(dtype))) return name;
+  const std::string name = dlpack_dtype_name(dtype);
+  const std::string lanes = dtype.lanes != 1 ? " x " + std::to_string(dtype.lanes) + " lanes" : "";
+  if (!name.empty()) return name + lanes;
   return "dtype(code=" + std::to_string(dtype.code) + ", bits=" + std::to_string(dtype.bits) +
          ", lanes=" + std::to_string(dtype.lanes) + ")";
 }

@@ -165,7 +165,7 @@ class Binder {
     const uint32_t bit = dtype_bit(tensor.dtype);
     if (bit == 0) {
       fail(KABI_STATUS_UNSUPPORTED_DTYPE,
-           schema.name + " has " + describe_dtype(tensor.dtype) + ", which kabi does not support");
+           schema.name + " is " + describe_dtype(tensor.dtype) + ", a dtype kabi does not support");
     }
     if (schema.type_variable < 0) {
       if (bit != schema.dtypes) {

@@ -53,6 +53,12 @@ def test_unsupported_dtype(dtype):
     assert "matmul" in str(error.value)
 
 
+def test_a_dtype_kabi_lacks_is_named_as_the_caller_knows_it():
+    # bool reaches the core (DLPack describes it; kabi has no bit for it); uint16 and the like are refused before it.
+    with pytest.raises(kabi.UnsupportedDtypeError, match="matmul: a is bool, a dtype kabi does not support"):
+        matmul(torch.ones(2, 3, dtype=torch.bool), torch.ones(3, 4, dtype=torch.bool))
+
+
 def test_float8_message_lists_the_supported_dtypes():
     with pytest.raises(kabi.UnsupportedDtypeError, match="float8_e5m2.*float16, bfloat16, float32, float64, int8"):
         matmul(torch.ones(2, 3, dtype=torch.float8_e5m2), torch.ones(3, 4, dtype=torch.float8_e5m2))
