@@ -5,10 +5,9 @@ kernel that was not picked and why (slower, passed the gate untimed, no verdict 
 or the correctness-gate failure (wrong result, NaN, raised) that rejected it. A kernel that names the variant it runs
 per problem (a cuBLASLt slot kernel names the algorithm its heuristic chose) shows it, in a variant column and after
 the pick; a tuning record of another variant is stale, which the candidate's reason says (its problem is tuned
-again). Its plan says what the next call of
-the problem will do under the current policy: use a tuned pick, tune (naming the kernels it will measure, the
-current heuristic pick being provisional), or gate the heuristic's pick once before using it. It prints as plain
-text (``str``) and as a rich table (``rich.print(record)``).
+again). Its plan says what the next call of the problem will do under the current policy: use a tuned pick, tune
+(naming the kernels it will measure, the current heuristic pick being provisional), or gate the heuristic's pick
+once before using it. It prints as plain text (``str``) and as a rich table (``rich.print(record)``).
 
 Example::
 
