@@ -305,6 +305,8 @@ KABI_EXPORT kabi_status kabi_kernel_info_get(kabi_kernel handle, kabi_kernel_inf
     info.batch_mode = kernel->batch_mode;
     info.has_workspace = kernel->workspace != nullptr ? 1 : 0;
     info.has_variant = kernel->variant != nullptr ? 1 : 0;
+    info.num_input_layouts = static_cast<int32_t>(kernel->input_layouts.size());
+    std::copy(kernel->input_layouts.begin(), kernel->input_layouts.end(), info.input_layouts);
     write_output_struct(out_info, info);
   });
 }

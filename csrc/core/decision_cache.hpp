@@ -1,6 +1,6 @@
 // kabi_call's per-op memory of selections: exact problem (dims, batch shape, layouts, type bindings, given inputs,
-// attributes, device, data alignment) and forcing -> kernel, valid while the op's generation is unchanged. Keys are
-// plain values, so a hit costs a hash and a compare, no allocation.
+// attributes, device, data alignment, the powers of two dividing the inputs' strides) and forcing -> kernel, valid
+// while the op's generation is unchanged. Keys are plain values, so a hit costs a hash and a compare, no allocation.
 #pragma once
 
 #include <array>
@@ -17,6 +17,32 @@ namespace kabi::core {
 
 struct Kernel;
 
+// Per input, its rank and how many times 2 divides the stride of each of its last KABI_MAX_DIMS dimensions (64 for a
+// stride of 0): a device binary may assume a stride is a multiple of a power of two (kabi_launch_param.divisible_by),
+// and two calls that agree here pass or fail every such assumption alike.
+struct StrideTwos {
+  std::array<uint8_t, KABI_MAX_TENSORS> ranks{};
+  std::array<std::array<uint8_t, KABI_MAX_DIMS>, KABI_MAX_TENSORS> twos{};
+
+  explicit StrideTwos(const kabi_args& args) {
+    for (int32_t i = 0; i < args.num_inputs && i < KABI_MAX_TENSORS; ++i) {
+      const DLTensor& tensor = args.inputs[i];
+      if (tensor.dtype.bits == 0 || tensor.ndim < 0) continue;  // absent
+      ranks[static_cast<size_t>(i)] = static_cast<uint8_t>(tensor.ndim);
+      int64_t contiguous_stride = 1;
+      for (int32_t from_last = 0; from_last < tensor.ndim && from_last < KABI_MAX_DIMS; ++from_last) {
+        const int32_t axis = tensor.ndim - 1 - from_last;
+        const int64_t stride = tensor.strides != nullptr ? tensor.strides[axis] : contiguous_stride;
+        contiguous_stride *= tensor.shape[axis];
+        twos[static_cast<size_t>(i)][static_cast<size_t>(from_last)] =
+            static_cast<uint8_t>(stride == 0 ? 64 : __builtin_ctzll(static_cast<uint64_t>(stride)));
+      }
+    }
+  }
+
+  bool operator==(const StrideTwos& other) const { return ranks == other.ranks && twos == other.twos; }
+};
+
 struct DecisionKey {
   std::array<int64_t, KABI_MAX_DIMS> dims{};
   std::array<int64_t, KABI_MAX_BATCH_RANK> batch_shape{};
@@ -31,14 +57,15 @@ struct DecisionKey {
   int32_t batch_rank = 0;
   int32_t batch_mode = 0;
   uint32_t alignment = 0;
+  StrideTwos stride_twos;
   bool use_tuning_cache = true;
   bool allow_unverified = false;
   bool allow_failed_gate = false;
   kabi_execution_mode execution_mode = KABI_EXECUTION_EAGER;
   std::string force;
 
-  DecisionKey(const kabi_problem& problem, uint32_t data_alignment, bool use_tuning, const std::string& forced,
-              bool unverified_allowed, bool failed_gate_allowed, kabi_execution_mode mode)
+  DecisionKey(const kabi_problem& problem, const kabi_args& args, uint32_t data_alignment, bool use_tuning,
+              const std::string& forced, bool unverified_allowed, bool failed_gate_allowed, kabi_execution_mode mode)
       : num_attributes(problem.num_attributes),
         inputs_present(problem.inputs_present),
         device_type(problem.device_type),
@@ -46,6 +73,7 @@ struct DecisionKey {
         batch_rank(problem.batch_rank),
         batch_mode(problem.batch_mode),
         alignment(data_alignment),
+        stride_twos(args),
         use_tuning_cache(use_tuning),
         allow_unverified(unverified_allowed),
         allow_failed_gate(failed_gate_allowed),
@@ -74,7 +102,8 @@ struct DecisionKey {
            type_bindings == other.type_bindings && num_attributes == other.num_attributes && same_attributes() &&
            inputs_present == other.inputs_present && device_type == other.device_type &&
            device_index == other.device_index && batch_rank == other.batch_rank && batch_mode == other.batch_mode &&
-           alignment == other.alignment && use_tuning_cache == other.use_tuning_cache &&
+           alignment == other.alignment && stride_twos == other.stride_twos &&
+           use_tuning_cache == other.use_tuning_cache &&
            allow_unverified == other.allow_unverified && allow_failed_gate == other.allow_failed_gate &&
            execution_mode == other.execution_mode &&
            force == other.force;

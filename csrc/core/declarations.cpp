@@ -84,6 +84,29 @@ kabi_variant_fn variant_function(const kabi_extension* chain, const std::string&
   return extension->variant;
 }
 
+// The declared per-input layout masks (kabi_kernel_desc.input_layouts), checked against the op's inputs.
+std::vector<uint32_t> input_layouts(const Op& op, const kabi_kernel_desc& desc, const std::string& what) {
+  const auto inputs = static_cast<int32_t>(op.schema.inputs.size());
+  if (desc.num_input_layouts < 0 || desc.num_input_layouts > inputs) {
+    throw Error(KABI_STATUS_INVALID_ARGUMENT, what + ": num_input_layouts is " + std::to_string(desc.num_input_layouts) +
+                                                  "; op " + op.name + " has " + std::to_string(inputs) + " inputs");
+  }
+  if (desc.num_input_layouts == 0) return {};
+  if (desc.input_layouts == nullptr) {
+    throw Error(KABI_STATUS_INVALID_ARGUMENT, what + ": input_layouts is NULL but num_input_layouts is " +
+                                                  std::to_string(desc.num_input_layouts));
+  }
+  std::vector<uint32_t> masks(desc.input_layouts, desc.input_layouts + desc.num_input_layouts);
+  for (size_t i = 0; i < masks.size(); ++i) {
+    if ((masks[i] & ~static_cast<uint32_t>(KABI_LAYOUT_ANY)) != 0) {
+      throw Error(KABI_STATUS_INVALID_ARGUMENT, what + ": input_layouts[" + std::to_string(i) + "] (input " +
+                                                    op.schema.inputs[i].name + ") has bits that are not " +
+                                                    "KABI_LAYOUT_* classes");
+    }
+  }
+  return masks;
+}
+
 }  // namespace
 
 KernelPtr make_kernel(const kabi_kernel_desc* caller, Op& op) {
@@ -117,6 +140,10 @@ KernelPtr make_kernel(const kabi_kernel_desc* caller, Op& op) {
   kernel->accepted_dtypes = accepted_dtypes(op, *kernel, what);
   kernel->layouts = desc.layouts;
   if ((kernel->layouts & KABI_LAYOUT_ANY) == 0) invalid("layouts names no KABI_LAYOUT_* class");
+  kernel->input_layouts = input_layouts(op, desc, what);
+  for (uint32_t& mask : kernel->input_layouts) {
+    if (mask == 0) mask = kernel->layouts;
+  }
   kernel->alignment = desc.alignment;
   if (kernel->alignment > 1 && (kernel->alignment & (kernel->alignment - 1)) != 0) {
     invalid("alignment " + std::to_string(kernel->alignment) + " is not a power of two");

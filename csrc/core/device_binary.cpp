@@ -30,6 +30,7 @@ struct LaunchParam {
   int32_t dim = 0;
   std::string name;
   int64_t value = 0;
+  int64_t divisible_by = 0;     // DIM and STRIDE: a power of two the image assumes the value is a multiple of; 0: none
   bool real_attribute = false;  // ATTRIBUTE of a float attribute: passed as a float or double
 };
 
@@ -102,6 +103,17 @@ LaunchParam copy_param(const kabi_launch_param& raw, size_t index) {
       break;
     case KABI_PARAM_WORKSPACE: break;
     default: throw invalid(label + ".kind is " + std::to_string(raw.kind) + "; expected a kabi_param_kind");
+  }
+  if (raw.divisible_by < 0 || (raw.divisible_by & (raw.divisible_by - 1)) != 0) {
+    throw invalid(label + ".divisible_by is " + std::to_string(raw.divisible_by) +
+                  "; expected 0 (no assumption) or a power of two");
+  }
+  if (raw.divisible_by > 1) {
+    if (raw.kind != KABI_PARAM_DIM && raw.kind != KABI_PARAM_STRIDE) {
+      throw invalid(label + ".divisible_by is " + std::to_string(raw.divisible_by) +
+                    "; only dim and stride parameters take one");
+    }
+    param.divisible_by = raw.divisible_by;
   }
   return param;
 }
@@ -358,7 +370,10 @@ std::string device_binary_fingerprint(const DeviceBinary& binary) {
   std::string spec = std::to_string(binary.format) + "|" + std::to_string(binary.arch) + "|" + binary.entry + "|";
   for (const LaunchParam& param : binary.params) {
     spec += std::to_string(param.kind) + "," + std::to_string(param.size_bytes) + "," + std::to_string(param.index) +
-            "," + std::to_string(param.dim) + "," + param.name + "," + std::to_string(param.value) + ";";
+            "," + std::to_string(param.dim) + "," + param.name + "," + std::to_string(param.value);
+    // Only where assumed, so that the fingerprints of binaries without assumptions stay what they were before 2.4.
+    if (param.divisible_by > 1) spec += ",divisible_by=" + std::to_string(param.divisible_by);
+    spec += ";";
   }
   for (const GridExpression& axis : binary.grid) spec += axis.text() + ";";
   spec += std::to_string(binary.block[0]) + "," + std::to_string(binary.block[1]) + "," +
@@ -368,6 +383,44 @@ std::string device_binary_fingerprint(const DeviceBinary& binary) {
   char text[17];
   std::snprintf(text, sizeof text, "%016" PRIx64, hash);
   return text;
+}
+
+std::string divisibility_mismatch(const DeviceBinary& binary, const Schema& schema, const kabi_problem& problem,
+                                  const kabi_args& args) {
+  for (size_t i = 0; i < binary.params.size(); ++i) {
+    const LaunchParam& param = binary.params[i];
+    if (param.divisible_by <= 1) continue;
+    std::string what;
+    int64_t value = 0;
+    try {
+      if (param.kind == KABI_PARAM_DIM) {
+        what = "dim " + param.name;
+        value = dim_value(param.name, problem);
+      } else {
+        const bool input = param.index < binary.num_inputs;
+        const auto position = static_cast<size_t>(input ? param.index : param.index - binary.num_inputs);
+        what = "stride of " + (input ? schema.inputs[position].name : schema.outputs[position].name) + ", dim " +
+               std::to_string(param.dim);
+        if (input) {
+          const DLTensor& tensor = args.inputs[param.index];
+          value = tensor.dtype.bits == 0 ? 0 : stride_value(tensor, param.dim);
+        } else {
+          // Outputs are dense row-major of the problem's shapes, and a selection may be made before they exist.
+          DLTensor output{};
+          output.ndim = problem.output_ranks[position];
+          output.shape = const_cast<int64_t*>(problem.output_shapes[position]);
+          value = stride_value(output, param.dim);
+        }
+      }
+    } catch (const Error& error) {
+      return "param " + std::to_string(i) + ": " + error.what();
+    }
+    if (value % param.divisible_by != 0) {
+      return "param " + std::to_string(i) + " (" + what + ") is " + std::to_string(value) + ", not a multiple of " +
+             std::to_string(param.divisible_by) + " as the image assumes";
+    }
+  }
+  return "";
 }
 
 void launch_device_binary(DeviceBinary& binary, const kabi_problem& problem, const kabi_args& args) {

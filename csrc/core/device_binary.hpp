@@ -25,6 +25,13 @@ uint64_t fnv1a64(const void* data, size_t size, uint64_t hash = 0xcbf29ce4842223
 // A stable hash of the image and the launch spec (for default fingerprints).
 std::string device_binary_fingerprint(const DeviceBinary& binary);
 
+// Why the image cannot run the problem: the first dim or stride parameter whose value is not a multiple of the
+// divisible_by it declares ("param 7 (stride of b, dim -2) is 4100, not a multiple of 16 as the image assumes"), or
+// one such value that cannot be read (a stride of a dim the tensor lacks); "" when every assumption holds. Reads args'
+// inputs (as CallArgs completed them); outputs from the problem's shapes, so a selection may leave them out.
+std::string divisibility_mismatch(const DeviceBinary& binary, const Schema& schema, const kabi_problem& problem,
+                                  const kabi_args& args);
+
 // Launch on args->stream: evaluate the grid rule over the problem's dims, marshal the parameters, cuLaunchKernel
 // (or cuLaunchKernelEx for clusters). Errors become kabi::core::Error(KABI_STATUS_KERNEL_FAILED or UNAVAILABLE).
 void launch_device_binary(DeviceBinary& binary, const kabi_problem& problem, const kabi_args& args);

@@ -63,6 +63,7 @@ void check_constraints(const Kernel& kernel, const kabi_args& args, const kabi_p
   }
   if (std::string mismatch = dtype_mismatch(kernel, problem); !mismatch.empty()) violated(kernel, mismatch);
   if (std::string mismatch = layout_mismatch(kernel, problem); !mismatch.empty()) violated(kernel, mismatch);
+  if (std::string unmet = unmet_assumption(kernel, problem, args); !unmet.empty()) violated(kernel, unmet);
   if (problem.batch_mode > kernel.batch_mode) {
     violated(kernel, std::string("needs batch mode ") + batch_mode_name(problem.batch_mode) + "; kernel takes " +
                          batch_mode_name(kernel.batch_mode));
@@ -86,9 +87,9 @@ void check_constraints(const Kernel& kernel, const kabi_args& args, const kabi_p
 KernelPtr decide(Op& op, const kabi_args& args, kabi_problem& problem, const kabi_select_options* options) {
   SelectOptions resolved = resolve_select_options(op, options);
   resolve_gate_options(options, resolved);
-  // Exact, not the bucketed tuning key: a supports predicate or an alignment may tell two problems of one bucket
-  // apart.
-  const DecisionKey key(problem, data_alignment(args), resolved.use_tuning_cache, resolved.force,
+  // Exact, not the bucketed tuning key: a supports predicate, an alignment or a device binary's divisibility
+  // assumptions may tell two problems of one bucket apart.
+  const DecisionKey key(problem, args, data_alignment(args), resolved.use_tuning_cache, resolved.force,
                         resolved.allow_unverified, resolved.allow_failed_gate, resolved.execution_mode);
   const uint64_t generation = op.generation.load(std::memory_order_acquire);
   if (KernelPtr kernel = op.decisions.find(key, generation)) return kernel;

@@ -67,6 +67,9 @@ struct Kernel : kabi_kernel_s {
   // else `dtypes`.
   std::vector<uint32_t> accepted_dtypes;
   uint32_t layouts = 0;
+  // The classes the first inputs take, as declared in kabi_kernel_desc.input_layouts with a 0 resolved to `layouts`;
+  // inputs past them take `layouts`.
+  std::vector<uint32_t> input_layouts;
   uint32_t alignment = 0;
   int32_t batch_mode = KABI_BATCH_NONE;
   kabi_kernel_kind kind = KABI_KERNEL_FUNCTION;
@@ -78,6 +81,10 @@ struct Kernel : kabi_kernel_s {
   void* user_data = nullptr;
   void (*user_data_free)(void*) = nullptr;
   uint64_t serial = 0;  // registration order across all ops; earlier wins heuristic ties
+
+  uint32_t layouts_of_input(size_t input) const {
+    return input < input_layouts.size() ? input_layouts[input] : layouts;
+  }
 
   Kernel() = default;
   Kernel(const Kernel&) = delete;

@@ -69,13 +69,22 @@ std::string dtype_mismatch(const Kernel& kernel, const kabi_problem& problem) {
 std::string layout_mismatch(const Kernel& kernel, const kabi_problem& problem) {
   const auto& inputs = kernel.op->schema.inputs;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const auto index = static_cast<int32_t>(i);
-    if (input_present(problem, index) && !layout_accepted(kernel.layouts, problem.input_layouts[i])) {
-      return inputs[i].name + " is " + layout_name(problem.input_layouts[i]) + "; kernel takes " +
-             describe_layout_set(kernel.layouts);
+    const uint32_t accepted = kernel.layouts_of_input(i);
+    if (!input_present(problem, static_cast<int32_t>(i)) || layout_accepted(accepted, problem.input_layouts[i])) {
+      continue;
     }
+    const std::string found = inputs[i].name + " is " + layout_name(problem.input_layouts[i]);
+    if (i < kernel.input_layouts.size()) {
+      return found + "; the kernel takes " + describe_layout_set(accepted) + " for " + inputs[i].name;
+    }
+    return found + "; kernel takes " + describe_layout_set(accepted);
   }
   return "";
+}
+
+std::string unmet_assumption(const Kernel& kernel, const kabi_problem& problem, const kabi_args& args) {
+  if (!kernel.binary) return "";
+  return divisibility_mismatch(*kernel.binary, kernel.op->schema, problem, args);
 }
 
 namespace {
@@ -101,6 +110,7 @@ std::string rejection(const Kernel& kernel, const kabi_device_info* device, cons
   }
   if (std::string mismatch = dtype_mismatch(kernel, problem); !mismatch.empty()) return mismatch;
   if (std::string mismatch = layout_mismatch(kernel, problem); !mismatch.empty()) return mismatch;
+  if (std::string unmet = unmet_assumption(kernel, problem, args); !unmet.empty()) return unmet;
   if (problem.batch_mode > kernel.batch_mode) {
     return std::string("needs batch mode ") + batch_mode_name(problem.batch_mode) + "; kernel takes " +
            batch_mode_name(kernel.batch_mode);

@@ -1,9 +1,9 @@
 // Selection: which registered kernel runs a problem, and why.
 //
 // Candidates are the op's kernels for the problem's device type. Filters run in order (arch, features, the dtype of
-// each type variable, layout of each given input, batch mode, the kernel's own supports predicate, its workspace
-// function, its variant function, a failed correctness-gate verdict, and for a graph-mode selection a failed
-// graph-mode record) and the first that fails is the candidate's reason. A kernel that names its variants
+// each type variable, layout of each given input, a device binary's divisibility assumptions, batch mode, the
+// kernel's own supports predicate, its workspace function, its variant function, a failed correctness-gate verdict,
+// and for a graph-mode selection a failed graph-mode record) and the first that fails is the candidate's reason. A kernel that names its variants
 // (kabi_variant_fn) counts only the records of the variant it runs now: the others are stale, as if never recorded.
 // A graph-mode selection picks by graph-mode times when every pickable kernel has one, else by eager times, as eager
 // selection always does. Among the eligible: forced (options or KABI_FORCE) > tuned (the tuning cache) > heuristic
@@ -73,8 +73,13 @@ struct SelectionResult {
 // accept; "" when it accepts them all.
 std::string dtype_mismatch(const Kernel& kernel, const kabi_problem& problem);
 // "b is general; kernel takes {contiguous, row_strided}" for the first given input whose layout class the kernel does
-// not take; "" when it takes them all.
+// not take ("b is row_strided; the kernel takes {col_strided} for b" where the kernel declared b's own classes); ""
+// when it takes them all.
 std::string layout_mismatch(const Kernel& kernel, const kabi_problem& problem);
+// Why a device binary's image cannot run the problem: "param 7 (stride of b, dim -2) is 4100, not a multiple of 16 as
+// the image assumes" for the first dim or stride parameter that misses its divisible_by; "" when every one holds, and
+// for kernels of other kinds.
+std::string unmet_assumption(const Kernel& kernel, const kabi_problem& problem, const kabi_args& args);
 
 // Never throws for "nothing eligible": the result says so, so callers can still report every candidate.
 SelectionResult select_kernel(const Op& op, const kabi_args& args, const kabi_problem& problem,

@@ -36,6 +36,11 @@
  * that runs one of several variants chosen per problem (a vendor library's algorithm) names the variant, the tuning
  * cache records it beside each measurement and verdict, and a record of another variant than the kernel now runs is
  * stale (kabi_candidate.variant and stale_variant, kabi_cache_entry.variant).
+ *
+ * ABI 2.4 appends: layout masks per input (kabi_kernel_desc.input_layouts, num_input_layouts, and the same in
+ * kabi_kernel_info), so that one kernel can take, say, a row-major a and a column-major b (nn.Linear's weight); and
+ * the divisibility a device binary assumes of a dim or stride parameter (kabi_launch_param.divisible_by): a problem
+ * whose value is not a multiple is not that kernel's, at selection and at launch.
  */
 #ifndef KABI_KABI_H_
 #define KABI_KABI_H_
@@ -46,7 +51,7 @@
 #include <dlpack/dlpack.h>
 
 #define KABI_ABI_VERSION_MAJOR 2
-#define KABI_ABI_VERSION_MINOR 3
+#define KABI_ABI_VERSION_MINOR 4
 /** The version this header describes, as (MAJOR << 16) | MINOR. */
 #define KABI_ABI_VERSION ((uint32_t)((KABI_ABI_VERSION_MAJOR << 16) | KABI_ABI_VERSION_MINOR))
 /** The MAJOR part of a packed version. */
@@ -661,6 +666,13 @@ typedef struct kabi_launch_param {
   const char* name;
   /** Value for CONSTANT and SCRATCH. */
   int64_t value;
+  /** For DIM and STRIDE: the image assumes the value is a multiple of this power of two (Triton's tt.divisibility
+   *  of 16 lets it emit wide loads); 0 or 1: no assumption. A problem whose value is not a multiple is not the
+   *  kernel's: selection rejects it ("param 7 (stride of b, dim -2) is 4100, not a multiple of 16 as the image
+   *  assumes"), a forced selection fails saying so, and kabi_launch refuses it with
+   *  KABI_STATUS_CONSTRAINT_VIOLATED. Registration refuses it on other kinds, negative, or not a power of two.
+   *  Since ABI 2.4. */
+  int64_t divisible_by;
 } kabi_launch_param;
 
 /* Image formats of a device binary. */
@@ -719,7 +731,8 @@ typedef struct kabi_kernel_desc {
   /** The dtypes accepted per type variable, in the op's type_variables syntax: "F8: float8_e4m3fn; OutT: bfloat16".
    *  NULL: `dtypes` for every variable. Copied. */
   const char* type_constraints;
-  /** KABI_LAYOUT_* classes accepted for every input that is given (outputs are always written dense row-major). */
+  /** KABI_LAYOUT_* classes accepted for every given input that input_layouts does not cover (outputs are always
+   *  written dense row-major). */
   uint32_t layouts;
   /** Bytes every data pointer must be aligned to (0 or 1: none). Checked at launch. */
   uint32_t alignment;
@@ -744,6 +757,12 @@ typedef struct kabi_kernel_desc {
   /** Identifies the kernel's code and configuration; tuning entries recorded under another fingerprint are
    *  ignored. NULL: derived from name and backend (binaries: also a hash of the image). */
   const char* fingerprint;
+  /** KABI_LAYOUT_* classes accepted per input, in the op's input order: input i < num_input_layouts is filtered by
+   *  input_layouts[i] (0 there: by `layouts`), the others by `layouts`. E.g. {CONTIGUOUS | ROW_STRIDED,
+   *  COL_STRIDED} for a matmul whose a is row-major and b column-major. Copied. num_input_layouts is 0 to the op's
+   *  number of inputs; a mask with bits that are not KABI_LAYOUT_* classes is refused. Since ABI 2.4. */
+  const uint32_t* input_layouts;
+  int32_t num_input_layouts;
 } kabi_kernel_desc;
 
 /** Register a kernel. KABI_STATUS_NOT_FOUND if the op does not exist, KABI_STATUS_ALREADY_EXISTS if the name is
@@ -790,6 +809,10 @@ typedef struct kabi_kernel_info {
   int32_t has_workspace;
   /** 1 when it names its variant per problem (kabi_kernel_variant_extension). (ABI 2.3) */
   int32_t has_variant;
+  /** The layouts it takes per input, as declared in kabi_kernel_desc.input_layouts: input i < num_input_layouts
+   *  takes input_layouts[i] (a 0 declared there reads as `layouts`), the others `layouts`. (ABI 2.4) */
+  int32_t num_input_layouts;
+  uint32_t input_layouts[KABI_MAX_TENSORS];
 } kabi_kernel_info;
 
 KABI_EXPORT kabi_status kabi_kernel_info_get(kabi_kernel kernel, kabi_kernel_info* out_info);
@@ -916,8 +939,8 @@ typedef struct kabi_selection {
 } kabi_selection;
 
 /** Pick the kernel for a call: validate (as kabi_problem_describe; with data pointers, also that no output
- *  overlaps an input), filter candidates (device type, arch, features, dtype, layout, batch mode, supports, a failed
- *  gate verdict), then forced > tuned > heuristic, the pick having passed the correctness gate on the problem unless
+ *  overlaps an input), filter candidates (device type, arch, features, dtype, layout, a device binary's divisibility
+ *  assumptions, batch mode, supports, a failed gate verdict), then forced > tuned > heuristic, the pick having passed the correctness gate on the problem unless
  *  allow_unverified. KABI_STATUS_NO_ELIGIBLE_KERNEL (with the reasons and the remedy in the message) when nothing
  *  qualifies, also when the forced name has no eligible kernel; out_selection still lists every candidate then.
  *
@@ -931,7 +954,8 @@ KABI_EXPORT kabi_status kabi_select(kabi_op op, const kabi_args* args, const kab
                                     kabi_selection* out_selection);
 
 /** Run a kernel on a call's arguments (outputs allocated by the caller). Checks the kernel's constraints first
- *  (KABI_STATUS_CONSTRAINT_VIOLATED). A select-once, launch-many loop calls this directly. */
+ *  (KABI_STATUS_CONSTRAINT_VIOLATED: dtypes, layouts, batch mode, alignment, a device binary's divisibility
+ *  assumptions, supports). A select-once, launch-many loop calls this directly. */
 KABI_EXPORT kabi_status kabi_launch(kabi_kernel kernel, const kabi_args* args);
 
 /** Select (with a per-op decision cache keyed by the problem) and launch in one call. */
