@@ -18,7 +18,11 @@
 namespace kabi::core {
 namespace {
 
-constexpr char kMagicLine[] = "kabi-manifest 1";
+// Format 2 is format 1 with the fields of ABI 2.4 (input_layouts, a param's divisible_by): a writer uses it only for
+// a manifest that has them, so that a 2.3 libkabi, which cannot check their assumptions, refuses it by its first line
+// instead of loading a binary it would launch on problems the image was not built for.
+constexpr char kFormat1Line[] = "kabi-manifest 1";
+constexpr char kFormat2Line[] = "kabi-manifest 2";
 constexpr char kManifestSuffix[] = ".kabi-manifest";
 
 const char* const kRequiredKeys[] = {"abi_major", "op",      "name",  "backend",      "device",
@@ -26,7 +30,8 @@ const char* const kRequiredKeys[] = {"abi_major", "op",      "name",  "backend",
                                      "arch",      "entry",   "grid",  "block"};
 const char* const kOptionalKeys[] = {"archs",        "arch_min",    "arch_max",         "priority",
                                      "features",     "alignment",   "batch_mode",       "fingerprint",
-                                     "shared_memory_bytes", "cluster_size", "type_constraints", "param"};
+                                     "shared_memory_bytes", "cluster_size", "type_constraints", "param",
+                                     "input_layouts"};
 
 struct Line {
   std::string key;
@@ -82,7 +87,10 @@ class Manifest {
       ++number;
       if (!text.empty() && text.back() == '\r') text.pop_back();
       if (number == 1) {
-        if (text != kMagicLine) fail(1, "", "first line is \"" + text + "\"; expected \"" + kMagicLine + "\"");
+        if (text != kFormat1Line && text != kFormat2Line) {
+          fail(1, "", "first line is \"" + text + "\"; expected \"" + kFormat1Line + "\" or \"" + kFormat2Line + "\"");
+        }
+        format_ = text == kFormat2Line ? 2 : 1;
         continue;
       }
       const std::string content = trim(text);
@@ -91,7 +99,7 @@ class Manifest {
       if (equals == std::string::npos) fail(number, "", "expected `key = value`, got \"" + content + "\"");
       lines_.push_back(Line{trim(content.substr(0, equals)), trim(content.substr(equals + 1)), number});
     }
-    if (number == 0) fail(1, "", std::string("file is empty; expected \"") + kMagicLine + "\"");
+    if (number == 0) fail(1, "", std::string("file is empty; expected \"") + kFormat1Line + "\"");
     // The ABI major first: a manifest for another major may use keys this reader does not know.
     const Line& abi = required("abi_major");
     if (integer(abi, 0, INT32_MAX) != KABI_ABI_VERSION_MAJOR) {
@@ -158,9 +166,18 @@ class Manifest {
 
   const std::filesystem::path& path() const { return path_; }
 
+  // Refuses a field of format 2 in a manifest whose first line says format 1.
+  void require_format_2(const Line& line, const std::string& field) const {
+    if (format_ < 2) {
+      fail(line.number, field, std::string("needs the first line \"") + kFormat2Line + "\" (a field of ABI 2.4), not \"" +
+                                   kFormat1Line + "\"");
+    }
+  }
+
  private:
   std::filesystem::path path_;
   std::vector<Line> lines_;
+  int format_ = 1;
 };
 
 // The storage a kabi_kernel_desc points into while make_kernel copies it.
@@ -169,6 +186,7 @@ struct Declaration {
   std::vector<int32_t> archs;
   std::vector<unsigned char> image;
   std::vector<kabi_launch_param> params;
+  std::vector<uint32_t> input_layouts;
   kabi_device_binary binary{};
   kabi_kernel_desc kernel{};
 
@@ -187,6 +205,39 @@ uint32_t parse_bits(const Manifest& manifest, const Line& line, uint32_t (*bit_o
   }
   if (bits == 0) manifest.fail(line.number, line.key, "is empty");
   return bits;
+}
+
+// input_layouts = contiguous,row_strided; col_strided: one comma list of layout classes (or `any`) per input of the
+// op, in input order.
+void read_input_layouts(const Manifest& manifest, const Op& op, Declaration& declaration) {
+  const Line* line = manifest.find("input_layouts");
+  if (line == nullptr) return;
+  manifest.require_format_2(*line, line->key);
+  const std::vector<std::string> entries = split_trimmed(line->value, ';');
+  const auto& inputs = op.schema.inputs;
+  if (entries.size() != inputs.size()) {
+    std::vector<std::string> names;
+    for (const auto& input : inputs) names.push_back(input.name);
+    manifest.fail(line->number, line->key,
+                  std::to_string(entries.size()) + " entries separated by ';'; op " + op.name + " has " +
+                      std::to_string(inputs.size()) + " inputs (" + join(names, ", ") + ")");
+  }
+  for (size_t i = 0; i < entries.size(); ++i) {
+    uint32_t mask = 0;
+    for (const std::string& name : split_trimmed(entries[i], ',')) {
+      const uint32_t bit = name == "any" ? KABI_LAYOUT_ANY : layout_bit_from_name(name);
+      if (bit == 0) {
+        manifest.fail(line->number, line->key,
+                      "unknown layout \"" + name + "\" for " + inputs[i].name +
+                          "; expected contiguous, row_strided, col_strided, general or any");
+      }
+      mask |= bit;
+    }
+    if (mask == 0) manifest.fail(line->number, line->key, "the entry of " + inputs[i].name + " is empty; write any");
+    declaration.input_layouts.push_back(mask);
+  }
+  declaration.kernel.input_layouts = declaration.input_layouts.data();
+  declaration.kernel.num_input_layouts = static_cast<int32_t>(declaration.input_layouts.size());
 }
 
 void read_image(const Manifest& manifest, Declaration& declaration) {
@@ -231,13 +282,18 @@ void read_param(const Manifest& manifest, const Line& line, const Op& op, Declar
     manifest.fail(line.number, "param",
                   "kind \"" + kind_name + "\"; expected tensor, dim, stride, constant, scratch, attribute or workspace");
   }
+  const bool takes_divisor = kind->second.first == KABI_PARAM_DIM || kind->second.first == KABI_PARAM_STRIDE;
   std::map<std::string, std::string> fields;
   for (size_t position = 1; position < items.size(); ++position) {
     const std::string& item = items[position];
     const size_t equals = item.find('=');
     const std::string field = item.substr(0, equals);
     const auto& allowed = kind->second.second;
-    if (equals == std::string::npos || std::find(allowed.begin(), allowed.end(), field) == allowed.end()) {
+    if (field == "divisible_by" && equals != std::string::npos) {
+      if (!takes_divisor) {
+        manifest.fail(line.number, "param divisible_by", "only dim and stride parameters take one, not " + kind_name);
+      }
+    } else if (equals == std::string::npos || std::find(allowed.begin(), allowed.end(), field) == allowed.end()) {
       manifest.fail(line.number, "param", "\"" + item + "\" is not a field of a " + kind_name + " parameter");
     }
     fields[field] = item.substr(equals + 1);
@@ -263,6 +319,13 @@ void read_param(const Manifest& manifest, const Line& line, const Op& op, Declar
       if (param.size_bytes != 4 && param.size_bytes != 8) manifest.fail(line.number, label, "expected 4 or 8");
     }
     if (field == "name") param.name = declaration.keep(found->second);
+  }
+  if (const auto divisor = fields.find("divisible_by"); divisor != fields.end()) {
+    manifest.require_format_2(line, "param divisible_by");
+    param.divisible_by = manifest.parse_integer(line, divisor->second, "param divisible_by", 0, INT64_C(1) << 62);
+    if ((param.divisible_by & (param.divisible_by - 1)) != 0) {
+      manifest.fail(line.number, "param divisible_by", divisor->second + " is not a power of two");
+    }
   }
   if (param.kind == KABI_PARAM_DIM) {
     const std::string name = param.name;
@@ -368,6 +431,7 @@ KernelPtr read_kernel(const std::filesystem::path& path) {
   }
   kernel.dtypes = parse_bits(manifest, manifest.required("dtypes"), dtype_bit_from_name);
   kernel.layouts = parse_bits(manifest, manifest.required("layouts"), layout_bit_from_name);
+  read_input_layouts(manifest, *op, declaration);
   if (const Line* constraints = manifest.find("type_constraints")) {
     kernel.type_constraints = declaration.keep(constraints->value);
   }

@@ -204,8 +204,8 @@ void test_defaults_for_optional_keys() {
 
 void test_refusals() {
   const kabi_status invalid = KABI_STATUS_INVALID_ARGUMENT;
-  expect_refused(write_bundle([](Fields&) {}, "kabi-manifest 2"), invalid,
-                 ":1: first line is \"kabi-manifest 2\"; expected \"kabi-manifest 1\"");
+  expect_refused(write_bundle([](Fields&) {}, "kabi-manifest 3"), invalid,
+                 ":1: first line is \"kabi-manifest 3\"; expected \"kabi-manifest 1\" or \"kabi-manifest 2\"");
   expect_refused(write_bundle([](Fields&) {}, "{\"json\": true}"), invalid, ":1: first line is");
 
   // A manifest written for ABI 1.x: refused with the remedy.
@@ -266,6 +266,63 @@ void test_refusals() {
   KABI_CHECK_EQ(kabi_binaries_load(missing.c_str(), &registered), KABI_STATUS_IO_ERROR);
   KABI_CHECK(std::string(kabi_last_error()).find(missing) != std::string::npos);
   KABI_CHECK_EQ(kabi_binaries_load(nullptr, &registered), KABI_STATUS_INVALID_ARGUMENT);
+}
+
+// The fields of ABI 2.4 (format 2): per-input layouts and the divisibility a parameter assumes.
+void test_format_2_fields() {
+  const auto with_new_fields = [](Fields& fields) {
+    fields.emplace_back("input_layouts", "contiguous, row_strided; col_strided");
+    fields.emplace_back("param", "stride index=1 dim=-1 size=4 divisible_by=16");
+    fields.emplace_back("param", "dim name=K size=4 divisible_by=16");
+  };
+  const Bundle bundle = write_bundle(with_new_fields, "kabi-manifest 2");
+  KABI_CHECK_EQ(kabi_binaries_load(bundle.directory.c_str(), nullptr), KABI_STATUS_OK);
+  kabi_kernel kernel = nullptr;
+  KABI_CHECK_EQ(kabi_kernel_find("matmul", bundle.kernel_name.c_str(), &kernel), KABI_STATUS_OK);
+  kabi_kernel_info info;
+  std::memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  KABI_CHECK_EQ(kabi_kernel_info_get(kernel, &info), KABI_STATUS_OK);
+  KABI_CHECK_EQ(info.num_input_layouts, 2);
+  KABI_CHECK_EQ(info.input_layouts[0], KABI_LAYOUT_CONTIGUOUS | KABI_LAYOUT_ROW_STRIDED);
+  KABI_CHECK_EQ(info.input_layouts[1], KABI_LAYOUT_COL_STRIDED);
+  const Bundle any = write_bundle([](Fields& fields) { fields.emplace_back("input_layouts", "any; col_strided"); },
+                                  "kabi-manifest 2");
+  KABI_CHECK_EQ(kabi_binaries_load(any.directory.c_str(), nullptr), KABI_STATUS_OK);
+  KABI_CHECK_EQ(kabi_kernel_find("matmul", any.kernel_name.c_str(), &kernel), KABI_STATUS_OK);
+  KABI_CHECK_EQ(kabi_kernel_info_get(kernel, &info), KABI_STATUS_OK);
+  KABI_CHECK_EQ(info.input_layouts[0], static_cast<uint32_t>(KABI_LAYOUT_ANY));
+
+  // Format 1 cannot carry them: a reader that knows only format 1 would not check what they assume.
+  const kabi_status invalid = KABI_STATUS_INVALID_ARGUMENT;
+  Bundle refused = write_bundle(with_new_fields);
+  expect_refused(refused, invalid,
+                 ":" + std::to_string(line_of(refused, "input_layouts")) +
+                     ": input_layouts: needs the first line \"kabi-manifest 2\"");
+  expect_refused(write_bundle([](Fields& fields) {
+                   fields.emplace_back("param", "stride index=1 dim=-1 size=4 divisible_by=16");
+                 }),
+                 invalid, ": param divisible_by: needs the first line \"kabi-manifest 2\"");
+
+  const auto format_2 = [](auto edit) { return write_bundle(edit, "kabi-manifest 2"); };
+  refused = format_2([](Fields& fields) { fields.emplace_back("input_layouts", "contiguous; diagonal"); });
+  expect_refused(refused, invalid,
+                 ":" + std::to_string(line_of(refused, "input_layouts")) +
+                     ": input_layouts: unknown layout \"diagonal\" for b");
+  expect_refused(format_2([](Fields& fields) { fields.emplace_back("input_layouts", "contiguous"); }), invalid,
+                 "input_layouts: 1 entries separated by ';'; op matmul has 2 inputs (a, b)");
+  expect_refused(format_2([](Fields& fields) { fields.emplace_back("input_layouts", "any; any; any"); }), invalid,
+                 "input_layouts: 3 entries separated by ';'; op matmul has 2 inputs");
+  expect_refused(format_2([](Fields& fields) { fields.emplace_back("input_layouts", "any;"); }), invalid,
+                 "input_layouts: the entry of b is empty; write any");
+  expect_refused(format_2([](Fields& fields) { fields.emplace_back("param", "tensor index=1 divisible_by=16"); }),
+                 invalid, "param divisible_by: only dim and stride parameters take one, not tensor");
+  expect_refused(
+      format_2([](Fields& fields) { fields.emplace_back("param", "stride index=1 dim=-1 size=4 divisible_by=-16"); }),
+      invalid, "param divisible_by: -16 is outside [0, ");
+  expect_refused(
+      format_2([](Fields& fields) { fields.emplace_back("param", "dim name=K size=4 divisible_by=12"); }), invalid,
+      "param divisible_by: 12 is not a power of two");
 }
 
 void test_directory_loads_all_or_nothing() {
@@ -386,6 +443,7 @@ int main() {
   test_valid_manifest_registers();
   test_defaults_for_optional_keys();
   test_refusals();
+  test_format_2_fields();
   test_directory_loads_all_or_nothing();
   test_environment_directories_load_with_the_plugins();
   test_one_manifest_loads_with_a_supports_predicate();
