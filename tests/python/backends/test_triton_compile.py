@@ -158,7 +158,7 @@ def test_manifest_round_trips(tmp_path):
 @pytest.mark.parametrize(
     "edit, message",
     [
-        (lambda text: text.replace("kabi-manifest 1", "kabi-manifest 2"), "first line"),
+        (lambda text: text.replace("kabi-manifest 1", "kabi-manifest 3"), "first line"),
         (lambda text: text.replace("abi_major = 2", "abi_major = 1"),
          "abi_major: written for ABI 1, this kabi implements 2: rebuild"),
         (lambda text: text.replace("image_fnv1a64 = ", "image_fnv1a64 = 0"), "image_fnv1a64"),

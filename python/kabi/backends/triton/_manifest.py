@@ -19,16 +19,24 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ... import _core
+from ..._base.errors import NotFoundError
+
 FORMAT_LINE = "kabi-manifest 1"
+# Format 1 plus the fields of ABI 2.4 (input_layouts, a param's divisible_by): written only on a manifest that uses
+# them, so that an older libkabi, which could not check what they assume, refuses it by its first line.
+FORMAT_2_LINE = "kabi-manifest 2"
 ABI_MAJOR = 2
 MANIFEST_SUFFIX = ".kabi-manifest"
 _REQUIRED_KEYS = ("abi_major", "op", "name", "backend", "device", "priority", "dtypes", "layouts", "alignment",
                   "batch_mode", "image", "image_format", "image_fnv1a64", "arch", "entry", "grid", "block",
                   "shared_memory_bytes", "cluster_size")
-_OPTIONAL_KEYS = ("archs", "arch_min", "arch_max", "features", "fingerprint", "type_constraints")
+_OPTIONAL_KEYS = ("archs", "arch_min", "arch_max", "features", "fingerprint", "type_constraints", "input_layouts")
 _PARAM_FIELDS = {"tensor": ("index",), "dim": ("name", "size"), "stride": ("index", "dim", "size"),
                  "constant": ("value", "size"), "scratch": ("value",), "attribute": ("index", "size"),
                  "workspace": ()}
+# The optional field of the kinds that take it (format 2).
+_DIVISIBLE_KINDS = ("dim", "stride")
 _LAYOUT_NAMES = ("contiguous", "row_strided", "col_strided", "general")
 _DTYPE_NAMES = ("float16", "bfloat16", "float32", "float64", "int8", "int32", "int64", "float8_e4m3fn",
                 "float8_e5m2")
@@ -68,13 +76,21 @@ class ManifestParam:
     def tensor(cls, index: int) -> ManifestParam:
         return cls("tensor", (("index", index),))
 
-    @classmethod
-    def dim(cls, name: str, size: int = 4) -> ManifestParam:
-        return cls("dim", (("name", name), ("size", size)))
+    @property
+    def divisible_by(self) -> int:
+        """The power of two the image assumes the value is a multiple of (dim and stride); 0 for none."""
+        return self.get("divisible_by", 0)
 
     @classmethod
-    def stride(cls, index: int, dim: int, size: int = 4) -> ManifestParam:
-        return cls("stride", (("index", index), ("dim", dim), ("size", size)))
+    def dim(cls, name: str, size: int = 4, divisible_by: int = 0) -> ManifestParam:
+        """A problem dimension; ``divisible_by`` (> 1) says the image assumes it is a multiple of that."""
+        return cls("dim", (("name", name), ("size", size)) + _divisor_field(divisible_by))
+
+    @classmethod
+    def stride(cls, index: int, dim: int, size: int = 4, divisible_by: int = 0) -> ManifestParam:
+        """A tensor's stride; ``divisible_by`` (> 1) says the image assumes it is a multiple of that, as Triton's
+        ``tt.divisibility=16`` does."""
+        return cls("stride", (("index", index), ("dim", dim), ("size", size)) + _divisor_field(divisible_by))
 
     @classmethod
     def constant(cls, value: int, size: int = 4) -> ManifestParam:
@@ -83,6 +99,13 @@ class ManifestParam:
     @classmethod
     def scratch(cls, bytes_per_program: int) -> ManifestParam:
         return cls("scratch", (("value", bytes_per_program),))
+
+
+def _divisor_field(divisible_by: int) -> tuple:
+    """The ``divisible_by`` item, written only where it assumes something, so other params read as before 2.4."""
+    if not isinstance(divisible_by, int) or divisible_by < 0 or divisible_by & (divisible_by - 1):
+        raise ValueError(f"divisible_by must be 0 (no assumption) or a power of two, got {divisible_by!r}")
+    return (("divisible_by", divisible_by),) if divisible_by > 1 else ()
 
 
 @dataclass(frozen=True)
@@ -116,10 +139,19 @@ class Manifest:
     fingerprint: str = ""
     # Per type variable, the dtypes the kernel accepts where they differ from ``dtypes`` ("U: float16").
     type_constraints: str = ""
+    # Per input of the op, in input order, the layouts it takes (names as ``layouts``, or ("any",)); () for
+    # ``layouts`` on every input.
+    input_layouts: tuple = ()
     extra_comments: tuple = field(default=(), compare=False)
 
+    @property
+    def format_line(self) -> str:
+        """``kabi-manifest 2`` when a field of ABI 2.4 is used, else ``kabi-manifest 1``."""
+        uses_format_2 = bool(self.input_layouts) or any(param.divisible_by > 1 for param in self.params)
+        return FORMAT_2_LINE if uses_format_2 else FORMAT_LINE
+
     def text(self) -> str:
-        lines = [FORMAT_LINE] + [f"# {comment}" for comment in self.extra_comments]
+        lines = [self.format_line] + [f"# {comment}" for comment in self.extra_comments]
         values = {
             "abi_major": self.abi_major, "op": self.op, "name": self.name, "backend": self.backend,
             "device": self.device, "archs": ",".join(map(str, self.archs)), "arch_min": self.arch_min,
@@ -130,10 +162,11 @@ class Manifest:
             "entry": self.entry, "grid": "; ".join(self.grid), "block": ", ".join(map(str, self.block)),
             "shared_memory_bytes": self.shared_memory_bytes, "cluster_size": self.cluster_size,
             "type_constraints": self.type_constraints,
+            "input_layouts": "; ".join(",".join(names) for names in self.input_layouts),
         }
         # Optional keys are written only when set; the loader reads an absent one as its default.
-        lines += [f"{key} = {value}".rstrip() for key, value in values.items()
-                  if key not in ("archs", "arch_min", "arch_max", "fingerprint", "type_constraints") or value]
+        optional = ("archs", "arch_min", "arch_max", "fingerprint", "type_constraints", "input_layouts")
+        lines += [f"{key} = {value}".rstrip() for key, value in values.items() if key not in optional or value]
         lines += [f"param = {param.text()}" for param in self.params]
         return "\n".join(lines) + "\n"
 
@@ -208,7 +241,12 @@ def _parse_param(where: str, text: str) -> ManifestParam:
     fields = []
     for item in items:
         key, sep, value = item.partition("=")
-        if not sep or key not in _PARAM_FIELDS[kind]:
+        if sep and key == "divisible_by":
+            if kind not in _DIVISIBLE_KINDS:
+                raise ManifestError(f"{where}: param {kind}: divisible_by: only dim and stride parameters take one")
+            if not re.fullmatch(r"\d+", value) or int(value) & (int(value) - 1):
+                raise ManifestError(f"{where}: param {kind}: divisible_by must be 0 or a power of two, got {value!r}")
+        elif not sep or key not in _PARAM_FIELDS[kind]:
             raise ManifestError(f"{where}: param {kind}: unexpected item {item!r} (expected "
                                 f"{', '.join(key + '=...' for key in _PARAM_FIELDS[kind])})")
         if key != "name" and not re.fullmatch(r"-?\d+", value):
@@ -218,6 +256,25 @@ def _parse_param(where: str, text: str) -> ManifestParam:
     if missing:
         raise ManifestError(f"{where}: param {kind}: missing {', '.join(sorted(missing))}")
     return ManifestParam(kind, tuple(fields))
+
+
+def _input_layouts(path: Path, op: str, text: str) -> tuple:
+    """``contiguous,row_strided; col_strided`` as (("contiguous", "row_strided"), ("col_strided",)): one entry per
+    input of the op (checked where the op is registered), each of layout names or ``any``."""
+    entries = tuple(_split_list(entry) for entry in text.split(";"))
+    for position, names in enumerate(entries):
+        unknown = [name for name in names if name not in _LAYOUT_NAMES + ("any",)]
+        if unknown or not names:
+            raise ManifestError(f"{path}: input_layouts: entry {position} must be a comma-separated subset of "
+                                f"{', '.join(_LAYOUT_NAMES)}, or any; got {text.split(';')[position].strip()!r}")
+    try:
+        inputs = [tensor["name"] for tensor in _core.op_schema(op)["inputs"]]
+    except NotFoundError:
+        return entries  # an op this process lacks: the loader refuses the manifest for it
+    if len(entries) != len(inputs):
+        raise ManifestError(f"{path}: input_layouts: {len(entries)} entries separated by ';'; op {op} has "
+                            f"{len(inputs)} inputs ({', '.join(inputs)})")
+    return entries
 
 
 def _integer(path: Path, key: str, value: str) -> int:
@@ -231,9 +288,9 @@ def read_manifest(path: str | Path, *, check_image: bool = True) -> Manifest:
     """Parse and validate a manifest; with ``check_image``, also hash its image. Raises ManifestError."""
     path = Path(path)
     lines = path.read_text(encoding="utf-8").splitlines()
-    if not lines or lines[0].strip() != FORMAT_LINE:
+    if not lines or lines[0].strip() not in (FORMAT_LINE, FORMAT_2_LINE):
         first = lines[0] if lines else ""
-        raise ManifestError(f"{path}: first line must be {FORMAT_LINE!r}, got {first!r}")
+        raise ManifestError(f"{path}: first line must be {FORMAT_LINE!r} or {FORMAT_2_LINE!r}, got {first!r}")
     values: dict[str, str] = {}
     params = []
     for line_number, line in enumerate(lines[1:], start=2):
@@ -280,6 +337,13 @@ def read_manifest(path: str | Path, *, check_image: bool = True) -> Manifest:
                             f"{values['block']!r}")
     if not params:
         raise ManifestError(f"{path}: param: a kernel entry needs at least one parameter")
+    input_layouts = _input_layouts(path, values["op"], values["input_layouts"]) if "input_layouts" in values else ()
+    if lines[0].strip() == FORMAT_LINE:
+        format_2_fields = (["input_layouts"] if input_layouts else []) + [
+            f"param {param.text()!r}" for param in params if param.divisible_by > 1]
+        if format_2_fields:
+            raise ManifestError(f"{path}: {format_2_fields[0]}: needs the first line {FORMAT_2_LINE!r} (a field of "
+                                f"ABI 2.4), not {FORMAT_LINE!r}")
     if check_image:
         image_path = path.parent / values["image"]
         if not image_path.is_file():
@@ -302,4 +366,4 @@ def read_manifest(path: str | Path, *, check_image: bool = True) -> Manifest:
         arch_min=_integer(path, "arch_min", values.get("arch_min", "0")),
         arch_max=_integer(path, "arch_max", values.get("arch_max", "0")),
         features=_split_list(values.get("features", "")), fingerprint=values.get("fingerprint", ""),
-        type_constraints=values.get("type_constraints", ""))
+        type_constraints=values.get("type_constraints", ""), input_layouts=input_layouts)
