@@ -308,8 +308,8 @@ void register_external_kernel(const std::string& op, const std::string& name, co
                               int32_t device_type, int32_t arch_min, int32_t arch_max,
                               const std::vector<int32_t>& archs, int32_t priority, uint64_t required_features,
                               uint32_t dtypes, const std::optional<std::string>& type_constraints, uint32_t layouts,
-                              uint32_t alignment, int32_t batch_mode, const py::object& supports,
-                              const std::optional<std::string>& fingerprint) {
+                              const std::vector<uint32_t>& input_layouts, uint32_t alignment, int32_t batch_mode,
+                              const py::object& supports, const std::optional<std::string>& fingerprint) {
   kabi_kernel_desc desc{};
   desc.struct_size = sizeof(desc);
   desc.op = op.c_str();
@@ -325,6 +325,8 @@ void register_external_kernel(const std::string& op, const std::string& name, co
   desc.dtypes = dtypes;
   desc.type_constraints = type_constraints ? type_constraints->c_str() : nullptr;
   desc.layouts = layouts;
+  desc.input_layouts = input_layouts.empty() ? nullptr : input_layouts.data();
+  desc.num_input_layouts = static_cast<int32_t>(input_layouts.size());
   desc.alignment = alignment;
   desc.batch_mode = batch_mode;
   desc.kind = KABI_KERNEL_EXTERNAL;
@@ -408,6 +410,16 @@ py::dict kernel_to_dict(kabi_kernel kernel) {
   result["dtypes"] = info.dtypes;
   result["type_constraints"] = info.type_constraints;
   result["layouts"] = info.layouts;
+  // By input name: the masks of the inputs it declared its own for, in the op's input order.
+  py::list input_layouts;
+  kabi_op op = info.num_input_layouts > 0 ? find_op(info.op) : nullptr;
+  for (int32_t i = 0; i < info.num_input_layouts; ++i) {
+    kabi_tensor_decl decl{};
+    decl.struct_size = sizeof(decl);
+    check(kabi_op_tensor_get(op, i, &decl));
+    input_layouts.append(py::make_tuple(decl.name, info.input_layouts[i]));
+  }
+  result["input_layouts"] = input_layouts;
   result["alignment"] = info.alignment;
   result["batch_mode"] = info.batch_mode;
   result["has_workspace"] = info.has_workspace != 0;
@@ -464,9 +476,10 @@ void bind_registry(py::module_& m) {
   m.def("kernel_register_external", &register_external_kernel, py::arg("op"), py::arg("name"),
         py::arg("backend"), py::arg("device_type"), py::arg("arch_min"), py::arg("arch_max"), py::arg("archs"),
         py::arg("priority"), py::arg("required_features"), py::arg("dtypes"), py::arg("type_constraints"),
-        py::arg("layouts"),
-        py::arg("alignment"), py::arg("batch_mode"), py::arg("supports"), py::arg("fingerprint"),
-        "Register an EXTERNAL kernel (its code runs in Python); supports(problem_dict) -> True | reason str.");
+        py::arg("layouts"), py::arg("input_layouts"), py::arg("alignment"), py::arg("batch_mode"), py::arg("supports"),
+        py::arg("fingerprint"),
+        "Register an EXTERNAL kernel (its code runs in Python); input_layouts are the per-input layout masks "
+        "(kabi_kernel_desc.input_layouts); supports(problem_dict) -> True | reason str.");
   m.def("binary_load", &load_binary, py::arg("manifest_path"), py::arg("op"), py::arg("supports") = py::none(),
         "Register the device binary one manifest file describes, with an optional Python supports predicate "
         "(supports(problem_dict) -> True | reason str); returns the kernel's name.");

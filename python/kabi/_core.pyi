@@ -39,6 +39,7 @@ def kernel_register_external(
     dtypes: int,
     type_constraints: str | None,
     layouts: int,
+    input_layouts: Sequence[int],
     alignment: int,
     batch_mode: int,
     supports: Callable[[dict[str, Any]], bool | str] | None,

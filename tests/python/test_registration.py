@@ -185,7 +185,7 @@ def test_external_kernel_without_python_implementation_is_reported():
     _core.kernel_register_external(
         op="matmul", name="test.reg.orphan", backend="elsewhere", device_type=1, arch_min=0, arch_max=0, archs=[],
         priority=100, required_features=0, dtypes=sum(_core.DTYPES.values()), type_constraints=None,
-        layouts=sum(_core.LAYOUTS.values()),
+        layouts=sum(_core.LAYOUTS.values()), input_layouts=[],
         alignment=0, batch_mode=2, supports=None, fingerprint=None,
     )
     try:

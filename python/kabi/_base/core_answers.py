@@ -114,6 +114,10 @@ class KernelInfo:
     has_workspace: bool = False
     has_variant: bool = False
     """Whether it names, per problem, the variant it runs (the variant function of the C ABI)."""
+    input_layouts: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """The layouts of the first inputs, as declared per input (kabi_kernel_desc.input_layouts): (input name, layout
+    names) in input order; the inputs past them take ``layouts``. ``dict(kernel.input_layouts)["b"] ==
+    ("col_strided",)``."""
 
     @classmethod
     def from_core(cls, raw: Mapping[str, Any]) -> KernelInfo:
@@ -136,7 +140,20 @@ class KernelInfo:
             type_constraints=raw["type_constraints"],
             has_workspace=raw["has_workspace"],
             has_variant=raw["has_variant"],
+            input_layouts=tuple((name, bit_names(mask, _core.LAYOUTS)) for name, mask in raw["input_layouts"]),
         )
+
+    @property
+    def layouts_text(self) -> str:
+        """``"any"``, ``"contiguous,row_strided"``, or per input: ``"a: contiguous,row_strided; b: col_strided"``."""
+
+        def names(layouts: tuple[str, ...]) -> str:
+            return "any" if len(layouts) == len(_core.LAYOUTS) else ",".join(layouts)
+
+        if not self.input_layouts:
+            return names(self.layouts)
+        text = "; ".join(f"{name}: {names(layouts)}" for name, layouts in self.input_layouts)
+        return text if len(self.layouts) == len(_core.LAYOUTS) else f"{text}; others: {names(self.layouts)}"
 
     @property
     def archs_text(self) -> str:

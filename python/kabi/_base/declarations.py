@@ -254,8 +254,12 @@ class KernelSpec:
     backend: str
     device: str
     dtypes: tuple[str, ...]
+    # For every input; ("any",) where ``input_layouts`` gives them per input.
     layouts: tuple[str, ...]
     batch_mode: str
+    # Per input it names (``layouts = { a = ["contiguous"], b = ["col_strided"] }``), the layouts it takes; an input
+    # the table leaves out takes any.
+    input_layouts: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     # Per type variable, the dtypes the kernel accepts where they differ from ``dtypes``.
     type_constraints: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     features: tuple[str, ...] = ()
@@ -271,6 +275,13 @@ class KernelSpec:
     supports: str = ""
     fingerprint: str = ""
     path: Path = Path()
+
+    @property
+    def layouts_argument(self) -> str | tuple[str, ...] | Mapping[str, tuple[str, ...]]:
+        """``layouts`` as ``kabi.register_kernel`` takes it: "any", the names, or the per-input table."""
+        if self.input_layouts:
+            return dict(self.input_layouts)
+        return "any" if "any" in self.layouts else self.layouts
 
 
 def _positive(value: float) -> str | None:
@@ -413,6 +424,21 @@ def _inputs(root: TableReader) -> dict[str, Any]:
     return {"input_generator": generator, "inputs": declarations}
 
 
+def _kernel_layouts(entry: TableReader) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
+    """A kernel's ``layouts``: a list of layout names for every input, or a table of them per input name (checked
+    against the op's inputs when the kernel registers). Returns (every input's, per input's)."""
+    if not isinstance(entry.table.get("layouts"), dict):
+        return entry.names("layouts", LAYOUT_NAMES), {}
+    table = entry.get("layouts", dict)
+    for name, names in table.items():
+        if not (isinstance(names, list) and names):
+            raise entry.fail(f"layouts.{name}", f"expected a non-empty list of layout names, got {names!r}")
+        for index, layout in enumerate(names):
+            if layout not in LAYOUT_NAMES:
+                raise entry.fail(f"layouts.{name}[{index}]", f"{layout!r} is not one of {', '.join(LAYOUT_NAMES)}")
+    return ("any",), {name: tuple(names) for name, names in table.items()}
+
+
 def _type_table(reader: TableReader, field: str) -> dict[str, tuple[str, ...]]:
     """A table of type variables, each a list of dtype names: ``[types]`` of an op, ``type_constraints`` of a
     kernel. The names are the core's to check against the schema."""
@@ -469,13 +495,15 @@ def load_kernel_file(path: Path) -> tuple[KernelSpec, ...]:
         for arch_index, arch in enumerate(archs):
             if not isinstance(arch, int) or isinstance(arch, bool) or arch <= 0:
                 raise entry.fail(f"archs[{arch_index}]", f"expected a positive integer such as 90, got {arch!r}")
+        layouts, input_layouts = _kernel_layouts(entry)
         spec = KernelSpec(
             op=entry.get("op", str, check=_identifier),
             name=entry.get("name", str, check=_identifier),
             backend=entry.get("backend", str, check=_identifier),
             device=entry.get("device", str, check=lambda d: None if d in DEVICE_NAMES else f"{d!r} is not one of {', '.join(DEVICE_NAMES)}"),
             dtypes=entry.names("dtypes", DTYPE_NAMES),
-            layouts=entry.names("layouts", LAYOUT_NAMES),
+            layouts=layouts,
+            input_layouts=input_layouts,
             batch_mode=entry.get("batch_mode", str, check=lambda m: None if m in BATCH_MODE_NAMES else f"{m!r} is not one of {', '.join(BATCH_MODE_NAMES)}"),
             type_constraints=_type_table(entry, "type_constraints"),
             features=tuple(entry.get("features", list, [])),

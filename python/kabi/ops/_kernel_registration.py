@@ -40,6 +40,7 @@ __all__ = [
     "kernel_info",
     "kernels",
     "arch_bounds",
+    "layout_declaration",
     "python_implementation",
     "register_binary",
     "register_declared",
@@ -92,11 +93,28 @@ def _type_constraints_text(type_constraints: Mapping[str, Iterable[Any]] | None)
 
 
 def _layout_bits(layouts: str | Iterable[str], owner: str) -> int:
-    if layouts == "any":
+    names = [layouts] if isinstance(layouts, str) else list(layouts)
+    if "any" in names:
         return sum(_core.LAYOUTS.values())
-    if isinstance(layouts, str):
-        layouts = [layouts]
-    return names_to_bits(layouts, _core.LAYOUTS, "layout", owner)
+    return names_to_bits(names, _core.LAYOUTS, "layout", owner)
+
+
+def layout_declaration(op_name: str, layouts: Any, owner: str) -> tuple[int, list[int]]:
+    """The core's ``layouts`` mask and per-input masks (kabi_kernel_desc.input_layouts) of a kernel's ``layouts``:
+    "any", a class name or a list of them (every input), or a mapping from the op's input names to those forms
+    (``{"a": ["contiguous", "row_strided"], "b": "col_strided"}``; an input it leaves out takes any layout). An
+    unknown input name raises ``ValueError`` naming it and the op's inputs."""
+    if not isinstance(layouts, Mapping):
+        return _layout_bits(layouts, owner), []
+    inputs = [tensor["name"] for tensor in _core.op_schema(op_name)["inputs"]]
+    unknown = [name for name in layouts if name not in inputs]
+    if unknown:
+        raise InvalidArgumentError(f"{owner}: layouts names {', '.join(map(repr, unknown))}, not an input of op "
+                                   f"{op_name}; its inputs are {', '.join(inputs)}")
+    masks = [_layout_bits(layouts[name], f"{owner}: layouts of {name}") if name in layouts else 0 for name in inputs]
+    while masks and masks[-1] == 0:
+        masks.pop()
+    return _layout_bits("any", owner), masks
 
 
 def _default_fingerprint(fn: Callable[..., Any]) -> str | None:
@@ -111,7 +129,8 @@ def _default_fingerprint(fn: Callable[..., Any]) -> str | None:
 def register_binary(manifest_path: str | Path, op: str, supports: Callable[[Problem], bool | str] | None = None) -> str:
     """Register the device binary one manifest file of ``op`` describes (docs/manifest.md) as a native kernel, with
     an optional ``supports(problem)`` predicate like a Python kernel's; return its name. A kernel already registered
-    with the same fingerprint is kept. The core launches it; only the predicate runs in Python."""
+    with the same fingerprint is kept. The core launches it, and applies what the manifest declares (its layouts,
+    per input too, and the divisibility its parameters assume) before the predicate, the one part run in Python."""
     if supports is not None and not callable(supports):
         raise ArgumentTypeError(f"{manifest_path}: supports must be callable or None, got {type(supports).__name__}")
     predicate = _problem_predicate(supports, str(manifest_path)) if supports is not None else None
@@ -144,7 +163,7 @@ def register_kernel(
     features: Iterable[str] = (),
     dtypes: Iterable[Any] | None = None,
     type_constraints: Mapping[str, Iterable[Any]] | None = None,
-    layouts: str | Iterable[str] = "any",
+    layouts: str | Iterable[str] | Mapping[str, str | Iterable[str]] = "any",
     batch: str = "any",
     alignment: int = 0,
     priority: int = 0,
@@ -156,7 +175,10 @@ def register_kernel(
     ``fn(*inputs, out=None, **attributes)`` returns the result (see the module docstring). ``archs`` is None (any), an int, a set of ints (exact) or a
     ``(min, max)`` range with None for an open end. ``dtypes`` defaults to all of the op's; ``type_constraints``
     (``{"U": ["float16"]}``) narrows the type variables it names, ``dtypes`` applying to the others. ``layouts``
-    is "any" or names among contiguous/row_strided/col_strided/general; ``batch`` is "none", "uniform" or "any".
+    is "any" or names among contiguous/row_strided/col_strided/general, for every input; or a mapping from the op's
+    input names to such names, per input (``{"a": ["contiguous", "row_strided"], "b": ["col_strided"]}``: a
+    row-major a and a column-major b, nn.Linear's weight; an input it leaves out takes any layout). ``batch`` is
+    "none", "uniform" or "any".
     ``supports(problem)`` returns True, or a string saying why the kernel declines the problem.
     A name already registered for the op raises ``AlreadyExistsError``.
 
@@ -177,6 +199,7 @@ def register_kernel(
         raise InvalidArgumentError(f"{owner}: batch must be one of {', '.join(_core.BATCH_MODES)}, got {batch!r}")
     if not isinstance(alignment, int) or alignment < 0:
         raise InvalidArgumentError(f"{owner}: alignment must be a non-negative int, got {alignment!r}")
+    layout_mask, input_layout_masks = layout_declaration(op_name, layouts, owner)
     declaration = dict(
         op=op_name,
         name=name,
@@ -189,7 +212,8 @@ def register_kernel(
         required_features=names_to_bits(features, _core.FEATURES, "feature", owner),
         dtypes=_dtype_bits(dtypes, op_name, owner),
         type_constraints=_type_constraints_text(type_constraints),
-        layouts=_layout_bits(layouts, owner),
+        layouts=layout_mask,
+        input_layouts=input_layout_masks,
         alignment=alignment,
         batch_mode=_core.BATCH_MODES[batch],
         supports=_problem_predicate(supports, owner) if supports is not None else None,
@@ -278,7 +302,7 @@ def register_declared(spec: KernelSpec) -> KernelInfo:
         features=spec.features,
         dtypes=spec.dtypes,
         type_constraints=spec.type_constraints,
-        layouts="any" if "any" in spec.layouts else spec.layouts,
+        layouts=spec.layouts_argument,
         batch=spec.batch_mode,
         alignment=spec.alignment,
         priority=spec.priority,

@@ -76,7 +76,7 @@ def run(arguments: argparse.Namespace, console) -> int:
                 kernel.archs_text,
                 ",".join(kernel.features) or "-",
                 ",".join(kernel.dtypes),
-                "any" if len(kernel.layouts) == len(_core.LAYOUTS) else ",".join(kernel.layouts),
+                kernel.layouts_text,
                 kernel.batch_mode,
                 str(kernel.priority),
                 kernel.plugin or "-",
