@@ -88,8 +88,9 @@ kabi_variant_fn variant_function(const kabi_extension* chain, const std::string&
 std::vector<uint32_t> input_layouts(const Op& op, const kabi_kernel_desc& desc, const std::string& what) {
   const auto inputs = static_cast<int32_t>(op.schema.inputs.size());
   if (desc.num_input_layouts < 0 || desc.num_input_layouts > inputs) {
-    throw Error(KABI_STATUS_INVALID_ARGUMENT, what + ": num_input_layouts is " + std::to_string(desc.num_input_layouts) +
-                                                  "; op " + op.name + " has " + std::to_string(inputs) + " inputs");
+    throw Error(KABI_STATUS_INVALID_ARGUMENT, what + ": num_input_layouts is " +
+                                                  std::to_string(desc.num_input_layouts) + "; op " + op.name + " has " +
+                                                  std::to_string(inputs) + " inputs");
   }
   if (desc.num_input_layouts == 0) return {};
   if (desc.input_layouts == nullptr) {

@@ -169,8 +169,9 @@ class Manifest {
   // Refuses a field of format 2 in a manifest whose first line says format 1.
   void require_format_2(const Line& line, const std::string& field) const {
     if (format_ < 2) {
-      fail(line.number, field, std::string("needs the first line \"") + kFormat2Line + "\" (a field of ABI 2.4), not \"" +
-                                   kFormat1Line + "\"");
+      fail(line.number, field,
+           std::string("needs the first line \"") + kFormat2Line + "\" (a field of ABI 2.4), not \"" + kFormat1Line +
+               "\"");
     }
   }
 

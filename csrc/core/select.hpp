@@ -3,8 +3,9 @@
 // Candidates are the op's kernels for the problem's device type. Filters run in order (arch, features, the dtype of
 // each type variable, layout of each given input, a device binary's divisibility assumptions, batch mode, the
 // kernel's own supports predicate, its workspace function, its variant function, a failed correctness-gate verdict,
-// and for a graph-mode selection a failed graph-mode record) and the first that fails is the candidate's reason. A kernel that names its variants
-// (kabi_variant_fn) counts only the records of the variant it runs now: the others are stale, as if never recorded.
+// and for a graph-mode selection a failed graph-mode record) and the first that fails is the candidate's reason. A
+// kernel that names its variants (kabi_variant_fn) counts only the records of the variant it runs now: the others
+// are stale, as if never recorded.
 // A graph-mode selection picks by graph-mode times when every pickable kernel has one, else by eager times, as eager
 // selection always does. Among the eligible: forced (options or KABI_FORCE) > tuned (the tuning cache) > heuristic
 // (kernels that passed the gate on the problem first, then the most specific arch match, the highest priority, the

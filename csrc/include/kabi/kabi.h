@@ -940,9 +940,10 @@ typedef struct kabi_selection {
 
 /** Pick the kernel for a call: validate (as kabi_problem_describe; with data pointers, also that no output
  *  overlaps an input), filter candidates (device type, arch, features, dtype, layout, a device binary's divisibility
- *  assumptions, batch mode, supports, a failed gate verdict), then forced > tuned > heuristic, the pick having passed the correctness gate on the problem unless
- *  allow_unverified. KABI_STATUS_NO_ELIGIBLE_KERNEL (with the reasons and the remedy in the message) when nothing
- *  qualifies, also when the forced name has no eligible kernel; out_selection still lists every candidate then.
+ *  assumptions, batch mode, supports, a failed gate verdict), then forced > tuned > heuristic, the pick having passed
+ *  the correctness gate on the problem unless allow_unverified. KABI_STATUS_NO_ELIGIBLE_KERNEL (with the reasons and
+ *  the remedy in the message) when nothing qualifies, also when the forced name has no eligible kernel;
+ *  out_selection still lists every candidate then.
  *
  *  C callers do not tune: no kabi function measures candidates. A C caller (kabi_select, kabi_call) gets the tuned
  *  pick if the tuning cache has one; else the heuristic among the kernels that passed the gate on the problem
