@@ -65,6 +65,11 @@ static kabi_status print_kernel(const kabi_kernel_desc* desc, kabi_kernel* out_k
     ++scaled_mm_kernel_count;
   }
   if (!print_registrations) return KABI_STATUS_OK;
+  if (desc->num_input_layouts > 0) {
+    /* This host knows no op schema, so it cannot name the inputs that kernel_list() pairs with their masks. */
+    fprintf(stderr, "%s declares layouts per input, which this host cannot print\n", desc->name);
+    return KABI_STATUS_UNAVAILABLE;
+  }
   printf("{\"op\": \"%s\", \"name\": \"%s\", \"backend\": \"%s\", \"kind\": \"%s\", \"device_type\": %d, \"archs\": [",
          desc->op, desc->name, desc->backend, desc->kind == KABI_KERNEL_FUNCTION ? "function" : "other",
          (int)desc->device_type);
@@ -72,7 +77,7 @@ static kabi_status print_kernel(const kabi_kernel_desc* desc, kabi_kernel* out_k
   printf("], \"arch_min\": %d, \"arch_max\": %d, \"required_features\": %" PRIu64 ", \"dtypes\": %" PRIu32
          ", \"layouts\": %" PRIu32 ", \"batch_mode\": %d, \"alignment\": %" PRIu32 ", \"priority\": %d, "
          "\"plugin\": \"\", \"fingerprint\": \"%s\", \"type_constraints\": \"%s\", \"has_workspace\": %s, "
-         "\"has_variant\": %s}\n",
+         "\"has_variant\": %s, \"input_layouts\": []}\n",
          desc->num_archs > 0 ? 0 : (int)desc->arch_min, desc->num_archs > 0 ? 0 : (int)desc->arch_max,
          desc->required_features, desc->dtypes, desc->layouts, (int)desc->batch_mode, desc->alignment,
          (int)desc->priority, desc->fingerprint != NULL ? desc->fingerprint : "",
