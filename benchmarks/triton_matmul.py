@@ -122,19 +122,20 @@ def _eligible(shape, dtype: str, arch: int):
 
 
 def _compile_binaries(shapes, dtypes, arch: int, multiprocessors: int, directory: Path) -> dict:
-    """Row-major device binaries of the eligible candidates that compile to one entry (no split-K);
-    {(family, tag, dtype): name}."""
+    """Row-major device binaries of the eligible candidates that compile to one entry (no split-K), one per row
+    count where the family compiles one per count (decode); {(family, tag, dtype, rows): name}."""
     names, errors = {}, {}
     for dtype in dtypes:
-        wanted = {(family.name, config) for shape in shapes for family, config in _eligible(shape, dtype, arch)
-                  if config.split_k == 1 and not family.binary_refusal}
-        for family_name, config in sorted(wanted, key=lambda item: (item[0], item[1].tag)):
-            options = {"multiprocessors": multiprocessors} if family_name == "persistent_tma" else {}
+        wanted = {(family, config, family.rows_for(config, shape[0])) for shape in shapes
+                  for family, config in _eligible(shape, dtype, arch)
+                  if config.split_k == 1 and "row_major" in family.binary_layouts(config)}
+        for family, config, rows in sorted(wanted, key=lambda item: (item[0].name, item[1].tag, item[2])):
             try:
-                path = compile_to_binary(family_name, config, dtype, arch, directory, **options)
-                names[(family_name, config.tag, dtype)] = path.name.removesuffix(".kabi-manifest")
+                path = compile_to_binary(family, config, dtype, arch, directory, multiprocessors=multiprocessors,
+                                         rows=rows)
+                names[(family.name, config.tag, dtype, rows)] = path.name.removesuffix(".kabi-manifest")
             except Exception as error:
-                errors[f"{family_name}.{config.tag}.{dtype}"] = f"{type(error).__name__}: {error}"[:400]
+                errors[f"{family.name}.{config.tag}.{dtype}.m{rows}"] = f"{type(error).__name__}: {error}"[:400]
     load_binaries(directory)
     return {"names": names, "errors": errors}
 
@@ -161,7 +162,7 @@ def benchmark_shapes(suites: list[str], dtypes: list[str], binaries: bool) -> tu
             for family, config in _eligible(shape, dtype, arch):
                 name = kernel_name(family.name, config.tag)
                 candidates = [(name, name)]
-                binary = binary_info["names"].get((family.name, config.tag, dtype))
+                binary = binary_info["names"].get((family.name, config.tag, dtype, family.rows_for(config, m)))
                 if binary:
                     candidates.append((f"{name} [binary]", binary))
                 for label, forced in candidates:

@@ -164,11 +164,12 @@ def test_binaries_compile_native_writes_where_registration_looks(capsys, tmp_pat
                              "--out", str(tmp_path), "--families", "persistent_tma")
     assert status == 0, output
     variants = _native.binary_variants(90, ["persistent_tma"])
-    assert len(variants) == 16 and "KABI_BINARY_PATH=" in output
+    # 4 configs x 2 dtypes x 3 layout variants.
+    assert len(variants) == 24 and "KABI_BINARY_PATH=" in output
     monkeypatch.setattr(_native, "_PACKAGED_ROOT", tmp_path)
     directory = _native.ensure_binaries(variants, 90, 114)
     assert tmp_path in directory.parents and directory.name == "sm90_sms114"
-    assert len(list(directory.glob("*.kabi-manifest"))) == 16
+    assert len(list(directory.glob("*.kabi-manifest"))) == 24
 
 
 def test_binaries_list_reports_an_invalid_manifest(capsys, tmp_path):

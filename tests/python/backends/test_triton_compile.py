@@ -9,6 +9,7 @@ import pytest
 triton = pytest.importorskip("triton")
 
 from kabi.backends.triton import (
+    DECODE_CONFIGS,
     HOPPER_CONFIGS,
     SMALL_M_CONFIGS,
     TILED_CONFIGS,
@@ -19,28 +20,41 @@ from kabi.backends.triton import (
     compile_to_binary,
     read_manifest,
 )
+from kabi.backends.triton._families import FAMILIES  # noqa: E402
 from kabi.backends.triton._manifest import ptx_entry_params  # noqa: E402
 from kabi.backends.triton._manifest import fnv1a64  # noqa: E402
 
 _TRITON_BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
 _CUOBJDUMP = _TRITON_BIN / "cuobjdump"
 
-# (family, config, dtype, arch, layout): each family on each arch it supports, each layout variant once.
+_GEMV_NK, _GEMV_KN, _DOT_NK, _DOT_KN = (
+    next(config for config in DECODE_CONFIGS if config.tag == tag)
+    for tag in ("gemv_nk_bn8_bk512_w4_s3", "gemv_kn_bn16_bk256_w4_s3", "dot_nk_bn16_bk256_w4_s5",
+                "dot_kn_bn64_bk128_w4_s3"))
+# (family, config, dtype, arch, layout, rows): each family on each arch it supports, each layout variant once.
 _BINARIES = [
-    ("tiled", TILED_CONFIGS[1], "float16", 80, "row_major"),
-    ("tiled", TILED_CONFIGS[4], "bfloat16", 90, "column_major"),
-    ("tiled", TILED_CONFIGS[5], "float32", 80, "strided"),
-    ("small_m", SMALL_M_CONFIGS[0], "bfloat16", 80, "row_major"),
-    ("small_m", SMALL_M_CONFIGS[0], "float16", 90, "strided"),
-    ("persistent_tma", HOPPER_CONFIGS[0], "bfloat16", 90, "row_major"),
-    ("persistent_tma", HOPPER_CONFIGS[3], "float16", 90, "column_major"),
+    ("tiled", TILED_CONFIGS[1], "float16", 80, "row_major", 0),
+    ("tiled", TILED_CONFIGS[4], "bfloat16", 90, "column_major", 0),
+    ("tiled", TILED_CONFIGS[5], "float32", 80, "strided", 0),
+    ("tiled", TILED_CONFIGS[1], "bfloat16", 90, "row_column", 0),
+    ("small_m", SMALL_M_CONFIGS[0], "bfloat16", 80, "row_major", 0),
+    ("small_m", SMALL_M_CONFIGS[0], "float16", 90, "strided", 0),
+    ("small_m", SMALL_M_CONFIGS[0], "bfloat16", 80, "row_column", 0),
+    ("persistent_tma", HOPPER_CONFIGS[0], "bfloat16", 90, "row_major", 0),
+    ("persistent_tma", HOPPER_CONFIGS[3], "float16", 90, "column_major", 0),
+    ("persistent_tma", HOPPER_CONFIGS[1], "bfloat16", 90, "row_column", 0),
+    ("decode", _GEMV_NK, "bfloat16", 90, "row_column", 1),
+    ("decode", _GEMV_KN, "float16", 80, "row_major", 1),
+    ("decode", _DOT_NK, "bfloat16", 90, "row_column", 32),
+    ("decode", _DOT_KN, "bfloat16", 80, "row_major", 16),
 ]
+_SPEC_IDS = [f"{spec[0]}-{spec[2]}-sm{spec[3]}-{spec[4]}" + (f"-m{spec[5]}" if spec[5] else "") for spec in _BINARIES]
 
 
 @pytest.fixture(scope="module")
 def binaries(tmp_path_factory) -> dict:
     directory = tmp_path_factory.mktemp("binaries")
-    return {spec: compile_to_binary(spec[0], spec[1], spec[2], spec[3], directory, layout=spec[4])
+    return {spec: compile_to_binary(spec[0], spec[1], spec[2], spec[3], directory, layout=spec[4], rows=spec[5])
             for spec in _BINARIES}
 
 
@@ -58,9 +72,9 @@ def _sass(cubin: Path) -> str:
                           check=True).stdout
 
 
-@pytest.mark.parametrize("spec", _BINARIES, ids=lambda spec: f"{spec[0]}-{spec[2]}-sm{spec[3]}-{spec[4]}")
+@pytest.mark.parametrize("spec", _BINARIES, ids=_SPEC_IDS)
 def test_manifest_describes_the_compiled_entry(binaries, spec):
-    family, config, dtype, arch, layout = spec
+    family, config, dtype, arch, layout, rows = spec
     manifest_path = binaries[spec]
     manifest = read_manifest(manifest_path)
     cubin = manifest_path.parent / manifest.image
@@ -78,6 +92,42 @@ def test_manifest_describes_the_compiled_entry(binaries, spec):
         assert manifest.archs == (90,) and "tma" in manifest.features
     if _CUOBJDUMP.exists():
         assert _cubin_param_sizes(cubin) == [param.size_bytes for param in manifest.params]
+    if rows:
+        assert manifest.grid[2] == f"cdiv(M, {rows})" and f".m{rows}." in manifest.name
+
+
+# A row-major a with a column-major b (x @ w.T) and the decode family: a's classes, b's classes, and the params
+# declared multiples of 16 (K, N and the pitches, as Triton's JIT specializes on them).
+_ROW_MAJOR_CLASSES = ("contiguous", "row_strided")
+
+
+@pytest.mark.parametrize("spec", [spec for spec in _BINARIES if spec[4] == "row_column" or spec[0] == "decode"],
+                         ids=[name for spec, name in zip(_BINARIES, _SPEC_IDS)
+                              if spec[4] == "row_column" or spec[0] == "decode"])
+def test_per_input_layouts_and_divisibility_are_declared(binaries, spec):
+    family, config, dtype, arch, layout, rows = spec
+    manifest = read_manifest(binaries[spec])
+    b_classes = ("col_strided",) if layout == "row_column" else _ROW_MAJOR_CLASSES
+    if layout == "row_column":
+        assert manifest.input_layouts == (_ROW_MAJOR_CLASSES, b_classes)
+        assert manifest.format_line == "kabi-manifest 2"
+    else:
+        # Both inputs row-major: one list serves both, and the manifest says so with ``layouts`` alone.
+        assert manifest.input_layouts == () and manifest.layouts == _ROW_MAJOR_CLASSES
+    divisible = {(param.kind, param.get("name") or (param.get("index"), param.get("dim"))): param.divisible_by
+                 for param in manifest.params if param.divisible_by}
+    if family == "persistent_tma":
+        # TMA's pitches are checked by the kernel itself (CHECK_PITCHES), which falls back to pointer loads.
+        assert divisible == {}
+        return
+    b_pitch_dim = -1 if layout == "row_column" else -2
+    assert divisible == {("dim", "N"): 16, ("dim", "K"): 16, ("stride", (0, -2)): 16, ("stride", (1, b_pitch_dim)): 16}
+
+
+def test_a_row_major_binary_declares_no_divisibility(binaries):
+    # Its kernel tests the pitches at run time (CHECK_ROW_PITCHES), so it serves every size.
+    manifest = read_manifest(binaries[_BINARIES[0]])
+    assert manifest.format_line == "kabi-manifest 1" and not any(param.divisible_by for param in manifest.params)
 
 
 def test_params_match_the_ptx_entry(tmp_path):
@@ -85,8 +135,6 @@ def test_params_match_the_ptx_entry(tmp_path):
     import torch
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
-
-    from kabi.backends.triton._families import FAMILIES
 
     family = FAMILIES["tiled"]
     config = TILED_CONFIGS[3]
@@ -105,8 +153,23 @@ def test_params_match_the_ptx_entry(tmp_path):
 
 
 @pytest.mark.skipif(not _CUOBJDUMP.exists(), reason="cuobjdump is not shipped with this Triton wheel")
+@pytest.mark.parametrize("spec", [spec for spec in _BINARIES if spec[0] == "decode" or spec[4] == "row_column"],
+                         ids=[name for spec, name in zip(_BINARIES, _SPEC_IDS)
+                              if spec[0] == "decode" or spec[4] == "row_column"])
+def test_declared_binaries_stream_the_weight_in_16_byte_loads(binaries, spec):
+    # What the declared divisibility buys: cp.async copies of 16 bytes (LDGSTS.E.BYPASS[.LTC128B].128), as the JIT
+    # emits for the same sizes; without it the loads of a binary are 2 bytes wide (LDG.E.U16). TMA reads the Hopper
+    # kernel's operands.
+    sass = _sass(binaries[spec].parent / read_manifest(binaries[spec]).image)
+    wide = r"UTMALDG" if spec[0] == "persistent_tma" else r"LDGSTS\.E\.BYPASS(\.LTC128B)?\.128"
+    assert re.search(wide, sass)
+    if spec[0] != "persistent_tma":
+        assert "LDG.E.U16" not in sass
+
+
+@pytest.mark.skipif(not _CUOBJDUMP.exists(), reason="cuobjdump is not shipped with this Triton wheel")
 def test_hopper_binaries_use_wgmma_and_tma(binaries):
-    manifest_path = binaries[_BINARIES[5]]
+    manifest_path = binaries[_BINARIES[7]]
     sass = _sass(manifest_path.parent / read_manifest(manifest_path).image)
     assert "HGMMA" in sass
     assert "UTMALDG" in sass
@@ -128,6 +191,18 @@ def test_compile_refuses_what_it_cannot_build(tmp_path):
         compile_to_binary("persistent_tma", HOPPER_CONFIGS[0], "float16", 90, tmp_path, layout="strided")
     with pytest.raises(TypeError, match="config"):
         compile_to_binary("tiled", {"block_m": 64}, "float16", 90, tmp_path)
+    with pytest.raises(TypeError, match="config must be a DecodeConfig"):
+        compile_to_binary("decode", TILED_CONFIGS[0], "float16", 90, tmp_path)
+    split_k = next(config for config in DECODE_CONFIGS if config.split_k > 1)
+    with pytest.raises(ValueError, match="split_k"):
+        compile_to_binary("decode", split_k, "float16", 90, tmp_path, layout=FAMILIES["decode"].binary_layouts(
+            split_k)[0], rows=16 if split_k.style == "dot" else 1)
+    with pytest.raises(ValueError, match="layout: the decode family compiles gemv_nk_bn8_bk512_w4_s3 for row_column"):
+        compile_to_binary("decode", _GEMV_NK, "float16", 90, tmp_path, layout="row_major", rows=1)
+    with pytest.raises(ValueError, match="rows"):
+        compile_to_binary("decode", _DOT_NK, "float16", 90, tmp_path, layout="row_column", rows=8)
+    with pytest.raises(ValueError, match="rows"):
+        compile_to_binary("tiled", TILED_CONFIGS[0], "float16", 90, tmp_path, rows=16)
     assert not list(tmp_path.iterdir()), "a refused compile must write nothing"
 
 
@@ -203,7 +278,7 @@ def test_core_registers_compiled_binaries_as_written(binaries, tmp_path):
     import kabi
     from kabi.backends.triton import load_binaries
 
-    spec = _BINARIES[5]
+    spec = _BINARIES[7]
     manifest = read_manifest(binaries[spec])
     directory = tmp_path / "one"
     directory.mkdir()

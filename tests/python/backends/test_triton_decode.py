@@ -13,7 +13,7 @@ from _interpreter_runs import MATMUL_TOLERANCES, matmul_record_failures, run_int
 torch = pytest.importorskip("torch")
 triton = pytest.importorskip("triton")
 
-from kabi.backends.triton import compile_all, compile_to_binary  # noqa: E402
+from kabi.backends.triton import compile_all  # noqa: E402
 from kabi.backends.triton._decode_configs import DECODE_CONFIGS, DecodeConfig, decode_unsupported_reason
 from kabi.backends.triton._families import FAMILIES, MatmulProblem, device_facts  # noqa: E402
 from kabi.backends.triton._registration import _Supports  # noqa: E402
@@ -110,10 +110,19 @@ def test_decode_kernels_come_first_among_untuned_decode_candidates():
     assert decode.priority - (len(decode.configs) - 1) > small_m.priority
 
 
-def test_decode_family_is_a_python_kernel_only(tmp_path):
-    with pytest.raises(ValueError, match="Python kernel only"):
-        compile_to_binary("decode", DECODE_CONFIGS[0], "bfloat16", 90, tmp_path)
-    assert compile_all(90, tmp_path, families=["decode"]) == []
+def test_compile_all_builds_a_binary_per_single_launch_config_and_row_count(tmp_path):
+    from kabi.backends.triton import read_manifest
+
+    paths = compile_all(80, tmp_path, dtypes=["float16"], layouts=("row_major", "row_column"), families=["decode"])
+    built = sorted(read_manifest(path).name for path in paths)
+    expected = sorted(
+        f"triton.matmul.decode.{config.tag}.m{rows}.{'row_column' if config.weight_layout == 'n_by_k' else 'row_major'}"
+        f".float16.sm80"
+        for config in DECODE_CONFIGS if config.split_k == 1
+        for rows in ((1,) if config.style == "gemv" else (16, 32, 64))
+        # Row counts whose pipelined tiles overflow sm_80's shared memory get no binary.
+        if config.shared_memory_bytes(rows, 2) <= 163 * 1024)
+    assert built == expected
 
 
 # --- every kernel in the interpreter --------------------------------------------------------------------------

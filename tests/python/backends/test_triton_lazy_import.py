@@ -122,7 +122,8 @@ from kabi.backends.triton._families import FAMILIES
 from kabi.backends.triton._registration import _Supports
 
 registered = _native.register_native_binaries(
-    90, 132, lambda family, config: _Supports(FAMILIES[family], config), families=["tiled"], dtypes=["float16"],
+    90, 132, lambda family, config, rows: _Supports(FAMILIES[family], config, rows=rows), families=["tiled"],
+    dtypes=["float16"],
     tags=[TILED_CONFIGS[0].tag], workers=1)
 print(json.dumps({"registered": sorted(registered.values()),
                   "kinds": sorted({kabi.kernel_info("matmul", name).kind for name in registered.values()}),
@@ -136,7 +137,7 @@ def test_device_binaries_found_on_disk_register_without_importing_triton(cache_d
     # Compiling them (here, in the test's process) is the cold path, which imports Triton.
     variants = _native.binary_variants(90, ["tiled"], ["float16"], [TILED_CONFIGS[0].tag])
     directory = _native.ensure_binaries(variants, 90, 132, workers=1)
-    assert len(list(directory.glob("*.cubin"))) == len(variants) == 2
+    assert len(list(directory.glob("*.cubin"))) == len(variants) == 3
     environment = dict(os.environ, KABI_CACHE_DIR=str(cache_dir))
     environment.pop("TRITON_INTERPRET", None)
     completed = subprocess.run([sys.executable, "-c", _REGISTER_FOUND_BINARIES], capture_output=True, text=True,

@@ -17,22 +17,23 @@ pytest.importorskip("triton")
 import kabi  # noqa: E402
 from kabi.backends.triton import TILED_CONFIGS  # noqa: E402
 from kabi.backends.triton import _families, _native, _registration  # noqa: E402
-from kabi.backends.triton._families import FAMILIES  # noqa: E402
+from kabi.backends.triton._families import FAMILIES, MatmulProblem  # noqa: E402
 from kabi.backends.triton._registration import _Supports  # noqa: E402
 
 TAG = TILED_CONFIGS[0].tag
 ROW_MAJOR = f"triton.matmul.tiled.{TAG}.row_major.float16.sm90"
 COLUMN_MAJOR = f"triton.matmul.tiled.{TAG}.column_major.float16.sm90"
+ROW_COLUMN = f"triton.matmul.tiled.{TAG}.row_column.float16.sm90"
 
 
-def _supports_for(family: str, config) -> _Supports:
-    return _Supports(FAMILIES[family], config)
+def _supports_for(family: str, config, rows: int) -> _Supports:
+    return _Supports(FAMILIES[family], config, rows=rows)
 
 
 @pytest.fixture
 def unregister():
     yield
-    for name in (ROW_MAJOR, COLUMN_MAJOR):
+    for name in (ROW_MAJOR, COLUMN_MAJOR, ROW_COLUMN):
         if any(kernel.name == name for kernel in kabi.kernels("matmul")):
             kabi.unregister_kernel("matmul", name)
 
@@ -41,24 +42,46 @@ def test_variants_cover_each_single_launch_config_dtype_and_native_layout() -> N
     variants = _native.binary_variants(90)
     names = {variant.name(90) for variant in variants}
     assert len(names) == len(variants)
-    assert {variant.family for variant in variants} == {"tiled", "small_m", "persistent_tma"}
-    assert {variant.layout for variant in variants} == {"row_major", "column_major"}
+    assert {variant.family for variant in variants} == {"tiled", "small_m", "persistent_tma", "decode"}
+    assert {variant.layout for variant in variants} == {"row_major", "column_major", "row_column"}
     assert all(variant.config.split_k == 1 for variant in variants)
-    assert f"triton.matmul.persistent_tma.{FAMILIES['persistent_tma'].configs[0].tag}.column_major.bfloat16.sm90" in names
-    # sm_80 has no TMA kernel; the decode family has no binary at all (its binary_refusal).
-    assert {variant.family for variant in _native.binary_variants(80)} == {"tiled", "small_m"}
+    hopper_tag = FAMILIES["persistent_tma"].configs[0].tag
+    assert f"triton.matmul.persistent_tma.{hopper_tag}.column_major.bfloat16.sm90" in names
+    assert f"triton.matmul.persistent_tma.{hopper_tag}.row_column.bfloat16.sm90" in names
+    # sm_80 has no TMA kernel.
+    assert {variant.family for variant in _native.binary_variants(80)} == {"tiled", "small_m", "decode"}
+
+
+def test_decode_variants_read_their_weight_layout_with_one_binary_per_row_count() -> None:
+    decode = [variant for variant in _native.binary_variants(90) if variant.family == "decode"]
+    for config in FAMILIES["decode"].configs:
+        mine = {(variant.layout, variant.rows, variant.dtype) for variant in decode if variant.config == config}
+        if config.split_k > 1:
+            # Split-K adds its slices in a second launch, which a manifest cannot describe.
+            assert not mine, config.tag
+            continue
+        layout = "row_column" if config.weight_layout == "n_by_k" else "row_major"
+        # A row count whose pipelined tiles overflow sm_90's shared memory gets no binary.
+        rows = [count for count in ((1,) if config.style == "gemv" else (16, 32, 64))
+                if not FAMILIES["decode"].unsupported_reason(config, MatmulProblem(count, 4096, 4096, 2, 90,
+                                                                                   b_column_major=layout == "row_column"))]
+        assert mine == {(layout, count, dtype) for count in rows for dtype in ("float16", "bfloat16")}, config.tag
+    assert not [variant for variant in decode if variant.config.tag == "dot_nk_bn16_bk512_w4_s4" and variant.rows == 64]
+    assert "triton.matmul.decode.gemv_nk_bn8_bk512_w4_s3.m1.row_column.bfloat16.sm90" in {
+        variant.name(90) for variant in decode}
 
 
 def test_binaries_compile_once_and_register_with_their_supports_predicate(unregister, monkeypatch) -> None:
     registered = _native.register_native_binaries(90, 132, _supports_for, families=["tiled"], dtypes=["float16"],
                                                   tags=[TAG], workers=1)
-    assert registered == {("tiled", TAG, "float16", "row_major"): ROW_MAJOR,
-                          ("tiled", TAG, "float16", "column_major"): COLUMN_MAJOR}
+    assert registered == {("tiled", TAG, "float16", "row_major", 0): ROW_MAJOR,
+                          ("tiled", TAG, "float16", "column_major", 0): COLUMN_MAJOR,
+                          ("tiled", TAG, "float16", "row_column", 0): ROW_COLUMN}
     for name in registered.values():
         info = kabi.kernel_info("matmul", name)
         assert (info.kind, info.backend, info.dtypes, info.archs) == ("device_binary", "triton", ("float16",), (90,))
     directory = kabi.cache.directory() / "binaries" / "triton"
-    assert len(list(directory.rglob("*.cubin"))) == 2 and not list(directory.rglob("*.partial"))
+    assert len(list(directory.rglob("*.cubin"))) == 3 and not list(directory.rglob("*.partial"))
 
     def no_compiling(*arguments):
         raise AssertionError("the cached binaries were compiled again")
@@ -101,23 +124,48 @@ def test_worker_processes_compile_in_parallel_and_report_each_failure(tmp_path) 
     assert (tmp_path / f"{variant.name(80)}.cubin").read_bytes()[:4] == b"\x7fELF"
 
 
-def _cuda_problem(layouts, dtype="float16"):
-    return SimpleNamespace(dims={"M": 512, "K": 256, "N": 384}, dtype=dtype, layouts=layouts, device_type=2,
+def _cuda_problem(layouts, dtype="float16", m=512, n=384, k=256):
+    return SimpleNamespace(dims={"M": m, "K": k, "N": n}, dtype=dtype, layouts=layouts, device_type=2,
                            device_index=0)
 
 
 def test_the_python_kernel_leaves_the_problems_its_binary_serves(monkeypatch) -> None:
     monkeypatch.setattr(_families, "device_facts", lambda device: (90, 132))
-    binaries = {(90, "float16", "row_major"): ROW_MAJOR, (90, "float16", "column_major"): COLUMN_MAJOR}
+    binaries = {(90, "float16", "row_major", 0): ROW_MAJOR, (90, "float16", "column_major", 0): COLUMN_MAJOR,
+                (90, "float16", "row_column", 0): ROW_COLUMN}
     supports = _Supports(FAMILIES["tiled"], TILED_CONFIGS[0], binaries)
     assert supports(_cuda_problem(("contiguous", "row_strided"))) == f"runs as its device binary {ROW_MAJOR}"
     assert supports(_cuda_problem(("col_strided", "col_strided"))) == f"runs as its device binary {COLUMN_MAJOR}"
-    # What no binary covers stays with the Python kernel: mixed or general strides, another dtype or arch.
-    assert supports(_cuda_problem(("contiguous", "col_strided"))) is True
+    assert supports(_cuda_problem(("contiguous", "col_strided"))) == f"runs as its device binary {ROW_COLUMN}"
+    # What no binary covers stays with the Python kernel: a column-major a with a row-major b, general strides,
+    # another dtype or arch, and sizes the row_column binary's declared divisibility rules out.
+    assert supports(_cuda_problem(("col_strided", "contiguous"))) is True
     assert supports(_cuda_problem(("general", "contiguous"))) is True
     assert supports(_cuda_problem(("contiguous", "contiguous"), dtype="bfloat16")) is True
+    assert supports(_cuda_problem(("contiguous", "col_strided"), k=260)) is True
+    assert supports(_cuda_problem(("contiguous", "col_strided"), n=376)) is True
+    assert supports(_cuda_problem(("contiguous", "row_strided"), k=260)) == f"runs as its device binary {ROW_MAJOR}"
     monkeypatch.setattr(_families, "device_facts", lambda device: (80, 108))
     assert supports(_cuda_problem(("contiguous", "contiguous"))) is True
+
+
+def test_a_decode_binary_serves_the_row_counts_it_is_compiled_for(monkeypatch) -> None:
+    monkeypatch.setattr(_families, "device_facts", lambda device: (90, 132))
+    decode = FAMILIES["decode"]
+    (config,) = [config for config in decode.configs if config.tag == "dot_nk_bn16_bk256_w4_s5"]
+    names = {rows: f"triton.matmul.decode.{config.tag}.m{rows}.row_column.float16.sm90" for rows in (16, 32, 64)}
+    twin = _Supports(decode, config, {(90, "float16", "row_column", rows): name for rows, name in names.items()})
+    linear_call = ("contiguous", "col_strided")
+    for m, rows in ((1, 16), (16, 16), (17, 32), (33, 64), (64, 64)):
+        problem = _cuda_problem(linear_call, m=m, n=4096, k=4096)
+        assert twin(problem) == f"runs as its device binary {names[rows]}"
+        assert _Supports(decode, config, rows=rows)(problem) is True
+        for other in {16, 32, 64} - {rows}:
+            assert "rows per program" in _Supports(decode, config, rows=other)(problem)
+    # K or N off the declared multiple of 16, or a row-major weight (another config's), stay with the Python kernel.
+    assert twin(_cuda_problem(linear_call, m=8, n=4096, k=4104)) is True
+    assert twin(_cuda_problem(linear_call, m=8, n=4100, k=4096)) is True
+    assert "streams" in twin(_cuda_problem(("contiguous", "contiguous"), m=8, n=4096, k=4096))
 
 
 def test_registration_uses_the_arch_and_sm_count_of_each_gpu(monkeypatch) -> None:
@@ -127,11 +175,11 @@ def test_registration_uses_the_arch_and_sm_count_of_each_gpu(monkeypatch) -> Non
 
     def register(arch, multiprocessors, supports_for):
         calls.append((arch, multiprocessors))
-        assert isinstance(supports_for("tiled", TILED_CONFIGS[0]), _Supports)
-        return {("tiled", TAG, "float16", "row_major"): ROW_MAJOR}
+        assert isinstance(supports_for("tiled", TILED_CONFIGS[0], 0), _Supports)
+        return {("tiled", TAG, "float16", "row_major", 0): ROW_MAJOR}
 
     monkeypatch.setattr(_native, "register_native_binaries", register)
-    assert _registration._register_binaries() == {("tiled", TAG): {(90, "float16", "row_major"): ROW_MAJOR}}
+    assert _registration._register_binaries() == {("tiled", TAG): {(90, "float16", "row_major", 0): ROW_MAJOR}}
     assert calls == [(90, 132)]
     monkeypatch.setenv("KABI_TRITON_BINARIES", "0")
     assert _registration._register_binaries() == {}

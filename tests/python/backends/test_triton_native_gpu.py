@@ -113,3 +113,62 @@ def test_a_binary_predicate_is_asked_once_per_problem(tmp_path) -> None:
         assert asked == [{"M": 300, "K": 200, "N": 100}]
     finally:
         kabi.unregister_kernel("matmul", name)
+
+
+def _problem_for(kernel: kabi.KernelInfo) -> tuple[int, int, int]:
+    """(M, N, K) that a binary serves: M within its row count (decode, small_m), K and N multiples of 16 but of no
+    tile size, so the edges are masked."""
+    rows = next((int(part[1:]) for part in kernel.name.split(".") if part[0] == "m" and part[1:].isdigit()), 0)
+    if ".small_m." in kernel.name:
+        return int(kernel.name.split(".small_m.bm")[1].split("_")[0]), 1040, 2064
+    return {0: 300, 1: 1, 16: 5, 32: 20, 64: 64}[rows], 1040, 2064
+
+
+@pytest.mark.parametrize("layout", ["row_column", "row_major"])
+def test_every_binary_of_the_linear_layout_and_of_decode_matches_the_reference(layout) -> None:
+    arch = _gpu().arch
+    kernels = [kernel for kernel in _triton_binaries() if f".{layout}." in kernel.name
+               and (layout == "row_column" or ".decode." in kernel.name)]
+    assert kernels, f"no {layout} binaries registered for sm_{arch}"
+    failures = []
+    for kernel in kernels:
+        (dtype_name,) = kernel.dtypes
+        dtype = getattr(torch, dtype_name)
+        m, n, k = _problem_for(kernel)
+        a = torch.randn(m, k, dtype=dtype, device="cuda")
+        # row_column: b is an nn.Linear weight [N, K] seen as w.T (read in place); row_major: a [K, N] matrix.
+        b = torch.randn(n, k, dtype=dtype, device="cuda").t() if layout == "row_column" else \
+            torch.randn(k, n, dtype=dtype, device="cuda")
+        with kabi.use(matmul=kernel.name):
+            out = kabi.ops.matmul(a, b)
+        reference = a.double() @ b.double()
+        error = ((out.double() - reference).norm() / reference.norm()).item()
+        if not error < 1e-2:
+            failures.append(f"{kernel.name} {m}x{n}x{k}: relative error {error:.3g}")
+    assert not failures, failures
+
+
+def test_a_decode_binary_replays_in_a_graph_and_declines_what_its_image_does_not_assume() -> None:
+    arch = _gpu().arch
+    name = f"triton.matmul.decode.gemv_nk_bn8_bk512_w4_s3.m1.row_column.bfloat16.sm{arch}"
+    weight = torch.randn(4096, 4096, dtype=torch.bfloat16, device="cuda")
+    x = torch.randn(1, 4096, dtype=torch.bfloat16, device="cuda")
+    with kabi.use(matmul=name):
+        kabi.ops.matmul(x, weight.t())
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = kabi.ops.matmul(x, weight.t())
+    x.copy_(torch.randn_like(x))
+    graph.replay()
+    torch.cuda.synchronize()
+    _assert_close(out, x, weight.t())
+    # K = 4104 is no multiple of 16: the binary's image assumes one, so kabi says why it will not run it, and the
+    # Python kernel of the same config (the binary's twin) serves the problem instead.
+    odd = torch.randn(4096, 4104, dtype=torch.bfloat16, device="cuda")
+    x_odd = torch.randn(1, 4104, dtype=torch.bfloat16, device="cuda")
+    with pytest.raises(kabi.NoEligibleKernelError, match="not a multiple of 16"):
+        with kabi.use(matmul=name):
+            kabi.ops.matmul(x_odd, odd.t())
+    with kabi.use(matmul="triton.matmul.decode.gemv_nk_bn8_bk512_w4_s3"):
+        _assert_close(kabi.ops.matmul(x_odd, odd.t()), x_odd, odd.t())

@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 from ._configs import MatmulConfig
+from ._decode_configs import DecodeConfig
 from ._manifest import Manifest, ManifestParam, check_against_ptx, fnv1a64, ptx_entry_params, write_binary
 from ._names import binary_name, kernels_fingerprint
 
@@ -75,15 +76,17 @@ def _scratch_params(extra: int, metadata, name: str) -> list[ManifestParam]:
     return [ManifestParam.scratch(size) for size in sizes]
 
 
-def compile_to_binary(kernel_family, config: MatmulConfig, dtype: torch.dtype | str,
+def compile_to_binary(kernel_family, config: MatmulConfig | DecodeConfig, dtype: torch.dtype | str,
                       arch: int, out_dir: str | Path, *, layout: str = "row_major",
-                      multiprocessors: int = DEFAULT_MULTIPROCESSORS) -> Path:
+                      multiprocessors: int = DEFAULT_MULTIPROCESSORS, rows: int = 0) -> Path:
     """Compile one (family, config) for ``dtype`` and ``arch`` into ``out_dir``/NAME.cubin and
     NAME.kabi-manifest; returns the manifest's path. ``kernel_family`` is a name from FAMILIES or a KernelFamily.
 
     ``layout`` is the input layout the binary is specialized for: "row_major" (a and b row-major, unit strides
-    folded in), "column_major" (both transposed views) or "strided" (any strides, slower loads; tiled and small_m
-    only). ``multiprocessors`` is the persistent kernel's program count (the target GPU's SM count).
+    folded in), "column_major" (both transposed views), "row_column" (a row-major, b column-major: ``x @ w.T``)
+    or "strided" (any strides, slower loads; tiled and small_m only). ``multiprocessors`` is the persistent
+    kernel's program count (the target GPU's SM count). ``rows`` is the row count of a program for the decode
+    family, which compiles one binary per count (1 for a GEMV config; 16, 32 or 64 for a dot config).
     """
     import triton
     from triton.backends.compiler import GPUTarget
@@ -92,17 +95,22 @@ def compile_to_binary(kernel_family, config: MatmulConfig, dtype: torch.dtype | 
     from ._families import DTYPE_NAMES
 
     family = _family(kernel_family)
-    if family.binary_refusal:
-        raise ValueError(f"kernel_family: {family.binary_refusal}")
     dtype = _dtype(dtype, family)
-    if not isinstance(config, MatmulConfig):
-        raise TypeError(f"config must be a MatmulConfig, got {type(config).__name__}")
-    if layout not in family.layout_variants:
-        raise ValueError(f"layout: the {family.name} family compiles for {', '.join(family.layout_variants)}; "
-                         f"got {layout!r}")
+    config_type = type(family.configs[0])
+    if not isinstance(config, config_type):
+        raise TypeError(f"config must be a {config_type.__name__} for the {family.name} family, got "
+                        f"{type(config).__name__}")
+    if layout not in family.binary_layouts(config):
+        raise ValueError(f"layout: the {family.name} family compiles {config.tag} for "
+                         f"{', '.join(family.binary_layouts(config))}; got {layout!r}")
     exact_archs, arch_min, arch_max = _arch_range(family, arch)
+    if rows not in family.binary_rows(config, arch):
+        raise ValueError(f"rows: the {family.name} family compiles {config.tag} for sm_{arch} with rows in "
+                         f"{family.binary_rows(config, arch)}; got {rows}")
     if family.name == "persistent_tma":
         spec = family.binary_spec(config, dtype, layout, multiprocessors=multiprocessors)
+    elif rows:
+        spec = family.binary_spec(config, dtype, layout, rows=rows)
     else:
         spec = family.binary_spec(config, dtype, layout)
 
@@ -110,15 +118,18 @@ def compile_to_binary(kernel_family, config: MatmulConfig, dtype: torch.dtype | 
     compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32),
                               options={"num_warps": config.num_warps, "num_stages": config.num_stages,
                                        "enable_fp_fusion": True})
-    name = binary_name(family.name, config.tag, layout, DTYPE_NAMES[dtype], arch)
+    name = binary_name(family.name, config.tag, layout, DTYPE_NAMES[dtype], arch, rows)
     ptx_types = ptx_entry_params(compiled.asm["ptx"])
     params = list(spec.params) + _scratch_params(len(ptx_types) - len(spec.params), compiled.metadata, name)
     check_against_ptx(params, ptx_types, name)
 
     image = compiled.asm["cubin"]
+    # Per-input layouts only where a and b differ, so that every other manifest keeps format 1.
+    input_layouts = spec.input_layouts if spec.input_layouts[0] != spec.input_layouts[1] else ()
     manifest = Manifest(
         op="matmul", name=name, backend="triton", device="cuda", priority=family.priority + 1,
-        dtypes=(DTYPE_NAMES[dtype],), layouts=spec.layouts, alignment=16, batch_mode="none",
+        dtypes=(DTYPE_NAMES[dtype],), layouts=spec.layouts, input_layouts=input_layouts, alignment=16,
+        batch_mode="none",
         image=f"{name}.cubin", image_format="cubin", image_fnv1a64=fnv1a64(image), arch=arch,
         entry=compiled.metadata.name, grid=spec.grid, block=(config.num_threads, 1, 1),
         shared_memory_bytes=compiled.metadata.shared, cluster_size=1,
@@ -126,15 +137,16 @@ def compile_to_binary(kernel_family, config: MatmulConfig, dtype: torch.dtype | 
         archs=exact_archs, arch_min=arch_min, arch_max=arch_max,
         features=("tma", "wgmma") if family.name == "persistent_tma" else (("wgmma",) if arch == 90 else ()),
         fingerprint=f"{kernels_fingerprint()}:{name}",
-        extra_comments=(f"compiled by kabi with triton {triton.__version__}: {family.name} {config.tag}",))
+        extra_comments=(f"compiled by kabi with triton {triton.__version__}: {family.name} {config.tag}"
+                        + (f", {rows} rows per program" if rows else ""),))
     return write_binary(manifest, image, out_dir)
 
 
 def compile_all(arch: int, out_dir: str | Path, *, dtypes=("float16", "bfloat16"), layouts=("row_major",),
                 families=None, multiprocessors: int = DEFAULT_MULTIPROCESSORS) -> list[Path]:
     """Compile every config of every family (or of ``families``, names) that can be a binary for ``arch``: each
-    dtype and layout the family supports, split-K configs and Python-only families left out. Returns the
-    manifests' paths; the directory is then ready for ``kabi.load_binaries``.
+    dtype, layout and row count the family compiles for, split-K configs left out. Returns the manifests' paths;
+    the directory is then ready for ``kabi.load_binaries``.
 
     Example::
 
@@ -145,12 +157,12 @@ def compile_all(arch: int, out_dir: str | Path, *, dtypes=("float16", "bfloat16"
     resolved_dtypes = [_resolve_dtype(dtype) for dtype in dtypes]
     paths = []
     for family in (_family(name) for name in (FAMILIES if families is None else families)):
-        if ((family.exact_archs and arch not in family.exact_archs) or arch < family.arch_min
-                or family.binary_refusal):
+        if (family.exact_archs and arch not in family.exact_archs) or arch < family.arch_min:
             continue
-        options = {"multiprocessors": multiprocessors} if family.name == "persistent_tma" else {}
         for config in (config for config in family.configs if config.split_k == 1):
             for dtype in (dtype for dtype in resolved_dtypes if dtype in family.dtypes):
-                for layout in (layout for layout in layouts if layout in family.layout_variants):
-                    paths.append(compile_to_binary(family, config, dtype, arch, out_dir, layout=layout, **options))
+                for layout in (layout for layout in layouts if layout in family.binary_layouts(config)):
+                    paths.extend(compile_to_binary(family, config, dtype, arch, out_dir, layout=layout,
+                                                   multiprocessors=multiprocessors, rows=rows)
+                                 for rows in family.binary_rows(config, arch))
     return paths

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ._configs import HOPPER_CONFIGS, SMALL_M_CONFIGS, TILED_CONFIGS, MatmulConfig, ceil_div, fits_problem
+from ._configs import (HOPPER_CONFIGS, SMALL_M_CONFIGS, TILED_CONFIGS, MatmulConfig, ceil_div, fits_problem,
+                       shared_memory_limit)
 from ._decode_configs import DECODE_CONFIGS, DecodeConfig, decode_unsupported_reason
 from ._kernel_modules import DECODE_KERNELS, MATMUL_KERNELS, KernelModule
 from ._manifest import ManifestParam
@@ -35,12 +36,23 @@ DTYPE_NAMES = {torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float
 _INPUT_PRECISION = "ieee"
 # Every kernel computes offsets in 32 bits.
 _MAX_ELEMENTS = 2**31 - 1
-# A row-major view over K: "contiguous,row_strided"; its transpose: "col_strided"; anything: "strided".
+_ROW_MAJOR = ("contiguous", "row_strided")
+_COLUMN_MAJOR = ("col_strided",)
+_ANY_STRIDES = ("contiguous", "row_strided", "col_strided", "general")
+# The layout classes of (a, b) each binary layout variant serves: both row-major (a unit stride along the last
+# dimension), both column-major (transposed views), a row-major with b column-major (``x @ w.T`` of an nn.Linear
+# weight ``w[N, K]``), or any strides.
 LAYOUT_VARIANTS = {
-    "row_major": ("contiguous", "row_strided"),
-    "column_major": ("col_strided",),
-    "strided": ("contiguous", "row_strided", "col_strided", "general"),
+    "row_major": (_ROW_MAJOR, _ROW_MAJOR),
+    "column_major": (_COLUMN_MAJOR, _COLUMN_MAJOR),
+    "row_column": (_ROW_MAJOR, _COLUMN_MAJOR),
+    "strided": (_ANY_STRIDES, _ANY_STRIDES),
 }
+# Per layout variant, the dimension of (a, b) whose stride is 1, folded into the code; None: a stride parameter.
+_UNIT_STRIDE_DIMS = {"row_major": (-1, -1), "column_major": (-2, -2), "row_column": (-1, -2), "strided": (None, None)}
+# What a binary may declare of K, N and the input pitches, as Triton's JIT specializes on it (``tt.divisibility``):
+# multiples of this many elements.
+_DECLARED_DIVISOR = 16
 
 
 @dataclass(frozen=True)
@@ -60,14 +72,20 @@ class MatmulProblem:
 @dataclass(frozen=True)
 class BinarySpec:
     """How to specialize a family's kernel for a binary: the ASTSource inputs and the launch spec of the result,
-    except the scratch parameters, which come from the compiled kernel's metadata."""
+    except the scratch parameters, which come from the compiled kernel's metadata. ``input_layouts`` holds the
+    layout classes of a and b (the manifest's per-input layouts)."""
 
     signature: dict
     constexprs: dict
     attrs: dict
     params: tuple
     grid: tuple
-    layouts: tuple
+    input_layouts: tuple
+
+    @property
+    def layouts(self) -> tuple:
+        """Every layout class some input takes, in kabi's order (the manifest's ``layouts``)."""
+        return tuple(name for name in _ANY_STRIDES if any(name in classes for classes in self.input_layouts))
 
 
 def _matrix_orientation(matrix: torch.Tensor) -> tuple[bool, int]:
@@ -102,10 +120,11 @@ def device_facts(device: torch.device) -> tuple[int | None, int]:
     return properties.major * 10 + properties.minor, properties.multi_processor_count
 
 
-def _pointer_attrs(signature: dict) -> dict:
-    # Pointers are 16-byte aligned (the kernels declare alignment 16): Triton vectorizes their loads.
+def _pointer_attrs(signature: dict, divisible: tuple = ()) -> dict:
+    # Pointers are 16-byte aligned (the kernels declare alignment 16): Triton vectorizes their loads. The integers
+    # named in ``divisible`` are multiples of 16 (the manifest declares it, and the core checks it before a launch).
     return {(position,): [["tt.divisibility", 16]]
-            for position, kind in enumerate(signature.values()) if kind.startswith("*")}
+            for position, (name, kind) in enumerate(signature.items()) if kind.startswith("*") or name in divisible}
 
 
 class KernelFamily(abc.ABC):
@@ -118,11 +137,27 @@ class KernelFamily(abc.ABC):
     arch_min: int = 80
     exact_archs: tuple = ()
     dtypes: tuple = (torch.float16, torch.bfloat16, torch.float32)
-    layout_variants: tuple = ("row_major", "column_major", "strided")
+    layout_variants: tuple = ("row_major", "column_major", "row_column", "strided")
     alignment: int = 0
     priority: int = 10
-    # Why binary_spec cannot describe the kernel as a device binary (it is then a Python kernel only); "" if it can.
-    binary_refusal: str = ""
+
+    def binary_layouts(self, config) -> tuple:
+        """The layout variants a binary of ``config`` can be compiled for."""
+        return self.layout_variants
+
+    def binary_rows(self, config, arch: int) -> tuple:
+        """The row counts (BLOCK_M) a binary of ``config`` is compiled for on ``arch``, one binary each; (0,): one
+        binary serves every M."""
+        return (0,)
+
+    def rows_for(self, config, m: int) -> int:
+        """The row count of the binary of ``config`` that serves M rows (0: the one binary)."""
+        return 0
+
+    def binary_unsupported_reason(self, config, problem: MatmulProblem) -> str:
+        """Why a binary of ``config`` declines a problem its Python kernel takes, judged from the sizes (dense
+        pitches assumed): what the image assumes of the sizes; "" if nothing."""
+        return ""
 
     @functools.cached_property
     def kernel(self):
@@ -172,25 +207,45 @@ def _operand_signature(dtype: torch.dtype) -> dict:
     return {"a_ptr": element, "b_ptr": element, "c_ptr": element, "M": "i32", "N": "i32", "K": "i32"}
 
 
-def _stride_params(layout_variant: str, strides: tuple) -> tuple[dict, dict, list]:
+def _stride_params(layout_variant: str, strides: tuple, divisible: tuple = ()) -> tuple[dict, dict, list]:
     """Signature entries, constexprs and manifest params for (tensor index, dim, argument name) strides: a unit
-    stride of the variant's layout becomes the constant 1 (which Triton drops from the entry)."""
+    stride of the variant's layout becomes the constant 1 (which Triton drops from the entry); the strides named in
+    ``divisible`` are declared multiples of 16."""
     signature, constexprs, params = {}, {}, []
-    unit_dim = {"row_major": -1, "column_major": -2}.get(layout_variant)
+    unit_dims = _UNIT_STRIDE_DIMS[layout_variant]
     for tensor_index, dim, name in strides:
         # The output is always row-major; inputs follow the variant.
-        is_unit = dim == -1 if tensor_index == 2 else dim == unit_dim
+        is_unit = dim == -1 if tensor_index == 2 else dim == unit_dims[tensor_index]
         if is_unit:
             signature[name] = "constexpr"
             constexprs[name] = 1
         else:
             signature[name] = "i32"
-            params.append(ManifestParam.stride(tensor_index, dim))
+            params.append(ManifestParam.stride(tensor_index, dim,
+                                               divisible_by=_DECLARED_DIVISOR if name in divisible else 0))
     return signature, constexprs, params
 
 
 _TENSOR_AND_DIM_PARAMS = (ManifestParam.tensor(0), ManifestParam.tensor(1), ManifestParam.tensor(2),
                           ManifestParam.dim("M"), ManifestParam.dim("N"), ManifestParam.dim("K"))
+# What a row-major a with a column-major b (``x @ w.T``) declares: the pitch of each runs along K, and neither has a
+# unit stride that ``CHECK_ROW_PITCHES`` could test, so K, N and both pitches are declared multiples of 16.
+_ROW_COLUMN_DIVISIBLE = ("N", "K", "stride_am", "stride_bn")
+
+
+def _dim_params(divisible: tuple) -> tuple:
+    """The tensor and dim params of a matmul entry (a, b, out, M, N, K), those named in ``divisible`` declared
+    multiples of 16."""
+    return _TENSOR_AND_DIM_PARAMS[:3] + tuple(
+        ManifestParam.dim(name, divisible_by=_DECLARED_DIVISOR if name in divisible else 0) for name in "MNK")
+
+
+def _divisibility_reason(problem: MatmulProblem) -> str:
+    """Why a binary declaring K and N multiples of 16 declines the problem; "" if they are."""
+    for name, size in (("K", problem.k), ("N", problem.n)):
+        if size % _DECLARED_DIVISOR:
+            return f"its binary assumes {name} is a multiple of {_DECLARED_DIVISOR} (wide loads); {name}={size}"
+    return ""
 _MATMUL_STRIDES = ((0, -2, "stride_am"), (0, -1, "stride_ak"), (1, -2, "stride_bk"), (1, -1, "stride_bn"),
                    (2, -2, "stride_cm"), (2, -1, "stride_cn"))
 
@@ -207,9 +262,13 @@ class TiledFamily(KernelFamily):
                           GROUP_M=config.group_m, INPUT_PRECISION=_INPUT_PRECISION, CHECK_ROW_PITCHES=False,
                           num_warps=config.num_warps, num_stages=config.num_stages, enable_fp_fusion=True)
 
+    def binary_unsupported_reason(self, config, problem):
+        return _divisibility_reason(problem) if not problem.a_column_major and problem.b_column_major else ""
+
     def binary_spec(self, config, dtype, layout_variant):
+        divisible = _ROW_COLUMN_DIVISIBLE if layout_variant == "row_column" else ()
         signature = _operand_signature(dtype)
-        stride_signature, constexprs, stride_params = _stride_params(layout_variant, _MATMUL_STRIDES)
+        stride_signature, constexprs, stride_params = _stride_params(layout_variant, _MATMUL_STRIDES, divisible)
         signature.update(stride_signature)
         signature.update(BLOCK_M="constexpr", BLOCK_N="constexpr", BLOCK_K="constexpr", GROUP_M="constexpr",
                          INPUT_PRECISION="constexpr", CHECK_ROW_PITCHES="constexpr")
@@ -217,8 +276,8 @@ class TiledFamily(KernelFamily):
                           GROUP_M=config.group_m, INPUT_PRECISION=_INPUT_PRECISION,
                           CHECK_ROW_PITCHES=layout_variant == "row_major")
         grid = (f"cdiv(M, {config.block_m}) * cdiv(N, {config.block_n})", "1", "1")
-        return BinarySpec(signature, constexprs, _pointer_attrs(signature),
-                          _TENSOR_AND_DIM_PARAMS + tuple(stride_params), grid, LAYOUT_VARIANTS[layout_variant])
+        return BinarySpec(signature, constexprs, _pointer_attrs(signature, divisible),
+                          _dim_params(divisible) + tuple(stride_params), grid, LAYOUT_VARIANTS[layout_variant])
 
 
 class SmallMFamily(KernelFamily):
@@ -243,15 +302,19 @@ class SmallMFamily(KernelFamily):
                 out, c, m, n, strides[4], strides[5], SPLIT_K=config.split_k, BLOCK=self._REDUCE_BLOCK, num_warps=4,
                 enable_fp_fusion=True)
 
+    def binary_unsupported_reason(self, config, problem):
+        return _divisibility_reason(problem) if not problem.a_column_major and problem.b_column_major else ""
+
     def binary_spec(self, config, dtype, layout_variant):
         if config.split_k != 1:
             raise ValueError(f"config: split_k={config.split_k} needs a second (reduction) launch, and a manifest "
                              "describes one entry; compile a split_k=1 config of the small_m family")
+        divisible = _ROW_COLUMN_DIVISIBLE if layout_variant == "row_column" else ()
         signature = _operand_signature(dtype)
         signature["out_ptr"] = signature.pop("c_ptr")
         signature = {name: signature[name] for name in ("a_ptr", "b_ptr", "out_ptr", "M", "N", "K")}
         strides = _MATMUL_STRIDES[:4] + ((2, -2, "stride_om"), (2, -1, "stride_on"))
-        stride_signature, constexprs, stride_params = _stride_params(layout_variant, strides)
+        stride_signature, constexprs, stride_params = _stride_params(layout_variant, strides, divisible)
         signature.update(stride_signature)
         signature["stride_split"] = "i32"
         stride_params.append(ManifestParam.constant(0))
@@ -260,8 +323,8 @@ class SmallMFamily(KernelFamily):
         constexprs.update(BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, SPLIT_K=1,
                           INPUT_PRECISION=_INPUT_PRECISION, CHECK_ROW_PITCHES=layout_variant == "row_major")
         grid = (f"cdiv(N, {config.block_n})", "1", f"cdiv(M, {config.block_m})")
-        return BinarySpec(signature, constexprs, _pointer_attrs(signature),
-                          _TENSOR_AND_DIM_PARAMS + tuple(stride_params), grid, LAYOUT_VARIANTS[layout_variant])
+        return BinarySpec(signature, constexprs, _pointer_attrs(signature, divisible),
+                          _dim_params(divisible) + tuple(stride_params), grid, LAYOUT_VARIANTS[layout_variant])
 
 
 class PersistentTmaFamily(KernelFamily):
@@ -270,7 +333,7 @@ class PersistentTmaFamily(KernelFamily):
     configs = HOPPER_CONFIGS
     exact_archs = (90,)
     dtypes = (torch.float16, torch.bfloat16)
-    layout_variants = ("row_major", "column_major")
+    layout_variants = ("row_major", "column_major", "row_column")
     alignment = 16
     priority = 20
 
@@ -308,18 +371,18 @@ class PersistentTmaFamily(KernelFamily):
         if layout_variant not in self.layout_variants:
             raise ValueError(f"layout: the persistent_tma family compiles for {self.layout_variants} "
                              f"(TMA needs a unit stride); got {layout_variant!r}")
-        column_major = layout_variant == "column_major"
+        a_unit_dim, b_unit_dim = _UNIT_STRIDE_DIMS[layout_variant]
         signature = _operand_signature(dtype)
         signature.update(stride_a="i32", stride_b="i32", stride_c="i32", num_programs="i32",
                          BLOCK_M="constexpr", BLOCK_N="constexpr", BLOCK_K="constexpr", GROUP_M="constexpr",
                          A_COLUMN_MAJOR="constexpr", B_COLUMN_MAJOR="constexpr", CHECK_PITCHES="constexpr")
         constexprs = dict(BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
-                          GROUP_M=config.group_m, A_COLUMN_MAJOR=column_major, B_COLUMN_MAJOR=column_major,
+                          GROUP_M=config.group_m, A_COLUMN_MAJOR=a_unit_dim == -2, B_COLUMN_MAJOR=b_unit_dim == -2,
                           CHECK_PITCHES=True)
-        leading_dim = -1 if column_major else -2
+        # Each operand's pitch is the stride of its other dimension.
         params = _TENSOR_AND_DIM_PARAMS + (
-            ManifestParam.stride(0, leading_dim), ManifestParam.stride(1, leading_dim), ManifestParam.stride(2, -2),
-            ManifestParam.constant(multiprocessors))
+            ManifestParam.stride(0, -3 - a_unit_dim), ManifestParam.stride(1, -3 - b_unit_dim),
+            ManifestParam.stride(2, -2), ManifestParam.constant(multiprocessors))
         # The loop strides by num_programs, so the grid must not exceed it; fewer programs than tiles is the point.
         grid = (f"min({multiprocessors}, cdiv(M, {config.block_m}) * cdiv(N, {config.block_n}))", "1", "1")
         return BinarySpec(signature, constexprs, _pointer_attrs(signature), params, grid,
@@ -354,7 +417,12 @@ def _triton_allocator():
 
 class DecodeFamily(KernelFamily):
     """Decode shapes (M <= 64) at the memory roof: ``matmul_decode_kernel`` streams the weight b once, as a
-    [K, N] matrix or as the transposed view of an nn.Linear weight [N, K], read in place (never copied)."""
+    [K, N] matrix or as the transposed view of an nn.Linear weight [N, K], read in place (never copied).
+
+    Its binaries fix what the JIT launcher specializes at run time: the row count of a program (BLOCK_M: 1 for
+    GEMV, 16, 32 or 64 for tl.dot, one binary each), the layouts (a row-major; b as the config reads it, with its
+    unit stride folded in), and K, N and the input pitches as multiples of 16 elements, which the wide loads need.
+    Split-K configs stay Python kernels: their sum is a second launch, which a manifest cannot describe."""
 
     name = "decode"
     kernel_source = (DECODE_KERNELS, "matmul_decode_kernel")
@@ -362,18 +430,30 @@ class DecodeFamily(KernelFamily):
     # Above the general small-M kernel (10, less its config rank), so that an untuned decode call starts from a
     # kernel built for it.
     priority = 30
-    # Its loads are wide only where Triton knows, at launch, which of b's strides is 1 and that K and the row pitches
-    # are multiples of 16 bytes; a manifest declares neither (docs/triton.md, "Limits of device binaries").
-    binary_refusal = ("the decode family runs as a Python kernel only: a manifest cannot declare the per-input "
-                      "layouts (a row-major, b column-major) and the pitches its wide loads depend on; compile the "
-                      "small_m family for a decode binary")
+    layout_variants = ("row_major", "row_column")
     _REDUCE_BLOCK = 1024
+    _DOT_ROWS = (16, 32, 64)
 
     def unsupported_reason(self, config: DecodeConfig, problem: MatmulProblem) -> str:
         if max(problem.m * problem.k, problem.k * problem.n, problem.m * problem.n) > _MAX_ELEMENTS:
             return "an operand has more than 2**31 - 1 elements; the kernels use 32-bit offsets"
         return decode_unsupported_reason(config, problem.m, problem.n, problem.k, problem.element_size,
                                          problem.arch, problem.b_column_major)
+
+    def binary_layouts(self, config: DecodeConfig) -> tuple:
+        return ("row_column",) if config.weight_layout == "n_by_k" else ("row_major",)
+
+    def binary_rows(self, config: DecodeConfig, arch: int) -> tuple:
+        # Only the counts whose pipelined tiles fit the arch's shared memory: a binary of another would decline
+        # every problem it is compiled for. float16 and bfloat16 (the binaries' dtypes) take 2 bytes.
+        rows = (1,) if config.style == "gemv" else self._DOT_ROWS
+        return tuple(count for count in rows if config.shared_memory_bytes(count, 2) <= shared_memory_limit(arch))
+
+    def rows_for(self, config: DecodeConfig, m: int) -> int:
+        return config.rows_per_program(m)
+
+    def binary_unsupported_reason(self, config: DecodeConfig, problem: MatmulProblem) -> str:
+        return _divisibility_reason(problem)
 
     def _launch(self, config, a, b, c, m, n, k, strides):
         block_m = config.rows_per_program(m)
@@ -395,8 +475,35 @@ class DecodeFamily(KernelFamily):
                 out, c, m, n, strides[4], strides[5], SPLIT_K=config.split_k, BLOCK=self._REDUCE_BLOCK, PDL=pdl,
                 num_warps=4, enable_fp_fusion=True, launch_pdl=pdl)
 
-    def binary_spec(self, config, dtype, layout_variant):
-        raise ValueError(self.binary_refusal)
+    def binary_spec(self, config, dtype, layout_variant, rows=0):
+        if config.split_k != 1:
+            raise ValueError(f"config: split_k={config.split_k} needs a second (sum) launch, and a manifest "
+                             "describes one entry; compile a split_k=1 config of the decode family")
+        if layout_variant not in self.binary_layouts(config):
+            raise ValueError(f"layout: {config.tag} reads {' or '.join(self.binary_layouts(config))}; "
+                             f"got {layout_variant!r}")
+        if rows not in self._DOT_ROWS + (1,):
+            raise ValueError(f"rows: {config.tag} compiles for BLOCK_M 1 (GEMV), 16, 32 or 64; got {rows}")
+        signature = _operand_signature(dtype)
+        signature["out_ptr"] = signature.pop("c_ptr")
+        signature = {name: signature[name] for name in ("a_ptr", "b_ptr", "out_ptr", "M", "N", "K")}
+        strides = _MATMUL_STRIDES[:4] + ((2, -2, "stride_om"), (2, -1, "stride_on"))
+        # Its loads are wide only where Triton knows K, N and the pitches are multiples of 16, as the JIT learns
+        # from the values it specializes on.
+        divisible = ("N", "K", "stride_am", "stride_bk", "stride_bn")
+        stride_signature, constexprs, stride_params = _stride_params(layout_variant, strides, divisible)
+        signature.update(stride_signature)
+        signature["stride_split"] = "i32"
+        stride_params.append(ManifestParam.constant(0))
+        signature.update(BLOCK_M="constexpr", BLOCK_N="constexpr", BLOCK_K="constexpr", SPLIT_K="constexpr",
+                         USE_DOT="constexpr", WEIGHT_N_BY_K="constexpr", INPUT_PRECISION="constexpr",
+                         NUM_STAGES="constexpr", PDL="constexpr")
+        constexprs.update(BLOCK_M=rows, BLOCK_N=config.block_n, BLOCK_K=config.block_k, SPLIT_K=1,
+                          USE_DOT=config.style == "dot", WEIGHT_N_BY_K=config.weight_layout == "n_by_k",
+                          INPUT_PRECISION=_INPUT_PRECISION, NUM_STAGES=config.num_stages, PDL=False)
+        grid = (f"cdiv(N, {config.block_n})", "1", f"cdiv(M, {rows})")
+        return BinarySpec(signature, constexprs, _pointer_attrs(signature, divisible),
+                          _dim_params(divisible) + tuple(stride_params), grid, LAYOUT_VARIANTS[layout_variant])
 
 
 FAMILIES = {family.name: family

@@ -6,6 +6,8 @@ Example::
     kernel_name("tiled", "bm128_bn128_bk64_w8_s3_g8")           # 'triton.matmul.tiled.bm128_bn128_bk64_w8_s3_g8'
     binary_name("tiled", "bm128_bn128_bk64_w8_s3_g8", "row_major", "bfloat16", 90)
     # 'triton.matmul.tiled.bm128_bn128_bk64_w8_s3_g8.row_major.bfloat16.sm90'
+    binary_name("decode", "gemv_nk_bn8_bk512_w4_s3", "row_column", "bfloat16", 90, rows=1)
+    # 'triton.matmul.decode.gemv_nk_bn8_bk512_w4_s3.m1.row_column.bfloat16.sm90'
 """
 
 from __future__ import annotations
@@ -70,6 +72,9 @@ def _triton_version() -> str:
     return triton.__version__
 
 
-def binary_name(family_name: str, config_tag: str, layout: str, dtype_name: str, arch: int) -> str:
-    """The kabi name of one (family, config) compiled for a layout variant, a dtype and an arch."""
-    return f"{kernel_name(family_name, config_tag)}.{layout}.{dtype_name}.sm{arch}"
+def binary_name(family_name: str, config_tag: str, layout: str, dtype_name: str, arch: int, rows: int = 0) -> str:
+    """The kabi name of one (family, config) compiled for a layout variant, a dtype and an arch, and for a fixed
+    row count per program where the family compiles one binary per count (``rows``; 0: none), e.g.
+    ``triton.matmul.decode.dot_nk_bn16_bk256_w4_s5.m16.row_column.bfloat16.sm90``."""
+    rows_part = f".m{rows}" if rows else ""
+    return f"{kernel_name(family_name, config_tag)}{rows_part}.{layout}.{dtype_name}.sm{arch}"

@@ -15,11 +15,12 @@ version and the kernels' sources), the arch and the SM count the persistent grid
 Binaries found complete on disk register without importing Triton (a warm process whose pick is a binary never
 imports it); only compiling the missing ones does.
 Each registers with its Python twin's supports predicate (the same shape rules), and the Python kernel declines
-the problems its binary serves; it keeps what no binary covers (mixed or general strides, split-K, decode, linear).
+the problems its binary serves; it keeps what no binary covers (general strides, split-K, float32, sizes a binary's
+declared divisibility rules out, linear).
 
 Example::
 
-    names = register_native_binaries(90, 132, supports_for)      # {(family, tag, dtype, layout): kernel name}
+    names = register_native_binaries(90, 132, supports_for)   # {(family, tag, dtype, layout, rows): kernel name}
 """
 
 from __future__ import annotations
@@ -39,14 +40,13 @@ from ...ops._kernel_registration import register_binary
 from ._manifest import MANIFEST_SUFFIX
 from ._names import binary_name, kernels_fingerprint
 
-# The layout variants a binary serves here; "strided" binaries run slower than the JIT kernel (docs/triton.md,
+# The layout variants a binary serves here: both inputs row-major, both column-major, and a row-major a with a
+# column-major b (``x @ w.T``, the nn.Linear call). "strided" binaries run slower than the JIT kernel (docs/triton.md,
 # "Limits of device binaries"), so strided problems stay with the Python kernels.
-NATIVE_LAYOUTS = ("row_major", "column_major")
+NATIVE_LAYOUTS = ("row_major", "column_major", "row_column")
 # float32 kernels run without tensor cores (IEEE float32, docs/triton.md) and lose to cuBLAS, so they stay Python
 # kernels rather than add a third to the binaries compiled at a first dispatch.
 NATIVE_DTYPES = ("float16", "bfloat16")
-# The problem's layout class names each variant covers, for both inputs at once.
-COVERED_LAYOUTS = {"row_major": ("contiguous", "row_strided"), "column_major": ("col_strided",)}
 _PACKAGED_ROOT = Path(__file__).resolve().parents[2] / "binaries" / "triton"
 _CACHE_SUBDIRECTORY = Path("binaries", "triton")
 _logger = logging.getLogger("kabi")
@@ -54,35 +54,42 @@ _logger = logging.getLogger("kabi")
 
 @dataclass(frozen=True)
 class BinaryVariant:
-    """One device binary of a (family, config): the dtype and the layout variant it is specialized for."""
+    """One device binary of a (family, config): the dtype, the layout variant and, for a family that compiles one
+    binary per row count of a program (decode), that count (``rows``; 0 for one binary serving every M)."""
 
     family: str
     config: object
     dtype: str
     layout: str
+    rows: int = 0
 
     def name(self, arch: int) -> str:
-        return binary_name(self.family, self.config.tag, self.layout, self.dtype, arch)
+        return binary_name(self.family, self.config.tag, self.layout, self.dtype, arch, self.rows)
+
+    def request(self) -> list:
+        """The variant as a compile worker reads it (``_compile_worker``)."""
+        return [self.family, self.config.tag, self.dtype, self.layout, self.rows]
 
 
 def binary_variants(arch: int, families: Iterable[str] | None = None, dtypes: Iterable[str] | None = None,
                     tags: Iterable[str] | None = None) -> list[BinaryVariant]:
-    """Every single-launch (family, config) a manifest can describe on ``arch``, per native dtype and layout; or
-    those of the named ``families``, ``dtypes`` and config ``tags``."""
+    """Every single-launch (family, config) a manifest can describe on ``arch``, per native dtype, layout and row
+    count; or those of the named ``families``, ``dtypes`` and config ``tags``."""
     from ._families import DTYPE_NAMES, FAMILIES
 
     wanted_families = set(FAMILIES if families is None else families)
     variants = []
     for family in FAMILIES.values():
-        if (family.name not in wanted_families or family.binary_refusal or arch < family.arch_min
+        if (family.name not in wanted_families or arch < family.arch_min
                 or (family.exact_archs and arch not in family.exact_archs)):
             continue
         family_dtypes = [DTYPE_NAMES[dtype] for dtype in family.dtypes]
         for config in (config for config in family.configs
                        if config.split_k == 1 and (tags is None or config.tag in tags)):
+            layouts = [layout for layout in NATIVE_LAYOUTS if layout in family.binary_layouts(config)]
             for dtype in (dtype for dtype in family_dtypes if dtype in (NATIVE_DTYPES if dtypes is None else dtypes)):
-                variants.extend(BinaryVariant(family.name, config, dtype, layout) for layout in NATIVE_LAYOUTS
-                                if layout in family.layout_variants)
+                variants.extend(BinaryVariant(family.name, config, dtype, layout, rows)
+                                for layout in layouts for rows in family.binary_rows(config, arch))
     return variants
 
 
@@ -100,8 +107,7 @@ def _compile_request(variants: list[BinaryVariant], arch: int, multiprocessors: 
     from ._compile_worker import compile_request
 
     return compile_request({"arch": arch, "multiprocessors": multiprocessors, "directory": str(directory),
-                            "variants": [[variant.family, variant.config.tag, variant.dtype, variant.layout]
-                                         for variant in variants]})
+                            "variants": [variant.request() for variant in variants]})
 
 
 def _compile_in_processes(variants: list[BinaryVariant], arch: int, multiprocessors: int, directory: Path,
@@ -111,8 +117,7 @@ def _compile_in_processes(variants: list[BinaryVariant], arch: int, multiprocess
     processes = []
     for chunk in chunks:
         request = {"arch": arch, "multiprocessors": multiprocessors, "directory": str(directory),
-                   "variants": [[variant.family, variant.config.tag, variant.dtype, variant.layout]
-                                for variant in chunk]}
+                   "variants": [variant.request() for variant in chunk]}
         processes.append(subprocess.Popen([sys.executable, "-m", "kabi.backends.triton._compile_worker",
                                            json.dumps(request)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                           text=True))
@@ -160,12 +165,14 @@ def ensure_binaries(variants: list[BinaryVariant], arch: int, multiprocessors: i
                             workers)
 
 
-def register_native_binaries(arch: int, multiprocessors: int, supports_for: Callable[[str, object], Callable],
-                             *, families: Iterable[str] | None = None, dtypes: Iterable[str] | None = None,
+def register_native_binaries(arch: int, multiprocessors: int,
+                             supports_for: Callable[[str, object, int], Callable], *,
+                             families: Iterable[str] | None = None, dtypes: Iterable[str] | None = None,
                              tags: Iterable[str] | None = None,
-                             workers: int | None = None) -> dict[tuple[str, str, str, str], str]:
+                             workers: int | None = None) -> dict[tuple[str, str, str, str, int], str]:
     """Compile (or find) and register the device binaries of every variant for ``arch``, each with the supports
-    predicate ``supports_for(family name, config)``; return {(family, config tag, dtype, layout): kernel name}."""
+    predicate ``supports_for(family name, config, rows)``; return {(family, config tag, dtype, layout, rows):
+    kernel name}."""
     variants = binary_variants(arch, families, dtypes, tags)
     directory = ensure_binaries(variants, arch, multiprocessors, workers)
     registered = {}
@@ -173,6 +180,6 @@ def register_native_binaries(arch: int, multiprocessors: int, supports_for: Call
         manifest = directory / f"{variant.name(arch)}{MANIFEST_SUFFIX}"
         if not manifest.is_file():
             continue
-        registered[(variant.family, variant.config.tag, variant.dtype, variant.layout)] = register_binary(
-            manifest, "matmul", supports_for(variant.family, variant.config))
+        registered[(variant.family, variant.config.tag, variant.dtype, variant.layout, variant.rows)] = \
+            register_binary(manifest, "matmul", supports_for(variant.family, variant.config, variant.rows))
     return registered

@@ -77,23 +77,28 @@ _lock = threading.Lock()
 
 def _covering_layout(a_layout: str, b_layout: str) -> str | None:
     """The native layout variant that serves inputs of these layout classes, if one does."""
-    from ._native import COVERED_LAYOUTS
+    from ._families import LAYOUT_VARIANTS
+    from ._native import NATIVE_LAYOUTS
 
-    for variant, classes in COVERED_LAYOUTS.items():
-        if a_layout in classes and b_layout in classes:
+    for variant in NATIVE_LAYOUTS:
+        a_classes, b_classes = LAYOUT_VARIANTS[variant]
+        if a_layout in a_classes and b_layout in b_classes:
             return variant
     return None
 
 
 class _Supports:
-    """The supports predicate of one (family, config): kabi passes a ``kabi.Problem`` (dims, dtype, layout names,
-    device); returns True or the reason it declines."""
+    """The supports predicate of one (family, config), or of one of its device binaries (``rows``: the row count
+    that binary is compiled for, 0 where one binary serves every M; None for the Python kernel): kabi passes a
+    ``kabi.Problem`` (dims, dtype, layout names, device); returns True or the reason it declines."""
 
-    def __init__(self, family, config, binaries: dict | None = None) -> None:
+    def __init__(self, family, config, binaries: dict | None = None, rows: int | None = None) -> None:
         self._family = family
         self._config = config
-        # {(arch, dtype, layout variant): device binary name}: the problems this Python kernel leaves to its binary.
+        # {(arch, dtype, layout variant, rows): device binary name}: the problems this Python kernel leaves to its
+        # binaries.
         self._binaries = binaries or {}
+        self._rows = rows
 
     def __call__(self, problem) -> bool | str:
         import torch
@@ -105,13 +110,16 @@ class _Supports:
         if problem.device_type == DEVICE_TYPES["cuda"]:
             arch, _ = device_facts(torch.device("cuda", problem.device_index))
         a_layout, b_layout = problem.layouts[:2]
-        if self._binaries:
-            binary = self._binaries.get((arch, problem.dtype, _covering_layout(a_layout, b_layout)))
-            if binary:
-                return f"runs as its device binary {binary}"
         matmul_problem = MatmulProblem(
             m=dims["M"], n=dims["N"], k=dims["K"], element_size=_ELEMENT_SIZES[problem.dtype], arch=arch,
             a_column_major=a_layout == "col_strided", b_column_major=b_layout == "col_strided")
+        rows = self._family.rows_for(self._config, matmul_problem.m)
+        if self._rows is not None and rows != self._rows:
+            return f"M={matmul_problem.m} runs {rows} rows per program; this binary is compiled for {self._rows}"
+        if self._binaries:
+            binary = self._binaries.get((arch, problem.dtype, _covering_layout(a_layout, b_layout), rows))
+            if binary and not self._family.binary_unsupported_reason(self._config, matmul_problem):
+                return f"runs as its device binary {binary}"
         return self._family.unsupported_reason(self._config, matmul_problem) or True
 
 
@@ -242,10 +250,10 @@ def _register(device: str) -> list[str]:
             + _register_grouped(device))
 
 
-def _register_binaries() -> dict[tuple[str, str], dict[tuple[int, str, str], str]]:
+def _register_binaries() -> dict[tuple[str, str], dict[tuple[int, str, str, int], str]]:
     """Register the device binaries of every (family, config) for the arch of each CUDA device libkabi sees
     (compiled at first use, cached on disk: see _native); return, per (family, config tag), the binary serving
-    each (arch, dtype, layout variant). Empty, leaving every problem to the Python kernels, with
+    each (arch, dtype, layout variant, rows). Empty, leaving every problem to the Python kernels, with
     KABI_TRITON_BINARIES=0 or where the core sees no CUDA device; an arch whose binaries cannot be built is
     logged and left to them too."""
     from ..._base.devices import devices
@@ -254,18 +262,18 @@ def _register_binaries() -> dict[tuple[str, str], dict[tuple[int, str, str], str
 
     if os.environ.get("KABI_TRITON_BINARIES", "1") == "0":
         return {}
-    binaries: dict[tuple[str, str], dict[tuple[int, str, str], str]] = {}
+    binaries: dict[tuple[str, str], dict[tuple[int, str, str, int], str]] = {}
     gpus = {(device.arch, device.compute_units) for device in devices() if device.device_type == "cuda"}
     for arch, multiprocessors in sorted(gpus):
         try:
             registered = register_native_binaries(
-                arch, multiprocessors, lambda family, config: _Supports(FAMILIES[family], config))
+                arch, multiprocessors, lambda family, config, rows: _Supports(FAMILIES[family], config, rows=rows))
         except Exception as error:  # noqa: BLE001 - the Python kernels still serve every problem
             _logger.warning("kabi: Triton device binaries for sm_%d are unavailable, the Python kernels serve: "
                             "%s: %s", arch, type(error).__name__, error)
             continue
-        for (family, tag, dtype, layout), name in registered.items():
-            binaries.setdefault((family, tag), {})[(arch, dtype, layout)] = name
+        for (family, tag, dtype, layout, rows), name in registered.items():
+            binaries.setdefault((family, tag), {})[(arch, dtype, layout, rows)] = name
     return binaries
 
 
