@@ -85,10 +85,15 @@ class DecodeConfig:
         """BLOCK_M for M rows: 1 for GEMV (one program per row), M's next power of two (at least 16) for tl.dot."""
         return 1 if self.style == "gemv" else max(_DOT_MIN_BLOCK, next_power_of_two(m))
 
-    def shared_memory_bytes(self, m: int, element_size: int) -> int:
-        """An estimate of the pipelined operand buffers in shared memory, for pruning before compiling."""
-        stages = max(self.num_stages - 1, 1)
-        return stages * (self.rows_per_program(m) + self.block_n) * self.block_k * element_size
+    def shared_memory_bytes(self, m: int, element_size: int, arch: int | None = None) -> int:
+        """The pipelined operand buffers in shared memory, for pruning before compiling: ``num_stages - 1`` tiles
+        of a and b, or ``num_stages`` where Triton multiplies with wgmma (sm_90, 64 rows or more: a warpgroup's
+        tile), which keeps one more in flight. The compiled kernels take exactly this (checked for every config on
+        sm_90 with Triton 3.9: at 64 rows the estimate without wgmma's extra stage fell 49-82 KB short)."""
+        rows = self.rows_per_program(m)
+        wgmma = arch == 90 and self.style == "dot" and rows >= 64
+        stages = self.num_stages if wgmma else max(self.num_stages - 1, 1)
+        return stages * (rows + self.block_n) * self.block_k * element_size
 
 
 # Sized for an H200 (132 SMs, ~4.5 TB/s read) on Llama-3 8B/70B and Mixtral layers (N from 4096 to 57344), by what
@@ -144,7 +149,7 @@ def decode_unsupported_reason(config: DecodeConfig, m: int, n: int, k: int, elem
     k_blocks = -(-k // config.block_k)
     if config.split_k > 1 and k_blocks < 2 * config.split_k:
         return f"K={k} has {k_blocks} blocks of {config.block_k}: too few for split_k={config.split_k}"
-    needed = config.shared_memory_bytes(m, element_size)
+    needed = config.shared_memory_bytes(m, element_size, arch)
     limit = shared_memory_limit(arch)
     if needed > limit:
         return f"needs ~{needed} bytes of shared memory; sm_{arch} allows {limit}"

@@ -447,7 +447,8 @@ class DecodeFamily(KernelFamily):
         # Only the counts whose pipelined tiles fit the arch's shared memory: a binary of another would decline
         # every problem it is compiled for. float16 and bfloat16 (the binaries' dtypes) take 2 bytes.
         rows = (1,) if config.style == "gemv" else self._DOT_ROWS
-        return tuple(count for count in rows if config.shared_memory_bytes(count, 2) <= shared_memory_limit(arch))
+        return tuple(count for count in rows
+                     if config.shared_memory_bytes(count, 2, arch) <= shared_memory_limit(arch))
 
     def rows_for(self, config: DecodeConfig, m: int) -> int:
         return config.rows_per_program(m)
