@@ -79,13 +79,16 @@ def triton_kernels():
     register_triton_kernels()
 
 
-def _serving_kernel(family, config, dtype, a_transposed, b_transposed):
-    """The kernel that serves a (family, config) on these layouts: its device binary where one is registered for
-    them (the default launch path), else the Python kernel."""
-    layout = {(False, False): "row_major", (True, True): "column_major"}.get((a_transposed, b_transposed))
-    if layout is not None:
-        arch, _ = device_facts(torch.device("cuda"))
-        name = binary_name(family.name, config.tag, layout, dtype, arch)
+def _serving_kernel(family, config, dtype, m, n, k, a_transposed, b_transposed):
+    """The kernel that serves a (family, config) on these layouts and sizes: its device binary where one is
+    registered for them and the sizes meet what it declares (the default launch path), else the Python kernel."""
+    layout = {(False, False): "row_major", (True, True): "column_major", (False, True): "row_column"}.get(
+        (a_transposed, b_transposed))
+    arch, _ = device_facts(torch.device("cuda"))
+    problem = MatmulProblem(m, n, k, torch.empty((), dtype=getattr(torch, dtype)).element_size(), arch,
+                            a_transposed, b_transposed)
+    if layout is not None and not family.binary_unsupported_reason(config, problem):
+        name = binary_name(family.name, config.tag, layout, dtype, arch, family.rows_for(config, m))
         if any(kernel.name == name for kernel in kabi.kernels("matmul")):
             return name
     return kernel_name(family.name, config.tag)
@@ -98,7 +101,7 @@ def test_every_candidate_matches_the_reference(case, dtype):
     a, b = _inputs(*case, dtype)
     ran = 0
     for family, config in _candidates(*case, dtype):
-        name = _serving_kernel(family, config, dtype, *case[3:])
+        name = _serving_kernel(family, config, dtype, *case)
         with kabi.use(matmul=name):
             out = kabi.ops.matmul(a, b)
         _assert_close(out, a, b, dtype, name)

@@ -139,8 +139,12 @@ def test_every_binary_of_the_linear_layout_and_of_decode_matches_the_reference(l
         # row_column: b is an nn.Linear weight [N, K] seen as w.T (read in place); row_major: a [K, N] matrix.
         b = torch.randn(n, k, dtype=dtype, device="cuda").t() if layout == "row_column" else \
             torch.randn(k, n, dtype=dtype, device="cuda")
-        with kabi.use(matmul=kernel.name):
-            out = kabi.ops.matmul(a, b)
+        try:
+            with kabi.use(matmul=kernel.name):
+                out = kabi.ops.matmul(a, b)
+        except kabi.KabiError as error:
+            failures.append(f"{kernel.name} {m}x{n}x{k}: {error}")
+            continue
         reference = a.double() @ b.double()
         error = ((out.double() - reference).norm() / reference.norm()).item()
         if not error < 1e-2:
