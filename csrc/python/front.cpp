@@ -345,7 +345,11 @@ py::object make_op_front(const std::string& name, const std::string& doc, const 
   for (const std::string& input : input_names) state->parameter_names.push_back(interned(input));
   for (const std::string& attribute : attribute_names) state->parameter_names.push_back(interned(attribute));
   for (const py::object& value : attribute_defaults) {
-    state->attribute_defaults.push_back(value.is_none() ? py::object() : value);
+    // An enum attribute's value is keyed by identity with its interned values first (decision_table.cpp), so a
+    // default string is interned too: a call that leaves it out then never compares strings.
+    PyObject* default_value = value.is_none() ? nullptr : Py_NewRef(value.ptr());
+    if (default_value != nullptr && PyUnicode_CheckExact(default_value)) PyUnicode_InternInPlace(&default_value);
+    state->attribute_defaults.push_back(py::reinterpret_steal<py::object>(default_value));
   }
   state->out_name = interned("out");
   state->out_keyword = py::make_tuple(state->out_name);
