@@ -123,6 +123,76 @@ bool view_has(const DLTensor& view, const std::vector<int64_t>& words, std::size
   return true;
 }
 
+PyObject* out_name() {
+  static PyObject* const name = PyUnicode_InternFromString("out");  // lives as long as the process
+  return name;
+}
+
+// functools.partial, or nullptr (no Python error set) if it cannot be imported.
+PyObject* partial_type() {
+  static PyObject* const type = [] {
+    PyObject* functools = PyImport_ImportModule("functools");
+    PyObject* partial = functools != nullptr ? PyObject_GetAttrString(functools, "partial") : nullptr;
+    Py_XDECREF(functools);
+    if (partial == nullptr) PyErr_Clear();
+    return partial;  // lives as long as the process
+  }();
+  return type;
+}
+
+void release(BoundKeywords& bound) {
+  Py_XDECREF(bound.function);
+  Py_XDECREF(bound.values);
+  Py_XDECREF(bound.names);
+  Py_XDECREF(bound.names_and_out);
+  bound = BoundKeywords{};
+}
+
+// The function and keywords of an exact functools.partial that binds at most max_keywords keywords (str, none of them
+// "out") and no positional argument; otherwise none (function null, no Python error set). A subclass, which may
+// define its own call, is called as it is.
+BoundKeywords bound_keywords_of(PyObject* implementation, std::size_t max_keywords) {
+  BoundKeywords bound;
+  PyObject* partial = partial_type();
+  if (partial == nullptr || reinterpret_cast<PyObject*>(Py_TYPE(implementation)) != partial) return bound;
+  PyObject* function = PyObject_GetAttrString(implementation, "func");
+  PyObject* arguments = PyObject_GetAttrString(implementation, "args");
+  PyObject* keywords = PyObject_GetAttrString(implementation, "keywords");
+  const bool usable = function != nullptr && arguments != nullptr && keywords != nullptr && PyTuple_Check(arguments) &&
+                      PyTuple_GET_SIZE(arguments) == 0 && PyDict_Check(keywords) && PyDict_GET_SIZE(keywords) > 0 &&
+                      static_cast<std::size_t>(PyDict_GET_SIZE(keywords)) <= max_keywords;
+  if (usable) {
+    const Py_ssize_t count = PyDict_GET_SIZE(keywords);
+    bound.values = PyTuple_New(count);
+    bound.names = PyTuple_New(count);
+    bound.names_and_out = PyTuple_New(count + 1);
+    Py_ssize_t position = 0, index = 0;
+    PyObject *name = nullptr, *value = nullptr;
+    bool complete = bound.values != nullptr && bound.names != nullptr && bound.names_and_out != nullptr;
+    while (complete && PyDict_Next(keywords, &position, &name, &value)) {
+      complete = PyUnicode_CheckExact(name) && PyUnicode_Compare(name, out_name()) != 0;
+      if (!complete) break;
+      PyObject* interned = Py_NewRef(name);
+      PyUnicode_InternInPlace(&interned);
+      PyTuple_SET_ITEM(bound.names, index, interned);
+      PyTuple_SET_ITEM(bound.names_and_out, index, Py_NewRef(interned));
+      PyTuple_SET_ITEM(bound.values, index, Py_NewRef(value));
+      ++index;
+    }
+    if (complete) {
+      PyTuple_SET_ITEM(bound.names_and_out, count, Py_NewRef(out_name()));
+      bound.function = Py_NewRef(function);
+    } else {
+      release(bound);
+    }
+  }
+  Py_XDECREF(function);
+  Py_XDECREF(arguments);
+  Py_XDECREF(keywords);
+  PyErr_Clear();
+  return bound;
+}
+
 }  // namespace
 
 uint64_t KeyWords::hash() const {
@@ -188,7 +258,9 @@ DecisionTable::DecisionTable(std::string op, std::vector<AttributeSpec> attribut
       attributes_(std::move(attributes)),
       fast_types_(std::move(fast_types)),
       facts_(Py_NewRef(facts)),
-      generation_(kabi_op_generation(op_)) {}
+      generation_(kabi_op_generation(op_)) {
+  partial_type();  // imported here, so that store() runs no Python code of an import
+}
 
 DecisionTable::~DecisionTable() {
   // Tables of ops live as long as the interpreter; at its exit the references are simply abandoned.
@@ -356,6 +428,8 @@ bool DecisionTable::store(const KeyWords& key, PyObject* scope, PyObject* implem
     entry.decision.allocate_output =
         allocate_output != nullptr && allocate_output != Py_None ? Py_NewRef(allocate_output) : nullptr;
   }
+  // The front's argument array holds the inputs, the op's attributes and out: a partial binds as many keywords at most.
+  entry.decision.bound_keywords = bound_keywords_of(implementation, attributes_.size());
   entry.scope = Py_XNewRef(scope);
   entries_.push_back(std::move(entry));
   const int64_t slot = slot_of(key.data(), key.size(), hash);
@@ -398,6 +472,7 @@ void DecisionTable::clear() {
     Py_DECREF(entry.decision.kernel);
     Py_XDECREF(entry.decision.native_owner);
     Py_XDECREF(entry.decision.allocate_output);
+    release(entry.decision.bound_keywords);
     Py_XDECREF(entry.scope);
   }
 }

@@ -12,7 +12,9 @@
 // output facts of its problem (as binding descriptors, for the check of a caller's `out`; also packed, so a
 // matching `out` is accepted in C), and its kernel's name (for the error of a kernel that fails on a hit). A
 // decision whose implementation is a plain native launch also keeps that launch (prepared_launch.hpp) and, for an
-// op of one output, a callable that allocates the output, so the hit path can launch it with no Python frame.
+// op of one output, a callable that allocates the output, so the hit path can launch it with no Python frame; one
+// whose implementation is a partial binding keywords keeps its function and keywords (BoundKeywords), so the hit
+// path calls the function itself.
 //
 // The table is bounded: a process that sees endlessly many problems starts over past kMaxEntries. It belongs to
 // one op and knows that op's generation (kabi_op_generation): a decision made under another generation is never
@@ -67,6 +69,18 @@ struct AttributeSpec {
   std::vector<PyObject*> enum_values;  // strong references, interned
 };
 
+// An implementation that is a functools.partial binding keywords only (a Python kernel with the call's attributes
+// bound, kabi.ops._front), taken apart when stored: the hit path calls its function with the keywords after the
+// inputs, as the partial would. The partial's own call, given keywords, builds an argument tuple and two dicts every
+// time (about 2,900 instructions a call of torch-native linear with its one attribute). function is null for any
+// other implementation. References are owned by the table.
+struct BoundKeywords {
+  PyObject* function = nullptr;
+  PyObject* values = nullptr;         // a tuple, in the order of names
+  PyObject* names = nullptr;          // a tuple of the keywords' names, interned: the kwnames of a call without out
+  PyObject* names_and_out = nullptr;  // names, then "out"
+};
+
 // A remembered decision, as the hit path reads it. References are owned by the table: a caller that runs Python
 // code (which may store or clear) takes its own first.
 struct Decision {
@@ -78,6 +92,7 @@ struct Decision {
   const PreparedLaunch* native = nullptr;
   PyObject* native_owner = nullptr;
   PyObject* allocate_output = nullptr;  // () -> the output tensor, or nullptr: then only a caller's out is written
+  BoundKeywords bound_keywords;  // of the implementation, when it is a partial of keywords
 };
 
 // The data pointers of a call's inputs, read while keying it (nullptr for an absent one). complete is false when

@@ -183,19 +183,42 @@ PyObject* kernel_failed(const FrontState& state, PyObject* kernel) {
   return nullptr;
 }
 
+// implementation(*inputs), or (*inputs, out=out) when the call gives out; a partial of keywords as its function, the
+// keywords after the inputs (BoundKeywords). The references the call needs are taken first, since it may clear the
+// table.
+PyObject* call_implementation(const FrontState& state, const BoundKeywords& bound, PyObject* implementation,
+                              const BoundCall& call) {
+  const auto inputs = static_cast<std::size_t>(state.inputs);
+  if (bound.function == nullptr && call.out == nullptr) {
+    return PyObject_Vectorcall(implementation, call.values, inputs, nullptr);
+  }
+  // The inputs, the bound keywords' values, out: at most kMaxParameters + 1 (DecisionTable::store).
+  PyObject* arguments[kMaxParameters + 1];
+  std::memcpy(arguments, call.values, sizeof(PyObject*) * inputs);
+  if (bound.function == nullptr) {
+    arguments[inputs] = call.out;
+    return PyObject_Vectorcall(implementation, arguments, inputs, state.out_keyword.ptr());
+  }
+  PyObject* function = Py_NewRef(bound.function);
+  PyObject* values = Py_NewRef(bound.values);
+  PyObject* names = Py_NewRef(call.out == nullptr ? bound.names : bound.names_and_out);
+  const Py_ssize_t count = PyTuple_GET_SIZE(values);
+  for (Py_ssize_t i = 0; i < count; ++i) arguments[inputs + static_cast<std::size_t>(i)] = PyTuple_GET_ITEM(values, i);
+  arguments[inputs + static_cast<std::size_t>(count)] = call.out;  // passed only under names_and_out
+  PyObject* result = PyObject_Vectorcall(function, arguments, inputs, names);
+  Py_DECREF(names);
+  Py_DECREF(values);
+  Py_DECREF(function);
+  return result;
+}
+
 // Runs a found decision; its references are taken first, since the call may store into or clear the table.
 PyObject* run_decision(FrontState& state, const Decision& decision, const BoundCall& call) {
   PyObject* implementation = Py_NewRef(decision.implementation);
   PyObject* kernel = Py_NewRef(decision.kernel);
   PyObject* result = nullptr;
-  if (call.out == nullptr) {
-    result = PyObject_Vectorcall(implementation, call.values, static_cast<size_t>(state.inputs), nullptr);
-  } else if (state.table->out_matches(decision, call.out)) {
-    PyObject* arguments[kMaxParameters + 1];
-    for (int32_t i = 0; i < state.inputs; ++i) arguments[i] = call.values[i];
-    arguments[state.inputs] = call.out;
-    result = PyObject_Vectorcall(implementation, arguments, static_cast<size_t>(state.inputs),
-                                 state.out_keyword.ptr());
+  if (call.out == nullptr || state.table->out_matches(decision, call.out)) {
+    result = call_implementation(state, decision.bound_keywords, implementation, call);
   } else {
     PyObject* outputs = Py_NewRef(decision.outputs);
     PyObject* inputs = tuple_of(call.values, state.inputs);
@@ -345,7 +368,11 @@ py::object make_op_front(const std::string& name, const std::string& doc, const 
   for (const std::string& input : input_names) state->parameter_names.push_back(interned(input));
   for (const std::string& attribute : attribute_names) state->parameter_names.push_back(interned(attribute));
   for (const py::object& value : attribute_defaults) {
-    state->attribute_defaults.push_back(value.is_none() ? py::object() : value);
+    // An enum attribute's value is keyed by identity with its interned values first (decision_table.cpp), so a
+    // default string is interned too: a call that leaves it out then never compares strings.
+    PyObject* default_value = value.is_none() ? nullptr : Py_NewRef(value.ptr());
+    if (default_value != nullptr && PyUnicode_CheckExact(default_value)) PyUnicode_InternInPlace(&default_value);
+    state->attribute_defaults.push_back(py::reinterpret_steal<py::object>(default_value));
   }
   state->out_name = interned("out");
   state->out_keyword = py::make_tuple(state->out_name);

@@ -4,11 +4,14 @@ runs the decision the miss path would have taken."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 
 import kabi
 from kabi import _core
+from kabi.backends import torch_native
 from kabi._base.decision_cache import decision_table, invalidate_all
 from kabi._base.tensors import meta_descriptor
 from kabi.ops._front import front_of
@@ -247,6 +250,99 @@ def test_optional_inputs_and_attributes_key_linear_decisions():
         torch.testing.assert_close(result, expected)
     assert len(table) == 4  # no bias, bias, bias + relu, bias + silu
     assert (table.hits, table.misses) == (4, 4)
+
+
+class KeywordRecorder:
+    """A linear kernel that records the keywords it was called with, then runs torch-native linear; with
+    clear_table, it empties linear's table first."""
+
+    def __init__(self, clear_table: bool = False) -> None:
+        self.calls: list[tuple[tuple[str, ...], torch.Tensor | None]] = []
+        self.clear_table = clear_table
+
+    def __call__(self, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, **keywords) -> torch.Tensor:
+        if self.clear_table:
+            front_of(kabi.ops.linear).cache.clear()
+        self.calls.append((tuple(keywords), keywords.get("out")))
+        return torch_native.linear(x, w, bias, **keywords)
+
+
+def _linear_table_holding(implementation, inputs: tuple, activation: str):
+    """linear's table, emptied, then holding only a decision for (inputs, activation) that runs implementation."""
+    table = front_of(kabi.ops.linear).cache
+    table.clear()
+    x, w, _ = inputs
+    outputs = (meta_descriptor((x.shape[0], w.shape[0]), x.dtype, x.device),)
+    assert table.store(inputs, (activation,), None, implementation, outputs, "test.keywords", table.begin_miss())
+    table.reset_counts()
+    return table
+
+
+def test_a_hit_calls_a_partials_function_with_its_keywords():
+    """A decision whose implementation is a functools.partial of keywords (a Python kernel with the call's
+    attributes bound) is called as the partial would call its function: the inputs, the keywords, then out. The
+    front calls the function itself, which spares the partial's tuple and dicts."""
+    x, w, bias = torch.randn(5, 3), torch.randn(4, 3), torch.randn(4)
+    expected = torch.relu(torch.nn.functional.linear(x, w, bias))
+    recorder = KeywordRecorder()
+    table = _linear_table_holding(functools.partial(recorder, activation="relu"), (x, w, bias), "relu")
+    torch.testing.assert_close(kabi.ops.linear(x, w, bias, activation="relu"), expected)
+    out = torch.full((5, 4), float("nan"))
+    assert kabi.ops.linear(x, w, bias, activation="relu", out=out) is out
+    torch.testing.assert_close(out, expected)
+    assert table.hits == 2 and table.misses == 0
+    assert [names for names, _ in recorder.calls] == [("activation",), ("activation", "out")]
+    assert recorder.calls[1][1] is out
+
+
+def test_partials_the_hit_cannot_take_apart_are_called_as_they_are():
+    """A partial subclass (which may define its own call), a partial that binds positional arguments, and one that
+    binds out are each called as the partial itself, whose call merges the call's out over a bound one."""
+
+    class CountingPartial(functools.partial):
+        calls = 0
+
+        def __call__(self, *arguments, **keywords):
+            type(self).calls += 1
+            return super().__call__(*arguments, **keywords)
+
+    x, w, bias = torch.randn(5, 3), torch.randn(4, 3), torch.randn(4)
+    out = torch.empty(5, 4)
+    expected = torch.relu(torch.nn.functional.linear(x, w, bias))
+
+    counted = KeywordRecorder()
+    table = _linear_table_holding(CountingPartial(counted, activation="relu"), (x, w, bias), "relu")
+    torch.testing.assert_close(kabi.ops.linear(x, w, bias, activation="relu"), expected)
+    assert CountingPartial.calls == 1 and table.hits == 1
+
+    tags = []
+
+    def with_a_leading_tag(tag, x, w, bias=None, **keywords):
+        tags.append(tag)
+        return torch_native.linear(x, w, bias, **keywords)
+
+    tagged = functools.partial(with_a_leading_tag, "tag", activation="relu")
+    table = _linear_table_holding(tagged, (x, w, bias), "relu")
+    torch.testing.assert_close(kabi.ops.linear(x, w, bias, activation="relu"), expected)
+    assert tags == ["tag"] and table.hits == 1
+
+    bound_out = KeywordRecorder()
+    table = _linear_table_holding(functools.partial(bound_out, activation="relu", out=None), (x, w, bias), "relu")
+    assert kabi.ops.linear(x, w, bias, activation="relu", out=out) is out
+    assert bound_out.calls[0][1] is out and table.hits == 1
+    torch.testing.assert_close(out, expected)
+
+
+def test_a_kernel_that_empties_the_table_during_its_hit_still_runs_with_its_keywords():
+    """The table lets go of the decision's function and keywords while the kernel runs; the front holds its own."""
+    x, w, bias = torch.randn(5, 3), torch.randn(4, 3), torch.randn(4)
+    recorder = KeywordRecorder(clear_table=True)
+    table = _linear_table_holding(functools.partial(recorder, activation="silu"), (x, w, bias), "silu")
+    out = torch.empty(5, 4)
+    assert kabi.ops.linear(x, w, bias, activation="silu", out=out) is out
+    torch.testing.assert_close(out, torch.nn.functional.silu(torch.nn.functional.linear(x, w, bias)))
+    assert table.hits == 1 and len(table) == 0
+    assert recorder.calls == [(("activation", "out"), out)]
 
 
 def test_calls_the_c_path_cannot_bind_get_pythons_errors():

@@ -4,8 +4,9 @@ Every op's public function is C (csrc/python/front.cpp): it binds the call by th
 :mod:`kabi.ops._signature`, keys it by what selection depends on (each input's shape, strides, dtype, device and
 requires_grad, or its absence; every attribute's value; the active ``kabi.use`` scope), read through DLPack's C
 exchange API, and looks the key up in the op's decision table (:mod:`kabi._base.decision_cache`). A hit calls the
-remembered implementation directly, its attributes bound: the Python kernel itself, or a native launcher bound to
-the problem (it allocates the outputs and passes only data pointers to the core). Validation is skipped on a hit
+remembered implementation directly, its attributes bound: the Python kernel itself (given the attributes as keywords,
+as the ``functools.partial`` that binds them would), or a native launcher bound to the problem (it allocates the
+outputs and passes only data pointers to the core). Validation is skipped on a hit
 because the key implies it; ``out=`` is checked on every call that gives it (in C when it matches the decision's
 output, here when it does not). An op of several outputs returns a tuple, and ``out=`` takes one.
 
@@ -544,7 +545,8 @@ class OpFront:
 
     def _python_kernel(self, kernel_name: str, attributes: tuple) -> Callable[..., Any]:
         """A Python kernel with the call's attributes bound as keyword arguments (the kernel convention
-        ``fn(*inputs, out=None, **attributes)``)."""
+        ``fn(*inputs, out=None, **attributes)``). A hit calls the kernel itself with them: the decision table takes a
+        ``functools.partial`` of keywords apart (csrc/python/decision_table.hpp), sparing the partial's own call."""
         implementation = _kernel_registration.python_implementation(self.name, kernel_name)
         return functools.partial(implementation, **self.attribute_map(attributes)) if attributes else implementation
 
