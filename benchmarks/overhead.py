@@ -78,10 +78,14 @@ def report_overhead(title: str, subjects: dict[str, Callable[[], Any]], kabi_nam
 def direct_call(chosen: Callable[..., Any], inputs: tuple, device: str, out: Any = None) -> Callable[[], Any]:
     """The leanest call of the implementation kabi chose: a native pick's prepared launch itself (what the hit path
     launches from C), with the output allocated as the front allocates it where no ``out`` is given; a Python pick's
-    implementation as the front calls it."""
+    kernel itself, given the attributes its decision binds as keywords (a hit calls it so, not through the
+    ``functools.partial`` that binds them, which costs more than the call it makes)."""
     prepared = getattr(chosen, "prepared", None)
     if prepared is None:
-        return (lambda: chosen(*inputs)) if out is None else (lambda: chosen(*inputs, out=out))
+        kernel, keywords = (chosen.func, chosen.keywords) if isinstance(chosen, functools.partial) else (chosen, {})
+        if out is None:
+            return lambda: kernel(*inputs, **keywords)
+        return lambda: kernel(*inputs, **keywords, out=out)
     run = prepared.on_current_stream if device == "cuda" else prepared
     if out is not None:
         return lambda: run(*inputs, out)
