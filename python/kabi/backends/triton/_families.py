@@ -156,8 +156,9 @@ class KernelFamily(abc.ABC):
 
     def binary_unsupported_reason(self, config, problem: MatmulProblem) -> str:
         """Why a binary of ``config`` declines a problem its Python kernel takes, judged from the sizes (dense
-        pitches assumed): what the image assumes of the sizes; "" if nothing."""
-        return ""
+        pitches assumed): what the image assumes of the sizes; "" if nothing. A pointer kernel's row_column binary
+        declares K and N multiples of 16 (``_ROW_COLUMN_DIVISIBLE``)."""
+        return _divisibility_reason(problem) if not problem.a_column_major and problem.b_column_major else ""
 
     @functools.cached_property
     def kernel(self):
@@ -248,6 +249,22 @@ def _divisibility_reason(problem: MatmulProblem) -> str:
     return ""
 _MATMUL_STRIDES = ((0, -2, "stride_am"), (0, -1, "stride_ak"), (1, -2, "stride_bk"), (1, -1, "stride_bn"),
                    (2, -2, "stride_cm"), (2, -1, "stride_cn"))
+# The kernels with a split-K buffer (small_m, decode) name their output out and take its split stride after the rest.
+_SPLIT_ENTRY_STRIDES = _MATMUL_STRIDES[:4] + ((2, -2, "stride_om"), (2, -1, "stride_on"))
+
+
+def _split_entry_signature(dtype: torch.dtype, layout_variant: str, divisible: tuple) -> tuple[dict, dict, list]:
+    """Signature, constexprs and stride params of a split-K kernel's entry compiled for one launch: a, b, out, M, N,
+    K, the strides (unit ones folded in, ``divisible`` ones declared multiples of 16), and stride_split as the
+    constant 0 (one slice, written straight into out)."""
+    signature = _operand_signature(dtype)
+    signature["out_ptr"] = signature.pop("c_ptr")
+    signature = {name: signature[name] for name in ("a_ptr", "b_ptr", "out_ptr", "M", "N", "K")}
+    stride_signature, constexprs, stride_params = _stride_params(layout_variant, _SPLIT_ENTRY_STRIDES, divisible)
+    signature.update(stride_signature)
+    signature["stride_split"] = "i32"
+    stride_params.append(ManifestParam.constant(0))
+    return signature, constexprs, stride_params
 
 
 class TiledFamily(KernelFamily):
@@ -261,9 +278,6 @@ class TiledFamily(KernelFamily):
                           BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
                           GROUP_M=config.group_m, INPUT_PRECISION=_INPUT_PRECISION, CHECK_ROW_PITCHES=False,
                           num_warps=config.num_warps, num_stages=config.num_stages, enable_fp_fusion=True)
-
-    def binary_unsupported_reason(self, config, problem):
-        return _divisibility_reason(problem) if not problem.a_column_major and problem.b_column_major else ""
 
     def binary_spec(self, config, dtype, layout_variant):
         divisible = _ROW_COLUMN_DIVISIBLE if layout_variant == "row_column" else ()
@@ -302,22 +316,12 @@ class SmallMFamily(KernelFamily):
                 out, c, m, n, strides[4], strides[5], SPLIT_K=config.split_k, BLOCK=self._REDUCE_BLOCK, num_warps=4,
                 enable_fp_fusion=True)
 
-    def binary_unsupported_reason(self, config, problem):
-        return _divisibility_reason(problem) if not problem.a_column_major and problem.b_column_major else ""
-
     def binary_spec(self, config, dtype, layout_variant):
         if config.split_k != 1:
             raise ValueError(f"config: split_k={config.split_k} needs a second (reduction) launch, and a manifest "
                              "describes one entry; compile a split_k=1 config of the small_m family")
         divisible = _ROW_COLUMN_DIVISIBLE if layout_variant == "row_column" else ()
-        signature = _operand_signature(dtype)
-        signature["out_ptr"] = signature.pop("c_ptr")
-        signature = {name: signature[name] for name in ("a_ptr", "b_ptr", "out_ptr", "M", "N", "K")}
-        strides = _MATMUL_STRIDES[:4] + ((2, -2, "stride_om"), (2, -1, "stride_on"))
-        stride_signature, constexprs, stride_params = _stride_params(layout_variant, strides, divisible)
-        signature.update(stride_signature)
-        signature["stride_split"] = "i32"
-        stride_params.append(ManifestParam.constant(0))
+        signature, constexprs, stride_params = _split_entry_signature(dtype, layout_variant, divisible)
         signature.update(BLOCK_M="constexpr", BLOCK_N="constexpr", BLOCK_K="constexpr", SPLIT_K="constexpr",
                          INPUT_PRECISION="constexpr", CHECK_ROW_PITCHES="constexpr")
         constexprs.update(BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, SPLIT_K=1,
@@ -348,6 +352,10 @@ class PersistentTmaFamily(KernelFamily):
         for name, pitch in (("a", a_pitch), ("b", b_pitch), ("c", problem.n)):
             if (pitch * problem.element_size) % 16:
                 return f"{name}'s rows of {pitch} elements are not a multiple of 16 bytes, as TMA requires"
+        return ""
+
+    def binary_unsupported_reason(self, config, problem):
+        # Its binaries declare nothing of the sizes: the kernel checks the pitches TMA needs at run time.
         return ""
 
     def launch(self, config, a, b, out=None):
@@ -485,17 +493,10 @@ class DecodeFamily(KernelFamily):
                              f"got {layout_variant!r}")
         if rows not in self._DOT_ROWS + (1,):
             raise ValueError(f"rows: {config.tag} compiles for BLOCK_M 1 (GEMV), 16, 32 or 64; got {rows}")
-        signature = _operand_signature(dtype)
-        signature["out_ptr"] = signature.pop("c_ptr")
-        signature = {name: signature[name] for name in ("a_ptr", "b_ptr", "out_ptr", "M", "N", "K")}
-        strides = _MATMUL_STRIDES[:4] + ((2, -2, "stride_om"), (2, -1, "stride_on"))
         # Its loads are wide only where Triton knows K, N and the pitches are multiples of 16, as the JIT learns
         # from the values it specializes on.
         divisible = ("N", "K", "stride_am", "stride_bk", "stride_bn")
-        stride_signature, constexprs, stride_params = _stride_params(layout_variant, strides, divisible)
-        signature.update(stride_signature)
-        signature["stride_split"] = "i32"
-        stride_params.append(ManifestParam.constant(0))
+        signature, constexprs, stride_params = _split_entry_signature(dtype, layout_variant, divisible)
         signature.update(BLOCK_M="constexpr", BLOCK_N="constexpr", BLOCK_K="constexpr", SPLIT_K="constexpr",
                          USE_DOT="constexpr", WEIGHT_N_BY_K="constexpr", INPUT_PRECISION="constexpr",
                          NUM_STAGES="constexpr", PDL="constexpr")
