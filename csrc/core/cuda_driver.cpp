@@ -61,6 +61,7 @@ std::string resolve_entry_points(void* library, CudaDriver& driver) {
   resolve(library, "cuLaunchKernel", driver.cuLaunchKernel, missing);
   resolve(library, "cuMemAlloc_v2", driver.cuMemAlloc, missing);
   resolve(library, "cuMemFree_v2", driver.cuMemFree, missing);
+  resolve(library, "cuMemsetD8Async", driver.cuMemsetD8Async, missing);
   resolve(library, "cuGetErrorName", driver.cuGetErrorName, missing);
   resolve(library, "cuGetErrorString", driver.cuGetErrorString, missing);
   std::string optional_missing;

@@ -78,6 +78,7 @@ struct CudaDriver {
                                void** extra);
   CUresult (*cuMemAlloc)(cuda::CUdeviceptr* pointer, size_t bytes);
   CUresult (*cuMemFree)(cuda::CUdeviceptr pointer);
+  CUresult (*cuMemsetD8Async)(cuda::CUdeviceptr pointer, unsigned char value, size_t count, cuda::CUstream stream);
   CUresult (*cuStreamIsCapturing)(cuda::CUstream stream, int* status);
   CUresult (*cuMemAllocAsync)(cuda::CUdeviceptr* pointer, size_t bytes, cuda::CUstream stream);
   CUresult (*cuMemFreeAsync)(cuda::CUdeviceptr pointer, cuda::CUstream stream);

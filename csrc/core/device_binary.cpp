@@ -5,8 +5,10 @@
 // Triton make the primary context current); otherwise the device's primary context is retained and made current for
 // the launch and the previous context restored. Scratch buffers are allocated on first need and kept per (device,
 // stream, parameter, size): two launches on one stream run in order and can share them, launches on different streams
-// may run at once and must not. A stream being captured into a CUDA graph cannot allocate that way; there scratch comes
-// from the stream-ordered allocator (allocated before the kernel and freed after it, so the graph owns both steps).
+// may run at once and must not. Zeroed scratch is kept the same way and zeroed once, on the launch's stream, when it is
+// allocated: the kernel leaves it zero for the next launch. A stream being captured into a CUDA graph cannot allocate
+// that way; there scratch comes from the stream-ordered allocator (allocated before the kernel and freed after it, and
+// zeroed scratch zeroed by a memset between, so the graph owns every step).
 #include "device_binary.hpp"
 
 #include <algorithm>
@@ -49,7 +51,9 @@ class DeviceBinary {
 
   ~DeviceBinary();
   cuda::CUfunction function_on(const CudaDriver& driver, int32_t device_index);
-  void* scratch(const CudaDriver& driver, int32_t device_index, void* stream, size_t param, size_t bytes);
+  // The scratch of parameter `param` for launches on `stream`, allocated (and, when `zeroed`, zeroed on the stream) on
+  // first need.
+  void* scratch(const CudaDriver& driver, int32_t device_index, void* stream, size_t param, size_t bytes, bool zeroed);
 
  private:
   std::mutex mutex_;
@@ -96,6 +100,7 @@ LaunchParam copy_param(const kabi_launch_param& raw, size_t index) {
       }
       break;
     case KABI_PARAM_SCRATCH:
+    case KABI_PARAM_ZEROED_SCRATCH:
       if (raw.value < 0) throw invalid(label + ".value is " + std::to_string(raw.value) + "; expected bytes >= 0");
       break;
     case KABI_PARAM_ATTRIBUTE:
@@ -210,7 +215,8 @@ void store_attribute(uint64_t& slot, const kabi_attribute_value& value, const La
   }
 }
 
-// Scratch taken from the stream-ordered allocator for one launch under graph capture; freed on the stream after it.
+// Scratch taken from the stream-ordered allocator for one launch under graph capture (zeroed scratch zeroed on the
+// stream after its allocation); freed on the stream after the launch.
 class CapturedScratch {
  public:
   CapturedScratch(const CudaDriver& driver, cuda::CUstream stream) : driver_(driver), stream_(stream) {}
@@ -220,7 +226,7 @@ class CapturedScratch {
   CapturedScratch(const CapturedScratch&) = delete;
   CapturedScratch& operator=(const CapturedScratch&) = delete;
 
-  void* allocate(size_t bytes, const std::string& entry) {
+  void* allocate(size_t bytes, bool zeroed, const std::string& entry) {
     if (driver_.cuMemAllocAsync == nullptr || driver_.cuMemFreeAsync == nullptr) {
       throw Error(KABI_STATUS_UNAVAILABLE, entry +
                                                " needs scratch memory inside CUDA-graph capture, which needs the "
@@ -230,6 +236,10 @@ class CapturedScratch {
     check_cuda(driver_.cuMemAllocAsync(&pointer, bytes, stream_),
                "allocating " + std::to_string(bytes) + " bytes of scratch for " + entry + " during graph capture");
     pointers_.push_back(pointer);
+    if (zeroed) {
+      check_cuda(driver_.cuMemsetD8Async(pointer, 0, bytes, stream_),
+                 "zeroing " + std::to_string(bytes) + " bytes of scratch for " + entry + " during graph capture");
+    }
     return reinterpret_cast<void*>(static_cast<uintptr_t>(pointer));
   }
 
@@ -283,16 +293,24 @@ cuda::CUfunction DeviceBinary::function_on(const CudaDriver& driver, int32_t dev
   return function;
 }
 
-void* DeviceBinary::scratch(const CudaDriver& driver, int32_t device_index, void* stream, size_t param, size_t bytes) {
+void* DeviceBinary::scratch(const CudaDriver& driver, int32_t device_index, void* stream, size_t param, size_t bytes,
+                            bool zeroed) {
   std::lock_guard<std::mutex> lock(mutex_);
-  cuda::CUdeviceptr& pointer = scratch_[std::make_tuple(device_index, stream, param, bytes)];
-  if (pointer == 0) {
-    const cuda::CUresult result = driver.cuMemAlloc(&pointer, bytes);
+  const auto key = std::make_tuple(device_index, stream, param, bytes);
+  auto found = scratch_.find(key);
+  if (found != scratch_.end()) return reinterpret_cast<void*>(static_cast<uintptr_t>(found->second));
+  cuda::CUdeviceptr pointer = 0;
+  check_cuda(driver.cuMemAlloc(&pointer, bytes),
+             "allocating " + std::to_string(bytes) + " bytes of scratch for " + entry);
+  if (zeroed) {
+    // On the launch's stream, so that the launch after it finds the memory zero whatever kind of stream it is.
+    const cuda::CUresult result = driver.cuMemsetD8Async(pointer, 0, bytes, static_cast<cuda::CUstream>(stream));
     if (result != cuda::CUDA_SUCCESS) {
-      scratch_.erase(std::make_tuple(device_index, stream, param, bytes));
-      check_cuda(result, "allocating " + std::to_string(bytes) + " bytes of scratch for " + entry);
+      driver.cuMemFree(pointer);
+      check_cuda(result, "zeroing " + std::to_string(bytes) + " bytes of scratch for " + entry);
     }
   }
+  scratch_.emplace(key, pointer);
   return reinterpret_cast<void*>(static_cast<uintptr_t>(pointer));
 }
 
@@ -451,7 +469,7 @@ void launch_device_binary(DeviceBinary& binary, const kabi_problem& problem, con
 
   auto stream = static_cast<cuda::CUstream>(args.stream);
   CapturedScratch captured_scratch(driver, stream);
-  int capturing = -1;  // asked only when a scratch parameter needs memory
+  int capturing = -1;  // asked only when a scratch or zeroed-scratch parameter needs memory
   // args holds every input of the schema (the core completes trailing optional ones), then the outputs.
   const auto tensor = [&](int32_t index) -> const DLTensor& {
     return index < binary.num_inputs ? args.inputs[index] : args.outputs[index - binary.num_inputs];
@@ -478,16 +496,18 @@ void launch_device_binary(DeviceBinary& binary, const kabi_problem& problem, con
       case KABI_PARAM_WORKSPACE: pointer = args.workspace; break;
       case KABI_PARAM_CONSTANT: store_integer(slots[i], param.value, param); break;
       case KABI_PARAM_SCRATCH:
+      case KABI_PARAM_ZEROED_SCRATCH:
         if (param.value > 0) {
           const size_t bytes = static_cast<size_t>(param.value) * static_cast<size_t>(blocks);
+          const bool zeroed = param.kind == KABI_PARAM_ZEROED_SCRATCH;
           if (capturing < 0) capturing = stream_is_capturing(driver, stream) ? 1 : 0;
-          pointer = capturing == 1 ? captured_scratch.allocate(bytes, binary.entry)
-                                   : binary.scratch(driver, problem.device_index, args.stream, i, bytes);
+          pointer = capturing == 1 ? captured_scratch.allocate(bytes, zeroed, binary.entry)
+                                   : binary.scratch(driver, problem.device_index, args.stream, i, bytes, zeroed);
         }
         break;
     }
     if (param.kind == KABI_PARAM_TENSOR_DATA || param.kind == KABI_PARAM_SCRATCH ||
-        param.kind == KABI_PARAM_WORKSPACE) {
+        param.kind == KABI_PARAM_ZEROED_SCRATCH || param.kind == KABI_PARAM_WORKSPACE) {
       std::memcpy(&slots[i], &pointer, sizeof pointer);
     }
     pointers[i] = &slots[i];

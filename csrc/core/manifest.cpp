@@ -20,9 +20,12 @@ namespace {
 
 // Format 2 is format 1 with the fields of ABI 2.4 (input_layouts, a param's divisible_by): a writer uses it only for
 // a manifest that has them, so that a 2.3 libkabi, which cannot check their assumptions, refuses it by its first line
-// instead of loading a binary it would launch on problems the image was not built for.
-constexpr char kFormat1Line[] = "kabi-manifest 1";
-constexpr char kFormat2Line[] = "kabi-manifest 2";
+// instead of loading a binary it would launch on problems the image was not built for. Format 3 is format 2 with the
+// zeroed_scratch param of ABI 2.5, for the same reason: a 2.4 libkabi could not give the kernel zeroed memory.
+// kFormatLines[f - 1] is the first line of format f.
+const char* const kFormatLines[] = {"kabi-manifest 1", "kabi-manifest 2", "kabi-manifest 3"};
+const char* const kFormatAbi[] = {"2.0", "2.4", "2.5"};
+constexpr int kNewestFormat = 3;
 constexpr char kManifestSuffix[] = ".kabi-manifest";
 
 const char* const kRequiredKeys[] = {"abi_major", "op",      "name",  "backend",      "device",
@@ -87,10 +90,14 @@ class Manifest {
       ++number;
       if (!text.empty() && text.back() == '\r') text.pop_back();
       if (number == 1) {
-        if (text != kFormat1Line && text != kFormat2Line) {
-          fail(1, "", "first line is \"" + text + "\"; expected \"" + kFormat1Line + "\" or \"" + kFormat2Line + "\"");
+        for (int format = 1; format <= kNewestFormat; ++format) {
+          if (text == kFormatLines[format - 1]) format_ = format;
         }
-        format_ = text == kFormat2Line ? 2 : 1;
+        if (format_ == 0) {
+          fail(1, "",
+               "first line is \"" + text + "\"; expected \"" + kFormatLines[0] + "\", \"" + kFormatLines[1] +
+                   "\" or \"" + kFormatLines[2] + "\" (a newer format needs a newer kabi)");
+        }
         continue;
       }
       const std::string content = trim(text);
@@ -99,7 +106,7 @@ class Manifest {
       if (equals == std::string::npos) fail(number, "", "expected `key = value`, got \"" + content + "\"");
       lines_.push_back(Line{trim(content.substr(0, equals)), trim(content.substr(equals + 1)), number});
     }
-    if (number == 0) fail(1, "", std::string("file is empty; expected \"") + kFormat1Line + "\"");
+    if (number == 0) fail(1, "", std::string("file is empty; expected \"") + kFormatLines[0] + "\"");
     // The ABI major first: a manifest for another major may use keys this reader does not know.
     const Line& abi = required("abi_major");
     if (integer(abi, 0, INT32_MAX) != KABI_ABI_VERSION_MAJOR) {
@@ -166,19 +173,19 @@ class Manifest {
 
   const std::filesystem::path& path() const { return path_; }
 
-  // Refuses a field of format 2 in a manifest whose first line says format 1.
-  void require_format_2(const Line& line, const std::string& field) const {
-    if (format_ < 2) {
+  // Refuses a field of `format` in a manifest whose first line says an older one.
+  void require_format(const Line& line, const std::string& field, int format) const {
+    if (format_ < format) {
       fail(line.number, field,
-           std::string("needs the first line \"") + kFormat2Line + "\" (a field of ABI 2.4), not \"" + kFormat1Line +
-               "\"");
+           std::string("needs the first line \"") + kFormatLines[format - 1] + "\" (a field of ABI " +
+               kFormatAbi[format - 1] + "), not \"" + kFormatLines[format_ - 1] + "\"");
     }
   }
 
  private:
   std::filesystem::path path_;
   std::vector<Line> lines_;
-  int format_ = 1;
+  int format_ = 0;  // read from the first line
 };
 
 // The storage a kabi_kernel_desc points into while make_kernel copies it.
@@ -213,7 +220,7 @@ uint32_t parse_bits(const Manifest& manifest, const Line& line, uint32_t (*bit_o
 void read_input_layouts(const Manifest& manifest, const Op& op, Declaration& declaration) {
   const Line* line = manifest.find("input_layouts");
   if (line == nullptr) return;
-  manifest.require_format_2(*line, line->key);
+  manifest.require_format(*line, line->key, 2);
   const std::vector<std::string> entries = split_trimmed(line->value, ';');
   const auto& inputs = op.schema.inputs;
   if (entries.size() != inputs.size()) {
@@ -276,13 +283,16 @@ void read_param(const Manifest& manifest, const Line& line, const Op& op, Declar
       {"stride", {KABI_PARAM_STRIDE, {"index", "dim", "size"}}},
       {"constant", {KABI_PARAM_CONSTANT, {"value", "size"}}},
       {"scratch", {KABI_PARAM_SCRATCH, {"value"}}},
+      {"zeroed_scratch", {KABI_PARAM_ZEROED_SCRATCH, {"value"}}},
       {"attribute", {KABI_PARAM_ATTRIBUTE, {"index", "size"}}},
       {"workspace", {KABI_PARAM_WORKSPACE, {}}}};
   const auto kind = kinds.find(kind_name);
   if (kind == kinds.end()) {
     manifest.fail(line.number, "param",
-                  "kind \"" + kind_name + "\"; expected tensor, dim, stride, constant, scratch, attribute or workspace");
+                  "kind \"" + kind_name +
+                      "\"; expected tensor, dim, stride, constant, scratch, zeroed_scratch, attribute or workspace");
   }
+  if (kind->second.first == KABI_PARAM_ZEROED_SCRATCH) manifest.require_format(line, "param zeroed_scratch", 3);
   const bool takes_divisor = kind->second.first == KABI_PARAM_DIM || kind->second.first == KABI_PARAM_STRIDE;
   std::map<std::string, std::string> fields;
   for (size_t position = 1; position < items.size(); ++position) {
@@ -314,7 +324,11 @@ void read_param(const Manifest& manifest, const Line& line, const Op& op, Declar
     if (field == "index")
       param.index = static_cast<int32_t>(manifest.parse_integer(line, found->second, label, 0, indexed - 1));
     if (field == "dim") param.dim = static_cast<int32_t>(manifest.parse_integer(line, found->second, label, -16, 15));
-    if (field == "value") param.value = manifest.parse_integer(line, found->second, label, INT64_MIN, INT64_MAX);
+    if (field == "value") {
+      // A constant is any integer; scratch of either kind is a count of bytes.
+      const bool bytes = param.kind == KABI_PARAM_SCRATCH || param.kind == KABI_PARAM_ZEROED_SCRATCH;
+      param.value = manifest.parse_integer(line, found->second, label, bytes ? 0 : INT64_MIN, INT64_MAX);
+    }
     if (field == "size") {
       param.size_bytes = static_cast<int32_t>(manifest.parse_integer(line, found->second, label, 4, 8));
       if (param.size_bytes != 4 && param.size_bytes != 8) manifest.fail(line.number, label, "expected 4 or 8");
@@ -322,7 +336,7 @@ void read_param(const Manifest& manifest, const Line& line, const Op& op, Declar
     if (field == "name") param.name = declaration.keep(found->second);
   }
   if (const auto divisor = fields.find("divisible_by"); divisor != fields.end()) {
-    manifest.require_format_2(line, "param divisible_by");
+    manifest.require_format(line, "param divisible_by", 2);
     param.divisible_by = manifest.parse_integer(line, divisor->second, "param divisible_by", 0, INT64_C(1) << 62);
     if ((param.divisible_by & (param.divisible_by - 1)) != 0) {
       manifest.fail(line.number, "param divisible_by", divisor->second + " is not a power of two");

@@ -2,8 +2,9 @@
  * the layouts it declares for each input, with a reason that names the input; bad masks are refused; a desc or info
  * struct of the ABI 2.3 size keeps working. And the divisibility a device binary assumes of its dim and stride
  * parameters (kabi_launch_param.divisible_by): a problem whose value is not a multiple is rejected at selection (also
- * when forced) and refused at launch, and kabi_call's remembered decisions tell such problems apart. Device binaries
- * here carry a fake cubin: nothing launches one, so no GPU is needed. C99. */
+ * when forced) and refused at launch, and kabi_call's remembered decisions tell such problems apart. And what ABI 2.5
+ * adds to device binaries: a zeroed-scratch parameter (KABI_PARAM_ZEROED_SCRATCH). Device binaries here carry a fake
+ * cubin: nothing launches one, so no GPU is needed. C99. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -397,6 +398,27 @@ static void test_call_tells_strides_apart(void) {
   CHECK(kabi_kernel_unregister(OP, "c24.binary") == KABI_STATUS_OK);
 }
 
+/* A binary whose last two parameters are scratch and zeroed scratch (serial split-K's partial sums and tile counters)
+ * registers; a negative size of either is refused naming the parameter, and so is a kind past the last one. */
+static void test_zeroed_scratch_parameters(void) {
+  binary_declaration declaration;
+  make_binary_declaration(&declaration, "c25.zeroed_scratch");
+  declaration.params[7] = launch_param(KABI_PARAM_SCRATCH, 0, 0, NULL, 0);
+  declaration.params[7].value = 1024;
+  declaration.params[8] = launch_param(KABI_PARAM_ZEROED_SCRATCH, 0, 0, NULL, 0);
+  declaration.params[8].value = -4;
+  CHECK_STATUS(kabi_kernel_register(&declaration.desc, NULL), KABI_STATUS_INVALID_ARGUMENT,
+               "params[8].value is -4; expected bytes >= 0");
+  declaration.params[8].kind = KABI_PARAM_ZEROED_SCRATCH + 1;
+  CHECK_STATUS(kabi_kernel_register(&declaration.desc, NULL), KABI_STATUS_INVALID_ARGUMENT,
+               "params[8].kind is 9; expected a kabi_param_kind");
+  CHECK(kabi_kernel_count(OP) == 0);
+  declaration.params[8].kind = KABI_PARAM_ZEROED_SCRATCH;
+  declaration.params[8].value = 4;
+  CHECK(kabi_kernel_register(&declaration.desc, NULL) == KABI_STATUS_OK);
+  CHECK(kabi_kernel_unregister(OP, "c25.zeroed_scratch") == KABI_STATUS_OK);
+}
+
 int main(void) {
   kabi_op_desc desc;
   memset(&desc, 0, sizeof desc);
@@ -413,6 +435,7 @@ int main(void) {
   test_divisibility_refusals();
   test_divisibility_at_selection_and_launch();
   test_call_tells_strides_apart();
+  test_zeroed_scratch_parameters();
   if (failures != 0) {
     fprintf(stderr, "test_input_layouts_and_divisibility: %d check(s) failed\n", failures);
     return 1;

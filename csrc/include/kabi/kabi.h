@@ -41,6 +41,10 @@
  * kabi_kernel_info), so that one kernel can take, say, a row-major a and a column-major b (nn.Linear's weight); and
  * the divisibility a device binary assumes of a dim or stride parameter (kabi_launch_param.divisible_by): a problem
  * whose value is not a multiple is not that kernel's, at selection and at launch.
+ *
+ * ABI 2.5 appends: zeroed scratch for device binaries (KABI_PARAM_ZEROED_SCRATCH): memory that is zero when the
+ * kernel starts and that the kernel leaves zero, such as the tile counters of a split-K kernel that adds its K
+ * slices in the same launch.
  */
 #ifndef KABI_KABI_H_
 #define KABI_KABI_H_
@@ -51,7 +55,7 @@
 #include <dlpack/dlpack.h>
 
 #define KABI_ABI_VERSION_MAJOR 2
-#define KABI_ABI_VERSION_MINOR 4
+#define KABI_ABI_VERSION_MINOR 5
 /** The version this header describes, as (MAJOR << 16) | MINOR. */
 #define KABI_ABI_VERSION ((uint32_t)((KABI_ABI_VERSION_MAJOR << 16) | KABI_ABI_VERSION_MINOR))
 /** The MAJOR part of a packed version. */
@@ -648,7 +652,12 @@ typedef enum kabi_param_kind {
   /** The value of attribute `index` (its integer, or its real as a float of size_bytes 4 or 8). */
   KABI_PARAM_ATTRIBUTE = 6,
   /** The workspace pointer (the kernel's desc declares its size). */
-  KABI_PARAM_WORKSPACE = 7
+  KABI_PARAM_WORKSPACE = 7,
+  /** Device memory of `value` bytes per program (per block of the grid) that is zero when the kernel starts, and
+   *  that the kernel must leave zero when it ends; the pointer is passed (`value` 0: NULL). The host zeroes it once,
+   *  on the launch's stream, when it allocates it, and keeps it per (device, stream) as scratch; in CUDA-graph
+   *  capture it is allocated and zeroed (a memset on the capturing stream) with every launch. Since ABI 2.5. */
+  KABI_PARAM_ZEROED_SCRATCH = 8
 } kabi_param_kind;
 
 /** One parameter of a device binary's entry, in order. */
@@ -664,7 +673,7 @@ typedef struct kabi_launch_param {
   int32_t dim;
   /** Dimension name for DIM. */
   const char* name;
-  /** Value for CONSTANT and SCRATCH. */
+  /** Value for CONSTANT, SCRATCH and ZEROED_SCRATCH. */
   int64_t value;
   /** For DIM and STRIDE: the image assumes the value is a multiple of this power of two (Triton's tt.divisibility
    *  of 16 lets it emit wide loads); 0 or 1: no assumption. A problem whose value is not a multiple is not the

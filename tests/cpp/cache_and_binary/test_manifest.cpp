@@ -204,8 +204,9 @@ void test_defaults_for_optional_keys() {
 
 void test_refusals() {
   const kabi_status invalid = KABI_STATUS_INVALID_ARGUMENT;
-  expect_refused(write_bundle([](Fields&) {}, "kabi-manifest 3"), invalid,
-                 ":1: first line is \"kabi-manifest 3\"; expected \"kabi-manifest 1\" or \"kabi-manifest 2\"");
+  expect_refused(write_bundle([](Fields&) {}, "kabi-manifest 4"), invalid,
+                 ":1: first line is \"kabi-manifest 4\"; expected \"kabi-manifest 1\", \"kabi-manifest 2\" or "
+                 "\"kabi-manifest 3\" (a newer format needs a newer kabi)");
   expect_refused(write_bundle([](Fields&) {}, "{\"json\": true}"), invalid, ":1: first line is");
 
   // A manifest written for ABI 1.x: refused with the remedy.
@@ -323,6 +324,53 @@ void test_format_2_fields() {
   expect_refused(
       format_2([](Fields& fields) { fields.emplace_back("param", "dim name=K size=4 divisible_by=12"); }), invalid,
       "param divisible_by: 12 is not a power of two");
+}
+
+// The field of ABI 2.5 (format 3): zeroed scratch, which a kernel finds zero and leaves zero.
+void test_format_3_fields() {
+  const auto with_zeroed_scratch = [](Fields& fields) {
+    set_field(fields, "grid", "cdiv(N, 64); 4; cdiv(M, 16)");
+    fields.emplace_back("param", "scratch value=4096");
+    fields.emplace_back("param", "zeroed_scratch value=4");
+  };
+  const Bundle bundle = write_bundle(with_zeroed_scratch, "kabi-manifest 3");
+  KABI_CHECK_EQ(kabi_binaries_load(bundle.directory.c_str(), nullptr), KABI_STATUS_OK);
+  kabi_kernel kernel = nullptr;
+  KABI_CHECK_EQ(kabi_kernel_find("matmul", bundle.kernel_name.c_str(), &kernel), KABI_STATUS_OK);
+  // Format 3 holds the fields of format 2 as well.
+  const Bundle both = write_bundle(
+      [&](Fields& fields) {
+        with_zeroed_scratch(fields);
+        fields.emplace_back("input_layouts", "contiguous, row_strided; col_strided");
+        fields.emplace_back("param", "dim name=K size=4 divisible_by=16");
+      },
+      "kabi-manifest 3");
+  KABI_CHECK_EQ(kabi_binaries_load(both.directory.c_str(), nullptr), KABI_STATUS_OK);
+
+  // An older format cannot carry it: a libkabi that knows only that format could not hand the kernel zeroed memory.
+  const kabi_status invalid = KABI_STATUS_INVALID_ARGUMENT;
+  for (const char* older : {"kabi-manifest 1", "kabi-manifest 2"}) {
+    const Bundle refused = write_bundle(with_zeroed_scratch, older);
+    const int line = line_of(refused, "param") + 12;  // the zeroed_scratch param: the last of the 13 params
+    expect_refused(refused, invalid,
+                   ":" + std::to_string(line) +
+                       ": param zeroed_scratch: needs the first line \"kabi-manifest 3\" (a field of ABI 2.5), not "
+                       "\"" + older + "\"");
+  }
+  const auto format_3 = [](auto edit) { return write_bundle(edit, "kabi-manifest 3"); };
+  expect_refused(format_3([](Fields& fields) { fields.emplace_back("param", "zeroed_scratch value=-4"); }), invalid,
+                 "param value: -4 is outside [0, ");
+  expect_refused(format_3([](Fields& fields) { fields.emplace_back("param", "scratch value=-1"); }), invalid,
+                 "param value: -1 is outside [0, ");
+  expect_refused(format_3([](Fields& fields) { fields.emplace_back("param", "zeroed_scratch value=four"); }), invalid,
+                 "param value: \"four\" is not an integer");
+  expect_refused(format_3([](Fields& fields) { fields.emplace_back("param", "zeroed_scratch"); }), invalid,
+                 "param: zeroed_scratch needs value=");
+  expect_refused(format_3([](Fields& fields) { fields.emplace_back("param", "zeroed_scratch value=4 size=4"); }),
+                 invalid, "param: \"size=4\" is not a field of a zeroed_scratch parameter");
+  expect_refused(
+      format_3([](Fields& fields) { fields.emplace_back("param", "zeroed_scratch value=4 divisible_by=16"); }),
+      invalid, "param divisible_by: only dim and stride parameters take one, not zeroed_scratch");
 }
 
 void test_directory_loads_all_or_nothing() {
@@ -444,6 +492,7 @@ int main() {
   test_defaults_for_optional_keys();
   test_refusals();
   test_format_2_fields();
+  test_format_3_fields();
   test_directory_loads_all_or_nothing();
   test_environment_directories_load_with_the_plugins();
   test_one_manifest_loads_with_a_supports_predicate();

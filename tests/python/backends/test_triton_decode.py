@@ -110,7 +110,7 @@ def test_decode_kernels_come_first_among_untuned_decode_candidates():
     assert decode.priority - (len(decode.configs) - 1) > small_m.priority
 
 
-def test_compile_all_builds_a_binary_per_single_launch_config_and_row_count(tmp_path):
+def test_compile_all_builds_a_binary_per_config_and_row_count(tmp_path):
     from kabi.backends.triton import read_manifest
 
     paths = compile_all(80, tmp_path, dtypes=["float16"], layouts=("row_major", "row_column"), families=["decode"])
@@ -118,7 +118,7 @@ def test_compile_all_builds_a_binary_per_single_launch_config_and_row_count(tmp_
     expected = sorted(
         f"triton.matmul.decode.{config.tag}.m{rows}.{'row_column' if config.weight_layout == 'n_by_k' else 'row_major'}"
         f".float16.sm80"
-        for config in DECODE_CONFIGS if config.split_k == 1
+        for config in DECODE_CONFIGS
         for rows in ((1,) if config.style == "gemv" else (16, 32, 64))
         # Row counts whose pipelined tiles overflow sm_80's shared memory get no binary.
         if config.shared_memory_bytes(rows, 2, 80) <= 163 * 1024)
@@ -165,22 +165,27 @@ def test_decode_cases_cover_the_edges(interpreter_run):
 
 # --- builds for the GPU, without one --------------------------------------------------------------------------
 
-_PARAMETERS = ("a_ptr", "b_ptr", "out_ptr", "M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn",
-               "stride_om", "stride_on", "stride_split")
+_PARAMETERS = ("a_ptr", "b_ptr", "c_ptr", "partial_ptr", "counter_ptr", "M", "N", "K", "stride_am", "stride_ak",
+               "stride_bk", "stride_bn", "stride_cm", "stride_cn")
+_SPLIT_K_POINTERS = {"partial_ptr": "*fp32", "counter_ptr": "*i32"}
 
 
 def _jit_like_source(config: DecodeConfig, dtype: str, m: int):
     """The kernel specialized as Triton's JIT specializes it for a dense activation, output and weight: unit strides
-    folded in as constants, 16-byte aligned pointers, sizes and pitches divisible by 16 (M = 1 a constant too)."""
+    folded in as constants, 16-byte aligned pointers, sizes and pitches divisible by 16 (M = 1 a constant too), and
+    the split-K buffers None without a split."""
     from triton.compiler import ASTSource
 
     n_by_k = config.weight_layout == "n_by_k"
-    unit = {"stride_ak", "stride_on", "stride_bk" if n_by_k else "stride_bn"}
+    unit = {"stride_ak", "stride_cn", "stride_bk" if n_by_k else "stride_bn"}
     signature, constexprs, attrs = {}, {}, {}
     for position, name in enumerate(_PARAMETERS):
+        if name in _SPLIT_K_POINTERS and config.split_k == 1:
+            signature[name] = "constexpr"
+            constexprs[name] = None
+            continue
         if name.endswith("_ptr"):
-            partial = name == "out_ptr" and config.split_k > 1
-            signature[name] = "*fp32" if partial else f"*{dtype}"
+            signature[name] = _SPLIT_K_POINTERS.get(name, f"*{dtype}")
         elif name in unit or (name == "M" and m == 1):
             signature[name] = "constexpr"
             constexprs[name] = 1
@@ -191,7 +196,7 @@ def _jit_like_source(config: DecodeConfig, dtype: str, m: int):
             attrs[(position,)] = [["tt.divisibility", 16]]
     meta = dict(BLOCK_M=config.rows_per_program(m), BLOCK_N=config.block_n, BLOCK_K=config.block_k,
                 SPLIT_K=config.split_k, USE_DOT=config.style == "dot", WEIGHT_N_BY_K=n_by_k, INPUT_PRECISION="ieee",
-                NUM_STAGES=config.num_stages, PDL=True)
+                NUM_STAGES=config.num_stages)
     for name, value in meta.items():
         signature[name] = "constexpr"
         constexprs[name] = value
@@ -216,8 +221,8 @@ def test_builds_stream_the_weight_with_16_byte_loads(tmp_path, config, arch, dty
     compiled = triton.compile(_jit_like_source(config, dtype, m), target=GPUTarget("cuda", arch, 32),
                               options={"num_warps": config.num_warps, "enable_fp_fusion": True})
     assert compiled.metadata.shared <= 227 * 1024
-    # A split's programs let the sum's launch start (programmatic dependent launch); an unsplit kernel has no sum.
-    assert ("griddepcontrol.launch_dependents" in compiled.asm["ptx"]) == (config.split_k > 1)
+    # A split's last program to finish a tile adds the slices (serial split-K); an unsplit kernel counts nothing.
+    assert ("atom.global.gpu.acq_rel.add" in compiled.asm["ptx"]) == (config.split_k > 1)
     if not _CUOBJDUMP.exists():
         pytest.skip("the Triton wheel has no cuobjdump to read the SASS with")
     cubin = tmp_path / "decode.cubin"
@@ -228,24 +233,6 @@ def test_builds_stream_the_weight_with_16_byte_loads(tmp_path, config, arch, dty
     wide_load = r"LDGSTS\.E\.BYPASS(\.LTC128B)?\.128" if config.num_stages > 1 else r"LDG\.E\.128"
     assert re.search(wide_load, sass)
     assert ("HMMA" in sass) == (config.style == "dot")
-
-
-def test_split_k_sum_waits_for_the_decode_kernel_on_the_gpu_only():
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
-    from kabi.backends.triton._decode_jit_kernels import split_k_sum_kernel
-
-    def ptx(pdl):
-        signature = {"partial_ptr": "*fp32", "c_ptr": "*bf16", "M": "i32", "N": "i32", "stride_cm": "i32",
-                     "stride_cn": "constexpr", "SPLIT_K": "constexpr", "BLOCK": "constexpr", "PDL": "constexpr"}
-        constants = {"stride_cn": 1, "SPLIT_K": 4, "BLOCK": 1024, "PDL": pdl}
-        options = {"num_warps": 4, "launch_pdl": pdl, "enable_fp_fusion": True}
-        return triton.compile(ASTSource(split_k_sum_kernel, signature, constants), target=GPUTarget("cuda", 90, 32),
-                              options=options).asm["ptx"]
-
-    assert "griddepcontrol.wait" in ptx(True)
-    assert "griddepcontrol" not in ptx(False)
 
 
 # --- on a GPU ---------------------------------------------------------------------------------------------------

@@ -8,6 +8,8 @@ out: the interpreter's bfloat16 tl.dot is wrong (it multiplies raw bit patterns)
 import pytest
 from _interpreter_runs import MATMUL_TOLERANCES, matmul_record_failures, run_interpreter_worker
 
+from kabi.backends.triton._families import FAMILIES
+
 
 @pytest.fixture(scope="module")
 def interpreter_run() -> dict:
@@ -47,7 +49,10 @@ def test_binary_builds_are_right_whether_or_not_pitches_align(interpreter_run):
     records = interpreter_run["pitch_checked"]
     assert {record["case"] for record in records} == {
         "persistent_tma 40x72x48", "persistent_tma 40x72x33", "persistent_tma 35x72x40",
-        "tiled 40x72x48", "tiled 40x70x33", "small_m 40x72x48", "small_m 40x70x33"}
+        "tiled 40x72x48", "tiled 40x70x33"} | {
+        f"small_m {config.tag} {shape}" for config in FAMILIES["small_m"].configs[:2]
+        for shape in ("40x72x48", "40x70x33")}
+    assert any(config.split_k > 1 for config in FAMILIES["small_m"].configs[:2])
     for record in records:
         assert record["norm"] <= MATMUL_TOLERANCES["float16"]["norm"], record
         assert record["extreme"] <= MATMUL_TOLERANCES["float16"]["extreme"], record

@@ -1,7 +1,7 @@
-"""The manifest fields of ABI 2.4 (docs/manifest.md), through kabi's one writer, its Python reader and the C++ loader:
-per-input layouts and a param's divisible_by, written under the format line ``kabi-manifest 2`` only where used (a
-manifest without them is written byte for byte as before), read back alike, and refused alike when malformed. Needs
-no GPU: the image is registered, never loaded."""
+"""The manifest fields of ABI 2.4 and 2.5 (docs/manifest.md), through kabi's one writer, its Python reader and the C++
+loader: per-input layouts and a param's divisible_by, written under the format line ``kabi-manifest 2`` only where
+used, and the zeroed_scratch param under ``kabi-manifest 3`` (a manifest without them is written byte for byte as
+before), read back alike, and refused alike when malformed. Needs no GPU: the image is registered, never loaded."""
 
 from __future__ import annotations
 
@@ -118,11 +118,11 @@ def test_the_new_fields_are_written_under_format_2_and_read_back_by_both_readers
         (lambda text: text.replace("kabi-manifest 2", "kabi-manifest 1"),
          "input_layouts: needs the first line 'kabi-manifest 2'",
          'input_layouts: needs the first line "kabi-manifest 2"'),
-        (lambda text: text.replace("kabi-manifest 2", "kabi-manifest 3"), "first line must be",
-         'first line is "kabi-manifest 3"'),
+        (lambda text: text.replace("kabi-manifest 2", "kabi-manifest 4"), "first line must be",
+         'first line is "kabi-manifest 4"'),
     ],
     ids=["layout-name", "input-count", "divisor-on-tensor", "negative-divisor", "divisor-not-power-of-two",
-         "format-1", "format-3"],
+         "format-1", "format-4"],
 )
 def test_malformed_new_fields_are_refused_by_both_readers(tmp_path: Path, unregister, edit, python_message,
                                                           loader_message):
@@ -140,3 +140,54 @@ def test_malformed_new_fields_are_refused_by_both_readers(tmp_path: Path, unregi
 def test_the_writer_refuses_a_divisor_that_is_no_power_of_two():
     with pytest.raises(ValueError, match="divisible_by must be 0 .no assumption. or a power of two, got 12"):
         ManifestParam.dim("K", divisible_by=12)
+
+
+def _with_zeroed_scratch() -> Manifest:
+    """Serial split-K's entry: partial sums in scratch, tile counters in zeroed scratch."""
+    return _manifest(grid=("cdiv(N, 64)", "4", "cdiv(M, 16)"),
+                     params=_manifest().params + (ManifestParam.scratch(4096), ManifestParam.zeroed_scratch(4)))
+
+
+def test_zeroed_scratch_is_written_under_format_3_and_read_back_by_both_readers(tmp_path: Path, unregister):
+    manifest = _with_zeroed_scratch()
+    path = write_binary(manifest, IMAGE, tmp_path)
+    text = path.read_text()
+    assert text.startswith("kabi-manifest 3\n") and text.endswith("param = zeroed_scratch value=4\n")
+    assert read_manifest(path) == manifest
+    assert kabi.load_binaries(tmp_path) == 1
+    assert ManifestParam.zeroed_scratch(4).size_bytes == 8
+    # Format 3 holds the fields of format 2 too; one zeroed_scratch param is enough for it.
+    with_layouts = dataclasses.replace(manifest, input_layouts=_with_new_fields().input_layouts)
+    assert with_layouts.format_line == "kabi-manifest 3"
+
+
+@pytest.mark.parametrize(
+    "edit, python_message, loader_message",
+    [
+        (lambda text: text.replace("kabi-manifest 3", "kabi-manifest 2"),
+         "param 'zeroed_scratch value=4': needs the first line 'kabi-manifest 3' .a field of ABI 2.5., not "
+         "'kabi-manifest 2'",
+         'param zeroed_scratch: needs the first line "kabi-manifest 3" (a field of ABI 2.5), not "kabi-manifest 2"'),
+        (lambda text: text.replace("kabi-manifest 3", "kabi-manifest 1"),
+         "needs the first line 'kabi-manifest 3'", 'param zeroed_scratch: needs the first line "kabi-manifest 3"'),
+        (lambda text: text.replace("zeroed_scratch value=4", "zeroed_scratch value=-4"),
+         "param zeroed_scratch: value must be a count of bytes >= 0, got -4", "param value: -4 is outside [0, "),
+        (lambda text: text.replace("zeroed_scratch value=4", "zeroed_scratch value=4 size=4"),
+         "param zeroed_scratch: unexpected item 'size=4'",
+         'param: "size=4" is not a field of a zeroed_scratch parameter'),
+        (lambda text: text.replace("zeroed_scratch value=4", "zeroed_scratch"),
+         "param zeroed_scratch: missing value", "param: zeroed_scratch needs value="),
+    ],
+    ids=["format-2", "format-1", "negative-bytes", "unknown-item", "no-value"],
+)
+def test_malformed_zeroed_scratch_is_refused_by_both_readers(tmp_path: Path, unregister, edit, python_message,
+                                                             loader_message):
+    path = write_binary(_with_zeroed_scratch(), IMAGE, tmp_path)
+    path.write_text(edit(path.read_text()))
+    with pytest.raises(ManifestError, match=python_message) as refusal:
+        read_manifest(path)
+    assert str(path) in str(refusal.value)
+    with pytest.raises(kabi.InvalidArgumentError) as refusal:
+        kabi.load_binaries(tmp_path)
+    assert loader_message in str(refusal.value) and str(path) in str(refusal.value)
+    assert NAME not in {kernel.name for kernel in kabi.kernels("matmul")}

@@ -1,8 +1,9 @@
 """Triton candidates on the native launch path, on a CUDA GPU: the first CUDA dispatch registers the Triton configs
 as device binaries for this GPU, a Triton pick is launched by the core (its kind is a device binary; the Python
 kernel declines the problem), the result matches the reference in eager calls and in a replayed CUDA graph, tuning
-measures the binaries, and a binary's Python predicate is asked once per problem (a C++ program launching the cached
-binaries: test_cpp_app_cuda.py)."""
+measures the binaries, a binary's Python predicate is asked once per problem, and every split-K binary (serial
+split-K: its slices added in the same launch) matches the reference call after call and in replayed CUDA graphs (a
+C++ program launching the cached binaries: test_cpp_app_cuda.py)."""
 
 from __future__ import annotations
 
@@ -176,3 +177,51 @@ def test_a_decode_binary_replays_in_a_graph_and_declines_what_its_image_does_not
             kabi.ops.matmul(x_odd, odd.t())
     with kabi.use(matmul="triton.matmul.decode.gemv_nk_bn8_bk512_w4_s3"):
         _assert_close(kabi.ops.matmul(x_odd, odd.t()), x_odd, odd.t())
+
+
+def _operands_of(kernel: kabi.KernelInfo, m: int, n: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fresh random a and b in the kernel's dtype and in the layout variant its name gives."""
+    (dtype_name,) = kernel.dtypes
+    dtype = getattr(torch, dtype_name)
+    if ".row_column." in kernel.name:
+        return torch.randn(m, k, dtype=dtype, device="cuda"), torch.randn(n, k, dtype=dtype, device="cuda").t()
+    if ".column_major." in kernel.name:
+        return torch.randn(k, m, dtype=dtype, device="cuda").t(), torch.randn(n, k, dtype=dtype, device="cuda").t()
+    return torch.randn(m, k, dtype=dtype, device="cuda"), torch.randn(k, n, dtype=dtype, device="cuda")
+
+
+def test_every_split_k_binary_matches_the_reference_again_and_again_and_in_a_graph() -> None:
+    # The tile counters must be zero when a launch starts: the core zeroes them once, and each launch leaves them
+    # so; a launch that left one behind would make the next one finish that tile early (a wrong sum) or never.
+    kernels = [kernel for kernel in _triton_binaries()
+               if "_sk" in kernel.name.split(".")[3] and kernel.dtypes == ("bfloat16",)]
+    assert len(kernels) == len([variant for variant in _native.binary_variants(_gpu().arch, dtypes=["bfloat16"])
+                                if variant.config.split_k > 1])
+    failures = []
+    for kernel in kernels:
+        m, n, k = _problem_for(kernel)
+        a, b = _operands_of(kernel, m, n, k)
+        where = f"{kernel.name} {m}x{n}x{k}"
+        try:
+            with kabi.use(matmul=kernel.name):
+                first = kabi.ops.matmul(a, b)
+                second = kabi.ops.matmul(a, b)
+                torch.cuda.synchronize()
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    replayed = kabi.ops.matmul(a, b)
+            for out in (first, second):
+                _assert_close(out, a, b)
+            # The slices are added in split order whichever finishes last: the same bits every launch.
+            if not torch.equal(first, second):
+                failures.append(f"{where}: two launches gave different bits")
+            for _ in range(2):
+                a.copy_(torch.randn_like(a))
+                graph.replay()
+                torch.cuda.synchronize()
+                _assert_close(replayed, a, b)
+            with kabi.use(matmul=kernel.name):
+                _assert_close(kabi.ops.matmul(a, b), a, b)
+        except (AssertionError, kabi.KabiError) as error:
+            failures.append(f"{where}: {type(error).__name__}: {error}")
+    assert not failures, "\n".join(failures)

@@ -78,13 +78,20 @@ def _pitch_checked_records(generator: torch.Generator) -> list:
             BLOCK_K=tiled.block_k, GROUP_M=tiled.group_m, INPUT_PRECISION="ieee", CHECK_ROW_PITCHES=True)
         norm, extreme = _relative_errors(c, reference)
         records.append({"case": f"tiled {m}x{n}x{k}", "norm": norm, "extreme": extreme})
-        small = FAMILIES["small_m"].configs[0]
-        c = torch.empty(m, n, dtype=torch.float16)
-        FAMILIES["small_m"].kernel[(triton.cdiv(n, small.block_n), 1, triton.cdiv(m, small.block_m))](
-            a, b, c, m, n, k, *a.stride(), *b.stride(), *c.stride(), 0, BLOCK_M=small.block_m,
-            BLOCK_N=small.block_n, BLOCK_K=small.block_k, SPLIT_K=1, INPUT_PRECISION="ieee", CHECK_ROW_PITCHES=True)
-        norm, extreme = _relative_errors(c, reference)
-        records.append({"case": f"small_m {m}x{n}x{k}", "norm": norm, "extreme": extreme})
+        # An unsplit config and a split one (serial split-K; here with K slices left empty, as a binary launched on
+        # a short K may leave them).
+        for small in FAMILIES["small_m"].configs[:2]:
+            c = torch.empty(m, n, dtype=torch.float16)
+            grid = (triton.cdiv(n, small.block_n), small.split_k, triton.cdiv(m, small.block_m))
+            partial, counters = (None, None) if small.split_k == 1 else (
+                torch.empty(grid[0] * grid[1] * grid[2] * small.block_m * small.block_n),
+                torch.zeros(grid[0] * grid[2], dtype=torch.int32))
+            FAMILIES["small_m"].kernel[grid](
+                a, b, c, partial, counters, m, n, k, *a.stride(), *b.stride(), *c.stride(), BLOCK_M=small.block_m,
+                BLOCK_N=small.block_n, BLOCK_K=small.block_k, SPLIT_K=small.split_k, INPUT_PRECISION="ieee",
+                CHECK_ROW_PITCHES=True)
+            norm, extreme = _relative_errors(c, reference)
+            records.append({"case": f"small_m {small.tag} {m}x{n}x{k}", "norm": norm, "extreme": extreme})
     return records
 
 

@@ -145,7 +145,7 @@ def compile_to_binary(kernel_family, config: MatmulConfig | DecodeConfig, dtype:
 def compile_all(arch: int, out_dir: str | Path, *, dtypes=("float16", "bfloat16"), layouts=("row_major",),
                 families=None, multiprocessors: int = DEFAULT_MULTIPROCESSORS) -> list[Path]:
     """Compile every config of every family (or of ``families``, names) that can be a binary for ``arch``: each
-    dtype, layout and row count the family compiles for, split-K configs left out. Returns the manifests' paths;
+    dtype, layout and row count the family compiles for. Returns the manifests' paths;
     the directory is then ready for ``kabi.load_binaries``.
 
     Example::
@@ -159,7 +159,7 @@ def compile_all(arch: int, out_dir: str | Path, *, dtypes=("float16", "bfloat16"
     for family in (_family(name) for name in (FAMILIES if families is None else families)):
         if (family.exact_archs and arch not in family.exact_archs) or arch < family.arch_min:
             continue
-        for config in (config for config in family.configs if config.split_k == 1):
+        for config in family.configs:
             for dtype in (dtype for dtype in resolved_dtypes if dtype in family.dtypes):
                 for layout in (layout for layout in layouts if layout in family.binary_layouts(config)):
                     paths.extend(compile_to_binary(family, config, dtype, arch, out_dir, layout=layout,

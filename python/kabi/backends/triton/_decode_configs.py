@@ -1,4 +1,4 @@
-"""Configurations of the decode kernel (``_decode_kernels.py``) and the rules that say which problems each fits.
+"""Configurations of the decode kernel (``_decode_jit_kernels.py``) and the rules that say which problems each fits.
 
 A decode config fixes the style (``gemv`` or ``dot``), the weight layout it reads (``n_by_k``: an nn.Linear weight
 ``w[N, K]`` passed as ``w.T``; ``k_by_n``: a row-major ``[K, N]`` matrix), the tile and the K split. Each config
@@ -22,6 +22,8 @@ STYLES = ("gemv", "dot")
 WEIGHT_LAYOUTS = ("n_by_k", "k_by_n")
 # tl.dot's smallest tile side.
 _DOT_MIN_BLOCK = 16
+# The smallest copy cp.async makes, per thread.
+_CP_ASYNC_MIN_BYTES = 4
 # Registers a thread can give the GEMV accumulator and still leave room for the loaded tile and addresses.
 _GEMV_ACCUMULATOR_FLOATS_PER_THREAD = 64
 
@@ -33,8 +35,8 @@ class DecodeConfig:
     style: ``gemv`` (M = 1: element-wise FMAs into a tile-shaped float32 accumulator, reduced over K after the
     loop) or ``dot`` (tl.dot on max(16, next power of two of M) rows, fixed at launch). weight_layout: ``n_by_k``
     or ``k_by_n``. block_n/block_k: the weight tile. num_warps: as for Triton. num_stages: tiles in the K loop's
-    cp.async pipeline (1: loads go straight to registers). split_k: K slices computed by separate programs and
-    added by a second pass.
+    cp.async pipeline (1: loads go straight to registers). split_k: K slices computed by separate programs, the
+    last of a tile's to finish adding them up (serial split-K, in the same launch).
     """
 
     style: str
@@ -88,11 +90,15 @@ class DecodeConfig:
     def shared_memory_bytes(self, m: int, element_size: int, arch: int | None = None) -> int:
         """The pipelined operand buffers in shared memory, for pruning before compiling: ``num_stages - 1`` tiles
         of a and b, or ``num_stages`` where Triton multiplies with wgmma (sm_90, 64 rows or more: a warpgroup's
-        tile), which keeps one more in flight. The compiled kernels take exactly this (checked for every config on
-        sm_90 with Triton 3.9: at 64 rows the estimate without wgmma's extra stage fell 49-82 KB short)."""
+        tile), which keeps one more in flight. A GEMV's row of a is queued only where each thread's share of it is
+        at least cp.async's smallest copy (4 bytes); below that it is loaded straight into registers. The compiled
+        kernels take exactly this (checked for every config on sm_80 and sm_90 with Triton 3.9: at 64 rows the
+        estimate without wgmma's extra stage fell 49-82 KB short)."""
         rows = self.rows_per_program(m)
         wgmma = arch == 90 and self.style == "dot" and rows >= 64
         stages = self.num_stages if wgmma else max(self.num_stages - 1, 1)
+        if self.style == "gemv" and self.block_k * element_size < _CP_ASYNC_MIN_BYTES * self.num_threads:
+            rows = 0
         return stages * (rows + self.block_n) * self.block_k * element_size
 
 
@@ -106,8 +112,8 @@ class DecodeConfig:
 # BLOCK_N elements per K row: dot tiles with 32-byte runs (BLOCK_N 16) read at 1.9-2.8 TB/s, 128-byte runs 4.6, so
 # the k_by_n configs read 64 columns (32 for the deepest GEMV; 16 for the GEMV that won the 8B qkv at M = 1) and
 # take programs from split-K where N is small.
-# Split-K's second pass is a programmatic dependent launch (``_decode_kernels.py``). Comments give the shared memory,
-# programs per SM and weight bytes in flight per program on sm_90 (bfloat16; dot at M <= 16).
+# Split-K adds its slices in the same launch (``_decode_jit_kernels.py``). Comments give the shared memory, programs
+# per SM and weight bytes in flight per program on sm_90 (bfloat16; dot at M <= 16).
 DECODE_CONFIGS = (
     # GEMV (M = 1), nn.Linear weight: 1-2 KB rows, 8+ programs per SM.
     DecodeConfig("gemv", "n_by_k", block_n=8, block_k=512, num_warps=4, num_stages=3),   # 18 KB, 7/SM, 16 KB

@@ -21,34 +21,32 @@ through cp.async into shared memory (Triton pipelines a loop without tl.dot only
 keeps bytes in flight without holding them in registers.
 
 The grid is (tiles of N, K slices, tiles of M); the launcher keeps all of M in one tile, so b is read once. With
-SPLIT_K > 1 each K slice writes float32 partial sums to a ``[SPLIT_K, M, N]`` buffer that ``split_k_sum_kernel``
-adds up in a second, deterministic pass. On a GPU (``PDL=True``) the two form a programmatic dependent launch: every
-program of the first calls ``gdc_launch_dependents`` as it starts, so the sum's programs are launched while the
-weight still streams and wait (``gdc_wait``) only for the first kernel's results, instead of paying a launch after
-it ends. Only the sum is launched with ``launch_pdl``; the decode kernel waits for whatever ran before it as any
-kernel does. Offsets are 32-bit.
+SPLIT_K > 1 the K slices of a tile are added in the same launch by ``store_split_k_tile`` (``_jit_kernels.py``,
+shared with the small-M kernel): each slice stores its float32 part to scratch (partial_ptr) and the last one of
+the tile to arrive, counted on a zeroed int32 counter (counter_ptr), adds the parts in split order and stores c.
+Offsets are 32-bit.
 
 Example (interpreter on CPU, or a GPU), M = 1 against an nn.Linear weight ``w`` [N, K]::
 
     b = w.t()
     grid = (triton.cdiv(N, 8), 1, 1)
-    matmul_decode_kernel[grid](a, b, c, 1, N, K, *a.stride(), *b.stride(), *c.stride(), 0,
+    matmul_decode_kernel[grid](a, b, c, None, None, 1, N, K, *a.stride(), *b.stride(), *c.stride(),
                                BLOCK_M=1, BLOCK_N=8, BLOCK_K=512, SPLIT_K=1, USE_DOT=False, WEIGHT_N_BY_K=True,
-                               INPUT_PRECISION="ieee", NUM_STAGES=3, PDL=False)
+                               INPUT_PRECISION="ieee", NUM_STAGES=3)
 """
 
 import triton
 import triton.language as tl
-from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+
+from ._jit_kernels import store_split_k_tile
 
 
 @triton.jit
-def _gemv_row(a_ptr, b_ptr, out_ptr, N, K, stride_ak, stride_bk, stride_bn, stride_on, first_k_block,
-              last_k_block, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, WEIGHT_N_BY_K: tl.constexpr,
-              NUM_STAGES: tl.constexpr):
-    # One row of a against BLOCK_N columns of b. The accumulator has the weight tile's shape and layout, so the
-    # loop body holds no reduction (no shuffles, no cross-warp exchange); K is reduced once, after the loop.
-    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+def _gemv_row(a_ptr, b_ptr, cols, N, K, stride_ak, stride_bk, stride_bn, first_k_block, last_k_block,
+              BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, WEIGHT_N_BY_K: tl.constexpr, NUM_STAGES: tl.constexpr):
+    # One row of a against the BLOCK_N columns ``cols`` of b, in float32. The accumulator has the weight tile's shape
+    # and layout, so the loop body holds no reduction (no shuffles, no cross-warp exchange); K is reduced once, after
+    # the loop.
     ks = tl.arange(0, BLOCK_K)
     first_ks = first_k_block * BLOCK_K + ks
     # Loaded straight into registers (NUM_STAGES = 1), a would need converting to the weight tile's layout through
@@ -82,15 +80,14 @@ def _gemv_row(a_ptr, b_ptr, out_ptr, N, K, stride_ak, stride_bk, stride_bn, stri
         c = tl.sum(acc, axis=1)
     else:
         c = tl.sum(acc, axis=0)
-    tl.store(out_ptr + cols * stride_on, c.to(out_ptr.dtype.element_ty), mask=cols < N)
+    return c
 
 
 @triton.jit
-def _dot_rows(a_ptr, b_ptr, out_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_om, stride_on,
-              first_k_block, last_k_block, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+def _dot_rows(a_ptr, b_ptr, rows, cols, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, first_k_block,
+              last_k_block, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
               WEIGHT_N_BY_K: tl.constexpr, INPUT_PRECISION: tl.constexpr, NUM_STAGES: tl.constexpr):
-    rows = tl.program_id(2) * BLOCK_M + tl.arange(0, BLOCK_M)
-    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    # Rows ``rows`` of a against columns ``cols`` of b, in float32.
     ks = tl.arange(0, BLOCK_K)
     first_ks = first_k_block * BLOCK_K + ks
     # Columns past the edge wrap to valid ones, so the weight needs a mask on K only; the store drops what they
@@ -111,47 +108,35 @@ def _dot_rows(a_ptr, b_ptr, out_ptr, M, N, K, stride_am, stride_ak, stride_bk, s
         acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
-    out_ptrs = out_ptr + rows[:, None] * stride_om + cols[None, :] * stride_on
-    tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=(rows[:, None] < M) & (cols[None, :] < N))
+    return acc
 
 
 @triton.jit
-def matmul_decode_kernel(a_ptr, b_ptr, out_ptr, M, N, K,
-                         stride_am, stride_ak, stride_bk, stride_bn, stride_om, stride_on, stride_split,
+def matmul_decode_kernel(a_ptr, b_ptr, c_ptr, partial_ptr, counter_ptr, M, N, K,
+                         stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                          SPLIT_K: tl.constexpr, USE_DOT: tl.constexpr, WEIGHT_N_BY_K: tl.constexpr,
-                         INPUT_PRECISION: tl.constexpr, NUM_STAGES: tl.constexpr, PDL: tl.constexpr):
-    # Program (tile of N, K slice, tile of M). out is c itself when SPLIT_K == 1, else the float32 partial-sum
-    # buffer, one [M, N] slice per split (stride_split apart); the stores convert to whichever it is.
-    if PDL and SPLIT_K > 1:
-        gdc_launch_dependents()
+                         INPUT_PRECISION: tl.constexpr, NUM_STAGES: tl.constexpr):
+    # Program (tile of N, K slice, tile of M). partial_ptr and counter_ptr: see store_split_k_tile (None when
+    # SPLIT_K == 1).
     split = tl.program_id(1)
     k_blocks = tl.cdiv(K, BLOCK_K)
     k_blocks_per_split = tl.cdiv(k_blocks, SPLIT_K)
     first_k_block = split * k_blocks_per_split
     last_k_block = min(first_k_block + k_blocks_per_split, k_blocks)
-    out_ptr += split * stride_split
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     if USE_DOT:
-        _dot_rows(a_ptr, b_ptr, out_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_om, stride_on,
-                  first_k_block, last_k_block, BLOCK_M, BLOCK_N, BLOCK_K, WEIGHT_N_BY_K, INPUT_PRECISION, NUM_STAGES)
+        rows = tl.program_id(2) * BLOCK_M + tl.arange(0, BLOCK_M)
+        acc = _dot_rows(a_ptr, b_ptr, rows, cols, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                        first_k_block, last_k_block, BLOCK_M, BLOCK_N, BLOCK_K, WEIGHT_N_BY_K, INPUT_PRECISION,
+                        NUM_STAGES)
+        c_ptrs = c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn
+        tile_offsets = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+        store_split_k_tile(acc, c_ptrs, (rows[:, None] < M) & (cols[None, :] < N), tile_offsets, partial_ptr,
+                           counter_ptr, SPLIT_K, BLOCK_M * BLOCK_N)
     else:
         row = tl.program_id(2)
-        _gemv_row(a_ptr + row * stride_am, b_ptr, out_ptr + row * stride_om, N, K, stride_ak, stride_bk, stride_bn,
-                  stride_on, first_k_block, last_k_block, BLOCK_N, BLOCK_K, WEIGHT_N_BY_K, NUM_STAGES)
-
-
-@triton.jit
-def split_k_sum_kernel(partial_ptr, c_ptr, M, N, stride_cm, stride_cn,
-                       SPLIT_K: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr):
-    # c[m, n] = the sum over splits of partial[split, m, n] (contiguous float32), in split order: deterministic.
-    # Launched with launch_pdl when PDL: it may start before the decode kernel ends, and waits for its results here.
-    if PDL:
-        gdc_wait()
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    in_bounds = offsets < M * N
-    total = tl.zeros((BLOCK,), dtype=tl.float32)
-    for split in range(SPLIT_K):
-        total += tl.load(partial_ptr + split * M * N + offsets, mask=in_bounds, other=0.0)
-    rows = offsets // N
-    cols = offsets % N
-    tl.store(c_ptr + rows * stride_cm + cols * stride_cn, total.to(c_ptr.dtype.element_ty), mask=in_bounds)
+        acc = _gemv_row(a_ptr + row * stride_am, b_ptr, cols, N, K, stride_ak, stride_bk, stride_bn, first_k_block,
+                        last_k_block, BLOCK_N, BLOCK_K, WEIGHT_N_BY_K, NUM_STAGES)
+        store_split_k_tile(acc, c_ptr + row * stride_cm + cols * stride_cn, cols < N, tl.arange(0, BLOCK_N),
+                           partial_ptr, counter_ptr, SPLIT_K, BLOCK_N)

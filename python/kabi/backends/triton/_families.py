@@ -234,11 +234,13 @@ _TENSOR_AND_DIM_PARAMS = (ManifestParam.tensor(0), ManifestParam.tensor(1), Mani
 _ROW_COLUMN_DIVISIBLE = ("N", "K", "stride_am", "stride_bn")
 
 
+_TENSOR_PARAMS = _TENSOR_AND_DIM_PARAMS[:3]
+
+
 def _dim_params(divisible: tuple) -> tuple:
-    """The tensor and dim params of a matmul entry (a, b, out, M, N, K), those named in ``divisible`` declared
-    multiples of 16."""
-    return _TENSOR_AND_DIM_PARAMS[:3] + tuple(
-        ManifestParam.dim(name, divisible_by=_DECLARED_DIVISOR if name in divisible else 0) for name in "MNK")
+    """The dim params of a matmul entry (M, N, K), those named in ``divisible`` declared multiples of 16."""
+    return tuple(ManifestParam.dim(name, divisible_by=_DECLARED_DIVISOR if name in divisible else 0)
+                 for name in "MNK")
 
 
 def _divisibility_reason(problem: MatmulProblem) -> str:
@@ -249,22 +251,68 @@ def _divisibility_reason(problem: MatmulProblem) -> str:
     return ""
 _MATMUL_STRIDES = ((0, -2, "stride_am"), (0, -1, "stride_ak"), (1, -2, "stride_bk"), (1, -1, "stride_bn"),
                    (2, -2, "stride_cm"), (2, -1, "stride_cn"))
-# The kernels with a split-K buffer (small_m, decode) name their output out and take its split stride after the rest.
-_SPLIT_ENTRY_STRIDES = _MATMUL_STRIDES[:4] + ((2, -2, "stride_om"), (2, -1, "stride_on"))
+# The bytes of a partial sum (float32) and of a tile counter (int32) of serial split-K (store_split_k_tile).
+_PARTIAL_BYTES = 4
+_COUNTER_BYTES = 4
 
 
-def _split_entry_signature(dtype: torch.dtype, layout_variant: str, divisible: tuple) -> tuple[dict, dict, list]:
-    """Signature, constexprs and stride params of a split-K kernel's entry compiled for one launch: a, b, out, M, N,
-    K, the strides (unit ones folded in, ``divisible`` ones declared multiples of 16), and stride_split as the
-    constant 0 (one slice, written straight into out)."""
+def _split_entry(dtype: torch.dtype, layout_variant: str, divisible: tuple, split_k: int,
+                 tile_size: int) -> tuple[dict, dict, tuple]:
+    """Signature, constexprs and params of the entry of a kernel that splits K (small_m, decode): a, b, c, then
+    partial_ptr and counter_ptr, then M, N, K and the strides (unit ones folded in, ``divisible`` ones declared
+    multiples of 16). With ``split_k`` > 1 partial_ptr is scratch for one float32 tile of ``tile_size`` elements per
+    program and counter_ptr zeroed scratch holding the tiles' counters (one per tile, so a program's share of 4
+    bytes covers them); with 1 both are None, folded out of the entry."""
     signature = _operand_signature(dtype)
-    signature["out_ptr"] = signature.pop("c_ptr")
-    signature = {name: signature[name] for name in ("a_ptr", "b_ptr", "out_ptr", "M", "N", "K")}
-    stride_signature, constexprs, stride_params = _stride_params(layout_variant, _SPLIT_ENTRY_STRIDES, divisible)
+    signature = {name: signature[name] for name in ("a_ptr", "b_ptr", "c_ptr")}
+    constexprs = {}
+    params = _TENSOR_PARAMS
+    if split_k > 1:
+        signature.update(partial_ptr="*fp32", counter_ptr="*i32")
+        params += (ManifestParam.scratch(tile_size * _PARTIAL_BYTES), ManifestParam.zeroed_scratch(_COUNTER_BYTES))
+    else:
+        signature.update(partial_ptr="constexpr", counter_ptr="constexpr")
+        constexprs.update(partial_ptr=None, counter_ptr=None)
+    signature.update(M="i32", N="i32", K="i32")
+    stride_signature, stride_constexprs, stride_params = _stride_params(layout_variant, _MATMUL_STRIDES, divisible)
     signature.update(stride_signature)
-    signature["stride_split"] = "i32"
-    stride_params.append(ManifestParam.constant(0))
-    return signature, constexprs, stride_params
+    constexprs.update(stride_constexprs)
+    return signature, constexprs, params + _dim_params(divisible) + tuple(stride_params)
+
+
+class _SplitKCounters:
+    """The tile counters of serial split-K launched from Python (``store_split_k_tile``): int32 memory that is zero
+    when a launch starts and that the launch leaves zero. One buffer per (device, stream), zeroed once when it is
+    allocated (or grown): launches on one stream run in order and can share it, launches on two streams may run at
+    once and must not. A launch being captured into a CUDA graph gets its own, zeroed by a memset captured with it
+    (a replay may run on any stream, beside eager launches using the cached one); on the CPU (the interpreter) every
+    launch gets its own."""
+
+    def __init__(self) -> None:
+        self._buffers: dict[tuple[int, int], torch.Tensor] = {}
+
+    def get(self, device: torch.device, count: int) -> torch.Tensor:
+        if device.type != "cuda" or torch.cuda.is_current_stream_capturing():
+            return torch.zeros(count, dtype=torch.int32, device=device)
+        key = (device.index, torch.cuda.current_stream(device).cuda_stream)
+        buffer = self._buffers.get(key)
+        if buffer is None or buffer.numel() < count:
+            buffer = self._buffers[key] = torch.zeros(count, dtype=torch.int32, device=device)
+        return buffer
+
+
+_SPLIT_K_COUNTERS = _SplitKCounters()
+
+
+def _split_k_buffers(device: torch.device, grid: tuple, tile_size: int) -> tuple:
+    """(partial_ptr, counter_ptr) of a launch over ``grid`` (tiles of N, K slices, tiles of M) whose programs each
+    hold a float32 tile of ``tile_size`` elements: scratch with a slot per program, and the tiles' counters; (None,
+    None) without a split."""
+    tiles_n, split_k, tiles_m = grid
+    if split_k == 1:
+        return None, None
+    partial = torch.empty(tiles_n * split_k * tiles_m * tile_size, dtype=torch.float32, device=device)
+    return partial, _SPLIT_K_COUNTERS.get(device, tiles_n * tiles_m)
 
 
 class TiledFamily(KernelFamily):
@@ -291,44 +339,35 @@ class TiledFamily(KernelFamily):
                           CHECK_ROW_PITCHES=layout_variant == "row_major")
         grid = (f"cdiv(M, {config.block_m}) * cdiv(N, {config.block_n})", "1", "1")
         return BinarySpec(signature, constexprs, _pointer_attrs(signature, divisible),
-                          _dim_params(divisible) + tuple(stride_params), grid, LAYOUT_VARIANTS[layout_variant])
+                          _TENSOR_PARAMS + _dim_params(divisible) + tuple(stride_params), grid,
+                          LAYOUT_VARIANTS[layout_variant])
 
 
 class SmallMFamily(KernelFamily):
     name = "small_m"
     kernel_source = (MATMUL_KERNELS, "matmul_small_m_kernel")
     configs = SMALL_M_CONFIGS
-    _REDUCE_BLOCK = 1024
 
     def _launch(self, config, a, b, c, m, n, k, strides):
         grid = (ceil_div(n, config.block_n), config.split_k, ceil_div(m, config.block_m))
-        if config.split_k == 1:
-            out, out_strides = c, (strides[4], strides[5], 0)
-        else:
-            out = torch.empty((config.split_k, m, n), dtype=torch.float32, device=a.device)
-            out_strides = (n, 1, m * n)
-        self.kernel[grid](a, b, out, m, n, k, *strides[:4], *out_strides,
+        partial, counters = _split_k_buffers(a.device, grid, config.block_m * config.block_n)
+        self.kernel[grid](a, b, c, partial, counters, m, n, k, *strides,
                           BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
                           SPLIT_K=config.split_k, INPUT_PRECISION=_INPUT_PRECISION, CHECK_ROW_PITCHES=False,
                           num_warps=config.num_warps, num_stages=config.num_stages, enable_fp_fusion=True)
-        if config.split_k > 1:
-            MATMUL_KERNELS.split_k_reduce_kernel[(ceil_div(m * n, self._REDUCE_BLOCK),)](
-                out, c, m, n, strides[4], strides[5], SPLIT_K=config.split_k, BLOCK=self._REDUCE_BLOCK, num_warps=4,
-                enable_fp_fusion=True)
 
     def binary_spec(self, config, dtype, layout_variant):
-        if config.split_k != 1:
-            raise ValueError(f"config: split_k={config.split_k} needs a second (reduction) launch, and a manifest "
-                             "describes one entry; compile a split_k=1 config of the small_m family")
         divisible = _ROW_COLUMN_DIVISIBLE if layout_variant == "row_column" else ()
-        signature, constexprs, stride_params = _split_entry_signature(dtype, layout_variant, divisible)
+        signature, constexprs, params = _split_entry(dtype, layout_variant, divisible, config.split_k,
+                                                     config.block_m * config.block_n)
         signature.update(BLOCK_M="constexpr", BLOCK_N="constexpr", BLOCK_K="constexpr", SPLIT_K="constexpr",
                          INPUT_PRECISION="constexpr", CHECK_ROW_PITCHES="constexpr")
-        constexprs.update(BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, SPLIT_K=1,
-                          INPUT_PRECISION=_INPUT_PRECISION, CHECK_ROW_PITCHES=layout_variant == "row_major")
-        grid = (f"cdiv(N, {config.block_n})", "1", f"cdiv(M, {config.block_m})")
-        return BinarySpec(signature, constexprs, _pointer_attrs(signature, divisible),
-                          _dim_params(divisible) + tuple(stride_params), grid, LAYOUT_VARIANTS[layout_variant])
+        constexprs.update(BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
+                          SPLIT_K=config.split_k, INPUT_PRECISION=_INPUT_PRECISION,
+                          CHECK_ROW_PITCHES=layout_variant == "row_major")
+        grid = (f"cdiv(N, {config.block_n})", str(config.split_k), f"cdiv(M, {config.block_m})")
+        return BinarySpec(signature, constexprs, _pointer_attrs(signature, divisible), params, grid,
+                          LAYOUT_VARIANTS[layout_variant])
 
 
 class PersistentTmaFamily(KernelFamily):
@@ -430,7 +469,7 @@ class DecodeFamily(KernelFamily):
     Its binaries fix what the JIT launcher specializes at run time: the row count of a program (BLOCK_M: 1 for
     GEMV, 16, 32 or 64 for tl.dot, one binary each), the layouts (a row-major; b as the config reads it, with its
     unit stride folded in), and K, N and the input pitches as multiples of 16 elements, which the wide loads need.
-    Split-K configs stay Python kernels: their sum is a second launch, which a manifest cannot describe."""
+    A split-K config's binary adds its slices in the same launch (serial split-K), as its Python twin does."""
 
     name = "decode"
     kernel_source = (DECODE_KERNELS, "matmul_decode_kernel")
@@ -439,7 +478,6 @@ class DecodeFamily(KernelFamily):
     # kernel built for it.
     priority = 30
     layout_variants = ("row_major", "row_column")
-    _REDUCE_BLOCK = 1024
     _DOT_ROWS = (16, 32, 64)
 
     def unsupported_reason(self, config: DecodeConfig, problem: MatmulProblem) -> str:
@@ -467,27 +505,14 @@ class DecodeFamily(KernelFamily):
     def _launch(self, config, a, b, c, m, n, k, strides):
         block_m = config.rows_per_program(m)
         grid = (ceil_div(n, config.block_n), config.split_k, ceil_div(m, block_m))
-        if config.split_k == 1:
-            out, out_strides = c, (strides[4], strides[5], 0)
-        else:
-            out = torch.empty((config.split_k, m, n), dtype=torch.float32, device=a.device)
-            out_strides = (n, 1, m * n)
-        # Programmatic dependent launch of the split-K sum: a CUDA feature (the interpreter runs neither intrinsic).
-        pdl = a.device.type == "cuda"
-        self.kernel[grid](a, b, out, m, n, k, *strides[:4], *out_strides,
+        partial, counters = _split_k_buffers(a.device, grid, block_m * config.block_n)
+        self.kernel[grid](a, b, c, partial, counters, m, n, k, *strides,
                           BLOCK_M=block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, SPLIT_K=config.split_k,
                           USE_DOT=config.style == "dot", WEIGHT_N_BY_K=config.weight_layout == "n_by_k",
-                          INPUT_PRECISION=_INPUT_PRECISION, NUM_STAGES=config.num_stages, PDL=pdl,
+                          INPUT_PRECISION=_INPUT_PRECISION, NUM_STAGES=config.num_stages,
                           num_warps=config.num_warps, enable_fp_fusion=True)
-        if config.split_k > 1:
-            DECODE_KERNELS.split_k_sum_kernel[(ceil_div(m * n, self._REDUCE_BLOCK),)](
-                out, c, m, n, strides[4], strides[5], SPLIT_K=config.split_k, BLOCK=self._REDUCE_BLOCK, PDL=pdl,
-                num_warps=4, enable_fp_fusion=True, launch_pdl=pdl)
 
     def binary_spec(self, config, dtype, layout_variant, rows=0):
-        if config.split_k != 1:
-            raise ValueError(f"config: split_k={config.split_k} needs a second (sum) launch, and a manifest "
-                             "describes one entry; compile a split_k=1 config of the decode family")
         if layout_variant not in self.binary_layouts(config):
             raise ValueError(f"layout: {config.tag} reads {' or '.join(self.binary_layouts(config))}; "
                              f"got {layout_variant!r}")
@@ -496,16 +521,17 @@ class DecodeFamily(KernelFamily):
         # Its loads are wide only where Triton knows K, N and the pitches are multiples of 16, as the JIT learns
         # from the values it specializes on.
         divisible = ("N", "K", "stride_am", "stride_bk", "stride_bn")
-        signature, constexprs, stride_params = _split_entry_signature(dtype, layout_variant, divisible)
+        signature, constexprs, params = _split_entry(dtype, layout_variant, divisible, config.split_k,
+                                                     rows * config.block_n)
         signature.update(BLOCK_M="constexpr", BLOCK_N="constexpr", BLOCK_K="constexpr", SPLIT_K="constexpr",
                          USE_DOT="constexpr", WEIGHT_N_BY_K="constexpr", INPUT_PRECISION="constexpr",
-                         NUM_STAGES="constexpr", PDL="constexpr")
-        constexprs.update(BLOCK_M=rows, BLOCK_N=config.block_n, BLOCK_K=config.block_k, SPLIT_K=1,
+                         NUM_STAGES="constexpr")
+        constexprs.update(BLOCK_M=rows, BLOCK_N=config.block_n, BLOCK_K=config.block_k, SPLIT_K=config.split_k,
                           USE_DOT=config.style == "dot", WEIGHT_N_BY_K=config.weight_layout == "n_by_k",
-                          INPUT_PRECISION=_INPUT_PRECISION, NUM_STAGES=config.num_stages, PDL=False)
-        grid = (f"cdiv(N, {config.block_n})", "1", f"cdiv(M, {rows})")
-        return BinarySpec(signature, constexprs, _pointer_attrs(signature, divisible),
-                          _dim_params(divisible) + tuple(stride_params), grid, LAYOUT_VARIANTS[layout_variant])
+                          INPUT_PRECISION=_INPUT_PRECISION, NUM_STAGES=config.num_stages)
+        grid = (f"cdiv(N, {config.block_n})", str(config.split_k), f"cdiv(M, {rows})")
+        return BinarySpec(signature, constexprs, _pointer_attrs(signature, divisible), params, grid,
+                          LAYOUT_VARIANTS[layout_variant])
 
 
 FAMILIES = {family.name: family

@@ -9,9 +9,11 @@ Three families, each a ``@triton.jit`` function that Python launches (``_familie
   device-side tensor descriptors (TMA), which clip and zero-fill at the edges so no masks are needed. sm_90.
   Compiled for a device binary, it also carries a pointer-load path for row pitches TMA cannot take.
 - ``matmul_small_m_kernel``: decode shapes (M <= 64). One program per (BLOCK_N columns, K slice, BLOCK_M rows):
-  narrow N tiles and a split of K give enough programs to keep every SM streaming b. With SPLIT_K > 1 each slice
-  writes float32 partial sums to a [SPLIT_K, M, N] buffer and ``split_k_reduce_kernel`` adds them in a second
-  pass: deterministic, unlike atomics on float32, and needs no zeroed buffer.
+  narrow N tiles and a split of K give enough programs to keep every SM streaming b. With SPLIT_K > 1 the slices
+  of a tile are added in the same launch (serial split-K, ``store_split_k_tile``, which the decode kernel shares):
+  each slice stores its float32 part to scratch, and the last of a tile's slices to arrive adds them in split
+  order (deterministic, unlike float32 atomics on c) and stores c. One launch, so a device binary can describe it
+  (a scratch and a zeroed-scratch parameter in its manifest) and a call pays no second launch.
 
 All offsets are 32-bit: ``KernelFamily.launch`` refuses operands that span 2**31 elements or more.
 Example (interpreter on CPU, or a GPU)::
@@ -187,11 +189,39 @@ def matmul_persistent_tma_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_a, stride_
 
 
 @triton.jit
-def _small_m_tile(a_ptr, b_ptr, out_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_om, stride_on,
-                  stride_split, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  SPLIT_K: tl.constexpr, INPUT_PRECISION: tl.constexpr):
-    # out is c itself when SPLIT_K == 1, else the float32 partial-sum buffer with one [M, N] slice per split
-    # (stride_split apart); the store converts to whichever it is.
+def store_split_k_tile(acc, c_ptrs, c_mask, tile_offsets, partial_ptr, counter_ptr, SPLIT_K: tl.constexpr,
+                       TILE_SIZE: tl.constexpr):
+    # Stores a program's float32 tile of c (acc; c_ptrs, c_mask and tile_offsets, each shaped like it: where each
+    # element goes in c, which exist, and its place in a TILE_SIZE tile). Programs are (tile of N, K slice, tile of
+    # M). With SPLIT_K > 1 acc is one K slice's part (serial split-K, one launch): each program writes it to its own
+    # slot of partial_ptr (scratch of TILE_SIZE floats per program, the SPLIT_K slots of a tile side by side) and
+    # counts itself in on the tile's counter (counter_ptr, int32, zero at the launch's start); the program that
+    # arrives last adds the SPLIT_K slots in split order, so the sum does not depend on which split ran last, stores
+    # c and sets the counter back to zero for the next launch.
+    if SPLIT_K == 1:
+        tl.store(c_ptrs, acc.to(c_ptrs.dtype.element_ty), mask=c_mask)
+    else:
+        tile = tl.program_id(2) * tl.num_programs(0) + tl.program_id(0)
+        slots = partial_ptr + tile * (SPLIT_K * TILE_SIZE) + tile_offsets
+        tl.store(slots + tl.program_id(1) * TILE_SIZE, acc)
+        # Every thread's part is stored before the one thread that performs a scalar atomic publishes it: the
+        # barrier orders the program's stores before the atomic, whose release (gpu scope) makes them visible to
+        # the program that acquires the count after them.
+        tl.debug_barrier()
+        arrived = tl.atomic_add(counter_ptr + tile, 1, sem="acq_rel", scope="gpu")
+        if arrived == SPLIT_K - 1:
+            # .cg reads from L2, where the other programs' parts are, never a line this SM's L1 kept.
+            total = tl.load(slots, cache_modifier=".cg")
+            for split in tl.static_range(1, SPLIT_K):
+                total += tl.load(slots + split * TILE_SIZE, cache_modifier=".cg")
+            tl.store(c_ptrs, total.to(c_ptrs.dtype.element_ty), mask=c_mask)
+            tl.store(counter_ptr + tile, 0)
+
+
+@triton.jit
+def _small_m_tile(a_ptr, b_ptr, c_ptr, partial_ptr, counter_ptr, M, N, K, stride_am, stride_ak, stride_bk,
+                  stride_bn, stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr, INPUT_PRECISION: tl.constexpr):
     tile_n = tl.program_id(0)
     split = tl.program_id(1)
     tile_m = tl.program_id(2)
@@ -216,41 +246,30 @@ def _small_m_tile(a_ptr, b_ptr, out_ptr, M, N, K, stride_am, stride_ak, stride_b
         acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
-    out_ptrs = out_ptr + split * stride_split + rows[:, None] * stride_om + cols[None, :] * stride_on
-    tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=(rows[:, None] < M) & (cols[None, :] < N))
+    c_ptrs = c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn
+    tile_offsets = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    store_split_k_tile(acc, c_ptrs, (rows[:, None] < M) & (cols[None, :] < N), tile_offsets, partial_ptr,
+                       counter_ptr, SPLIT_K, BLOCK_M * BLOCK_N)
 
 
 @triton.jit
-def matmul_small_m_kernel(a_ptr, b_ptr, out_ptr, M, N, K,
-                          stride_am, stride_ak, stride_bk, stride_bn, stride_om, stride_on, stride_split,
+def matmul_small_m_kernel(a_ptr, b_ptr, c_ptr, partial_ptr, counter_ptr, M, N, K,
+                          stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                           SPLIT_K: tl.constexpr, INPUT_PRECISION: tl.constexpr, CHECK_ROW_PITCHES: tl.constexpr):
-    # CHECK_ROW_PITCHES: as in matmul_tiled_kernel.
+    # partial_ptr and counter_ptr: see store_split_k_tile (None when SPLIT_K == 1). CHECK_ROW_PITCHES: as in
+    # matmul_tiled_kernel.
     if CHECK_ROW_PITCHES:
         multiple = 128 // a_ptr.dtype.element_ty.primitive_bitwidth
-        if ((stride_am % multiple == 0) & (stride_bk % multiple == 0) & (stride_om % multiple == 0)
+        if ((stride_am % multiple == 0) & (stride_bk % multiple == 0) & (stride_cm % multiple == 0)
                 & (N % multiple == 0) & (K % multiple == 0)):
-            _small_m_tile(a_ptr, b_ptr, out_ptr, M, (N // multiple) * multiple, (K // multiple) * multiple,
-                          (stride_am // multiple) * multiple, stride_ak, (stride_bk // multiple) * multiple,
-                          stride_bn, (stride_om // multiple) * multiple, stride_on, stride_split, BLOCK_M, BLOCK_N,
-                          BLOCK_K, SPLIT_K, INPUT_PRECISION)
+            _small_m_tile(a_ptr, b_ptr, c_ptr, partial_ptr, counter_ptr, M, (N // multiple) * multiple,
+                          (K // multiple) * multiple, (stride_am // multiple) * multiple, stride_ak,
+                          (stride_bk // multiple) * multiple, stride_bn, (stride_cm // multiple) * multiple,
+                          stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, INPUT_PRECISION)
         else:
-            _small_m_tile(a_ptr, b_ptr, out_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_om,
-                          stride_on, stride_split, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, INPUT_PRECISION)
+            _small_m_tile(a_ptr, b_ptr, c_ptr, partial_ptr, counter_ptr, M, N, K, stride_am, stride_ak, stride_bk,
+                          stride_bn, stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, INPUT_PRECISION)
     else:
-        _small_m_tile(a_ptr, b_ptr, out_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_om,
-                      stride_on, stride_split, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, INPUT_PRECISION)
-
-
-@triton.jit
-def split_k_reduce_kernel(partial_ptr, c_ptr, M, N, stride_cm, stride_cn,
-                          SPLIT_K: tl.constexpr, BLOCK: tl.constexpr):
-    # partial is [SPLIT_K, M, N], contiguous float32; c[m, n] = sum over splits, in c's dtype.
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    in_bounds = offsets < M * N
-    total = tl.zeros((BLOCK,), dtype=tl.float32)
-    for split in range(SPLIT_K):
-        total += tl.load(partial_ptr + split * M * N + offsets, mask=in_bounds, other=0.0)
-    rows = offsets // N
-    cols = offsets % N
-    tl.store(c_ptr + rows * stride_cm + cols * stride_cn, total.to(c_ptr.dtype.element_ty), mask=in_bounds)
+        _small_m_tile(a_ptr, b_ptr, c_ptr, partial_ptr, counter_ptr, M, N, K, stride_am, stride_ak, stride_bk,
+                      stride_bn, stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, INPUT_PRECISION)

@@ -26,6 +26,12 @@ FORMAT_LINE = "kabi-manifest 1"
 # Format 1 plus the fields of ABI 2.4 (input_layouts, a param's divisible_by): written only on a manifest that uses
 # them, so that an older libkabi, which could not check what they assume, refuses it by its first line.
 FORMAT_2_LINE = "kabi-manifest 2"
+# Format 2 plus the zeroed_scratch param of ABI 2.5: written only on a manifest that has one, so that an older
+# libkabi, which could not hand the kernel zeroed memory, refuses it by its first line.
+FORMAT_3_LINE = "kabi-manifest 3"
+_FORMAT_LINES = (FORMAT_LINE, FORMAT_2_LINE, FORMAT_3_LINE)
+# The ABI version that introduced each format's fields.
+_FORMAT_ABI = {2: "2.4", 3: "2.5"}
 ABI_MAJOR = 2
 MANIFEST_SUFFIX = ".kabi-manifest"
 _REQUIRED_KEYS = ("abi_major", "op", "name", "backend", "device", "priority", "dtypes", "layouts", "alignment",
@@ -33,10 +39,12 @@ _REQUIRED_KEYS = ("abi_major", "op", "name", "backend", "device", "priority", "d
                   "shared_memory_bytes", "cluster_size")
 _OPTIONAL_KEYS = ("archs", "arch_min", "arch_max", "features", "fingerprint", "type_constraints", "input_layouts")
 _PARAM_FIELDS = {"tensor": ("index",), "dim": ("name", "size"), "stride": ("index", "dim", "size"),
-                 "constant": ("value", "size"), "scratch": ("value",), "attribute": ("index", "size"),
-                 "workspace": ()}
+                 "constant": ("value", "size"), "scratch": ("value",), "zeroed_scratch": ("value",),
+                 "attribute": ("index", "size"), "workspace": ()}
 # The optional field of the kinds that take it (format 2).
 _DIVISIBLE_KINDS = ("dim", "stride")
+# The kinds whose value is bytes of device memory per program.
+_SCRATCH_KINDS = ("scratch", "zeroed_scratch")
 _LAYOUT_NAMES = ("contiguous", "row_strided", "col_strided", "general")
 _DTYPE_NAMES = ("float16", "bfloat16", "float32", "float64", "int8", "int32", "int64", "float8_e4m3fn",
                 "float8_e5m2")
@@ -69,8 +77,8 @@ class ManifestParam:
 
     @property
     def size_bytes(self) -> int:
-        """Width of the argument: 8 for pointers (tensor, scratch, workspace), else its ``size``."""
-        return 8 if self.kind in ("tensor", "scratch", "workspace") else self.get("size")
+        """Width of the argument: 8 for pointers (tensor, scratch, zeroed_scratch, workspace), else its ``size``."""
+        return 8 if self.kind in ("tensor", "scratch", "zeroed_scratch", "workspace") else self.get("size")
 
     @classmethod
     def tensor(cls, index: int) -> ManifestParam:
@@ -99,6 +107,22 @@ class ManifestParam:
     @classmethod
     def scratch(cls, bytes_per_program: int) -> ManifestParam:
         return cls("scratch", (("value", bytes_per_program),))
+
+    @classmethod
+    def zeroed_scratch(cls, bytes_per_program: int) -> ManifestParam:
+        """Device memory of ``bytes_per_program`` per program that is zero when the kernel starts and that the
+        kernel must leave zero (format 3): serial split-K's tile counters."""
+        return cls("zeroed_scratch", (("value", bytes_per_program),))
+
+
+def _format_needed(input_layouts: tuple, params) -> tuple[int, str]:
+    """(the oldest format holding these fields, the first field that needs it, "" for format 1)."""
+    zeroed = [f"param {param.text()!r}" for param in params if param.kind == "zeroed_scratch"]
+    if zeroed:
+        return 3, zeroed[0]
+    format_2 = (["input_layouts"] if input_layouts else []) + [
+        f"param {param.text()!r}" for param in params if param.divisible_by > 1]
+    return (2, format_2[0]) if format_2 else (1, "")
 
 
 def _divisor_field(divisible_by: int) -> tuple:
@@ -146,9 +170,10 @@ class Manifest:
 
     @property
     def format_line(self) -> str:
-        """``kabi-manifest 2`` when a field of ABI 2.4 is used, else ``kabi-manifest 1``."""
-        uses_format_2 = bool(self.input_layouts) or any(param.divisible_by > 1 for param in self.params)
-        return FORMAT_2_LINE if uses_format_2 else FORMAT_LINE
+        """``kabi-manifest 3`` when a zeroed_scratch param is used, else ``kabi-manifest 2`` when a field of ABI 2.4
+        is, else ``kabi-manifest 1``: the oldest format that holds every field, so each manifest stays readable by
+        every libkabi that can launch it."""
+        return _FORMAT_LINES[_format_needed(self.input_layouts, self.params)[0] - 1]
 
     def text(self) -> str:
         lines = [self.format_line] + [f"# {comment}" for comment in self.extra_comments]
@@ -251,6 +276,8 @@ def _parse_param(where: str, text: str) -> ManifestParam:
                                 f"{', '.join(key + '=...' for key in _PARAM_FIELDS[kind])})")
         if key != "name" and not re.fullmatch(r"-?\d+", value):
             raise ManifestError(f"{where}: param {kind}: {key} must be an integer, got {value!r}")
+        if kind in _SCRATCH_KINDS and int(value) < 0:
+            raise ManifestError(f"{where}: param {kind}: value must be a count of bytes >= 0, got {value}")
         fields.append((key, value if key == "name" else int(value)))
     missing = set(_PARAM_FIELDS[kind]) - {key for key, _ in fields}
     if missing:
@@ -288,9 +315,10 @@ def read_manifest(path: str | Path, *, check_image: bool = True) -> Manifest:
     """Parse and validate a manifest; with ``check_image``, also hash its image. Raises ManifestError."""
     path = Path(path)
     lines = path.read_text(encoding="utf-8").splitlines()
-    if not lines or lines[0].strip() not in (FORMAT_LINE, FORMAT_2_LINE):
+    if not lines or lines[0].strip() not in _FORMAT_LINES:
         first = lines[0] if lines else ""
-        raise ManifestError(f"{path}: first line must be {FORMAT_LINE!r} or {FORMAT_2_LINE!r}, got {first!r}")
+        raise ManifestError(f"{path}: first line must be {FORMAT_LINE!r}, {FORMAT_2_LINE!r} or {FORMAT_3_LINE!r}, "
+                            f"got {first!r}")
     values: dict[str, str] = {}
     params = []
     for line_number, line in enumerate(lines[1:], start=2):
@@ -338,12 +366,11 @@ def read_manifest(path: str | Path, *, check_image: bool = True) -> Manifest:
     if not params:
         raise ManifestError(f"{path}: param: a kernel entry needs at least one parameter")
     input_layouts = _input_layouts(path, values["op"], values["input_layouts"]) if "input_layouts" in values else ()
-    if lines[0].strip() == FORMAT_LINE:
-        format_2_fields = (["input_layouts"] if input_layouts else []) + [
-            f"param {param.text()!r}" for param in params if param.divisible_by > 1]
-        if format_2_fields:
-            raise ManifestError(f"{path}: {format_2_fields[0]}: needs the first line {FORMAT_2_LINE!r} (a field of "
-                                f"ABI 2.4), not {FORMAT_LINE!r}")
+    declared_format = _FORMAT_LINES.index(lines[0].strip()) + 1
+    needed_format, field_name = _format_needed(input_layouts, params)
+    if needed_format > declared_format:
+        raise ManifestError(f"{path}: {field_name}: needs the first line {_FORMAT_LINES[needed_format - 1]!r} (a field "
+                            f"of ABI {_FORMAT_ABI[needed_format]}), not {lines[0].strip()!r}")
     if check_image:
         image_path = path.parent / values["image"]
         if not image_path.is_file():

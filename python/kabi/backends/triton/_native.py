@@ -15,8 +15,8 @@ version and the kernels' sources), the arch and the SM count the persistent grid
 Binaries found complete on disk register without importing Triton (a warm process whose pick is a binary never
 imports it); only compiling the missing ones does.
 Each registers with its Python twin's supports predicate (the same shape rules), and the Python kernel declines
-the problems its binary serves; it keeps what no binary covers (general strides, split-K, float32, sizes a binary's
-declared divisibility rules out, linear).
+the problems its binary serves; it keeps what no binary covers (general strides, float32, sizes a binary's declared
+divisibility rules out, linear).
 
 Example::
 
@@ -73,8 +73,9 @@ class BinaryVariant:
 
 def binary_variants(arch: int, families: Iterable[str] | None = None, dtypes: Iterable[str] | None = None,
                     tags: Iterable[str] | None = None) -> list[BinaryVariant]:
-    """Every single-launch (family, config) a manifest can describe on ``arch``, per native dtype, layout and row
-    count; or those of the named ``families``, ``dtypes`` and config ``tags``."""
+    """Every (family, config) that compiles for ``arch``, per native dtype, layout and row count (split-K configs
+    too: they add their slices in the same launch); or those of the named ``families``, ``dtypes`` and config
+    ``tags``."""
     from ._families import DTYPE_NAMES, FAMILIES
 
     wanted_families = set(FAMILIES if families is None else families)
@@ -84,8 +85,7 @@ def binary_variants(arch: int, families: Iterable[str] | None = None, dtypes: It
                 or (family.exact_archs and arch not in family.exact_archs)):
             continue
         family_dtypes = [DTYPE_NAMES[dtype] for dtype in family.dtypes]
-        for config in (config for config in family.configs
-                       if config.split_k == 1 and (tags is None or config.tag in tags)):
+        for config in (config for config in family.configs if tags is None or config.tag in tags):
             layouts = [layout for layout in NATIVE_LAYOUTS if layout in family.binary_layouts(config)]
             for dtype in (dtype for dtype in family_dtypes if dtype in (NATIVE_DTYPES if dtypes is None else dtypes)):
                 variants.extend(BinaryVariant(family.name, config, dtype, layout, rows)
