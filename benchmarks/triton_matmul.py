@@ -122,13 +122,13 @@ def _eligible(shape, dtype: str, arch: int):
 
 
 def _compile_binaries(shapes, dtypes, arch: int, multiprocessors: int, directory: Path) -> dict:
-    """Row-major device binaries of the eligible candidates that compile to one entry (no split-K), one per row
-    count where the family compiles one per count (decode); {(family, tag, dtype, rows): name}."""
+    """Row-major device binaries of the eligible candidates (split-K included: one launch), one per row count where
+    the family compiles one per count (decode); {(family, tag, dtype, rows): name}."""
     names, errors = {}, {}
     for dtype in dtypes:
         wanted = {(family, config, family.rows_for(config, shape[0])) for shape in shapes
                   for family, config in _eligible(shape, dtype, arch)
-                  if config.split_k == 1 and "row_major" in family.binary_layouts(config)}
+                  if "row_major" in family.binary_layouts(config)}
         for family, config, rows in sorted(wanted, key=lambda item: (item[0].name, item[1].tag, item[2])):
             try:
                 path = compile_to_binary(family, config, dtype, arch, directory, multiprocessors=multiprocessors,

@@ -229,12 +229,10 @@ def _stride_params(layout_variant: str, strides: tuple, divisible: tuple = ()) -
 
 _TENSOR_AND_DIM_PARAMS = (ManifestParam.tensor(0), ManifestParam.tensor(1), ManifestParam.tensor(2),
                           ManifestParam.dim("M"), ManifestParam.dim("N"), ManifestParam.dim("K"))
+_TENSOR_PARAMS = _TENSOR_AND_DIM_PARAMS[:3]
 # What a row-major a with a column-major b (``x @ w.T``) declares: the pitch of each runs along K, and neither has a
 # unit stride that ``CHECK_ROW_PITCHES`` could test, so K, N and both pitches are declared multiples of 16.
 _ROW_COLUMN_DIVISIBLE = ("N", "K", "stride_am", "stride_bn")
-
-
-_TENSOR_PARAMS = _TENSOR_AND_DIM_PARAMS[:3]
 
 
 def _dim_params(divisible: tuple) -> tuple:

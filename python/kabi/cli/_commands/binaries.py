@@ -41,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                      "(default 132, an H100/H200)")
     compile_parser.add_argument("--native", action="store_true",
                                 help="compile the set kabi registers as its CUDA candidates (float16 and bfloat16, "
-                                     "row- and column-major, every single-launch config) into OUT/<kernels' "
+                                     "row- and column-major, every config) into OUT/<kernels' "
                                      "fingerprint>/sm<arch>_sms<N>, where registration looks: with --out "
                                      "python/kabi/binaries/triton a wheel ships them precompiled")
     compile_parser.set_defaults(handler=_compile)
