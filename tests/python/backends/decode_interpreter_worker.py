@@ -19,6 +19,7 @@ import torch  # noqa: E402
 import kabi  # noqa: E402
 from kabi.backends.triton import kernel_name, register_triton_kernels  # noqa: E402
 from kabi.backends.triton._families import FAMILIES, MatmulProblem  # noqa: E402
+from _worker_checks import relative_errors  # noqa: E402
 
 # (M, N, K, weight layout, a transposed). N odd or below a tile, K not a multiple of any BLOCK_K (nor of 16), M = 1
 # (gemv and dot), M not a power of two for the dot tiles of 16 and 64 rows, and column-major activations.
@@ -39,12 +40,6 @@ def _operands(m, n, k, weight_layout, a_transposed, dtype, generator):
         weight = torch.randn(n, k, generator=generator).to(dtype)  # an nn.Linear weight
         return a, weight.t()
     return a, torch.randn(k, n, generator=generator).to(dtype)
-
-
-def _relative_errors(out: torch.Tensor, reference: torch.Tensor) -> tuple[float, float]:
-    difference = out.double() - reference
-    return ((difference.norm() / reference.norm()).item(),
-            (difference.abs().max() / reference.abs().max()).item())
 
 
 def main() -> None:
@@ -75,10 +70,10 @@ def main() -> None:
                             checked_out_path.add((name, dtype))
                             wide = torch.full((m, 2 * n), float("nan"), dtype=dtype)
                             returned = kabi.ops.matmul(a, b, out=wide[:, ::2])
-                            record["out_norm"], _ = _relative_errors(wide[:, ::2], reference)
+                            record["out_norm"], _ = relative_errors(wide[:, ::2], reference)
                             record["out_returned"] = returned.data_ptr() == wide.data_ptr()
                             record["out_untouched_elsewhere"] = bool(wide[:, 1::2].isnan().all())
-                    record["norm"], record["extreme"] = _relative_errors(out, reference)
+                    record["norm"], record["extreme"] = relative_errors(out, reference)
                     record["dtype_ok"] = out.dtype == dtype and tuple(out.shape) == (m, n)
                 except Exception as error:  # recorded, and failed by the test, with its message
                     record["error"] = f"{type(error).__name__}: {error}"

@@ -22,6 +22,7 @@ import torch  # noqa: E402
 
 from kabi.backends.triton import _families  # noqa: E402
 from kabi.backends.triton._families import FAMILIES, MatmulProblem  # noqa: E402
+from _worker_checks import relative_errors  # noqa: E402
 
 # (M, N, K, b column-major). M = 1, M not a power of two (for tiles of 16, 32 and 64 rows), N odd, K a multiple of
 # neither any BLOCK_K nor 16, and long enough for two K blocks per slice of every split; b row-major ([K, N]) and
@@ -62,12 +63,6 @@ def _operands(m, n, k, b_column_major, dtype, generator):
     return a, torch.randn(k, n, generator=generator).to(dtype)
 
 
-def _relative_errors(out: torch.Tensor, reference: torch.Tensor) -> tuple[float, float]:
-    difference = out.double() - reference
-    return ((difference.norm() / reference.norm()).item(),
-            (difference.abs().max() / reference.abs().max()).item())
-
-
 def main() -> None:
     kept = KeptBuffers()
     _families._split_k_buffers = kept
@@ -91,7 +86,7 @@ def main() -> None:
                         kept.partial.fill_(float("nan"))
                         second = family.launch(config, a, b)
                         record["counters_zero"].append(bool((kept.counters == 0).all()))
-                        record["errors"] = [_relative_errors(out, reference) for out in (first, second)]
+                        record["errors"] = [relative_errors(out, reference) for out in (first, second)]
                         record["same_bits"] = torch.equal(first, second)
                     except Exception as error:  # recorded, and failed by the test, with its message
                         record["error"] = f"{type(error).__name__}: {error}"

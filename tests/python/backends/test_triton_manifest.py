@@ -126,13 +126,20 @@ def test_the_new_fields_are_written_under_format_2_and_read_back_by_both_readers
 )
 def test_malformed_new_fields_are_refused_by_both_readers(tmp_path: Path, unregister, edit, python_message,
                                                           loader_message):
-    path = write_binary(_with_new_fields(), IMAGE, tmp_path)
+    _assert_both_readers_refuse(_with_new_fields(), edit, python_message, loader_message, tmp_path)
+
+
+def _assert_both_readers_refuse(manifest: Manifest, edit, python_message: str, loader_message: str,
+                                directory: Path) -> None:
+    """Write ``manifest``, apply ``edit`` to its text, and check that the Python reader and the core's loader both
+    refuse it with their messages naming the file, and that nothing was registered."""
+    path = write_binary(manifest, IMAGE, directory)
     path.write_text(edit(path.read_text()))
     with pytest.raises(ManifestError, match=python_message) as refusal:
         read_manifest(path)
     assert str(path) in str(refusal.value)
     with pytest.raises(kabi.InvalidArgumentError) as refusal:
-        kabi.load_binaries(tmp_path)
+        kabi.load_binaries(directory)
     assert loader_message in str(refusal.value) and str(path) in str(refusal.value)
     assert NAME not in {kernel.name for kernel in kabi.kernels("matmul")}
 
@@ -182,12 +189,4 @@ def test_zeroed_scratch_is_written_under_format_3_and_read_back_by_both_readers(
 )
 def test_malformed_zeroed_scratch_is_refused_by_both_readers(tmp_path: Path, unregister, edit, python_message,
                                                              loader_message):
-    path = write_binary(_with_zeroed_scratch(), IMAGE, tmp_path)
-    path.write_text(edit(path.read_text()))
-    with pytest.raises(ManifestError, match=python_message) as refusal:
-        read_manifest(path)
-    assert str(path) in str(refusal.value)
-    with pytest.raises(kabi.InvalidArgumentError) as refusal:
-        kabi.load_binaries(tmp_path)
-    assert loader_message in str(refusal.value) and str(path) in str(refusal.value)
-    assert NAME not in {kernel.name for kernel in kabi.kernels("matmul")}
+    _assert_both_readers_refuse(_with_zeroed_scratch(), edit, python_message, loader_message, tmp_path)

@@ -19,6 +19,7 @@ import triton  # noqa: E402
 import kabi  # noqa: E402
 from kabi.backends.triton import kernel_name, register_triton_kernels  # noqa: E402
 from kabi.backends.triton._families import FAMILIES, MatmulProblem  # noqa: E402
+from _worker_checks import relative_errors  # noqa: E402
 
 # (M, N, K): none a multiple of the tiles; K not a multiple of 16 in each. The wider ones keep rows of 16-byte
 # multiples for the TMA kernel, which declines other pitches.
@@ -32,13 +33,6 @@ def _matrix(rows: int, cols: int, dtype: torch.dtype, transposed: bool, generato
     if transposed:
         return torch.randn(cols, rows, generator=generator).to(dtype).t()
     return torch.randn(rows, cols, generator=generator).to(dtype)
-
-
-def _relative_errors(out: torch.Tensor, reference: torch.Tensor) -> tuple[float, float]:
-    difference = out.double() - reference
-    norm = (difference.norm() / reference.norm()).item()
-    extreme = (difference.abs().max() / reference.abs().max()).item()
-    return norm, extreme
 
 
 def _cases():
@@ -64,7 +58,7 @@ def _pitch_checked_records(generator: torch.Generator) -> list:
                             c.stride(0), 4, BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
                             GROUP_M=config.group_m, A_COLUMN_MAJOR=a_transposed, B_COLUMN_MAJOR=b_transposed,
                             CHECK_PITCHES=True)
-        norm, extreme = _relative_errors(c, a.double() @ b.double())
+        norm, extreme = relative_errors(c, a.double() @ b.double())
         records.append({"case": f"persistent_tma {m}x{n}x{k}", "norm": norm, "extreme": extreme})
     # The pointer kernels as compiled for row-major binaries (CHECK_ROW_PITCHES=True): aligned and not.
     for m, n, k in ((40, 72, 48), (40, 70, 33)):
@@ -76,7 +70,7 @@ def _pitch_checked_records(generator: torch.Generator) -> list:
         FAMILIES["tiled"].kernel[(triton.cdiv(m, tiled.block_m) * triton.cdiv(n, tiled.block_n),)](
             a, b, c, m, n, k, *a.stride(), *b.stride(), *c.stride(), BLOCK_M=tiled.block_m, BLOCK_N=tiled.block_n,
             BLOCK_K=tiled.block_k, GROUP_M=tiled.group_m, INPUT_PRECISION="ieee", CHECK_ROW_PITCHES=True)
-        norm, extreme = _relative_errors(c, reference)
+        norm, extreme = relative_errors(c, reference)
         records.append({"case": f"tiled {m}x{n}x{k}", "norm": norm, "extreme": extreme})
         # An unsplit config and a split one (serial split-K; here with K slices left empty, as a binary launched on
         # a short K may leave them).
@@ -90,7 +84,7 @@ def _pitch_checked_records(generator: torch.Generator) -> list:
                 a, b, c, partial, counters, m, n, k, *a.stride(), *b.stride(), *c.stride(), BLOCK_M=small.block_m,
                 BLOCK_N=small.block_n, BLOCK_K=small.block_k, SPLIT_K=small.split_k, INPUT_PRECISION="ieee",
                 CHECK_ROW_PITCHES=True)
-            norm, extreme = _relative_errors(c, reference)
+            norm, extreme = relative_errors(c, reference)
             records.append({"case": f"small_m {small.tag} {m}x{n}x{k}", "norm": norm, "extreme": extreme})
     return records
 
@@ -121,8 +115,8 @@ def main() -> None:
                         out = kabi.ops.matmul(a, b)
                         written = torch.empty(m, n, dtype=dtype)
                         returned = kabi.ops.matmul(a, b, out=written)
-                    record["norm"], record["extreme"] = _relative_errors(out, reference)
-                    record["out_norm"], _ = _relative_errors(written, reference)
+                    record["norm"], record["extreme"] = relative_errors(out, reference)
+                    record["out_norm"], _ = relative_errors(written, reference)
                     record["dtype_ok"] = out.dtype == dtype and tuple(out.shape) == (m, n)
                     record["out_returned"] = returned is written
                 except Exception as error:  # recorded, and failed by the test, with its message

@@ -203,7 +203,8 @@ def store_split_k_tile(acc, c_ptrs, c_mask, tile_offsets, partial_ptr, counter_p
     else:
         tile = tl.program_id(2) * tl.num_programs(0) + tl.program_id(0)
         slots = partial_ptr + tile * (SPLIT_K * TILE_SIZE) + tile_offsets
-        tl.store(slots + tl.program_id(1) * TILE_SIZE, acc)
+        # Only the elements c has: a 16-row tile at M = 1 would otherwise move 16 times the bytes it needs.
+        tl.store(slots + tl.program_id(1) * TILE_SIZE, acc, mask=c_mask)
         # Every thread's part is stored before the one thread that performs a scalar atomic publishes it: the
         # barrier orders the program's stores before the atomic, whose release (gpu scope) makes them visible to
         # the program that acquires the count after them.
@@ -211,9 +212,9 @@ def store_split_k_tile(acc, c_ptrs, c_mask, tile_offsets, partial_ptr, counter_p
         arrived = tl.atomic_add(counter_ptr + tile, 1, sem="acq_rel", scope="gpu")
         if arrived == SPLIT_K - 1:
             # .cg reads from L2, where the other programs' parts are, never a line this SM's L1 kept.
-            total = tl.load(slots, cache_modifier=".cg")
+            total = tl.load(slots, mask=c_mask, other=0.0, cache_modifier=".cg")
             for split in tl.static_range(1, SPLIT_K):
-                total += tl.load(slots + split * TILE_SIZE, cache_modifier=".cg")
+                total += tl.load(slots + split * TILE_SIZE, mask=c_mask, other=0.0, cache_modifier=".cg")
             tl.store(c_ptrs, total.to(c_ptrs.dtype.element_ty), mask=c_mask)
             tl.store(counter_ptr + tile, 0)
 
