@@ -78,7 +78,7 @@ class ManifestParam:
     @property
     def size_bytes(self) -> int:
         """Width of the argument: 8 for pointers (tensor, scratch, zeroed_scratch, workspace), else its ``size``."""
-        return 8 if self.kind in ("tensor", "scratch", "zeroed_scratch", "workspace") else self.get("size")
+        return 8 if self.kind in ("tensor", "workspace") + _SCRATCH_KINDS else self.get("size")
 
     @classmethod
     def tensor(cls, index: int) -> ManifestParam:
@@ -317,8 +317,8 @@ def read_manifest(path: str | Path, *, check_image: bool = True) -> Manifest:
     lines = path.read_text(encoding="utf-8").splitlines()
     if not lines or lines[0].strip() not in _FORMAT_LINES:
         first = lines[0] if lines else ""
-        raise ManifestError(f"{path}: first line must be {FORMAT_LINE!r}, {FORMAT_2_LINE!r} or {FORMAT_3_LINE!r}, "
-                            f"got {first!r}")
+        expected = ", ".join(repr(line) for line in _FORMAT_LINES[:-1]) + f" or {_FORMAT_LINES[-1]!r}"
+        raise ManifestError(f"{path}: first line must be {expected}, got {first!r}")
     values: dict[str, str] = {}
     params = []
     for line_number, line in enumerate(lines[1:], start=2):
