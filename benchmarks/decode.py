@@ -11,7 +11,11 @@ in place; a row-major ``w[K, N]``), this script:
 2. times it and cuBLAS (``F.linear`` / ``torch.matmul``) with ``kabi.bench(cuda_graph=True)``: calls captured in a
    CUDA graph and replayed, so host time does not count, as in a served model. Consecutive calls rotate over enough
    copies of the weight to exceed the L2 cache several times, so every call reads its weight from HBM;
-3. measures the copy bandwidth in the same run (a 1 GiB device-to-device copy), which sets the floor;
+3. measures the copy bandwidth in the same run (a 1 GiB device-to-device copy), which sets the floor, and, per
+   layer size, two probes timed like the kernels (one launch per call, graph-replayed, rotated over the L2 cache):
+   a copy moving the weight's bytes in all, and the fastest of a few streaming reads of them. They show what one
+   memory-bound launch of that size reaches, the per-launch costs the floor leaves out included
+   (``sized_probes``); on small layers those costs, not the kernel, bound the fraction of the floor;
 4. dispatches one problem per layer and layout through ``kabi.ops.matmul`` with the fastest decode kernel forced,
    to check the registered kernel is what the op runs.
 
@@ -46,6 +50,8 @@ except ModuleNotFoundError:  # Python 3.10
 
 import torch
 import torch.nn.functional as F
+import triton
+import triton.language as tl
 
 _ROOT = Path(__file__).resolve().parents[1]
 _TOLERANCE = tomllib.loads((_ROOT / "registry" / "ops" / "matmul.toml").read_text())["tolerance"]
@@ -109,6 +115,61 @@ def copy_bandwidth() -> dict:
             "tb_per_s": 2 * _COPY_BYTES / (result.median_us * 1e-6) / 1e12}
 
 
+@triton.jit
+def _streaming_read_kernel(source_ptr, partial_sums_ptr, elements, BLOCK: tl.constexpr, STEPS: tl.constexpr):
+    # Each program sums STEPS consecutive blocks and writes one float: the weight's bytes read once, nothing else.
+    program = tl.program_id(0)
+    offsets = program.to(tl.int64) * (BLOCK * STEPS) + tl.arange(0, BLOCK)
+    total = tl.zeros((BLOCK,), dtype=tl.float32)
+    for _ in range(STEPS):
+        total += tl.load(source_ptr + offsets, mask=offsets < elements, other=0.0).to(tl.float32)
+        offsets += BLOCK
+    tl.store(partial_sums_ptr + program, tl.sum(total, axis=0))
+
+
+# (BLOCK, STEPS, num_warps) of the streaming read; the fastest at each size is the probe's figure.
+_STREAMING_READ_CONFIGS = ((2048, 4, 4), (4096, 4, 8), (4096, 8, 8), (8192, 4, 8))
+
+
+def sized_probes(total_bytes: int, floor_bandwidth: float, l2_bytes: int) -> dict:
+    """What one memory-bound launch moving ``total_bytes`` reaches, timed as the decode kernels are (one launch per
+    call, replayed in a CUDA graph, rotating over buffers that fill the L2 cache several times), as a fraction of the
+    floor (``total_bytes`` over the 1 GiB copy's bandwidth): a copy moving that many bytes in all (half read, half
+    written), and the fastest of a few streaming reads of that many bytes (each program sums its blocks). The floor
+    leaves out the costs every launch pays (its start, the ramp to full bandwidth, the tail); on small layers these
+    probes show how much of the floor any single kernel can reach."""
+    copies = max(1, math.ceil(_L2_MULTIPLE * l2_bytes / total_bytes))
+    half = total_bytes // 2
+    pairs = [(torch.empty(half, dtype=torch.uint8, device="cuda").random_(),
+              torch.empty(half, dtype=torch.uint8, device="cuda")) for _ in range(copies)]
+    copy = _graph_time(lambda pair: pair[1].copy_(pair[0]), pairs)
+    copy["fraction_of_floor"] = 2 * half / floor_bandwidth * 1e6 / copy["time_us"]
+    del pairs
+    elements = total_bytes // 2
+    sources = [torch.randn(elements, device="cuda", dtype=torch.bfloat16) for _ in range(copies)]
+    reads = []
+    for block, steps, warps in _STREAMING_READ_CONFIGS:
+        programs = math.ceil(elements / (block * steps))
+        partial_sums = torch.empty(programs, device="cuda", dtype=torch.float32)
+
+        def read(source, block=block, steps=steps, warps=warps, programs=programs, partial_sums=partial_sums):
+            _streaming_read_kernel[(programs,)](source, partial_sums, elements, BLOCK=block, STEPS=steps,
+                                               num_warps=warps)
+
+        read(sources[0])
+        torch.cuda.synchronize()
+        expected = sources[0].float().sum().item()
+        if not math.isclose(partial_sums.double().sum().item(), expected, rel_tol=1e-3, abs_tol=1e-2 * elements**0.5):
+            raise AssertionError(f"streaming read {block}x{steps}: sum {partial_sums.sum().item()} != {expected}")
+        timing = _graph_time(read, sources)
+        reads.append({"config": f"block{block}_steps{steps}_w{warps}", **timing,
+                      "fraction_of_floor": 2 * elements / floor_bandwidth * 1e6 / timing["time_us"]})
+    del sources
+    best_read = min(reads, key=lambda entry: entry["time_us"])
+    return {"bytes": total_bytes, "buffers": copies, "copy": copy, "streaming_read": best_read,
+            "streaming_reads": reads}
+
+
 def _weights(k: int, n: int, layout: str, dtype: torch.dtype, l2_bytes: int, generator) -> list[torch.Tensor]:
     """Copies of one random weight in ``layout``, each as the b operand of a @ b: ``w.t()`` of an nn.Linear weight
     [N, K] (a view, never copied), or a row-major [K, N]."""
@@ -127,7 +188,7 @@ def _cublas(layout: str):
 
 
 def benchmark_layer(layer: str, k: int, n: int, layout: str, dtype_name: str, ms: list, floor_bandwidth: float,
-                    arch: int, l2_bytes: int) -> list[dict]:
+                    arch: int, l2_bytes: int, probes: dict) -> list[dict]:
     from kabi.backends.triton._families import FAMILIES, MatmulProblem
 
     family = FAMILIES["decode"]
@@ -160,7 +221,7 @@ def benchmark_layer(layer: str, k: int, n: int, layout: str, dtype_name: str, ms
             measured.append(entry)
         row = {"layer": layer, "k": k, "n": n, "m": m, "layout": layout, "dtype": dtype_name,
                "weight_bytes": weight_bytes, "weight_copies": len(operands), "floor_us": floor_us,
-               "candidates": measured}
+               "sized_probes": probes, "candidates": measured}
         _summarize(row)
         rows.append(row)
         print(_line(row), flush=True)
@@ -206,25 +267,34 @@ def _line(row: dict) -> str:
     failed = f"  ({len(row['failed'])} failed)" if row["failed"] else ""
     return (f"{row['layer']:<20} M={row['m']:<3} {_LAYOUT_LABELS[row['layout']]:<13} {row['dtype']:<9} "
             f"floor {row['floor_us']:8.1f} us | decode {_fraction(row['best_decode_fraction'])} "
-            f"({row['best_decode'] or '-'}) | cuBLAS {_fraction(row['cublas_fraction'])} | {ratio}{failed}")
+            f"({row['best_decode'] or '-'}) | cuBLAS {_fraction(row['cublas_fraction'])} | {ratio} | "
+            f"probes: copy {_fraction(row['sized_probes']['copy']['fraction_of_floor'])}, "
+            f"read {_fraction(row['sized_probes']['streaming_read']['fraction_of_floor'])}{failed}")
 
 
 def _print_table(rows: list[dict]) -> None:
     print(f"\n{'layer':<20} {'M':>3} {'layout':<13} {'dtype':<9} {'best decode kernel':<30} {'floor':>6} "
-          f"{'cuBLAS':>6} {'ratio':>6}")
+          f"{'cuBLAS':>6} {'ratio':>6} {'copy':>6} {'read':>6}")
     for row in rows:
         ratio = f"{row['speedup_over_cublas']:6.2f}" if row["speedup_over_cublas"] else "     -"
         print(f"{row['layer']:<20} {row['m']:>3} {_LAYOUT_LABELS[row['layout']]:<13} {row['dtype']:<9} "
               f"{row['best_decode'] or '-':<30} {_fraction(row['best_decode_fraction']):>6} "
-              f"{_fraction(row['cublas_fraction']):>6} {ratio}")
+              f"{_fraction(row['cublas_fraction']):>6} {ratio} "
+              f"{_fraction(row['sized_probes']['copy']['fraction_of_floor']):>6} "
+              f"{_fraction(row['sized_probes']['streaming_read']['fraction_of_floor']):>6}")
     graded = [row for row in rows if row["m"] <= 16 and row["best_decode_fraction"] is not None]
     if graded:
         at_roof = sum(row["best_decode_fraction"] >= 0.85 for row in graded)
         large = [row for row in graded if row["weight_bytes"] >= 100e6]
         large_at_roof = sum(row["best_decode_fraction"] >= 0.95 for row in large)
         beats = sum((row["speedup_over_cublas"] or 0) >= 1.0 for row in graded)
+        probe_best = {id(row): max(row["sized_probes"]["copy"]["fraction_of_floor"],
+                                   row["sized_probes"]["streaming_read"]["fraction_of_floor"]) for row in graded}
+        near_probe = sum(max(row["best_decode_fraction"], row["cublas_fraction"] or 0) >= 0.95 * probe_best[id(row)]
+                         for row in graded)
         print(f"\nM <= 16: {at_roof}/{len(graded)} problems at >= 0.85 of the floor; {large_at_roof}/{len(large)} "
-              f"of those >= 100 MB at >= 0.95; {beats}/{len(graded)} at >= 1.0x cuBLAS")
+              f"of those >= 100 MB at >= 0.95; {beats}/{len(graded)} at >= 1.0x cuBLAS; {near_copy}/{len(graded)} "
+              f"within 0.95 of a copy of the same bytes")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -241,8 +311,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if not all(1 <= m <= 64 for m in arguments.m):
         parser.error("--m: decode sizes are 1 to 64")
-
-    import triton
 
     import kabi
     from kabi.backends.triton import register_triton_kernels
@@ -262,7 +330,9 @@ def main(argv: list[str] | None = None) -> int:
                      "cuda": torch.version.cuda, "kabi": getattr(kabi, "__version__", "unknown")},
         "method": {"timing": "kabi.bench(cuda_graph=True)", "repeat": _REPEAT, "min_time_s": _MIN_TIME_S,
                    "weights_rotated_over_l2_multiple": _L2_MULTIPLE,
-                   "floor": "weight bytes / measured copy bandwidth"},
+                   "floor": "weight bytes / measured copy bandwidth",
+                   "sized_probes": "per layer, graph-replayed: a copy moving the weight's bytes (half read, half "
+                                  "written) and the fastest of a few streaming reads of them"},
         "results": [],
     }
     try:
@@ -270,12 +340,17 @@ def main(argv: list[str] | None = None) -> int:
         bandwidth = report["copy_bandwidth"]["tb_per_s"] * 1e12
         print(f"copy bandwidth {report['copy_bandwidth']['tb_per_s']:.2f} TB/s ({properties.name}, sm_{arch})",
               flush=True)
+        probes_by_bytes: dict[int, dict] = {}
         for dtype_name in arguments.dtypes:
             for layer in arguments.layers:
                 k, n = LAYERS[layer]
+                weight_bytes = k * n * torch.empty((), dtype=getattr(torch, dtype_name)).element_size()
+                if weight_bytes not in probes_by_bytes:
+                    probes_by_bytes[weight_bytes] = sized_probes(weight_bytes, bandwidth, l2_bytes)
+                    torch.cuda.empty_cache()
                 for layout in LAYOUTS:
                     report["results"] += benchmark_layer(layer, k, n, layout, dtype_name, arguments.m, bandwidth,
-                                                         arch, l2_bytes)
+                                                         arch, l2_bytes, probes_by_bytes[weight_bytes])
                     torch.cuda.empty_cache()
         _print_table(report["results"])
     except Exception:

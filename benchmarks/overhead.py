@@ -7,7 +7,10 @@ dispatch cost: binding the arguments, keying the call, the decision-table lookup
 optional input (the bias), an attribute (activation="relu") and a given out. Each figure comes from many short batches
 of back-to-back calls (timeit-style), the three subjects interleaved batch by batch so that machine load hits them
 alike; the median of the batches is reported, and the minimum too (the least disturbed figure on a busy machine).
-Goal: kabi within +0.5 us of the chosen implementation.
+The overhead itself is the median of the paired differences: kabi's batch minus the chosen implementation's batch
+that ran right after it, so that a drift of the machine's speed during the run (which moves both medians, not
+always alike) cancels pair by pair; its interquartile range says how far to trust it. The difference of the two
+medians is reported beside it. Goal: kabi within +0.5 us of the chosen implementation.
 
     python benchmarks/overhead.py [--size 8] [--dtype float32] [--batches 400] [--calls 200] [--output FILE]
 """
@@ -41,8 +44,9 @@ def batch_us(fn: Callable[[], Any], calls: int) -> float:
 
 
 def interleaved_samples(subjects: dict[str, Callable[[], Any]], args: argparse.Namespace,
-                        synchronize: Callable[[], Any]) -> dict[str, dict[str, float]]:
-    """Median and minimum microseconds per call of each subject, batches of the subjects interleaved."""
+                        synchronize: Callable[[], Any]) -> dict[str, list[float]]:
+    """Microseconds per call of each batch of each subject, batches of the subjects interleaved (in the order of
+    ``subjects``), in the order they ran."""
     samples: dict[str, list[float]] = {name: [] for name in subjects}
     for fn in subjects.values():
         batch_us(fn, args.calls)
@@ -50,6 +54,10 @@ def interleaved_samples(subjects: dict[str, Callable[[], Any]], args: argparse.N
         for name, fn in subjects.items():
             samples[name].append(batch_us(fn, args.calls))
             synchronize()
+    return samples
+
+
+def medians_and_minima(samples: dict[str, list[float]]) -> dict[str, dict[str, float]]:
     return {name: {"median_us": statistics.median(values), "min_us": min(values)} for name, values in samples.items()}
 
 
@@ -64,7 +72,8 @@ def report_overhead(title: str, subjects: dict[str, Callable[[], Any]], kabi_nam
                     args: argparse.Namespace, device: str) -> dict[str, Any]:
     """Time the subjects, print them, and return the figures with kabi's overhead over the chosen implementation."""
     synchronize = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    figures = interleaved_samples(subjects, args, synchronize)
+    samples = interleaved_samples(subjects, args, synchronize)
+    figures = medians_and_minima(samples)
     print_table(title, figures)
     overhead = {}
     for statistic in ("median_us", "min_us"):
@@ -72,6 +81,12 @@ def report_overhead(title: str, subjects: dict[str, Callable[[], Any]], kabi_nam
         overhead[statistic] = kabi_us - chosen_us
         print(f"  kabi dispatch overhead ({statistic}): {kabi_us - chosen_us:+.3f} us "
               f"({kabi_us / chosen_us:.2f}x the chosen implementation)")
+    differences = [kabi_us - chosen_us for kabi_us, chosen_us in zip(samples[kabi_name], samples[chosen_name])]
+    quartiles = statistics.quantiles(differences, n=4)
+    overhead["paired_median_us"] = statistics.median(differences)
+    overhead["paired_quartiles_us"] = [quartiles[0], quartiles[2]]
+    print(f"  kabi dispatch overhead (median of {len(differences)} paired batches): "
+          f"{overhead['paired_median_us']:+.3f} us (quartiles {quartiles[0]:+.3f}, {quartiles[2]:+.3f})")
     return {"figures": figures, "overhead_us": overhead}
 
 
@@ -225,7 +240,7 @@ def integration(args: argparse.Namespace, device: str) -> dict[str, dict[str, fl
         subjects["kabi.ops.matmul on numpy arrays"] = lambda: kabi.ops.matmul(a_array, b_array)
         subjects["numpy.matmul"] = lambda: numpy.matmul(a_array, b_array)
     synchronize = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    figures = interleaved_samples(subjects, args, synchronize)
+    figures = medians_and_minima(interleaved_samples(subjects, args, synchronize))
     print_table(f"torch integration, matmul {args.size}x{args.size}x{args.size} {args.dtype} on {device}", figures)
     return figures
 
