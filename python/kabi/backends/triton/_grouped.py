@@ -97,6 +97,8 @@ def launch_grouped_mm(config: MatmulConfig, x: torch.Tensor, w: torch.Tensor, of
     result = torch.empty(shape, dtype=x.dtype, device=x.device) if out is None else out
     if result.numel() == 0:
         return result
+    if offs is not None and groups == 0:
+        return result.zero_()
     # The kernel's loads read w as [E, K, N] through (stride_wk, stride_wn); an nn.Linear weight seen as its
     # transpose has stride_wk == 1, which the TMA path reads as the [E, N, K] tensor it is.
     w_n_by_k = w.stride(1) == 1 and w.stride(2) != 1
