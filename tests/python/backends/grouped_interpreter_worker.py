@@ -5,6 +5,7 @@ Started by test_triton_grouped_interpreter.py in a fresh process, because TRITON
 is first imported, and other test modules import Triton for real. Not a test module itself (no ``test_`` prefix).
 Every case runs through the first config (directly, and through kabi.ops with the kernel forced); every other config
 runs every case in float32. bfloat16 runs too: the launcher widens its operands to float32 before tl.dot on the CPU.
+Each case also runs as the core launches a device binary of the kernel (``launch_as_binary``).
 """
 
 import json
@@ -21,7 +22,42 @@ from _grouped_checks import GROUPED_CASES, SIZES, assert_matches, make_inputs  #
 
 import kabi  # noqa: E402
 from kabi.backends.triton import grouped_kernel_name, register_triton_kernels  # noqa: E402
+from kabi.backends.triton._configs import ceil_div  # noqa: E402
 from kabi.backends.triton._grouped import GROUPED_CONFIGS, launch_grouped_mm  # noqa: E402
+from kabi.backends.triton._kernel_modules import GROUPED_KERNELS  # noqa: E402
+
+# The SM count a binary bakes in (its num_programs constant): the grid is min(this, the manifest's item bound), so
+# the small cases here run fewer programs than num_programs, as a binary does on small problems.
+_BINARY_PROGRAMS = 132
+
+
+def _core_stride(tensor: torch.Tensor, dim: int) -> int:
+    """A stride as the core passes a device binary: 0 for a group dimension x or out lacks (the 2-D form) or of
+    size 1."""
+    if tensor.dim() + dim < 0 or (dim == -3 and tensor.shape[dim] == 1):
+        return 0
+    return tensor.stride(dim)
+
+
+def launch_as_binary(config, x, w, offs):
+    """grouped_mm as the core launches a device binary of the kernel: offs NULL when absent (an empty tensor's data
+    pointer), strides as the core reads them, the manifest's grid rule, num_programs the baked-in SM count."""
+    groups, k, n = w.shape
+    rows = x.shape[-2]
+    out = torch.full((rows, n) if offs is not None else (groups, rows, n), float("nan"), dtype=x.dtype)
+    row_tiles = max(ceil_div(rows, config.block_m) + groups, groups * ceil_div(rows, config.block_m))
+    grid = min(_BINARY_PROGRAMS, row_tiles * ceil_div(n, config.block_n))
+    if grid == 0:
+        return out
+    offsets = offs if offs is not None else torch.empty(0, dtype=torch.int32)
+    assert offs is not None or offsets.data_ptr() == 0
+    GROUPED_KERNELS.grouped_mm_kernel[(grid,)](
+        x, w, offsets, out, groups, rows, n, k, _core_stride(x, -3), x.stride(-2), x.stride(-1),
+        _core_stride(w, -3), w.stride(1), w.stride(2), _core_stride(out, -3), out.stride(-2), out.stride(-1),
+        _BINARY_PROGRAMS, USE_TMA=False, W_N_BY_K=w.stride(1) == 1, BLOCK_M=config.block_m,
+        BLOCK_N=config.block_n, BLOCK_K=config.block_k, DOT_IN_FLOAT32=x.dtype == torch.bfloat16,
+        INPUT_PRECISION="ieee")
+    return out
 
 
 def main() -> None:
@@ -42,6 +78,7 @@ def main() -> None:
                     out = torch.full_like(launch_grouped_mm(config, x, w, offs), float("nan"))
                     assert launch_grouped_mm(config, x, w, offs, out=out) is out
                     assert_matches(out, x, w, offs)
+                    assert_matches(launch_as_binary(config, x, w, offs), x, w, offs)
                     runs += 1
                 except Exception as error:  # recorded, and failed by the test, with its message
                     failures.append(f"{where}: {type(error).__name__}: {error}")

@@ -1,12 +1,15 @@
 """Compiling the Triton kernels to cubins on a machine without a GPU, and the manifests written beside them."""
 
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
 triton = pytest.importorskip("triton")
+
+from _cubins import CUOBJDUMP as _CUOBJDUMP  # noqa: E402
+from _cubins import cubin_param_sizes as _cubin_param_sizes  # noqa: E402
+from _cubins import sass as _sass  # noqa: E402
 
 from kabi.backends.triton import (
     DECODE_CONFIGS,
@@ -23,9 +26,6 @@ from kabi.backends.triton import (
 from kabi.backends.triton._families import FAMILIES  # noqa: E402
 from kabi.backends.triton._manifest import ptx_entry_params  # noqa: E402
 from kabi.backends.triton._manifest import fnv1a64  # noqa: E402
-
-_TRITON_BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
-_CUOBJDUMP = _TRITON_BIN / "cuobjdump"
 
 _GEMV_NK, _GEMV_KN, _DOT_NK, _DOT_KN = (
     next(config for config in DECODE_CONFIGS if config.tag == tag)
@@ -56,20 +56,6 @@ def binaries(tmp_path_factory) -> dict:
     directory = tmp_path_factory.mktemp("binaries")
     return {spec: compile_to_binary(spec[0], spec[1], spec[2], spec[3], directory, layout=spec[4], rows=spec[5])
             for spec in _BINARIES}
-
-
-def _cubin_param_sizes(cubin: Path) -> list[int]:
-    """Parameter sizes in ordinal order, from the cubin's own EIATTR_KPARAM_INFO table."""
-    listing = subprocess.run([str(_CUOBJDUMP), "-elf", str(cubin)], capture_output=True, text=True,
-                             check=True).stdout
-    entries = re.findall(r"Ordinal\s*:\s*(0x[0-9a-f]+)\s+Offset\s*:\s*0x[0-9a-f]+\s+Size\s*:\s*(0x[0-9a-f]+)",
-                         listing)
-    return [int(size, 16) for _, size in sorted(entries, key=lambda entry: int(entry[0], 16))]
-
-
-def _sass(cubin: Path) -> str:
-    return subprocess.run([str(_CUOBJDUMP), "-sass", str(cubin)], capture_output=True, text=True,
-                          check=True).stdout
 
 
 @pytest.mark.parametrize("spec", _BINARIES, ids=_SPEC_IDS)

@@ -2,7 +2,9 @@
 group, every row in one group, no rows, rows past the last offset, the 3-D form, both weight layouts, float16,
 bfloat16 and float32, and ``out=``. The kernel runs in a child process (grouped_interpreter_worker.py) because
 TRITON_INTERPRET must be set before Triton is first imported. bfloat16 runs too: the launcher widens its operands
-to float32 before tl.dot on the CPU, where the interpreter's bfloat16 tl.dot is wrong."""
+to float32 before tl.dot on the CPU, where the interpreter's bfloat16 tl.dot is wrong. Every case also runs as the
+core launches the kernel's device binary: offs NULL in the 3-D form, the strides the core reads, the manifest's
+grid rule below the baked-in program count."""
 
 import pytest
 from _interpreter_runs import run_interpreter_worker

@@ -13,6 +13,7 @@ Example (on any machine with Triton)::
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import torch
@@ -26,14 +27,28 @@ from ._names import binary_name, kernels_fingerprint
 DEFAULT_MULTIPROCESSORS = 132
 
 
+# What a cubin's PTX shows of the device features it needs (kabi's feature names).
+_PTX_FEATURES = (("tma", "cp.async.bulk.tensor"), ("wgmma", "wgmma."))
+
+
+@functools.cache
+def binary_families() -> dict:
+    """Every family that compiles to device binaries, by name: matmul's (``FAMILIES``) and grouped_mm's."""
+    from ._families import FAMILIES
+    from ._grouped import GROUPED_FAMILY
+
+    return {**FAMILIES, GROUPED_FAMILY.name: GROUPED_FAMILY}
+
+
 def _family(kernel_family):
-    from ._families import FAMILIES, KernelFamily
+    from ._families import KernelFamily
 
     if isinstance(kernel_family, KernelFamily):
         return kernel_family
-    if kernel_family not in FAMILIES:
-        raise ValueError(f"kernel_family must be one of {', '.join(FAMILIES)}, got {kernel_family!r}")
-    return FAMILIES[kernel_family]
+    families = binary_families()
+    if kernel_family not in families:
+        raise ValueError(f"kernel_family must be one of {', '.join(families)}, got {kernel_family!r}")
+    return families[kernel_family]
 
 
 def _resolve_dtype(dtype: torch.dtype | str) -> torch.dtype:
@@ -80,13 +95,16 @@ def compile_to_binary(kernel_family, config: MatmulConfig | DecodeConfig, dtype:
                       arch: int, out_dir: str | Path, *, layout: str = "row_major",
                       multiprocessors: int = DEFAULT_MULTIPROCESSORS, rows: int = 0) -> Path:
     """Compile one (family, config) for ``dtype`` and ``arch`` into ``out_dir``/NAME.cubin and
-    NAME.kabi-manifest; returns the manifest's path. ``kernel_family`` is a name from FAMILIES or a KernelFamily.
+    NAME.kabi-manifest; returns the manifest's path. ``kernel_family`` is a name from ``binary_families()`` or a
+    KernelFamily.
 
     ``layout`` is the input layout the binary is specialized for: "row_major" (a and b row-major, unit strides
     folded in), "column_major" (both transposed views), "row_column" (a row-major, b column-major: ``x @ w.T``)
-    or "strided" (any strides, slower loads; tiled and small_m only). ``multiprocessors`` is the persistent
-    kernel's program count (the target GPU's SM count). ``rows`` is the row count of a program for the decode
-    family, which compiles one binary per count (1 for a GEMV config; 16, 32 or 64 for a dot config).
+    or "strided" (any strides, slower loads; tiled and small_m only); for the grouped family, w's layout:
+    "row_column" (the view [E, K, N] of an nn.Linear weight [E, N, K]) or "row_major" ([E, K, N]), x row-major.
+    ``multiprocessors`` is a persistent kernel's program count (the target GPU's SM count). ``rows`` is the row
+    count of a program for the decode family, which compiles one binary per count (1 for a GEMV config; 16, 32 or
+    64 for a dot config). The manifest's features are those the PTX uses (``tma``, ``wgmma``).
     """
     import triton
     from triton.backends.compiler import GPUTarget
@@ -107,12 +125,7 @@ def compile_to_binary(kernel_family, config: MatmulConfig | DecodeConfig, dtype:
     if rows not in family.binary_rows(config, arch):
         raise ValueError(f"rows: the {family.name} family compiles {config.tag} for sm_{arch} with rows in "
                          f"{family.binary_rows(config, arch)}; got {rows}")
-    if family.name == "persistent_tma":
-        spec = family.binary_spec(config, dtype, layout, multiprocessors=multiprocessors)
-    elif rows:
-        spec = family.binary_spec(config, dtype, layout, rows=rows)
-    else:
-        spec = family.binary_spec(config, dtype, layout)
+    spec = family.binary_spec(config, dtype, layout, **family.binary_options(arch, multiprocessors, rows))
 
     source = ASTSource(family.kernel, spec.signature, spec.constexprs, spec.attrs)
     compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32),
@@ -124,10 +137,10 @@ def compile_to_binary(kernel_family, config: MatmulConfig | DecodeConfig, dtype:
     check_against_ptx(params, ptx_types, name)
 
     image = compiled.asm["cubin"]
-    # Per-input layouts only where a and b differ, so that every other manifest keeps format 1.
-    input_layouts = spec.input_layouts if spec.input_layouts[0] != spec.input_layouts[1] else ()
+    # Per-input layouts only where the inputs differ, so that every other manifest keeps format 1.
+    input_layouts = spec.input_layouts if len(set(spec.input_layouts)) > 1 else ()
     manifest = Manifest(
-        op="matmul", name=name, backend="triton", device="cuda", priority=family.priority + 1,
+        op=family.op, name=name, backend="triton", device="cuda", priority=family.priority + 1,
         dtypes=(DTYPE_NAMES[dtype],), layouts=spec.layouts, input_layouts=input_layouts, alignment=16,
         batch_mode="none",
         image=f"{name}.cubin", image_format="cubin", image_fnv1a64=fnv1a64(image), arch=arch,
@@ -135,7 +148,7 @@ def compile_to_binary(kernel_family, config: MatmulConfig | DecodeConfig, dtype:
         shared_memory_bytes=compiled.metadata.shared, cluster_size=1,
         params=tuple(params),
         archs=exact_archs, arch_min=arch_min, arch_max=arch_max,
-        features=("tma", "wgmma") if family.name == "persistent_tma" else (("wgmma",) if arch == 90 else ()),
+        features=tuple(feature for feature, instruction in _PTX_FEATURES if instruction in compiled.asm["ptx"]),
         fingerprint=f"{kernels_fingerprint()}:{name}",
         extra_comments=(f"compiled by kabi with triton {triton.__version__}: {family.name} {config.tag}"
                         + (f", {rows} rows per program" if rows else ""),))
@@ -152,11 +165,9 @@ def compile_all(arch: int, out_dir: str | Path, *, dtypes=("float16", "bfloat16"
 
         compile_all(90, "binaries/", families=["persistent_tma"])   # 4 configs x 2 dtypes
     """
-    from ._families import FAMILIES
-
     resolved_dtypes = [_resolve_dtype(dtype) for dtype in dtypes]
     paths = []
-    for family in (_family(name) for name in (FAMILIES if families is None else families)):
+    for family in (_family(name) for name in (binary_families() if families is None else families)):
         if (family.exact_archs and arch not in family.exact_archs) or arch < family.arch_min:
             continue
         for config in family.configs:

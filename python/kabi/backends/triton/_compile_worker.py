@@ -15,15 +15,14 @@ import sys
 
 def compile_request(request: dict) -> list[str]:
     """Compile every variant of a request; return why each failure failed."""
-    from ._compile import compile_to_binary
-    from ._families import FAMILIES
+    from ._compile import binary_families, compile_to_binary
     from ._names import binary_name
 
     failures = []
     for family_name, tag, dtype, layout, rows in request["variants"]:
         name = binary_name(family_name, tag, layout, dtype, request["arch"], rows)
         try:
-            (config,) = [config for config in FAMILIES[family_name].configs if config.tag == tag]
+            (config,) = [config for config in binary_families()[family_name].configs if config.tag == tag]
             compile_to_binary(family_name, config, dtype, request["arch"], request["directory"], layout=layout,
                               multiprocessors=request["multiprocessors"], rows=rows)
         except Exception as error:  # noqa: BLE001 - one config Triton cannot build must not cost the others

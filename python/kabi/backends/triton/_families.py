@@ -2,7 +2,9 @@
 
 A family pairs one ``@triton.jit`` kernel with its constraints (archs, dtypes, layouts, shapes) and two ways to run
 it: ``launch`` (the Triton JIT launcher, from Python) and ``binary_spec`` (the specialization, parameter list and
-grid rule that ``compile_to_binary`` turns into a cubin and a manifest).
+grid rule that ``compile_to_binary`` turns into a cubin and a manifest). ``KernelFamily`` is what compiling and
+registering binaries needs, for any op; ``MatmulFamily`` adds matmul's problem rules and launcher, and ``FAMILIES``
+holds matmul's families (the grouped GEMM's family is in ``_grouped``).
 
 Importing this module imports no Triton: the constraints are all registration needs. A family's ``kernel`` (and so
 Triton) is imported at its first launch or compile (``_kernel_modules``).
@@ -73,7 +75,7 @@ class MatmulProblem:
 class BinarySpec:
     """How to specialize a family's kernel for a binary: the ASTSource inputs and the launch spec of the result,
     except the scratch parameters, which come from the compiled kernel's metadata. ``input_layouts`` holds the
-    layout classes of a and b (the manifest's per-input layouts)."""
+    layout classes of each input of the op (the manifest's per-input layouts)."""
 
     signature: dict
     constexprs: dict
@@ -128,9 +130,13 @@ def _pointer_attrs(signature: dict, divisible: tuple = ()) -> dict:
 
 
 class KernelFamily(abc.ABC):
-    """One Triton kernel and everything kabi needs to register, launch and compile it."""
+    """One Triton kernel of an op and what kabi needs to compile it to device binaries and register them: its
+    configs, archs, dtypes and layout variants, and ``binary_spec``, which a binary of one (config, dtype, layout
+    variant) is compiled from."""
 
     name: str
+    # The op its kernels implement.
+    op: str = "matmul"
     # Where the @triton.jit kernel is: its module and name (read through ``kernel``).
     kernel_source: tuple[KernelModule, str]
     configs: tuple
@@ -150,6 +156,25 @@ class KernelFamily(abc.ABC):
         binary serves every M."""
         return (0,)
 
+    def binary_options(self, arch: int, multiprocessors: int, rows: int) -> dict:
+        """The keyword arguments of ``binary_spec`` for a binary of ``arch`` (and of ``rows`` rows per program, for
+        a GPU of ``multiprocessors`` SMs): none, unless the family's code depends on them."""
+        return {}
+
+    @functools.cached_property
+    def kernel(self):
+        """The ``@triton.jit`` kernel, imported (with Triton) at the first read."""
+        module, kernel_name = self.kernel_source
+        return getattr(module, kernel_name)
+
+    @abc.abstractmethod
+    def binary_spec(self, config, dtype: torch.dtype, layout_variant: str) -> BinarySpec:
+        """What compiling this family's kernel for (config, dtype, layout variant) needs: signature, grid, params."""
+
+
+class MatmulFamily(KernelFamily):
+    """A family of matmul kernels: what each config accepts of a problem and how Python launches it."""
+
     def rows_for(self, config, m: int) -> int:
         """The row count of the binary of ``config`` that serves M rows (0: the one binary)."""
         return 0
@@ -158,13 +183,9 @@ class KernelFamily(abc.ABC):
         """Why a binary of ``config`` declines a problem its Python kernel takes, judged from the sizes (dense
         pitches assumed): what the image assumes of the sizes; "" if nothing. A pointer kernel's row_column binary
         declares K and N multiples of 16 (``_ROW_COLUMN_DIVISIBLE``)."""
-        return _divisibility_reason(problem) if not problem.a_column_major and problem.b_column_major else ""
-
-    @functools.cached_property
-    def kernel(self):
-        """The ``@triton.jit`` kernel, imported (with Triton) at the first read."""
-        module, kernel_name = self.kernel_source
-        return getattr(module, kernel_name)
+        if not problem.a_column_major and problem.b_column_major:
+            return _divisibility_reason(problem.k, problem.n)
+        return ""
 
     def unsupported_reason(self, config: MatmulConfig, problem: MatmulProblem) -> str:
         """Why this (family, config) should not run the problem, or "" if it should. Dtype, arch, layout class
@@ -197,10 +218,6 @@ class KernelFamily(abc.ABC):
     def _launch(self, config: MatmulConfig, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, m: int, n: int,
                 k: int, strides: tuple) -> None:
         """Launch on validated operands: sizes and the six strides of a, b and c (row, column each)."""
-
-    @abc.abstractmethod
-    def binary_spec(self, config: MatmulConfig, dtype: torch.dtype, layout_variant: str) -> BinarySpec:
-        """What compiling this family's kernel for (config, dtype, layout variant) needs: signature, grid, params."""
 
 
 def _operand_signature(dtype: torch.dtype) -> dict:
@@ -241,9 +258,9 @@ def _dim_params(divisible: tuple) -> tuple:
                  for name in "MNK")
 
 
-def _divisibility_reason(problem: MatmulProblem) -> str:
+def _divisibility_reason(k: int, n: int) -> str:
     """Why a binary declaring K and N multiples of 16 declines the problem; "" if they are."""
-    for name, size in (("K", problem.k), ("N", problem.n)):
+    for name, size in (("K", k), ("N", n)):
         if size % _DECLARED_DIVISOR:
             return f"its binary assumes {name} is a multiple of {_DECLARED_DIVISOR} (wide loads); {name}={size}"
     return ""
@@ -313,7 +330,7 @@ def _split_k_buffers(device: torch.device, grid: tuple, tile_size: int) -> tuple
     return partial, _SPLIT_K_COUNTERS.get(device, tiles_n * tiles_m)
 
 
-class TiledFamily(KernelFamily):
+class TiledFamily(MatmulFamily):
     name = "tiled"
     kernel_source = (MATMUL_KERNELS, "matmul_tiled_kernel")
     configs = TILED_CONFIGS
@@ -341,7 +358,7 @@ class TiledFamily(KernelFamily):
                           LAYOUT_VARIANTS[layout_variant])
 
 
-class SmallMFamily(KernelFamily):
+class SmallMFamily(MatmulFamily):
     name = "small_m"
     kernel_source = (MATMUL_KERNELS, "matmul_small_m_kernel")
     configs = SMALL_M_CONFIGS
@@ -368,7 +385,7 @@ class SmallMFamily(KernelFamily):
                           LAYOUT_VARIANTS[layout_variant])
 
 
-class PersistentTmaFamily(KernelFamily):
+class PersistentTmaFamily(MatmulFamily):
     name = "persistent_tma"
     kernel_source = (MATMUL_KERNELS, "matmul_persistent_tma_kernel")
     configs = HOPPER_CONFIGS
@@ -394,6 +411,9 @@ class PersistentTmaFamily(KernelFamily):
     def binary_unsupported_reason(self, config, problem):
         # Its binaries declare nothing of the sizes: the kernel checks the pitches TMA needs at run time.
         return ""
+
+    def binary_options(self, arch, multiprocessors, rows):
+        return {"multiprocessors": multiprocessors}
 
     def launch(self, config, a, b, out=None):
         if out is not None and (out.stride(1) != 1 or (out.stride(0) * out.element_size()) % 16):
@@ -460,7 +480,7 @@ def _triton_allocator():
     return _allocation._allocator
 
 
-class DecodeFamily(KernelFamily):
+class DecodeFamily(MatmulFamily):
     """Decode shapes (M <= 64) at the memory roof: ``matmul_decode_kernel`` streams the weight b once, as a
     [K, N] matrix or as the transposed view of an nn.Linear weight [N, K], read in place (never copied).
 
@@ -497,8 +517,11 @@ class DecodeFamily(KernelFamily):
     def rows_for(self, config: DecodeConfig, m: int) -> int:
         return config.rows_per_program(m)
 
+    def binary_options(self, arch, multiprocessors, rows):
+        return {"rows": rows}
+
     def binary_unsupported_reason(self, config: DecodeConfig, problem: MatmulProblem) -> str:
-        return _divisibility_reason(problem)
+        return _divisibility_reason(problem.k, problem.n)
 
     def _launch(self, config, a, b, c, m, n, k, strides):
         block_m = config.rows_per_program(m)

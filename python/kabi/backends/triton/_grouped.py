@@ -1,5 +1,5 @@
-"""The persistent grouped GEMM from Python: its configs, what each fits, the launcher, and its compilation for a GPU
-without one at hand.
+"""The persistent grouped GEMM from Python: its configs, what each fits, the launcher, and its family of device
+binaries.
 
 ``launch_grouped_mm(config, x, w, offs, out=...)`` has the Python kernel convention of kabi's ``grouped_mm`` op, so
 ``functools.partial(launch_grouped_mm, config)`` is a kernel. w is read in place through its strides: [E, K, N], or
@@ -7,9 +7,14 @@ the transposed view of an nn.Linear [E, N, K] weight. On sm_90 with TMA-compatib
 16-byte pitches and base addresses) the kernel reads through tensor descriptors; otherwise through pointers.
 Importing this module imports no Triton: the launcher imports the kernel (and Triton) at its first call.
 
+``GROUPED_FAMILY`` compiles the same kernel to device binaries (``compile_to_binary``), one per config, dtype, weight
+layout and arch, each serving both forms: the core passes NULL for an absent offs, and the kernel reads the 3-D form
+from that.
+
 Example::
 
     out = launch_grouped_mm(GROUPED_CONFIGS[0], x, w_linear.mT, offs)   # x [T, K], w_linear [E, N, K]
+    compile_to_binary(GROUPED_FAMILY, GROUPED_CONFIGS[0], "bfloat16", 90, "binaries/", layout="row_column")
 """
 
 from __future__ import annotations
@@ -17,17 +22,20 @@ from __future__ import annotations
 import torch
 
 from ._configs import MatmulConfig, ceil_div, next_power_of_two, shared_memory_limit
-from ._families import _TorchScratchAllocator, device_facts
+from ._families import (_COLUMN_MAJOR, _DECLARED_DIVISOR, _ROW_MAJOR, _TRITON_DTYPES, BinarySpec, KernelFamily,
+                        _divisibility_reason, _pointer_attrs, _TorchScratchAllocator, device_facts)
 from ._kernel_modules import GROUPED_KERNELS
+from ._manifest import ManifestParam
+from ._names import GROUPED_FAMILY_NAME
 
-__all__ = ["GROUPED_CONFIGS", "compile_grouped_mm", "grouped_unsupported_reason", "launch_grouped_mm"]
+__all__ = ["GROUPED_CONFIGS", "GROUPED_FAMILY", "grouped_unsupported_reason", "launch_grouped_mm"]
 
-_TRITON_DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
 # float32 runs tl.dot in full IEEE float32 (no tf32), so it meets the op's float32 tolerance.
 _INPUT_PRECISION = "ieee"
-_MAX_ELEMENTS = 2**31 - 1
 # Programs of the persistent loop on the CPU interpreter, which runs them one after another.
 _INTERPRETER_PROGRAMS = 4
+# The offsets are read one element after another: a binary takes them dense (or absent, in the 3-D form).
+_OFFSETS_LAYOUTS = ("contiguous",)
 
 # Prefill tiles (wgmma-sized: the dense kernels' Hopper tiles, since prefill routes hundreds of rows to each expert
 # and the 128x128 tile alone reached only 0.5 of the roof there on the H200), a narrower one for groups of a few
@@ -45,10 +53,8 @@ GROUPED_CONFIGS = (
 def grouped_unsupported_reason(config: MatmulConfig, rows: int, n: int, k: int, element_size: int,
                                arch: int | None) -> str:
     """Why ``config`` should not run a grouped product of ``rows`` rows in all, or "" if it should: BLOCK_M at most
-    the rows rounded up to a power of two, per-group operands within 32-bit offsets, and operand buffers that fit
-    the arch's shared memory (``arch`` None: the CPU interpreter)."""
-    if max(rows * k, n * k, rows * n) > _MAX_ELEMENTS:
-        return "an operand has more than 2**31 - 1 elements in one group; the kernel uses 32-bit row offsets"
+    the rows rounded up to a power of two, and operand buffers that fit the arch's shared memory (``arch`` None: the
+    CPU interpreter)."""
     if config.block_m > max(16, next_power_of_two(rows)):
         return f"BLOCK_M={config.block_m} is above the rows ({rows}) rounded up to a power of two"
     needed = config.shared_memory_bytes(element_size)
@@ -56,6 +62,14 @@ def grouped_unsupported_reason(config: MatmulConfig, rows: int, n: int, k: int, 
     if needed > limit:
         return f"needs ~{needed} bytes of shared memory; sm_{arch} allows {limit}"
     return ""
+
+
+def grouped_work_items(config: MatmulConfig, groups: int, rows: int, n: int, has_offsets: bool) -> int:
+    """The most (group, tile) items a launch has: in the 2-D form cdiv(rows, BLOCK_M) + groups row tiles (each group
+    and the tail past the last offset end at most one partial tile), in the 3-D form groups * cdiv(rows, BLOCK_M);
+    times the column tiles. The persistent grid is the smaller of this and the SM count."""
+    row_tiles = ceil_div(rows, config.block_m) + groups if has_offsets else groups * ceil_div(rows, config.block_m)
+    return row_tiles * ceil_div(n, config.block_n)
 
 
 def _tma_ready(x: torch.Tensor, w: torch.Tensor, w_n_by_k: bool) -> bool:
@@ -89,55 +103,103 @@ def launch_grouped_mm(config: MatmulConfig, x: torch.Tensor, w: torch.Tensor, of
     # transpose has stride_wk == 1, which the TMA path reads as the [E, N, K] tensor it is.
     w_n_by_k = w.stride(1) == 1 and w.stride(2) != 1
     use_tma = _tma_ready(x, w, w_n_by_k)
-    x_strides = (x.stride(0) * rows, *x.stride()) if offs is not None else x.stride()
+    # The 2-D form's x and out have no group stride (0, as the core passes a device binary for a missing dim).
+    x_strides = (0, *x.stride()) if offs is not None else x.stride()
     out_strides = (0, *result.stride()) if offs is not None else result.stride()
-    tiles_n = ceil_div(n, config.block_n)
-    work_items = (ceil_div(rows, config.block_m) + groups) * tiles_n
+    work_items = grouped_work_items(config, groups, rows, n, offs is not None)
     if x.device.type == "cuda":
         num_programs = min(device_facts(x.device)[1], work_items)
     else:
         num_programs = min(_INTERPRETER_PROGRAMS, work_items)
-    offsets = offs if offs is not None else x.new_empty(0, dtype=torch.int32)
     with _TorchScratchAllocator(x.device):
         GROUPED_KERNELS.grouped_mm_kernel[(num_programs,)](
-            x, w, offsets, result, groups, rows, n, k, *x_strides, *w.stride(), *out_strides, num_programs,
-            HAS_OFFSETS=offs is not None, USE_TMA=use_tma, W_N_BY_K=w_n_by_k, BLOCK_M=config.block_m,
-            BLOCK_N=config.block_n, BLOCK_K=config.block_k,
-            DOT_IN_FLOAT32=x.dtype == torch.bfloat16 and x.device.type == "cpu", INPUT_PRECISION=_INPUT_PRECISION,
-            num_warps=config.num_warps, num_stages=config.num_stages, enable_fp_fusion=True)
+            x, w, offs, result, groups, rows, n, k, *x_strides, *w.stride(), *out_strides, num_programs,
+            USE_TMA=use_tma, W_N_BY_K=w_n_by_k, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
+            BLOCK_K=config.block_k, DOT_IN_FLOAT32=x.dtype == torch.bfloat16 and x.device.type == "cpu",
+            INPUT_PRECISION=_INPUT_PRECISION, num_warps=config.num_warps, num_stages=config.num_stages,
+            enable_fp_fusion=True)
     return result
 
 
-def compile_grouped_mm(config: MatmulConfig, dtype: torch.dtype, arch: int, *, has_offsets: bool = True,
-                       w_n_by_k: bool = True):
-    """Compile the kernel for ``arch`` (80: the pointer path; 90: sm_90a with TMA) with no GPU: the Triton
-    ``CompiledKernel``, whose ``asm`` holds the PTX and the cubin. Row-major x and out, w an nn.Linear weight seen
-    as [E, K, N] (``w_n_by_k``) or a row-major [E, K, N]; unit strides folded into the code, 16-byte aligned
-    pointers."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
+class GroupedFamily(KernelFamily):
+    """The persistent grouped GEMM as device binaries: one per (config, dtype, weight layout, arch), serving both
+    forms of grouped_mm (an absent offs reaches the kernel as NULL). ``row_column`` reads w as the transposed view of
+    an nn.Linear [E, N, K] weight, ``row_major`` as a row-major [E, K, N]; x is row-major either way. sm_90 reads
+    through TMA (device-side tensor descriptors: Triton's global scratch), sm_80 through pointers.
 
-    if dtype not in _TRITON_DTYPES:
-        raise TypeError(f"dtype must be one of {', '.join(map(str, _TRITON_DTYPES))}; got {dtype}")
-    pointer = "*" + _TRITON_DTYPES[dtype]
-    use_tma = arch == 90
-    signature = {"x_ptr": pointer, "w_ptr": pointer, "offs_ptr": "*i32", "out_ptr": pointer,
-                 "E": "i32", "R": "i32", "N": "i32", "K": "i32",
-                 "stride_xe": "i32", "stride_xm": "i32", "stride_xk": "constexpr",
-                 "stride_we": "i32", "stride_wk": "i32" if not w_n_by_k else "constexpr",
-                 "stride_wn": "constexpr" if not w_n_by_k else "i32",
-                 "stride_oe": "i32", "stride_om": "i32", "stride_on": "constexpr", "num_programs": "i32",
-                 "HAS_OFFSETS": "constexpr", "USE_TMA": "constexpr", "W_N_BY_K": "constexpr",
-                 "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "BLOCK_K": "constexpr",
-                 "DOT_IN_FLOAT32": "constexpr", "INPUT_PRECISION": "constexpr"}
-    constexprs = {"stride_xk": 1, "stride_on": 1, ("stride_wk" if w_n_by_k else "stride_wn"): 1,
-                  "HAS_OFFSETS": has_offsets, "USE_TMA": use_tma, "W_N_BY_K": w_n_by_k,
-                  "BLOCK_M": config.block_m, "BLOCK_N": config.block_n, "BLOCK_K": config.block_k,
-                  "DOT_IN_FLOAT32": False, "INPUT_PRECISION": _INPUT_PRECISION}
-    attrs = {(position,): [["tt.divisibility", 16]]
-             for position, kind in enumerate(signature.values()) if kind.startswith("*")}
-    source = ASTSource(GROUPED_KERNELS.grouped_mm_kernel, signature, constexprs, attrs)
-    return triton.compile(source, target=GPUTarget("cuda", arch, 32),
-                          options={"num_warps": config.num_warps, "num_stages": config.num_stages,
-                                   "enable_fp_fusion": True})
+    What the image assumes, the manifest declares, so the core declines (with a reason) what it would compute wrong:
+    the unit strides folded in (per-input layouts, offs dense), 16-byte aligned data, and K, N and every pitch and
+    group stride of x, w and out a multiple of 16 elements (TMA's 16-byte pitches, and the pointer path's 16-byte
+    loads); its Python twin serves the rest."""
+
+    name = GROUPED_FAMILY_NAME
+    op = "grouped_mm"
+    kernel_source = (GROUPED_KERNELS, "grouped_mm_kernel")
+    configs = GROUPED_CONFIGS
+    # float32 stays with the Python kernel: without tensor cores (IEEE float32 tl.dot) it runs at a small fraction
+    # of the 16-bit rate, and three of the five configs' float32 tiles overflow sm_80's shared memory.
+    dtypes = (torch.float16, torch.bfloat16)
+    layout_variants = ("row_major", "row_column")
+
+    def covering_layout(self, layouts: tuple) -> str | None:
+        """The layout variant whose binaries take inputs of these layout classes (x, w, offs), if one does."""
+        x_layout, w_layout, offsets_layout = layouts
+        if x_layout not in _ROW_MAJOR or offsets_layout not in _OFFSETS_LAYOUTS + ("absent",):
+            return None
+        if w_layout in _COLUMN_MAJOR:
+            return "row_column"
+        return "row_major" if w_layout in _ROW_MAJOR else None
+
+    def binary_unsupported_reason(self, n: int, k: int) -> str:
+        """Why a binary declines a problem its Python kernel takes, judged from the sizes (dense pitches assumed)."""
+        return _divisibility_reason(k, n)
+
+    def binary_options(self, arch, multiprocessors, rows):
+        # Its grid is persistent; sm_90 reads through TMA, sm_80 through pointers.
+        return {"multiprocessors": multiprocessors, "use_tma": arch == 90}
+
+    def binary_spec(self, config: MatmulConfig, dtype: torch.dtype, layout_variant: str, *, multiprocessors: int,
+                    use_tma: bool) -> BinarySpec:
+        if layout_variant not in self.layout_variants:
+            raise ValueError(f"layout: the {self.name} family compiles for {self.layout_variants} (x row-major, w "
+                             f"[E, K, N] row-major or an nn.Linear weight's view); got {layout_variant!r}")
+        w_n_by_k = layout_variant == "row_column"
+        pointer = "*" + _TRITON_DTYPES[dtype]
+        # w's pitch: the stride of N for an nn.Linear weight's view (its rows run along K), else of K.
+        w_pitch = "stride_wn" if w_n_by_k else "stride_wk"
+        signature = {"x_ptr": pointer, "w_ptr": pointer, "offs_ptr": "*i32", "out_ptr": pointer,
+                     "E": "i32", "R": "i32", "N": "i32", "K": "i32",
+                     "stride_xe": "i64", "stride_xm": "i32", "stride_xk": "constexpr",
+                     "stride_we": "i64", "stride_wk": "constexpr", "stride_wn": "constexpr",
+                     "stride_oe": "i64", "stride_om": "i32", "stride_on": "constexpr", "num_programs": "i32",
+                     "USE_TMA": "constexpr", "W_N_BY_K": "constexpr", "BLOCK_M": "constexpr",
+                     "BLOCK_N": "constexpr", "BLOCK_K": "constexpr", "DOT_IN_FLOAT32": "constexpr",
+                     "INPUT_PRECISION": "constexpr"}
+        signature[w_pitch] = "i32"
+        constexprs = {"stride_xk": 1, "stride_on": 1, ("stride_wk" if w_n_by_k else "stride_wn"): 1,
+                      "USE_TMA": use_tma, "W_N_BY_K": w_n_by_k, "BLOCK_M": config.block_m, "BLOCK_N": config.block_n,
+                      "BLOCK_K": config.block_k, "DOT_IN_FLOAT32": False, "INPUT_PRECISION": _INPUT_PRECISION}
+        divisible = ("N", "K", "stride_xe", "stride_xm", "stride_we", w_pitch, "stride_oe", "stride_om")
+
+        def stride(index: int, dim: int, name: str) -> ManifestParam:
+            return ManifestParam.stride(index, dim, size=8 if signature[name] == "i64" else 4,
+                                        divisible_by=_DECLARED_DIVISOR)
+
+        params = (ManifestParam.tensor(0), ManifestParam.tensor(1), ManifestParam.tensor(2), ManifestParam.tensor(3),
+                  ManifestParam.dim("E"), ManifestParam.dim("R"),
+                  ManifestParam.dim("N", divisible_by=_DECLARED_DIVISOR),
+                  ManifestParam.dim("K", divisible_by=_DECLARED_DIVISOR),
+                  stride(0, -3, "stride_xe"), stride(0, -2, "stride_xm"),
+                  stride(1, -3, "stride_we"), stride(1, -1 if w_n_by_k else -2, w_pitch),
+                  stride(3, -3, "stride_oe"), stride(3, -2, "stride_om"),
+                  ManifestParam.constant(multiprocessors))
+        # One rule for both forms, which the grid cannot tell apart: the larger of their item counts
+        # (grouped_work_items). The loop strides by num_programs, so the grid must not exceed it.
+        row_tiles = f"max(cdiv(R, {config.block_m}) + E, E * cdiv(R, {config.block_m}))"
+        grid = (f"min({multiprocessors}, {row_tiles} * cdiv(N, {config.block_n}))", "1", "1")
+        w_layouts = _COLUMN_MAJOR if w_n_by_k else _ROW_MAJOR
+        return BinarySpec(signature, constexprs, _pointer_attrs(signature, divisible), params, grid,
+                          (_ROW_MAJOR, w_layouts, _OFFSETS_LAYOUTS))
+
+
+GROUPED_FAMILY = GroupedFamily()

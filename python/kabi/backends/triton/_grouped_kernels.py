@@ -5,6 +5,10 @@ each contributing cdiv(rows, BLOCK_M) * cdiv(N, BLOCK_N) tiles, item i going to 
 program computes the list from the offsets itself (one scalar load per group), so the launch needs no host copy of
 them and the same launch is valid inside a CUDA graph whatever routing the offsets hold later.
 
+The form is the offsets pointer's: given, x is [R, K] and the offsets route its rows (2-D form); None (a Python
+launch, specialized when compiling) or NULL at run time (a device binary's launch of the 3-D form: the core passes
+NULL for an absent optional input), x is [E, R, K] and every group has R rows. So one binary serves both forms.
+
 Offsets are never trusted: group g's rows are [end of g-1, offs[g]] clamped into [end of g-1, R], so no values make
 the kernel read or write outside x and out. Rows past the last offset (a "tail" item after the last group) are
 written as zeros.
@@ -12,12 +16,13 @@ written as zeros.
 Two ways to read the operands: masked pointer loads through any strides, or (``USE_TMA``, sm_90) device-side tensor
 descriptors, which zero-fill past each tensor's edge; x's rows past a group's end are then the next group's rows (or
 zeros), which only feed output rows the masked store drops. w is [E, K, N] or the transposed view of an nn.Linear
-[E, N, K] weight (``W_N_BY_K``), read in place either way.
+[E, N, K] weight (``W_N_BY_K``), read in place either way. Offsets into a group are 64-bit, so no size of x, w or out
+overflows them.
 
 Example (interpreter on CPU, or a GPU)::
 
     grouped_mm_kernel[(num_programs,)](x, w, offs, out, E, T, N, K, 0, *x.stride(), *w.stride(), 0,
-                                       *out.stride(), num_programs, HAS_OFFSETS=True, ...)
+                                       *out.stride(), num_programs, USE_TMA=False, ...)
 """
 
 import triton
@@ -25,7 +30,7 @@ import triton.language as tl
 
 
 @triton.jit
-def _tile_product(x_ptr, w_ptr, x_desc, w_desc, group, x_group, start, end, tile_m, tile_n, N, K,
+def _tile_product(x_ptr, w_ptr, x_desc, w_desc, x_group, w_group, start, end, tile_m, tile_n, N, K,
                   stride_xm, stride_xk, stride_wk, stride_wn, k_blocks,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, USE_TMA: tl.constexpr,
                   W_N_BY_K: tl.constexpr, DOT_IN_FLOAT32: tl.constexpr, INPUT_PRECISION: tl.constexpr):
@@ -38,16 +43,18 @@ def _tile_product(x_ptr, w_ptr, x_desc, w_desc, group, x_group, start, end, tile
             offset_k = k_block * BLOCK_K
             x = x_desc.load([x_group, row_start, offset_k]).reshape(BLOCK_M, BLOCK_K)
             if W_N_BY_K:
-                w = w_desc.load([group, col_start, offset_k]).reshape(BLOCK_N, BLOCK_K).T
+                w = w_desc.load([w_group, col_start, offset_k]).reshape(BLOCK_N, BLOCK_K).T
             else:
-                w = w_desc.load([group, offset_k, col_start]).reshape(BLOCK_K, BLOCK_N)
+                w = w_desc.load([w_group, offset_k, col_start]).reshape(BLOCK_K, BLOCK_N)
             acc = tl.dot(x, w, acc, input_precision=INPUT_PRECISION)
     else:
         rows = row_start + tl.arange(0, BLOCK_M)
         cols = col_start + tl.arange(0, BLOCK_N)
         ks = tl.arange(0, BLOCK_K)
-        x_ptrs = x_ptr + rows[:, None] * stride_xm + ks[None, :] * stride_xk
-        w_ptrs = w_ptr + ks[:, None] * stride_wk + cols[None, :] * stride_wn
+        x_ptrs = x_ptr + rows.to(tl.int64)[:, None] * stride_xm + ks[None, :] * stride_xk
+        w_ptrs = w_ptr + ks.to(tl.int64)[:, None] * stride_wk + cols.to(tl.int64)[None, :] * stride_wn
+        x_step = BLOCK_K * tl.cast(stride_xk, tl.int64)
+        w_step = BLOCK_K * tl.cast(stride_wk, tl.int64)
         row_mask = rows[:, None] < end
         col_mask = cols[None, :] < N
         for k_block in range(0, k_blocks):
@@ -59,8 +66,8 @@ def _tile_product(x_ptr, w_ptr, x_desc, w_desc, group, x_group, start, end, tile
                 x = x.to(tl.float32)
                 w = w.to(tl.float32)
             acc = tl.dot(x, w, acc, input_precision=INPUT_PRECISION)
-            x_ptrs += BLOCK_K * stride_xk
-            w_ptrs += BLOCK_K * stride_wk
+            x_ptrs += x_step
+            w_ptrs += w_step
     return acc
 
 
@@ -68,41 +75,55 @@ def _tile_product(x_ptr, w_ptr, x_desc, w_desc, group, x_group, start, end, tile
 def grouped_mm_kernel(x_ptr, w_ptr, offs_ptr, out_ptr, E, R, N, K,
                       stride_xe, stride_xm, stride_xk, stride_we, stride_wk, stride_wn,
                       stride_oe, stride_om, stride_on, num_programs,
-                      HAS_OFFSETS: tl.constexpr, USE_TMA: tl.constexpr, W_N_BY_K: tl.constexpr,
+                      USE_TMA: tl.constexpr, W_N_BY_K: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                       DOT_IN_FLOAT32: tl.constexpr, INPUT_PRECISION: tl.constexpr):
-    # 2-D form (HAS_OFFSETS): x [R, K] and out [R, N] (stride_xe, stride_oe unused), group g's rows from offs.
+    # 2-D form (offsets given): x [R, K] and out [R, N] (stride_xe and stride_oe unused), group g's rows from offs.
     # 3-D form: x [E, R, K] and out [E, R, N], every group R rows.
     pid = tl.program_id(0)
+    if offs_ptr is None:
+        has_offsets = False
+    else:
+        has_offsets = offs_ptr.to(tl.int1)
     tiles_n = tl.cdiv(N, BLOCK_N)
     full_k_blocks = tl.cdiv(K, BLOCK_K)
+    # The 2-D form's x is one matrix; a group stride of 0 also reads one matrix for every group (one group, or a
+    # broadcast).
+    x_group_stride = tl.where(has_offsets, 0, stride_xe)
+    out_group_stride = tl.where(has_offsets, 0, stride_oe)
+    x_shared = x_group_stride == 0
+    w_shared = stride_we == 0
     x_desc = None
     w_desc = None
     if USE_TMA:
-        x_groups = 1 if HAS_OFFSETS else E
-        x_desc = tl.make_tensor_descriptor(x_ptr, shape=[x_groups, R, K], strides=[stride_xe, stride_xm, 1],
-                                           block_shape=[1, BLOCK_M, BLOCK_K])
+        # TMA takes no stride of 0: a shared group dimension becomes one group, read at coordinate 0, with the stride
+        # of a dense stack of matrices, which no load steps by.
+        x_desc = tl.make_tensor_descriptor(
+            x_ptr, shape=[tl.where(x_shared, 1, E), R, K],
+            strides=[tl.where(x_shared, tl.cast(R, tl.int64) * stride_xm, x_group_stride), stride_xm, 1],
+            block_shape=[1, BLOCK_M, BLOCK_K])
         if W_N_BY_K:
-            w_desc = tl.make_tensor_descriptor(w_ptr, shape=[E, N, K], strides=[stride_we, stride_wn, 1],
-                                               block_shape=[1, BLOCK_N, BLOCK_K])
+            w_desc = tl.make_tensor_descriptor(
+                w_ptr, shape=[tl.where(w_shared, 1, E), N, K],
+                strides=[tl.where(w_shared, tl.cast(N, tl.int64) * stride_wn, stride_we), stride_wn, 1],
+                block_shape=[1, BLOCK_N, BLOCK_K])
         else:
-            w_desc = tl.make_tensor_descriptor(w_ptr, shape=[E, K, N], strides=[stride_we, stride_wk, 1],
-                                               block_shape=[1, BLOCK_K, BLOCK_N])
+            w_desc = tl.make_tensor_descriptor(
+                w_ptr, shape=[tl.where(w_shared, 1, E), K, N],
+                strides=[tl.where(w_shared, tl.cast(K, tl.int64) * stride_wk, stride_we), stride_wk, 1],
+                block_shape=[1, BLOCK_K, BLOCK_N])
     tile_base = 0
     start = 0
     # With offsets, item E is the tail: the rows past the last offset, written as zeros.
-    for group in range(0, E + HAS_OFFSETS):
-        if HAS_OFFSETS:
-            end = tl.minimum(tl.maximum(tl.load(offs_ptr + group, mask=group < E, other=R), start), R)
-            x_group = 0
-            x_base = x_ptr
-            out_base = out_ptr
-        else:
-            start = 0
+    for group in range(0, tl.where(has_offsets, E + 1, E)):
+        start = tl.where(has_offsets, start, 0)
+        if offs_ptr is None:
             end = R
-            x_group = group
-            x_base = x_ptr + tl.cast(group, tl.int64) * stride_xe
-            out_base = out_ptr + tl.cast(group, tl.int64) * stride_oe
+        else:
+            routed_end = tl.load(offs_ptr + group, mask=has_offsets & (group < E), other=R)
+            end = tl.minimum(tl.maximum(routed_end, start), R)
+        x_base = x_ptr + tl.cast(group, tl.int64) * x_group_stride
+        out_base = out_ptr + tl.cast(group, tl.int64) * out_group_stride
         k_blocks = tl.where(group < E, full_k_blocks, 0)
         group_tiles = tl.cdiv(end - start, BLOCK_M) * tiles_n
         # This program's items of the group: those whose index in the whole list is pid modulo num_programs.
@@ -111,13 +132,14 @@ def grouped_mm_kernel(x_ptr, w_ptr, offs_ptr, out_ptr, E, R, N, K,
             local = item - tile_base
             tile_m = local // tiles_n
             tile_n = local % tiles_n
-            acc = _tile_product(x_base, w_ptr + tl.cast(group, tl.int64) * stride_we, x_desc, w_desc, group, x_group,
+            acc = _tile_product(x_base, w_ptr + tl.cast(group, tl.int64) * stride_we, x_desc, w_desc,
+                                tl.where(x_shared, 0, group), tl.where(w_shared, 0, group),
                                 start, end, tile_m, tile_n, N, K, stride_xm, stride_xk, stride_wk, stride_wn,
                                 k_blocks, BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA, W_N_BY_K, DOT_IN_FLOAT32,
                                 INPUT_PRECISION)
             rows = start + tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
             cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
-            out_ptrs = out_base + rows[:, None] * stride_om + cols[None, :] * stride_on
+            out_ptrs = out_base + rows.to(tl.int64)[:, None] * stride_om + cols[None, :] * stride_on
             tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=(rows[:, None] < end) & (cols[None, :] < N))
         tile_base += group_tiles
         start = end

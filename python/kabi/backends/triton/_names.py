@@ -8,6 +8,8 @@ Example::
     # 'triton.matmul.tiled.bm128_bn128_bk64_w8_s3_g8.row_major.bfloat16.sm90'
     binary_name("decode", "gemv_nk_bn8_bk512_w4_s3", "row_column", "bfloat16", 90, rows=1)
     # 'triton.matmul.decode.gemv_nk_bn8_bk512_w4_s3.m1.row_column.bfloat16.sm90'
+    binary_name("grouped", "bm128_bn128_bk64_w4_s4_g8", "row_column", "bfloat16", 90)
+    # 'triton.grouped_mm.bm128_bn128_bk64_w4_s4_g8.row_column.bfloat16.sm90'
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ import importlib.util
 import os
 
 from ._kernel_modules import KERNEL_MODULES
+
+# The family of grouped_mm's persistent grouped GEMM, whose kernels are named after their op
+# (``grouped_kernel_name``) rather than as a matmul family's.
+GROUPED_FAMILY_NAME = "grouped"
 
 
 def kernel_name(family_name: str, config_tag: str, device: str = "cuda") -> str:
@@ -74,7 +80,9 @@ def _triton_version() -> str:
 
 def binary_name(family_name: str, config_tag: str, layout: str, dtype_name: str, arch: int, rows: int = 0) -> str:
     """The kabi name of one (family, config) compiled for a layout variant, a dtype and an arch, and for a fixed
-    row count per program where the family compiles one binary per count (``rows``; 0: none), e.g.
-    ``triton.matmul.decode.dot_nk_bn16_bk256_w4_s5.m16.row_column.bfloat16.sm90``."""
+    row count per program where the family compiles one binary per count (``rows``; 0: none): its Python kernel's
+    name followed by those, e.g. ``triton.matmul.decode.dot_nk_bn16_bk256_w4_s5.m16.row_column.bfloat16.sm90``."""
     rows_part = f".m{rows}" if rows else ""
-    return f"{kernel_name(family_name, config_tag)}{rows_part}.{layout}.{dtype_name}.sm{arch}"
+    python_kernel = (grouped_kernel_name(config_tag) if family_name == GROUPED_FAMILY_NAME
+                     else kernel_name(family_name, config_tag))
+    return f"{python_kernel}{rows_part}.{layout}.{dtype_name}.sm{arch}"

@@ -16,7 +16,7 @@ Binaries found complete on disk register without importing Triton (a warm proces
 imports it); only compiling the missing ones does.
 Each registers with its Python twin's supports predicate (the same shape rules), and the Python kernel declines
 the problems its binary serves; it keeps what no binary covers (general strides, float32, sizes a binary's declared
-divisibility rules out, linear).
+divisibility rules out, linear). grouped_mm's persistent grouped GEMM compiles and registers the same way.
 
 Example::
 
@@ -74,13 +74,14 @@ class BinaryVariant:
 def binary_variants(arch: int, families: Iterable[str] | None = None, dtypes: Iterable[str] | None = None,
                     tags: Iterable[str] | None = None) -> list[BinaryVariant]:
     """Every (family, config) that compiles for ``arch``, per native dtype, layout and row count (split-K configs
-    too: they add their slices in the same launch); or those of the named ``families``, ``dtypes`` and config
-    ``tags``."""
-    from ._families import DTYPE_NAMES, FAMILIES
+    too: they add their slices in the same launch; the grouped GEMM of grouped_mm too); or those of the named
+    ``families``, ``dtypes`` and config ``tags``."""
+    from ._compile import binary_families
+    from ._families import DTYPE_NAMES
 
-    wanted_families = set(FAMILIES if families is None else families)
+    wanted_families = set(binary_families() if families is None else families)
     variants = []
-    for family in FAMILIES.values():
+    for family in binary_families().values():
         if (family.name not in wanted_families or arch < family.arch_min
                 or (family.exact_archs and arch not in family.exact_archs)):
             continue
@@ -170,9 +171,11 @@ def register_native_binaries(arch: int, multiprocessors: int,
                              families: Iterable[str] | None = None, dtypes: Iterable[str] | None = None,
                              tags: Iterable[str] | None = None,
                              workers: int | None = None) -> dict[tuple[str, str, str, str, int], str]:
-    """Compile (or find) and register the device binaries of every variant for ``arch``, each with the supports
-    predicate ``supports_for(family name, config, rows)``; return {(family, config tag, dtype, layout, rows):
-    kernel name}."""
+    """Compile (or find) and register the device binaries of every variant for ``arch``, each for its family's op
+    with the supports predicate ``supports_for(family name, config, rows)``; return {(family, config tag, dtype,
+    layout, rows): kernel name}."""
+    from ._compile import binary_families
+
     variants = binary_variants(arch, families, dtypes, tags)
     directory = ensure_binaries(variants, arch, multiprocessors, workers)
     registered = {}
@@ -181,5 +184,6 @@ def register_native_binaries(arch: int, multiprocessors: int,
         if not manifest.is_file():
             continue
         registered[(variant.family, variant.config.tag, variant.dtype, variant.layout, variant.rows)] = \
-            register_binary(manifest, "matmul", supports_for(variant.family, variant.config, variant.rows))
+            register_binary(manifest, binary_families()[variant.family].op,
+                            supports_for(variant.family, variant.config, variant.rows))
     return registered

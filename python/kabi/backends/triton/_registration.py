@@ -1,7 +1,7 @@
 """Registering the Triton kernels into kabi: one Python kernel per (family, config) for matmul, and one per config
 of the fused linear kernel, of the FP8 scaled_mm kernels and of the persistent grouped GEMM (grouped_mm); on a GPU
-also the device binaries of the matmul configs (``_native``), which serve the problems they cover in place of their
-Python kernels, launched by the core.
+also the device binaries of the matmul configs and of the grouped GEMM's (``_native``), which serve the problems
+they cover in place of their Python kernels, launched by the core.
 
 kabi's bootstrap hands ``register_triton_kernels`` to plugin discovery, which calls it the first time the registry is
 read for CUDA where a CUDA device exists (``kabi._plugins.discovery.complete_registry``), so ``import kabi`` never
@@ -34,8 +34,8 @@ import threading
 from typing import Any, Callable, Sequence
 
 from ..._base.tensors import DEVICE_TYPES
-from ._names import (grouped_kernel_name, kernel_name, kernels_fingerprint, linear_kernel_name,
-                     scaled_mm_kernel_name)
+from ._names import (GROUPED_FAMILY_NAME, grouped_kernel_name, kernel_name, kernels_fingerprint,
+                     linear_kernel_name, scaled_mm_kernel_name)
 
 _ELEMENT_SIZES = {"float16": 2, "bfloat16": 2, "float32": 4}
 # The interpreter's tl.dot on bfloat16 multiplies raw bit patterns, so on the CPU only float16/float32 register.
@@ -55,9 +55,6 @@ _LINEAR_DTYPES = ("float16", "bfloat16", "float32")
 # Above torch-native (0), the configs in LINEAR_CONFIGS' order: where nothing is tuned, the first config that fits
 # the problem is the heuristic pick.
 _LINEAR_PRIORITY = 10
-# The grouped GEMM's pointer path runs on sm_80 and later (bfloat16 tensor cores); sm_90 reads through TMA.
-_GROUPED_ARCHS = (80, None)
-_GROUPED_PRIORITY = 10
 # FP8 tensor cores: sm_89 (Ada) and sm_90 (wgmma). On the CPU the interpreter runs it on float8_e4m3fn and
 # float8_e5m2 alike (its FP8 tl.dot is exact, unlike its bfloat16 one).
 _SCALED_MM_ARCHS = (89, None)
@@ -145,23 +142,32 @@ class _LinearSupports:
 
 
 class _GroupedSupports:
-    """The supports predicate of one grouped config: R is every row in the 2-D form, a group's rows in the 3-D."""
+    """The supports predicate of one grouped config, or of one of its device binaries (no ``binaries``): R is every
+    row in the 2-D form, a group's rows in the 3-D. The Python kernel leaves to its binaries (``binaries``: {(arch,
+    dtype, layout variant, 0): device binary name}) the problems they serve."""
 
-    def __init__(self, config) -> None:
+    def __init__(self, config, binaries: dict | None = None) -> None:
         self._config = config
+        self._binaries = binaries or {}
 
     def __call__(self, problem) -> bool | str:
         import torch
 
         from ._families import device_facts
-        from ._grouped import grouped_unsupported_reason
+        from ._grouped import GROUPED_FAMILY, grouped_unsupported_reason
 
         arch = None
         if problem.device_type == DEVICE_TYPES["cuda"]:
             arch, _ = device_facts(torch.device("cuda", problem.device_index))
         dims = problem.dims
-        return grouped_unsupported_reason(self._config, dims["R"], dims["N"], dims["K"],
-                                          _ELEMENT_SIZES[problem.dtype], arch) or True
+        reason = grouped_unsupported_reason(self._config, dims["R"], dims["N"], dims["K"],
+                                            _ELEMENT_SIZES[problem.dtype], arch)
+        if reason:
+            return reason
+        binary = self._binaries.get((arch, problem.dtype, GROUPED_FAMILY.covering_layout(problem.layouts), 0))
+        if binary and not GROUPED_FAMILY.binary_unsupported_reason(dims["N"], dims["K"]):
+            return f"runs as its device binary {binary}"
+        return True
 
 
 class _ScaledMMSupports:
@@ -247,7 +253,16 @@ def _register(device: str) -> list[str]:
             names.append(name)
     binary_names = [name for twins in binaries.values() for name in twins.values()]
     return (names + binary_names + _register_linear(device) + _register_scaled_mm(device)
-            + _register_grouped(device))
+            + _register_grouped(device, binaries))
+
+
+def _binary_supports(family_name: str, config, rows: int):
+    """The supports predicate of a device binary: its Python twin's shape rules."""
+    from ._families import FAMILIES
+
+    if family_name == GROUPED_FAMILY_NAME:
+        return _GroupedSupports(config)
+    return _Supports(FAMILIES[family_name], config, rows=rows)
 
 
 def _register_binaries() -> dict[tuple[str, str], dict[tuple[int, str, str, int], str]]:
@@ -257,7 +272,6 @@ def _register_binaries() -> dict[tuple[str, str], dict[tuple[int, str, str, int]
     KABI_TRITON_BINARIES=0 or where the core sees no CUDA device; an arch whose binaries cannot be built is
     logged and left to them too."""
     from ..._base.devices import devices
-    from ._families import FAMILIES
     from ._native import register_native_binaries
 
     if os.environ.get("KABI_TRITON_BINARIES", "1") == "0":
@@ -266,8 +280,7 @@ def _register_binaries() -> dict[tuple[str, str], dict[tuple[int, str, str, int]
     gpus = {(device.arch, device.compute_units) for device in devices() if device.device_type == "cuda"}
     for arch, multiprocessors in sorted(gpus):
         try:
-            registered = register_native_binaries(
-                arch, multiprocessors, lambda family, config, rows: _Supports(FAMILIES[family], config, rows=rows))
+            registered = register_native_binaries(arch, multiprocessors, _binary_supports)
         except Exception as error:  # noqa: BLE001 - the Python kernels still serve every problem
             _logger.warning("kabi: Triton device binaries for sm_%d are unavailable, the Python kernels serve: "
                             "%s: %s", arch, type(error).__name__, error)
@@ -304,12 +317,15 @@ def _register_linear(device: str) -> list[str]:
                              _LINEAR_ARCHS, _LINEAR_PRIORITY, dtypes=_LINEAR_DTYPES, layouts="any", batch="any")
 
 
-def _register_grouped(device: str) -> list[str]:
-    from ._grouped import GROUPED_CONFIGS, launch_grouped_mm
+def _register_grouped(device: str, binaries: dict) -> list[str]:
+    from ._grouped import GROUPED_CONFIGS, GROUPED_FAMILY, launch_grouped_mm
 
+    # The pointer path runs on sm_80 and later (bfloat16 tensor cores); sm_90 reads through TMA.
     return _register_configs("grouped_mm", device, GROUPED_CONFIGS, launch_grouped_mm,
-                             lambda config: grouped_kernel_name(config.tag, device), _GroupedSupports, "",
-                             _GROUPED_ARCHS, _GROUPED_PRIORITY, dtypes=_LINEAR_DTYPES, layouts="any", batch="none")
+                             lambda config: grouped_kernel_name(config.tag, device),
+                             lambda config: _GroupedSupports(config, binaries.get((GROUPED_FAMILY.name, config.tag))),
+                             "", (GROUPED_FAMILY.arch_min, None), GROUPED_FAMILY.priority, dtypes=_LINEAR_DTYPES,
+                             layouts="any", batch="none")
 
 
 def _register_scaled_mm(device: str) -> list[str]:

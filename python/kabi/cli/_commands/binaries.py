@@ -34,8 +34,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     compile_parser.add_argument("--dtypes", nargs="+", default=["float16", "bfloat16"], metavar="DTYPE",
                                 help="dtypes to compile for (default: float16 bfloat16; float32 also exists)")
     compile_parser.add_argument("--families", nargs="+", metavar="FAMILY",
-                                help="only these kernel families (tiled, small_m, persistent_tma; default: all "
-                                     "that exist for the arch)")
+                                help="only these kernel families (tiled, small_m, persistent_tma, decode, and "
+                                     "grouped for grouped_mm; default: all that exist for the arch)")
     compile_parser.add_argument("--multiprocessors", type=_parse_multiprocessors,
                                 help="the persistent kernel's program count: the target GPU's SM count "
                                      "(default 132, an H100/H200)")
@@ -72,14 +72,15 @@ def _unknown(requested: list[str] | None, known: list[str]) -> list[str]:
 
 def _compile(arguments: argparse.Namespace, console) -> int:
     try:
-        from ...backends.triton._families import DTYPE_NAMES, FAMILIES
+        from ...backends.triton._compile import binary_families
+        from ...backends.triton._families import DTYPE_NAMES
     except ImportError as error:
         raise UnavailableError(f"kabi binaries compile needs Triton ({error}); pip install triton") from None
     from ...backends.triton import compile_all, read_manifest
     from ...backends.triton._compile import DEFAULT_MULTIPROCESSORS
 
     for option, noun, requested, known in (("--dtypes", "dtype", arguments.dtypes, list(DTYPE_NAMES.values())),
-                                           ("--families", "family", arguments.families, list(FAMILIES))):
+                                           ("--families", "family", arguments.families, list(binary_families()))):
         unknown = _unknown(requested, known)
         if unknown:
             raise InvalidArgumentError(f"{option}: unknown {noun} {', '.join(unknown)}; expected some of "
