@@ -97,6 +97,11 @@ def _current_cuda_stream(device_index: int) -> int:
     return torch.cuda.current_stream(device_index).cuda_stream
 
 
+def _device_type(inputs: tuple) -> str | None:
+    """The device type of a call's first tensor (None without one): where its kernels must come from."""
+    return next((value.device.type for value in inputs if isinstance(value, torch.Tensor)), None)
+
+
 def front_of(op: Any) -> OpFront:
     """The dispatcher behind an op, given its name or its ``kabi.ops`` function."""
     try:
@@ -389,8 +394,7 @@ class OpFront:
         self.check_attributes(attributes)
         if execution_mode is None:
             execution_mode = self.execution_mode(tensors)
-        present = [tensor for tensor in tensors if tensor is not None]
-        complete_registry(present[0].device.type if present else None)
+        complete_registry(_device_type(tensors))
         input_descriptors = self.input_descriptors(tensors, with_data)
         output_descriptors = [
             # Kernels write dense row-major outputs; a strided `out` receives a copy (see _native_launcher), so
@@ -423,6 +427,9 @@ class OpFront:
         if has_foreign_array(inputs, out):
             function = functools.partial(self.function, **self.attribute_map(attributes))
             return call_with_arrays(function, self.name, self.input_names, inputs, out)
+        # A process's first call registers the lazily loaded backends (CUDA's), which moves the op's generation: that
+        # happens before the miss begins, so that the decision it makes is kept and the next call hits.
+        complete_registry(_device_type(inputs))
         generation = self.cache.begin_miss()
         full_inputs, full_out, promotion = self.full_rank(inputs, out)
         selection = self.select(full_inputs, full_out, attributes=attributes)
