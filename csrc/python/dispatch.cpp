@@ -2,6 +2,7 @@
 // strides, dtypes and devices are fixed when a decision is cached, so a call passes only its data pointers.
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -84,7 +85,10 @@ py::dict select(const std::string& op_name, const py::sequence& inputs, const py
   options.allow_failed_gate = allow_failed_gate ? 1 : 0;
   options.execution_mode = execution_mode_from_name(execution_mode);
 
-  std::vector<kabi_candidate> candidates(16);
+  // Room for every kernel of the op, so one selection fills it: a selection reruns every candidate's filters and
+  // supports predicates, and a call that came back asking for more room paid for that twice. It loops only when a
+  // kernel is registered in between.
+  std::vector<kabi_candidate> candidates(static_cast<std::size_t>(std::max(kabi_kernel_count(op_name.c_str()), 1)));
   kabi_selection selection{};
   kabi_status status = KABI_STATUS_OK;
   for (;;) {

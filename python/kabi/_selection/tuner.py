@@ -315,7 +315,9 @@ def _tune(front: OpFront, inputs: tuple, out: torch.Tensor | None, selection: Se
     mode = selection.execution_mode
     with measurement_lock:
         attributes = selection.attributes
-        again = front.select(inputs, out, execution_mode=mode, attributes=attributes)
+        # Another thread may have tuned the problem while this one waited for the lock.
+        again = selection if front.is_current(selection) else front.select(inputs, out, execution_mode=mode,
+                                                                            attributes=attributes)
         if _needs_measuring(again, inputs):
             kernels, losers = kernels_to_measure(again, inputs)
             _measure_and_record(front, inputs, selection, kernels, settings,

@@ -114,8 +114,9 @@ def front_of(op: Any) -> OpFront:
 class Selection:
     """The core's answer for one problem: the kernel (None when nothing is eligible), why, whether it has passed
     the correctness gate on the problem (``verified``), every candidate, the execution mode it was made for
-    (``"eager"``, or ``"graph"``: replayed in a CUDA graph), and the call's attribute values (schema order, enums by
-    name), which an implementation of the pick is bound to."""
+    (``"eager"``, or ``"graph"``: replayed in a CUDA graph), the call's attribute values (schema order, enums by
+    name), which an implementation of the pick is bound to, and the op's generation (``kabi_op_generation``) it was
+    made at (:meth:`OpFront.is_current`)."""
 
     op: str
     kernel: KernelInfo | None
@@ -128,6 +129,7 @@ class Selection:
     verified: bool
     execution_mode: str = "eager"
     attributes: tuple = ()
+    generation: int = 0
 
     @property
     def picked(self) -> Candidate | None:
@@ -136,7 +138,7 @@ class Selection:
 
     @classmethod
     def from_core(cls, op: str, raw: dict, forced: str | None, execution_mode: str = "eager",
-                  attributes: tuple = ()) -> Selection:
+                  attributes: tuple = (), generation: int = 0) -> Selection:
         return cls(
             op=op,
             kernel=KernelInfo.from_core(raw["kernel"]) if raw["kernel"] is not None else None,
@@ -149,6 +151,7 @@ class Selection:
             verified=raw["verified"],
             execution_mode=execution_mode,
             attributes=tuple(attributes),
+            generation=generation,
         )
 
 
@@ -406,6 +409,8 @@ class OpFront:
         if not with_data:
             output_descriptors = [(0, *d[1:]) for d in output_descriptors]
         forced = _scopes.forced_choice(self.name)
+        # Read first: a change made while the core selects must make the selection look stale, never current.
+        generation = _core.op_generation(self.name)
         # Unverified picks are allowed here because the tuner's miss hook gates a pick before the front uses it.
         raw = _core.select(
             self.name, input_descriptors, output_descriptors, force=forced, use_environment=forced is None,
@@ -413,7 +418,14 @@ class OpFront:
             attributes=attributes, execution_mode=execution_mode,
         )
         return Selection.from_core(self.name, raw, forced or _scopes.environment_choice(self.name), execution_mode,
-                                   attributes)
+                                   attributes, generation)
+
+    def is_current(self, selection: Selection) -> bool:
+        """Whether nothing that can change the op's selections (its kernels, its tuning records, the tuning cache)
+        has changed since ``selection`` was made: selecting the same call again (same inputs, attributes, execution
+        mode and ``kabi.use`` scope) would give the same answer, which is worth knowing where a GPU's backends register
+        some 260 kernels of an op and a selection runs the filters and supports predicates of each."""
+        return _core.op_generation(self.name) == selection.generation
 
     # -- the miss path -------------------------------------------------------------------------------------------
 
