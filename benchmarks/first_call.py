@@ -13,8 +13,12 @@ Every figure comes from a fresh Python process, as a service's worker or a noteb
 In kabi's processes the first call is broken down by wrapping, in the child process only: the registration of each
 CUDA backend (the built-in CUDA plugin's load; the Triton kernels' declarations and device binaries: found, or
 compiled and cached), Triton's import and JIT compiles, and the tuning that kabi.stats() counts (which includes the
-JIT compiles of the candidates it gates). The rest of the call is reported as "other" (selection, the correctness
-gate's reference, allocation, the launch).
+JIT compiles of the candidates it gates; ``candidates_cut`` counts the finalists whose measurement stopped early).
+Two costs that happen anywhere in the call are reported beside them, overlapping them: ``selection_s`` (the op
+front's selections, ``selections`` of them: every registered kernel's filters and supports predicate each time) and
+``gc_s`` (Python's garbage collections, ``gc_collections`` of them per generation, timed through ``gc.callbacks``).
+The breakdown covers the first call only; the rest of it is the correctness gate's reference, allocation and the
+launch.
 
 Triton is not imported ahead of the call: registering the Triton backend does not import it, so a warm call whose
 pick is a native kernel never should. ``triton_imported`` says whether the call imported it; ``import_triton_s`` is
@@ -100,6 +104,31 @@ def _time_triton_compiles(triton: Any, breakdown: dict[str, float]) -> None:
     triton.compiler.compile = _timed(breakdown, "triton_jit_s", triton.compiler.compile)
 
 
+def _counted(figures: dict[str, Any], name: str, function: Any) -> Any:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        figures[name] = figures.get(name, 0) + 1
+        return function(*args, **kwargs)
+    return wrapper
+
+
+def _time_garbage_collections(figures: dict[str, Any], breakdown: dict[str, float]) -> None:
+    """Add each garbage collection's time to ``gc_s`` and count the collections of each generation."""
+    import gc
+
+    collections = figures["gc_collections"] = [0, 0, 0]
+    breakdown["gc_s"] = 0.0
+    started = [0.0]
+
+    def callback(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            breakdown["gc_s"] += time.perf_counter() - started[0]
+            collections[info["generation"]] += 1
+
+    gc.callbacks.append(callback)
+
+
 def _watch_triton(figures: dict[str, Any], breakdown: dict[str, float]) -> None:
     figures["import_triton_s"] = 0.0
     figures["triton_imported_before_call"] = "triton" in sys.modules
@@ -143,7 +172,10 @@ def _child(mode: str, problem: tuple[int, int, int], dtype_name: str, profile: P
                    _timed(breakdown, f"{register.__name__.lstrip('_')}_s", register))
             for register in discovery._state.cuda_backends]
         _watch_triton(figures, breakdown)
-        figures["breakdown"] = breakdown
+        from kabi.ops._front import OpFront
+        figures["selections"] = 0
+        OpFront.select = _timed(breakdown, "selection_s", _counted(figures, "selections", OpFront.select))
+        _time_garbage_collections(figures, breakdown)
         call = lambda: kabi.ops.matmul(a, b)
     if device.type == "cuda":
         torch.cuda.synchronize()
@@ -161,6 +193,10 @@ def _child(mode: str, problem: tuple[int, int, int], dtype_name: str, profile: P
         _write_profile(profiler, profile, figures["first_call_s"])
     if mode != "torch":
         figures["triton_imported"] = "triton" in sys.modules and not figures["triton_imported_before_call"]
+        # The first call's, before the second call adds to the running figures.
+        figures["breakdown"] = dict(breakdown)
+        figures["gc_collections"] = list(figures["gc_collections"])
+        figures["first_call_selections"] = figures["selections"]
     start = time.perf_counter()
     call()
     if device.type == "cuda":
@@ -173,6 +209,8 @@ def _child(mode: str, problem: tuple[int, int, int], dtype_name: str, profile: P
             figures["breakdown"][f"tuning_{phase}_s"] = getattr(stats, f"tuning_{phase}_seconds")
         figures["candidates_measured"] = stats.candidates_benchmarked
         figures["candidates_screened_out"] = stats.candidates_screened_out
+        figures["candidates_cut"] = stats.candidates_cut
+        figures["second_call_selections"] = figures["selections"] - figures["first_call_selections"]
         figures["pick"] = kabi.explain(kabi.ops.matmul, a, b).pick
     return figures
 
@@ -259,7 +297,7 @@ def main(argv: list[str] | None = None) -> None:
 
     breakdown_names = ("cuda_backend_registration_s", "load_builtin_plugin_s", "register_triton_kernels_s",
                        "triton_jit_s", "tuning_s", "tuning_gate_s", "tuning_screen_s", "tuning_measure_s",
-                       "tuning_graph_s")
+                       "tuning_graph_s", "selection_s", "gc_s")
     summary = {
         "import_torch_s": median("import", "import_torch_s"),
         "import_kabi_after_torch_s": median("import", "import_kabi_s"),
@@ -278,6 +316,15 @@ def main(argv: list[str] | None = None) -> None:
         "import_triton_s": statistics.median([run["import_triton_s"] for run in runs["cold"] + runs["warm"]
                                               if run["triton_imported"]] or [0.0]),
         "picks": sorted({run["pick"] for run in runs["cold"] + runs["warm"]}),
+        "cold_selections": median("cold", "first_call_selections"),
+        "warm_selections": median("warm", "first_call_selections"),
+        "warm_second_call_selections": median("warm", "second_call_selections"),
+        "cold_candidates_cut": median("cold", "candidates_cut"),
+        "cold_gc_collections": [statistics.median(run["gc_collections"][generation] for run in runs["cold"])
+                                for generation in range(3)],
+        "warm_gc_collections": [statistics.median(run["gc_collections"][generation] for run in runs["warm"])
+                                for generation in range(3)],
+        "warm_second_call_s": median("warm", "second_call_s"),
     }
     summary["warm_minus_torch_s"] = summary["warm_first_call_s"] - summary["torch_first_call_s"]
     report["summary"] = summary

@@ -78,8 +78,10 @@ def test_a_finalist_that_clearly_lost_stops_after_three_rounds_and_keeps_a_scree
     more than 5% behind the slowest of the 100 us one, so it is measured no further; 104 us is not that far behind,
     and is measured in full."""
     candidates, logs = _timed(clock, {"fast": 100, "close": 104, "loser": 110})
+    cut_before = _stats.stats().candidates_cut
     results = {result.kernel: result for result in
                measure_candidates(candidates, _inputs, torch.matmul, FLOAT32, SETTINGS)}
+    assert _stats.stats().candidates_cut == cut_before + 1
     loser = results["loser"]
     assert loser.screened and loser.passed and not loser.contends and loser.rounds_us == (110, 110, 110)
     assert loser.note == ("cut after 3 rounds: its fastest round (110.00 us) is more than 5% behind the slowest of "

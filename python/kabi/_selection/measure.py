@@ -437,6 +437,7 @@ class _Timing:
         for measured in clean.values():
             fastest_round = min(measured.times_us)
             if fastest_round > bound * (1 + CUT_MARGIN):
+                _stats.count("candidates_cut")
                 measured.cut = (f"cut after {len(measured.times_us)} rounds: its fastest round ({fastest_round:.2f} "
                                 f"us) is more than {CUT_MARGIN:.0%} behind the slowest of {leader} ({bound:.2f} us)")
 
