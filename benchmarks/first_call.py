@@ -15,7 +15,8 @@ CUDA backend (the built-in CUDA plugin's load; the Triton kernels' declarations 
 compiled and cached), Triton's import and JIT compiles, and the tuning that kabi.stats() counts (which includes the
 JIT compiles of the candidates it gates; ``candidates_cut`` counts the finalists whose measurement stopped early).
 Two costs that happen anywhere in the call are reported beside them, overlapping them: ``selection_s`` (the op
-front's selections, ``selections`` of them: every registered kernel's filters and supports predicate each time) and
+front's selections, each one's time in ``selection_times_s``: every registered kernel's filters and supports
+predicate each time, and the first use of a library such as cuBLASLt in the first) and
 ``gc_s`` (Python's garbage collections, ``gc_collections`` of them per generation, timed through ``gc.callbacks``).
 The breakdown covers the first call only; the rest of it is the correctness gate's reference, allocation and the
 launch.
@@ -104,10 +105,14 @@ def _time_triton_compiles(triton: Any, breakdown: dict[str, float]) -> None:
     triton.compiler.compile = _timed(breakdown, "triton_jit_s", triton.compiler.compile)
 
 
-def _counted(figures: dict[str, Any], name: str, function: Any) -> Any:
+def _each_timed(times: list[float], function: Any) -> Any:
+    """``function``, appending each call's duration to ``times``."""
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        figures[name] = figures.get(name, 0) + 1
-        return function(*args, **kwargs)
+        start = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            times.append(time.perf_counter() - start)
     return wrapper
 
 
@@ -173,8 +178,8 @@ def _child(mode: str, problem: tuple[int, int, int], dtype_name: str, profile: P
             for register in discovery._state.cuda_backends]
         _watch_triton(figures, breakdown)
         from kabi.ops._front import OpFront
-        figures["selections"] = 0
-        OpFront.select = _timed(breakdown, "selection_s", _counted(figures, "selections", OpFront.select))
+        selection_times: list[float] = []
+        OpFront.select = _each_timed(selection_times, OpFront.select)
         _time_garbage_collections(figures, breakdown)
         call = lambda: kabi.ops.matmul(a, b)
     if device.type == "cuda":
@@ -194,9 +199,10 @@ def _child(mode: str, problem: tuple[int, int, int], dtype_name: str, profile: P
     if mode != "torch":
         figures["triton_imported"] = "triton" in sys.modules and not figures["triton_imported_before_call"]
         # The first call's, before the second call adds to the running figures.
-        figures["breakdown"] = dict(breakdown)
+        figures["breakdown"] = {**breakdown, "selection_s": sum(selection_times)}
         figures["gc_collections"] = list(figures["gc_collections"])
-        figures["first_call_selections"] = figures["selections"]
+        # Each selection's time: a one-time cost (a library's first use) shows in one, a cost per selection in all.
+        figures["selection_times_s"] = list(selection_times)
     start = time.perf_counter()
     call()
     if device.type == "cuda":
@@ -210,7 +216,7 @@ def _child(mode: str, problem: tuple[int, int, int], dtype_name: str, profile: P
         figures["candidates_measured"] = stats.candidates_benchmarked
         figures["candidates_screened_out"] = stats.candidates_screened_out
         figures["candidates_cut"] = stats.candidates_cut
-        figures["second_call_selections"] = figures["selections"] - figures["first_call_selections"]
+        figures["second_call_selections"] = len(selection_times) - len(figures["selection_times_s"])
         figures["pick"] = kabi.explain(kabi.ops.matmul, a, b).pick
     return figures
 
@@ -316,8 +322,8 @@ def main(argv: list[str] | None = None) -> None:
         "import_triton_s": statistics.median([run["import_triton_s"] for run in runs["cold"] + runs["warm"]
                                               if run["triton_imported"]] or [0.0]),
         "picks": sorted({run["pick"] for run in runs["cold"] + runs["warm"]}),
-        "cold_selections": median("cold", "first_call_selections"),
-        "warm_selections": median("warm", "first_call_selections"),
+        "cold_selections": statistics.median(len(run["selection_times_s"]) for run in runs["cold"]),
+        "warm_selections": statistics.median(len(run["selection_times_s"]) for run in runs["warm"]),
         "warm_second_call_selections": median("warm", "second_call_selections"),
         "cold_candidates_cut": median("cold", "candidates_cut"),
         "cold_gc_collections": [statistics.median(run["gc_collections"][generation] for run in runs["cold"])
