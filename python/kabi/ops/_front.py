@@ -386,12 +386,14 @@ class OpFront:
 
     def select(
         self, inputs: tuple, out: Any = None, *, allow_none: bool = False, with_data: bool = False,
-        execution_mode: str | None = None, attributes: tuple = (),
+        execution_mode: str | None = None, attributes: tuple = (), with_rejected: bool = True,
     ) -> Selection:
         """Validate and select without caching. ``attributes`` are the call's values in schema order, defaults
         filled in. ``with_data`` passes data pointers (alignment is then checked). Vector inputs select the kernel of
         the matrices they stand for (:meth:`full_rank`). ``execution_mode`` (``"eager"`` or ``"graph"``) defaults to
-        the call's (:meth:`execution_mode`)."""
+        the call's (:meth:`execution_mode`). Without ``with_rejected`` the selection's candidates are the eligible
+        ones and the pick only (what a call and its tuning read; explain wants every rejection): where a GPU's
+        backends register some 260 kernels of an op, the records of the rejected ones took most of a selection."""
         inputs, out, _ = self.full_rank(inputs, out)
         tensors = self.check_inputs(inputs, out)
         self.check_attributes(attributes)
@@ -415,7 +417,7 @@ class OpFront:
         raw = _core.select(
             self.name, input_descriptors, output_descriptors, force=forced, use_environment=forced is None,
             allow_unverified=True, allow_failed_gate=_scopes.failed_gate_allowed(), allow_none=allow_none,
-            attributes=attributes, execution_mode=execution_mode,
+            attributes=attributes, execution_mode=execution_mode, with_rejected=with_rejected,
         )
         return Selection.from_core(self.name, raw, forced or _scopes.environment_choice(self.name), execution_mode,
                                    attributes, generation)
@@ -444,7 +446,7 @@ class OpFront:
         complete_registry(_device_type(inputs))
         generation = self.cache.begin_miss()
         full_inputs, full_out, promotion = self.full_rank(inputs, out)
-        selection = self.select(full_inputs, full_out, attributes=attributes)
+        selection = self.select(full_inputs, full_out, attributes=attributes, with_rejected=False)
         hook = _on_selection_miss
         if hook is not None:
             replacement = hook(self, full_inputs, full_out, selection)
@@ -483,7 +485,8 @@ class OpFront:
         if selection.pick_reason != "tuned":
             return implementation
         other_mode = "eager" if selection.execution_mode == "graph" else "graph"
-        other = self.select(inputs, out, execution_mode=other_mode, attributes=selection.attributes)
+        other = self.select(inputs, out, execution_mode=other_mode, attributes=selection.attributes,
+                            with_rejected=False)
         picked = other.picked
         if other.kernel is None or not other.verified or other.kernel.name == selection.kernel.name or (
                 other_mode == "graph" and picked.tuned_execution_mode != "graph"):
@@ -515,7 +518,7 @@ class OpFront:
         """Select with the real data pointers and run once, remembering nothing: the fallback when a cached native
         kernel refuses this call's pointers (e.g. alignment). Errors of this launch propagate. The pick runs only
         once it has passed the correctness gate on the problem: one without a verdict is gated first."""
-        selection = self.select(inputs, out, with_data=True, attributes=attributes)
+        selection = self.select(inputs, out, with_data=True, attributes=attributes, with_rejected=False)
         verifier = _verify_fresh_selection
         if verifier is not None:
             selection = verifier(self, inputs, out, selection)
