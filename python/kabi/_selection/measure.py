@@ -7,8 +7,9 @@ nothing it does escapes as an exception.
 Most candidates of a large set are far from the fastest, and measuring them in full buys nothing. So the
 survivors of the gate are first **screened**: each is timed for one round (as below, one sample), and only those
 whose screened time is within ``settings.screen_margin`` of the fastest screen (the *finalists*) are measured in full.
-A candidate cut by the screen keeps its screened time with ``screened`` set and a note saying so: the tuner persists
-it, so no later process measures it again, but it never wins (``fastest`` and the core's selection skip it).
+A finalist whose rounds show it has clearly lost stops after three of them (``CUT_MARGIN``). A candidate cut by the
+screen or the rounds keeps its time with ``screened`` set and a note saying so: the tuner persists it, so no later
+process measures it again, but it never wins (``fastest`` and the core's selection skip it).
 
 Timing is built to hold on a busy machine. The finalists are timed in ``settings.repeat`` short rounds; in each
 round every candidate takes one sample (a :func:`kabi.bench` of ``SAMPLES_PER_ROUND`` calls' median), in an order
