@@ -113,7 +113,8 @@ def front_of(op: Any) -> OpFront:
 @dataclass(frozen=True)
 class Selection:
     """The core's answer for one problem: the kernel (None when nothing is eligible), why, whether it has passed
-    the correctness gate on the problem (``verified``), every candidate, the execution mode it was made for
+    the correctness gate on the problem (``verified``), the candidates (every one, or only the eligible ones and the
+    pick: :meth:`OpFront.select`'s ``with_rejected``), the execution mode it was made for
     (``"eager"``, or ``"graph"``: replayed in a CUDA graph), the call's attribute values (schema order, enums by
     name), which an implementation of the pick is bound to, and the op's generation (``kabi_op_generation``) it was
     made at (:meth:`OpFront.is_current`)."""
