@@ -13,8 +13,13 @@ Every figure comes from a fresh Python process, as a service's worker or a noteb
 In kabi's processes the first call is broken down by wrapping, in the child process only: the registration of each
 CUDA backend (the built-in CUDA plugin's load; the Triton kernels' declarations and device binaries: found, or
 compiled and cached), Triton's import and JIT compiles, and the tuning that kabi.stats() counts (which includes the
-JIT compiles of the candidates it gates). The rest of the call is reported as "other" (selection, the correctness
-gate's reference, allocation, the launch).
+JIT compiles of the candidates it gates; ``candidates_cut`` counts the finalists whose measurement stopped early).
+Two costs that happen anywhere in the call are reported beside them, overlapping them: ``selection_s`` (the op
+front's selections, each one's time in ``selection_times_s``: every registered kernel's filters and supports
+predicate each time, and the first use of a library such as cuBLASLt in the first) and
+``gc_s`` (Python's garbage collections, ``gc_collections`` of them per generation, timed through ``gc.callbacks``).
+The breakdown covers the first call only; the rest of it is the correctness gate's reference, allocation and the
+launch.
 
 Triton is not imported ahead of the call: registering the Triton backend does not import it, so a warm call whose
 pick is a native kernel never should. ``triton_imported`` says whether the call imported it; ``import_triton_s`` is
@@ -100,6 +105,35 @@ def _time_triton_compiles(triton: Any, breakdown: dict[str, float]) -> None:
     triton.compiler.compile = _timed(breakdown, "triton_jit_s", triton.compiler.compile)
 
 
+def _each_timed(times: list[float], function: Any) -> Any:
+    """``function``, appending each call's duration to ``times``."""
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            times.append(time.perf_counter() - start)
+    return wrapper
+
+
+def _time_garbage_collections(figures: dict[str, Any], breakdown: dict[str, float]) -> None:
+    """Add each garbage collection's time to ``gc_s`` and count the collections of each generation."""
+    import gc
+
+    collections = figures["gc_collections"] = [0, 0, 0]
+    breakdown["gc_s"] = 0.0
+    started = [0.0]
+
+    def callback(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            breakdown["gc_s"] += time.perf_counter() - started[0]
+            collections[info["generation"]] += 1
+
+    gc.callbacks.append(callback)
+
+
 def _watch_triton(figures: dict[str, Any], breakdown: dict[str, float]) -> None:
     figures["import_triton_s"] = 0.0
     figures["triton_imported_before_call"] = "triton" in sys.modules
@@ -143,7 +177,10 @@ def _child(mode: str, problem: tuple[int, int, int], dtype_name: str, profile: P
                    _timed(breakdown, f"{register.__name__.lstrip('_')}_s", register))
             for register in discovery._state.cuda_backends]
         _watch_triton(figures, breakdown)
-        figures["breakdown"] = breakdown
+        from kabi.ops._front import OpFront
+        selection_times: list[float] = []
+        OpFront.select = _each_timed(selection_times, OpFront.select)
+        _time_garbage_collections(figures, breakdown)
         call = lambda: kabi.ops.matmul(a, b)
     if device.type == "cuda":
         torch.cuda.synchronize()
@@ -161,6 +198,11 @@ def _child(mode: str, problem: tuple[int, int, int], dtype_name: str, profile: P
         _write_profile(profiler, profile, figures["first_call_s"])
     if mode != "torch":
         figures["triton_imported"] = "triton" in sys.modules and not figures["triton_imported_before_call"]
+        # The first call's, before the second call adds to the running figures.
+        figures["breakdown"] = {**breakdown, "selection_s": sum(selection_times)}
+        figures["gc_collections"] = list(figures["gc_collections"])
+        # Each selection's time: a one-time cost (a library's first use) shows in one, a cost per selection in all.
+        figures["selection_times_s"] = list(selection_times)
     start = time.perf_counter()
     call()
     if device.type == "cuda":
@@ -173,6 +215,8 @@ def _child(mode: str, problem: tuple[int, int, int], dtype_name: str, profile: P
             figures["breakdown"][f"tuning_{phase}_s"] = getattr(stats, f"tuning_{phase}_seconds")
         figures["candidates_measured"] = stats.candidates_benchmarked
         figures["candidates_screened_out"] = stats.candidates_screened_out
+        figures["candidates_cut"] = stats.candidates_cut
+        figures["second_call_selections"] = len(selection_times) - len(figures["selection_times_s"])
         figures["pick"] = kabi.explain(kabi.ops.matmul, a, b).pick
     return figures
 
@@ -259,7 +303,7 @@ def main(argv: list[str] | None = None) -> None:
 
     breakdown_names = ("cuda_backend_registration_s", "load_builtin_plugin_s", "register_triton_kernels_s",
                        "triton_jit_s", "tuning_s", "tuning_gate_s", "tuning_screen_s", "tuning_measure_s",
-                       "tuning_graph_s")
+                       "tuning_graph_s", "selection_s", "gc_s")
     summary = {
         "import_torch_s": median("import", "import_torch_s"),
         "import_kabi_after_torch_s": median("import", "import_kabi_s"),
@@ -278,6 +322,15 @@ def main(argv: list[str] | None = None) -> None:
         "import_triton_s": statistics.median([run["import_triton_s"] for run in runs["cold"] + runs["warm"]
                                               if run["triton_imported"]] or [0.0]),
         "picks": sorted({run["pick"] for run in runs["cold"] + runs["warm"]}),
+        "cold_selections": statistics.median(len(run["selection_times_s"]) for run in runs["cold"]),
+        "warm_selections": statistics.median(len(run["selection_times_s"]) for run in runs["warm"]),
+        "warm_second_call_selections": median("warm", "second_call_selections"),
+        "cold_candidates_cut": median("cold", "candidates_cut"),
+        "cold_gc_collections": [statistics.median(run["gc_collections"][generation] for run in runs["cold"])
+                                for generation in range(3)],
+        "warm_gc_collections": [statistics.median(run["gc_collections"][generation] for run in runs["warm"])
+                                for generation in range(3)],
+        "warm_second_call_s": median("warm", "second_call_s"),
     }
     summary["warm_minus_torch_s"] = summary["warm_first_call_s"] - summary["torch_first_call_s"]
     report["summary"] = summary

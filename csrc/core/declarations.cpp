@@ -110,7 +110,7 @@ std::vector<uint32_t> input_layouts(const Op& op, const kabi_kernel_desc& desc, 
 
 }  // namespace
 
-KernelPtr make_kernel(const kabi_kernel_desc* caller, Op& op) {
+KernelPtr make_kernel(const kabi_kernel_desc* caller, Op& op, const ImageFile* image_file) {
   const kabi_kernel_desc desc =
       read_input_struct(caller, "kernel desc", KABI_STRUCT_SIZE_THROUGH(kabi_kernel_desc, function));
   walk_extensions(desc.extensions, "kernel desc");
@@ -162,7 +162,7 @@ KernelPtr make_kernel(const kabi_kernel_desc* caller, Op& op) {
     case KABI_KERNEL_DEVICE_BINARY:
       if (desc.binary == nullptr) invalid("kind is KABI_KERNEL_DEVICE_BINARY but binary is NULL");
       try {
-        kernel->binary = make_device_binary(desc.binary, op.schema);
+        kernel->binary = make_device_binary(desc.binary, op.schema, image_file);
       } catch (const Error& error) {
         throw Error(error.status(), what + ": " + error.what());
       }

@@ -1,26 +1,32 @@
 // Device binaries: validation and deep copy of a kabi_device_binary, and its launch through the CUDA driver.
 //
-// A binary loads one module per device on first launch there (under the binary's mutex, so concurrent first launches
-// load it once). Launches use the calling thread's current context when it belongs to the problem's device (torch and
-// Triton make the primary context current); otherwise the device's primary context is retained and made current for
-// the launch and the previous context restored. Scratch buffers are allocated on first need and kept per (device,
-// stream, parameter, size): two launches on one stream run in order and can share them, launches on different streams
-// may run at once and must not. Zeroed scratch is kept the same way and zeroed once, on the launch's stream, when it is
-// allocated: the kernel leaves it zero for the next launch. A stream being captured into a CUDA graph cannot allocate
-// that way; there scratch comes from the stream-ordered allocator (allocated before the kernel and freed after it, and
-// zeroed scratch zeroed by a memset between, so the graph owns every step).
+// An image a manifest names on disk is read and checked (format, the manifest's hash) at the binary's first launch,
+// once, under the binary's mutex: registering reads only the manifest. A binary loads one module per device on first
+// launch there (under the binary's mutex, so concurrent first launches load it once). Launches use the calling thread's
+// current context when it belongs to the problem's device (torch and Triton make the primary context current);
+// otherwise the device's primary context is retained and made current for the launch and the previous context restored.
+// Scratch buffers are allocated on first need and kept per (device, stream, parameter, size): two launches on one
+// stream run in order and can share them, launches on different streams may run at once and must not. Zeroed scratch is
+// kept the same way and zeroed once, on the launch's stream, when it is allocated: the kernel leaves it zero for the
+// next launch. A stream being captured into a CUDA graph cannot allocate that way; there scratch comes from the
+// stream-ordered allocator (allocated before the kernel and freed after it, and zeroed scratch zeroed by a memset
+// between, so the graph owns every step).
 #include "device_binary.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <tuple>
 
 #include "cuda_driver.hpp"
 #include "error.hpp"
+#include "file_io.hpp"
 #include "struct_io.hpp"
 
 namespace kabi::core {
@@ -40,7 +46,8 @@ class DeviceBinary {
  public:
   int32_t format = 0;
   int32_t arch = 0;
-  std::vector<unsigned char> image;  // PTX images end in a NUL, as cuModuleLoadData needs
+  // The image's FNV-1a hash: of the bytes handed over, or as the manifest of an image on disk declares it.
+  uint64_t image_fnv1a64 = 0;
   std::string entry;
   std::vector<LaunchParam> params;
   std::vector<GridExpression> grid;
@@ -50,13 +57,23 @@ class DeviceBinary {
   int32_t cluster_size = 1;
 
   ~DeviceBinary();
+  // An image handed over in memory (copied), or one left on disk until require_image().
+  void keep_image(std::vector<unsigned char> image);
+  void defer_image(ImageFile file);
+  // Reads and checks an image on disk the first time; throws the Error of a failed check each time it is called.
+  void require_image();
   cuda::CUfunction function_on(const CudaDriver& driver, int32_t device_index);
   // The scratch of parameter `param` for launches on `stream`, allocated (and, when `zeroed`, zeroed on the stream) on
   // first need.
   void* scratch(const CudaDriver& driver, int32_t device_index, void* stream, size_t param, size_t bytes, bool zeroed);
 
  private:
+  void require_image_locked();
+
   std::mutex mutex_;
+  std::vector<unsigned char> image_;  // PTX images end in a NUL, as cuModuleLoadData needs
+  std::optional<ImageFile> image_file_;  // until its image is read
+  std::atomic<bool> image_ready_{false};
   std::map<int32_t, std::pair<cuda::CUmodule, cuda::CUfunction>> loaded_;
   std::map<std::tuple<int32_t, void*, size_t, size_t>, cuda::CUdeviceptr> scratch_;
 };
@@ -142,23 +159,33 @@ void bind_param_to_schema(LaunchParam& param, size_t index, const Schema& schema
   }
 }
 
-// Bytes of a cubin must form an ELF file; a PTX must be text.
-void check_image(const kabi_device_binary& desc) {
-  if (desc.image == nullptr || desc.image_size == 0) throw invalid("image is empty");
-  const auto* bytes = static_cast<const unsigned char*>(desc.image);
-  if (desc.format == KABI_BINARY_CUBIN) {
-    static constexpr unsigned char kElfMagic[4] = {0x7f, 'E', 'L', 'F'};
-    if (desc.image_size < sizeof kElfMagic || std::memcmp(bytes, kElfMagic, sizeof kElfMagic) != 0) {
-      throw invalid("image is not a cubin (no ELF header); for PTX set format to KABI_BINARY_PTX");
-    }
-  } else if (desc.format == KABI_BINARY_PTX) {
-    const void* first_nul = std::memchr(bytes, '\0', desc.image_size);
-    if (first_nul != nullptr && first_nul != bytes + desc.image_size - 1) {
-      throw invalid("image is not PTX text (it holds a NUL byte before its end)");
-    }
-  } else {
-    throw invalid("format is " + std::to_string(desc.format) + "; expected KABI_BINARY_CUBIN or KABI_BINARY_PTX");
+void check_format(int32_t format) {
+  if (format != KABI_BINARY_CUBIN && format != KABI_BINARY_PTX) {
+    throw invalid("format is " + std::to_string(format) + "; expected KABI_BINARY_CUBIN or KABI_BINARY_PTX");
   }
+}
+
+// Why the bytes are not an image of the format ("" when they are one): a cubin must be an ELF file, a PTX text.
+std::string image_format_mismatch(int32_t format, const unsigned char* bytes, size_t size) {
+  if (bytes == nullptr || size == 0) return "image is empty";
+  if (format == KABI_BINARY_CUBIN) {
+    static constexpr unsigned char kElfMagic[4] = {0x7f, 'E', 'L', 'F'};
+    if (size < sizeof kElfMagic || std::memcmp(bytes, kElfMagic, sizeof kElfMagic) != 0) {
+      return "image is not a cubin (no ELF header); for PTX set format to KABI_BINARY_PTX";
+    }
+    return "";
+  }
+  const void* first_nul = std::memchr(bytes, '\0', size);
+  if (first_nul != nullptr && first_nul != bytes + size - 1) {
+    return "image is not PTX text (it holds a NUL byte before its end)";
+  }
+  return "";
+}
+
+std::string hex64(uint64_t value) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016" PRIx64, value);
+  return text;
 }
 
 int64_t dim_value(const std::string& name, const kabi_problem& problem) {
@@ -265,12 +292,59 @@ DeviceBinary::~DeviceBinary() {
   for (const auto& item : loaded_) driver.cuModuleUnload(item.second.first);
 }
 
+void DeviceBinary::keep_image(std::vector<unsigned char> image) {
+  image_ = std::move(image);
+  if (format == KABI_BINARY_PTX && image_.back() != '\0') image_.push_back('\0');
+  image_ready_.store(true, std::memory_order_release);
+}
+
+void DeviceBinary::defer_image(ImageFile file) { image_file_ = std::move(file); }
+
+void DeviceBinary::require_image() {
+  if (image_ready_.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  require_image_locked();
+}
+
+void DeviceBinary::require_image_locked() {
+  if (image_ready_.load(std::memory_order_acquire)) return;
+  const ImageFile& file = *image_file_;
+  const std::string name = std::filesystem::path(file.path).filename().string();
+  const auto refuse = [&](kabi_status status, int line, const std::string& key, const std::string& message) {
+    return Error(status, file.manifest + ":" + std::to_string(line) + ": " + key + ": " + message +
+                             "; the kernel is not launched");
+  };
+  std::error_code missing;
+  if (!std::filesystem::is_regular_file(file.path, missing)) {
+    throw refuse(KABI_STATUS_IO_ERROR, file.image_line, "image", "image file " + file.path + " is missing");
+  }
+  std::string bytes;
+  try {
+    bytes = read_file(file.path);
+  } catch (const Error& error) {
+    throw refuse(KABI_STATUS_IO_ERROR, file.image_line, "image", error.what());
+  }
+  const auto* data = reinterpret_cast<const unsigned char*>(bytes.data());
+  if (const std::string mismatch = image_format_mismatch(format, data, bytes.size()); !mismatch.empty()) {
+    throw refuse(KABI_STATUS_INVALID_ARGUMENT, file.image_line, "image", name + ": " + mismatch);
+  }
+  const uint64_t actual = fnv1a64(data, bytes.size());
+  if (actual != file.declared_fnv1a64) {
+    throw refuse(KABI_STATUS_INVALID_ARGUMENT, file.hash_line, "image_fnv1a64",
+                 "image " + name + " hashes to " + hex64(actual) + ", not " + hex64(file.declared_fnv1a64) +
+                     " (corrupt or replaced image)");
+  }
+  keep_image(std::vector<unsigned char>(data, data + bytes.size()));
+  image_file_.reset();
+}
+
 cuda::CUfunction DeviceBinary::function_on(const CudaDriver& driver, int32_t device_index) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto found = loaded_.find(device_index);
   if (found != loaded_.end()) return found->second.second;
+  require_image_locked();
   cuda::CUmodule module = nullptr;
-  check_cuda(driver.cuModuleLoadData(&module, image.data()), "cuModuleLoadData for " + entry + " (built for sm_" +
+  check_cuda(driver.cuModuleLoadData(&module, image_.data()), "cuModuleLoadData for " + entry + " (built for sm_" +
                                                                  std::to_string(arch) +
                                                                  ") on cuda:" + std::to_string(device_index));
   cuda::CUfunction function = nullptr;
@@ -323,18 +397,27 @@ uint64_t fnv1a64(const void* data, size_t size, uint64_t hash) {
   return hash;
 }
 
-std::shared_ptr<DeviceBinary> make_device_binary(const kabi_device_binary* desc_pointer, const Schema& schema) {
+std::shared_ptr<DeviceBinary> make_device_binary(const kabi_device_binary* desc_pointer, const Schema& schema,
+                                                 const ImageFile* image_file) {
   const kabi_device_binary desc =
       read_input_struct(desc_pointer, "binary", KABI_STRUCT_SIZE_THROUGH(kabi_device_binary, cluster_size));
   walk_extensions(desc.extensions, "binary");
-  check_image(desc);
+  check_format(desc.format);
   auto binary = std::make_shared<DeviceBinary>();
   binary->format = desc.format;
+  if (image_file != nullptr) {
+    binary->image_fnv1a64 = image_file->declared_fnv1a64;
+    binary->defer_image(*image_file);
+  } else {
+    const auto* image = static_cast<const unsigned char*>(desc.image);
+    if (const std::string mismatch = image_format_mismatch(desc.format, image, desc.image_size); !mismatch.empty()) {
+      throw invalid(mismatch);
+    }
+    binary->image_fnv1a64 = fnv1a64(image, desc.image_size);
+    binary->keep_image(std::vector<unsigned char>(image, image + desc.image_size));
+  }
   if (desc.arch <= 0) throw invalid("arch is " + std::to_string(desc.arch) + "; expected a compute capability (90)");
   binary->arch = desc.arch;
-  const auto* image = static_cast<const unsigned char*>(desc.image);
-  binary->image.assign(image, image + desc.image_size);
-  if (desc.format == KABI_BINARY_PTX && binary->image.back() != '\0') binary->image.push_back('\0');
   if (desc.entry == nullptr || desc.entry[0] == '\0') throw invalid("entry is empty; expected the kernel's name");
   binary->entry = desc.entry;
 
@@ -397,10 +480,7 @@ std::string device_binary_fingerprint(const DeviceBinary& binary) {
   spec += std::to_string(binary.block[0]) + "," + std::to_string(binary.block[1]) + "," +
           std::to_string(binary.block[2]) + "|" + std::to_string(binary.shared_memory_bytes) + "|" +
           std::to_string(binary.cluster_size);
-  const uint64_t hash = fnv1a64(spec.data(), spec.size(), fnv1a64(binary.image.data(), binary.image.size()));
-  char text[17];
-  std::snprintf(text, sizeof text, "%016" PRIx64, hash);
-  return text;
+  return hex64(fnv1a64(spec.data(), spec.size(), binary.image_fnv1a64));
 }
 
 std::string divisibility_mismatch(const DeviceBinary& binary, const Schema& schema, const kabi_problem& problem,
@@ -446,6 +526,7 @@ void launch_device_binary(DeviceBinary& binary, const kabi_problem& problem, con
     throw invalid("device binary " + binary.entry + " runs on CUDA devices, not device type " +
                   std::to_string(problem.device_type));
   }
+  binary.require_image();
   const CudaDriver& driver = cuda_driver();
   int64_t grid[3];
   int64_t blocks = 1;

@@ -1,7 +1,8 @@
 // Reading NAME.kabi-manifest files (docs/manifest.md) and registering them as device-binary kernels.
 //
-// A directory loads all or nothing: every manifest is read, checked against its op and its image, and turned into a
-// kernel first; only then are they committed to the table together. A kernel already registered under the same op,
+// A directory loads all or nothing: every manifest is read, checked against its op, and turned into a kernel first;
+// only then are they committed to the table together. An image is read and checked against the manifest's hash at
+// its kernel's first launch (device_binary.cpp), not here. A kernel already registered under the same op,
 // name and fingerprint is skipped, so loading a directory twice is harmless.
 #include <algorithm>
 #include <charconv>
@@ -188,11 +189,12 @@ class Manifest {
   int format_ = 0;  // read from the first line
 };
 
-// The storage a kabi_kernel_desc points into while make_kernel copies it.
+// The storage a kabi_kernel_desc points into while make_kernel copies it, and the image file the binary reads at its
+// first launch.
 struct Declaration {
   std::vector<std::string> strings;  // reserved up front: pointers into it stay valid
   std::vector<int32_t> archs;
-  std::vector<unsigned char> image;
+  ImageFile image;
   std::vector<kabi_launch_param> params;
   std::vector<uint32_t> input_layouts;
   kabi_device_binary binary{};
@@ -248,6 +250,8 @@ void read_input_layouts(const Manifest& manifest, const Op& op, Declaration& dec
   declaration.kernel.num_input_layouts = static_cast<int32_t>(declaration.input_layouts.size());
 }
 
+// The image file and the hash it must have. Its bytes are read and checked at the kernel's first launch
+// (device_binary.cpp), so that registering many binaries reads none of them.
 void read_image(const Manifest& manifest, Declaration& declaration) {
   const Line& image = manifest.required("image");
   if (image.value.empty() || image.value.find('/') != std::string::npos) {
@@ -258,20 +262,16 @@ void read_image(const Manifest& manifest, Declaration& declaration) {
   if (!std::filesystem::is_regular_file(path, error)) {
     manifest.fail(image.number, image.key, "image file " + path.string() + " is missing", KABI_STATUS_IO_ERROR);
   }
-  const std::string bytes = read_file(path.string());
-  declaration.image.assign(bytes.begin(), bytes.end());
   const Line& hash = manifest.required("image_fnv1a64");
   const bool well_formed =
       hash.value.size() == 16 && hash.value.find_first_not_of("0123456789abcdef") == std::string::npos;
   if (!well_formed) manifest.fail(hash.number, hash.key, "\"" + hash.value + "\" is not 16 lower-case hex digits");
-  char actual[17];
-  std::snprintf(actual, sizeof actual, "%016llx",
-                static_cast<unsigned long long>(fnv1a64(declaration.image.data(), declaration.image.size())));
-  if (hash.value != actual) {
-    manifest.fail(
-        hash.number, hash.key,
-        "image " + image.value + " hashes to " + actual + ", not " + hash.value + " (corrupt or replaced image)");
-  }
+  ImageFile& file = declaration.image;
+  file.path = path.string();
+  file.manifest = manifest.path().string();
+  file.image_line = image.number;
+  file.hash_line = hash.number;
+  file.declared_fnv1a64 = std::stoull(hash.value, nullptr, 16);
 }
 
 void read_param(const Manifest& manifest, const Line& line, const Op& op, Declaration& declaration) {
@@ -472,8 +472,6 @@ KernelPtr read_kernel(const std::filesystem::path& path) {
   binary.arch = static_cast<int32_t>(manifest.integer(manifest.required("arch"), 10, 1000));
   read_archs(manifest, declaration, binary.arch, binary.format == KABI_BINARY_CUBIN);
   read_image(manifest, declaration);
-  binary.image = declaration.image.data();
-  binary.image_size = declaration.image.size();
   binary.entry = declaration.keep(manifest.required("entry").value);
   for (const Line* line : manifest.all("param")) read_param(manifest, *line, *op, declaration);
   binary.params = declaration.params.empty() ? nullptr : declaration.params.data();
@@ -485,7 +483,7 @@ KernelPtr read_kernel(const std::filesystem::path& path) {
   if (const Line* cluster = manifest.find("cluster_size"))
     binary.cluster_size = static_cast<int32_t>(manifest.integer(*cluster, 1, 16));
   try {
-    return make_kernel(&kernel, *op);
+    return make_kernel(&kernel, *op, &declaration.image);
   } catch (const Error& error) {
     throw Error(error.status(), path.string() + ": " + error.what());
   }

@@ -94,8 +94,10 @@ struct Kernel : kabi_kernel_s {
 
 using KernelPtr = std::shared_ptr<Kernel>;
 
-// Validates a kernel declaration and deep-copies it (reads only what desc->struct_size covers).
-KernelPtr make_kernel(const kabi_kernel_desc* desc, Op& op);
+// Validates a kernel declaration and deep-copies it (reads only what desc->struct_size covers). A device binary
+// whose image stays on disk until its first launch (a manifest's) names it with image_file; desc's image is then
+// ignored.
+KernelPtr make_kernel(const kabi_kernel_desc* desc, Op& op, const ImageFile* image_file = nullptr);
 
 // Validates an op declaration and parses its schema and tuning key.
 std::unique_ptr<Op> make_op(const kabi_op_desc* desc);

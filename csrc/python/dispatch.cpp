@@ -2,6 +2,7 @@
 // strides, dtypes and devices are fixed when a decision is cached, so a call passes only its data pointers.
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -68,11 +69,13 @@ py::dict describe(const std::string& op_name, const py::sequence& inputs, const 
 }
 
 // Select a kernel; with allow_none, a problem no kernel can run still returns the candidates (kernel None and
-// "error" holding libkabi's message) so that explain can show every rejection.
+// "error" holding libkabi's message) so that explain can show every rejection. Without with_rejected, only the
+// candidates that are eligible or picked are returned: where a GPU's backends register hundreds of kernels of an op,
+// most are rejected by their dtype or layout, and their records cost most of a selection.
 py::dict select(const std::string& op_name, const py::sequence& inputs, const py::sequence& outputs,
                 const std::optional<std::string>& force, bool use_environment, bool use_tuning_cache,
                 bool allow_unverified, bool allow_failed_gate, bool allow_none, const py::sequence& attributes,
-                const std::string& execution_mode) {
+                const std::string& execution_mode, bool with_rejected) {
   kabi_op op = find_op(op_name);
   CallTensors tensors(op, inputs, outputs, 0, attributes);
   kabi_select_options options{};
@@ -84,7 +87,10 @@ py::dict select(const std::string& op_name, const py::sequence& inputs, const py
   options.allow_failed_gate = allow_failed_gate ? 1 : 0;
   options.execution_mode = execution_mode_from_name(execution_mode);
 
-  std::vector<kabi_candidate> candidates(16);
+  // Room for every kernel of the op, so one selection fills it: a selection reruns every candidate's filters and
+  // supports predicates, and a call that came back asking for more room paid for that twice. It loops only when a
+  // kernel is registered in between.
+  std::vector<kabi_candidate> candidates(static_cast<std::size_t>(std::max(kabi_kernel_count(op_name.c_str()), 1)));
   kabi_selection selection{};
   kabi_status status = KABI_STATUS_OK;
   for (;;) {
@@ -116,7 +122,7 @@ py::dict select(const std::string& op_name, const py::sequence& inputs, const py
   py::list candidate_list;
   for (int32_t i = 0; i < selection.num_candidates; ++i) {
     const kabi_candidate& candidate = candidates[static_cast<std::size_t>(i)];
-    if (candidate.kernel == nullptr) continue;
+    if (candidate.kernel == nullptr || !(with_rejected || candidate.eligible || candidate.picked)) continue;
     py::dict entry = kernel_to_dict(candidate.kernel);
     entry["eligible"] = candidate.eligible != 0;
     entry["picked"] = candidate.picked != 0;
@@ -169,11 +175,12 @@ void bind_dispatch(py::module_& m) {
   m.def("select", &select, py::arg("op"), py::arg("inputs"), py::arg("outputs") = py::tuple(),
         py::arg("force") = py::none(), py::arg("use_environment") = true, py::arg("use_tuning_cache") = true,
         py::arg("allow_unverified") = false, py::arg("allow_failed_gate") = false, py::arg("allow_none") = false,
-        py::arg("attributes") = py::tuple(), py::arg("execution_mode") = "eager",
+        py::arg("attributes") = py::tuple(), py::arg("execution_mode") = "eager", py::arg("with_rejected") = true,
         "Pick a kernel for a call run eagerly or replayed in a CUDA graph (execution_mode \"eager\" or \"graph\"): "
         "a dict with kernel (info dict or None), pick_reason, reason, error, verified (the pick passed the "
         "correctness gate), candidates (each with its gate verdict, the mode of its tuned time, the variant it runs "
-        "and the variant of a record set aside as stale, or None), problem.");
+        "and the variant of a record set aside as stale, or None; without with_rejected only the eligible ones and "
+        "the pick), problem.");
   m.def("environment_force", &environment_force, py::arg("op"),
         "The op's choice in KABI_FORCE as selection applies it, or None; InvalidArgumentError for a malformed "
         "value or an op named twice.");

@@ -363,14 +363,18 @@ std::string load_binary(const std::string& manifest_path, const std::string& op,
   // libkabi owns the predicate from here on, and frees it itself when the load fails.
   check(kabi_binary_load(manifest_path.c_str(), predicate != nullptr ? &python_supports : nullptr, predicate,
                          predicate != nullptr ? &release_python_predicate : nullptr, &kernel));
-  py::dict info = kernel_to_dict(kernel);
-  const std::string declared_op = info["op"].cast<std::string>();
+  // The declaration itself, not its Python record: the Triton backend loads some 200 manifests in a first call.
+  kabi_kernel_info info{};
+  info.struct_size = sizeof(info);
+  check(kabi_kernel_info_get(kernel, &info));
+  const std::string declared_op = info.op;
+  const std::string name = info.name;
   if (declared_op != op) {
     // The predicate was bound to the wrong op's attributes: the kernel must not stay.
-    kabi_kernel_unregister(declared_op.c_str(), info["name"].cast<std::string>().c_str());
+    kabi_kernel_unregister(declared_op.c_str(), name.c_str());
     raise_status(KABI_STATUS_INVALID_ARGUMENT, manifest_path + ": declares op " + declared_op + ", not " + op);
   }
-  return info["name"].cast<std::string>();
+  return name;
 }
 
 }  // namespace

@@ -66,6 +66,7 @@ def select(
     allow_none: bool = False,
     attributes: Sequence[AttributeValue] = (),
     execution_mode: str = "eager",
+    with_rejected: bool = True,
 ) -> dict[str, Any]: ...
 def launch(
     op: str,

@@ -131,3 +131,63 @@ def test_cuda_device_is_inferred_from_the_returned_tensor():
     a = torch.randn(64, 64, device="cuda")
     result = bench(lambda: a @ a, warmup=2, repeat=10, min_time_s=0)
     assert (result.mode, result.count, result.calls_per_sample) == ("cuda-events", 10, 1)
+
+
+class FakeCudaTiming:
+    """torch.cuda's stream and event API as bench uses it, on a CPU: counts the stream lookups and device-wide
+    synchronizations, and records which stream each event was recorded on (each event then reads 1 ms)."""
+
+    def __init__(self, monkeypatch):
+        self.stream = object()
+        self.lookups = 0
+        self.device_synchronizations = 0
+        self.recorded_on = []
+        self.waited = []
+        timing = self
+
+        class Event:
+            def __init__(self, enable_timing=False):
+                pass
+
+            def record(self, stream=None):
+                timing.recorded_on.append(stream)
+
+            def synchronize(self):
+                timing.waited.append(self)
+
+            def elapsed_time(self, end):
+                return 1.0
+
+        class DeviceScope:
+            def __init__(self, device):
+                pass
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exception):
+                return False
+
+        def current_stream(device=None):
+            timing.lookups += 1
+            return timing.stream
+
+        def synchronize(device=None):
+            timing.device_synchronizations += 1
+
+        monkeypatch.setattr(torch.cuda, "Event", Event)
+        monkeypatch.setattr(torch.cuda, "device", DeviceScope)
+        monkeypatch.setattr(torch.cuda, "current_stream", current_stream)
+        monkeypatch.setattr(torch.cuda, "synchronize", synchronize)
+
+
+def test_cuda_events_record_on_the_stream_looked_up_once_per_bench(monkeypatch):
+    timing = FakeCudaTiming(monkeypatch)
+    calls = []
+    result = bench(lambda: calls.append(1), warmup=1, repeat=7, min_time_s=0, device="cuda:0", flush_l2=False)
+    assert (result.mode, result.count, result.median_us) == ("cuda-events", 7, 1000.0)
+    assert len(calls) == 1 + 1 + 7, "warm-up, the estimate, the samples"
+    assert timing.lookups == 1
+    assert timing.recorded_on == [timing.stream] * 2 * (1 + 7)
+    # Once before timing; after the samples, waiting for the last event is enough (every sample ran on its stream).
+    assert timing.device_synchronizations == 1 and len(timing.waited) == 2

@@ -302,7 +302,13 @@ def test_each_gpu_measurement_follows_the_subjects_own_unmeasured_calls(monkeypa
 
     events = []
     subjects = [_timing.Subject(name, "peer", lambda name=name: events.append(name)) for name in ("a", "b")]
+
+    class Stream:
+        def synchronize(self):
+            pass
+
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: Stream())
 
     def fake_bench(fn, **options):
         events.append("measured")

@@ -60,6 +60,34 @@ def test_select_returns_kernel_reason_and_candidates():
     assert {c["name"] for c in selection["candidates"]} >= {"cpu.openblas.gemm", "torch.matmul.cpu"}
 
 
+def test_select_runs_each_candidates_filters_once_however_many_candidates(registered):
+    """The binding asks the core once, with room for every kernel of the op: a second selection to make room would
+    run every supports predicate again."""
+    calls = []
+    for index in range(40):
+        registered(torch.matmul, f"test.binding.many{index}", supports=lambda problem, index=index: calls.append(index) or True)
+    a, b = torch.randn(3, 4), torch.randn(4, 5)
+    raw = _core.select("matmul", [descriptor(a), descriptor(b)], allow_unverified=True)
+    assert len(raw["candidates"]) > 40
+    assert sorted(calls) == list(range(40))
+
+
+def test_select_can_leave_out_the_rejected_candidates():
+    """What a call and its tuning read (the eligible candidates and the pick) without a record of every rejected
+    kernel, which a GPU's hundreds of dtype- and layout-specific kernels make most of a selection."""
+    kabi.register_kernel("matmul", torch.matmul, name="test.binding.float16_only", dtypes=["float16"])
+    try:
+        a = meta_descriptor((8, 8), torch.float32, torch.device("cpu"))
+        every = _core.select("matmul", [a, a], allow_unverified=True)
+        wanted = _core.select("matmul", [a, a], allow_unverified=True, with_rejected=False)
+    finally:
+        kabi.unregister_kernel("matmul", "test.binding.float16_only")
+    rejected = {c["name"] for c in every["candidates"] if not c["eligible"]}
+    assert "test.binding.float16_only" in rejected
+    assert [c for c in every["candidates"] if c["eligible"]] == wanted["candidates"]
+    assert wanted["kernel"] == every["kernel"] and wanted["reason"] == every["reason"]
+
+
 def test_prepared_launch_computes_and_reads_each_calls_pointers():
     a, b = torch.randn(5, 3), torch.randn(3, 4)
     prepared = _core.PreparedLaunch(

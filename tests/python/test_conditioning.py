@@ -61,14 +61,21 @@ def test_run_unmeasured_calls_until_the_deadline_on_a_gpu_and_never_on_a_cpu(mon
         calls.append(now[0])
         now[0] += 0.004
 
+    class Stream:
+        def synchronize(self):
+            synchronized.append(self)
+
+    stream = Stream()
+    lookups = []
     monkeypatch.setattr(_bench.time, "perf_counter", lambda: now[0])
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: synchronized.append(device))
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: lookups.append(device) or stream)
     _bench.run_unmeasured(call, torch.device("cpu"), 1.0)
     _bench.run_unmeasured(call, torch.device("cuda"), 0.0)
     assert calls == [], "a CPU has no clock to condition, and 0 s is off"
     _bench.run_unmeasured(call, torch.device("cuda"), 0.01)
     assert len(calls) == 3, "calls go on until the deadline, the last one started before it"
-    assert synchronized == [torch.device("cuda")] * 3, "each call is waited for, so the time spent is the device's"
+    assert synchronized == [stream] * 3, "each call is waited for, so the time spent is the device's"
+    assert lookups == [torch.device("cuda")], "the stream the calls run on is looked up once"
 
     def failing():
         raise RuntimeError("launch failed")

@@ -79,3 +79,17 @@ def test_grouped_reference_widens_one_group_at_a_time_and_equals_the_whole_produ
     batched_x = torch.randn(3, 4, 6, generator=generator).to(torch.bfloat16)
     torch.testing.assert_close(reference_output(_references.grouped_mm, [batched_x, w, None]),
                                torch.bmm(batched_x.double(), wide_w), rtol=1e-12, atol=1e-12)
+
+
+def test_a_check_reads_its_values_back_from_the_device_in_two_transfers(monkeypatch):
+    """Each value read back waits for the device: a check that passes reads its counts once and its errors once."""
+    reads = []
+    for method in ("tolist", "item", "__bool__", "__float__", "__int__"):
+        original = getattr(torch.Tensor, method)
+        monkeypatch.setattr(torch.Tensor, method,
+                            lambda self, *args, _original=original, _name=method: reads.append(_name) or
+                            _original(self, *args))
+    a, b = torch.randn(8, 6, dtype=torch.float64), torch.randn(6, 5, dtype=torch.float64)
+    tolerance = op_spec("matmul").tolerance["float64"]
+    assert check_output(a @ b, reference_output(torch.matmul, [a, b]), tolerance) is None
+    assert reads == ["tolist", "tolist"]

@@ -51,6 +51,23 @@ def test_a_tuning_store_flushes_only_the_op_it_stores_for(toy_op):
     assert matmul_counts() == (hits + 1, misses + 1), "a store for matmul left its old decisions standing"
 
 
+def test_registering_a_kernel_of_another_op_leaves_the_decisions_standing():
+    """The CUDA backends register hundreds of kernels at a process's first call; each moves its own op's
+    generation, which is all a table follows, so no other op's decisions are made again."""
+    a, b = torch.randn(4, 6), torch.randn(6, 3)
+    kabi.ops.matmul(a, b)
+    hits, misses = matmul_counts()
+    kabi.register_kernel("linear", lambda x, w, bias=None, out=None, **attributes: None,
+                         name="test.state.other_op", dtypes=["float16"])
+    try:
+        kabi.ops.matmul(a, b)
+        assert matmul_counts() == (hits + 1, misses)
+    finally:
+        kabi.unregister_kernel("linear", "test.state.other_op")
+    kabi.ops.matmul(a, b)
+    assert matmul_counts() == (hits + 2, misses)
+
+
 def test_op_generation_moves_with_its_own_kernels_only(toy_op):
     toy_generation = _core.op_generation(toy_op)
     matmul_generation = _core.op_generation("matmul")

@@ -110,9 +110,9 @@ def _split_agreement(rank, directory):
             measured.append(["screen", *kernels])
             return super().screen(kernels)
 
-        def measure(self, kernels):
+        def measure(self, kernels, cut_clear_losers=True):
             measured.append(list(kernels))
-            return super().measure(kernels)
+            return super().measure(kernels, cut_clear_losers=cut_clear_losers)
 
     timer = RecordingTimer([(name, candidate(name)) for name in names], make_inputs, QUICK,
                            reference=torch.matmul, tolerance=Tolerance(2e-5, 1e-4))
@@ -221,7 +221,7 @@ def _graph_replay_times(rank, directory):
             timed.append(list(names))
             return [CandidateMeasurement(name, graph_us[name][rank], screened=True) for name in names]
 
-        def measure(self, names):
+        def measure(self, names, cut_clear_losers=True):
             timed.append(list(names))
             return [CandidateMeasurement(name, graph_us[name][rank]) for name in names]
 

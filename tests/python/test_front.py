@@ -168,6 +168,31 @@ def test_registering_a_kernel_invalidates_cached_decisions():
     assert calls == [1]
 
 
+def test_the_call_that_completes_the_registry_is_remembered(monkeypatch):
+    """A process's first call registers the lazily loaded backends (CUDA's), which moves the op's generation; the
+    decision that call makes must still be kept, or the second call misses too (20 ms on an H200)."""
+    import kabi.ops._front as dispatch
+
+    registered = []
+
+    def complete_registry(device_type=None):
+        if not registered:
+            registered.append(device_type)
+            kabi.register_kernel("matmul", torch.matmul, name="test.front.lazily_registered", dtypes=["float64"])
+
+    monkeypatch.setattr(dispatch, "complete_registry", complete_registry)
+    front = front_of(kabi.ops.matmul)
+    a, b = torch.randn(3, 7), torch.randn(7, 5)
+    try:
+        kabi.ops.matmul(a, b)
+        hits, misses = front.cache.hits, front.cache.misses
+        kabi.ops.matmul(a, b)
+        assert (front.cache.hits, front.cache.misses) == (hits + 1, misses)
+        assert registered == ["cpu"]
+    finally:
+        kabi.unregister_kernel("matmul", "test.front.lazily_registered")
+
+
 def test_tuning_hook_runs_on_misses_only(monkeypatch):
     import kabi.ops._front as dispatch
 

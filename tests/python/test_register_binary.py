@@ -1,13 +1,16 @@
 """register_binary (kabi_binary_load): one manifest registered as a native kernel with a Python supports predicate, on
-the CPU machine (the image is checked and registered, never loaded into a driver)."""
+the CPU machine (the image is never loaded into a driver). Registering reads the manifest only; the image is read and
+checked against the manifest's hash at the kernel's first launch."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+import torch
 
 import kabi
+from _made_up_launch import launch_matmul_at_made_up_addresses
 from kabi.backends.triton import Manifest, ManifestParam
 from kabi.backends.triton._manifest import fnv1a64, write_binary
 from kabi.ops._kernel_registration import register_binary
@@ -49,6 +52,24 @@ def test_bad_arguments_are_named(manifest: Path, tmp_path: Path) -> None:
         register_binary(manifest, "matmul", "always")
     with pytest.raises(kabi.KabiIOError, match="is not a file"):
         register_binary(tmp_path / "absent.kabi-manifest", "matmul")
-    manifest.with_suffix(".cubin").write_bytes(b"\x7fELF tampered")
-    with pytest.raises(kabi.InvalidArgumentError, match="image_fnv1a64"):
-        register_binary(manifest, "matmul", lambda problem: True)
+
+
+
+def test_the_image_is_read_and_checked_at_the_first_launch_only(manifest: Path) -> None:
+    image = manifest.with_suffix(".cubin")
+    image.write_bytes(b"\x7fELF tampered")
+    assert register_binary(manifest, "matmul", lambda problem: True) == NAME
+    for _ in range(2):  # refused at every launch, naming the manifest's line and the image
+        with pytest.raises(kabi.InvalidArgumentError, match=rf"{manifest}:\d+: image_fnv1a64: image {image.name} "
+                                                             r"hashes to [0-9a-f]{16}, not [0-9a-f]{16}"):
+            launch_matmul_at_made_up_addresses(NAME, torch.float16)
+    image.unlink()
+    with pytest.raises(kabi.KabiIOError, match=rf"{manifest}:\d+: image: image file {image} is missing"):
+        launch_matmul_at_made_up_addresses(NAME, torch.float16)
+
+
+def test_an_intact_image_goes_on_to_the_driver(manifest: Path) -> None:
+    register_binary(manifest, "matmul")
+    with pytest.raises(kabi.KabiError) as refused:
+        launch_matmul_at_made_up_addresses(NAME, torch.float16)
+    assert str(manifest) not in str(refused.value)

@@ -344,6 +344,47 @@ def test_the_tuned_pick_is_the_measured_faster_of_torch_and_openblas(cache_dir):
     assert {m.kernel: m.time_us for m in report.measurements} == pytest.approx(recorded, rel=1e-9)
 
 
+def _counting_selections(monkeypatch) -> list:
+    front = kabi.ops._front.front_of("matmul")
+    selections = []
+    select = front.select
+    monkeypatch.setattr(front, "select", lambda *args, **kwargs: selections.append(1) or select(*args, **kwargs))
+    return selections
+
+
+def test_a_miss_that_tunes_selects_before_and_after_measuring_and_for_the_other_mode(cache_dir, monkeypatch):
+    selections = _counting_selections(monkeypatch)
+    with kabi.tuning("first-call", **QUICK_TUNING):
+        kabi.ops.matmul(torch.randn(19, 8), torch.randn(8, 6))
+    # Selecting again under the measurement lock would find what the miss's selection found: nothing changed since.
+    assert len(selections) == 3
+
+
+def test_a_problem_tuned_while_the_miss_waited_for_the_lock_is_not_measured_again(cache_dir, monkeypatch):
+    a, b = torch.randn(21, 8), torch.randn(8, 6)
+    real_lock = tuner.measurement_lock
+
+    class TunedMeanwhile:
+        """The lock, which another thread held while it tuned the problem (that thread's kabi.tune takes it too)."""
+
+        tuned = False
+
+        def __enter__(self):
+            real_lock.__enter__()
+            if not self.tuned:
+                self.tuned = True
+                kabi.tune(kabi.ops.matmul, a, b, settings=QUICK)
+
+        def __exit__(self, *exception):
+            return real_lock.__exit__(*exception)
+
+    monkeypatch.setattr(tuner, "measurement_lock", TunedMeanwhile())
+    before = _stats.stats().tuning_runs
+    with kabi.tuning("first-call", **QUICK_TUNING):
+        torch.testing.assert_close(kabi.ops.matmul(a, b), a @ b)
+    assert _stats.stats().tuning_runs == before + 1, "only the other thread measured"
+
+
 def _scaled_kernel(a, b, out=None):
     return torch.matmul(a, b) * 1.5
 

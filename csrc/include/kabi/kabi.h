@@ -1243,8 +1243,11 @@ KABI_EXPORT kabi_status kabi_plugin_at(int32_t index, kabi_plugin_record* out_re
 /* ------------------------------------------------------------------------------------------------------------ */
 
 /** Register every kernel described by the manifests (files named NAME.kabi-manifest, a line-oriented `key = value` text format,
- *  docs/manifest.md) in a directory, each naming its op, kernel declaration, image file and launch spec. A corrupt, mismatched (ABI major, image hash) or
- *  incomplete manifest is refused with a message naming the file and the field. *out_registered may be NULL. */
+ *  docs/manifest.md) in a directory, each naming its op, kernel declaration, image file and launch spec. A corrupt,
+ *  mismatched (ABI major) or incomplete manifest, or one whose image file is missing, is refused with a message naming
+ *  the file and the field. The image's bytes are read and checked (format, the manifest's image_fnv1a64) at the
+ *  kernel's first launch, which refuses an image that fails (KABI_STATUS_INVALID_ARGUMENT, or KABI_STATUS_IO_ERROR
+ *  when unreadable) with the manifest's line and the image named. *out_registered may be NULL. */
 KABI_EXPORT kabi_status kabi_binaries_load(const char* directory, int32_t* out_registered);
 
 /** Register the one kernel that the manifest file manifest_path describes (as kabi_binaries_load reads it), with an

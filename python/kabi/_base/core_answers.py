@@ -12,6 +12,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -28,6 +29,14 @@ def bit_names(mask: int, table: Mapping[str, int]) -> tuple[str, ...]:
     return tuple(name for name, bit in table.items() if mask & bit)
 
 
+@functools.lru_cache(maxsize=1024)
+def _core_bit_names(table: str, mask: int) -> tuple[str, ...]:
+    """``bit_names`` over one of the core's tables (``"FEATURES"``, ``"DTYPES"``, ``"LAYOUTS"``), remembered: every
+    selection names the features, dtypes and layouts of each of its candidates, and where a GPU's backends register
+    some 260 matmul kernels, naming them took most of a selection's time."""
+    return bit_names(mask, getattr(_core, table))
+
+
 def names_to_bits(names: Any, table: Mapping[str, int], what: str, owner: str) -> int:
     """OR of the bits of ``names``; an unknown name raises ``ValueError`` naming ``what`` and the known ones."""
     mask = 0
@@ -40,7 +49,7 @@ def names_to_bits(names: Any, table: Mapping[str, int], what: str, owner: str) -
 
 
 def _layout_name(bit: int) -> str:
-    names = bit_names(bit, _core.LAYOUTS)
+    names = _core_bit_names("LAYOUTS", bit)
     return names[0] if len(names) == 1 else "|".join(names) or "none"
 
 
@@ -129,9 +138,9 @@ class KernelInfo:
             device=device_type_name(raw["device_type"]),
             archs=tuple(raw["archs"]),
             arch_range=(raw["arch_min"], raw["arch_max"]),
-            features=bit_names(raw["required_features"], _core.FEATURES),
-            dtypes=bit_names(raw["dtypes"], _core.DTYPES),
-            layouts=bit_names(raw["layouts"], _core.LAYOUTS),
+            features=_core_bit_names("FEATURES", raw["required_features"]),
+            dtypes=_core_bit_names("DTYPES", raw["dtypes"]),
+            layouts=_core_bit_names("LAYOUTS", raw["layouts"]),
             batch_mode=_BATCH_MODE_NAMES.get(raw["batch_mode"], str(raw["batch_mode"])),
             alignment=raw["alignment"],
             priority=raw["priority"],
@@ -140,7 +149,7 @@ class KernelInfo:
             type_constraints=raw["type_constraints"],
             has_workspace=raw["has_workspace"],
             has_variant=raw["has_variant"],
-            input_layouts=tuple((name, bit_names(mask, _core.LAYOUTS)) for name, mask in raw["input_layouts"]),
+            input_layouts=tuple((name, _core_bit_names("LAYOUTS", mask)) for name, mask in raw["input_layouts"]),
         )
 
     @property

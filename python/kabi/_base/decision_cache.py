@@ -11,8 +11,9 @@ registering or unregistering one of its kernels, a plugin load that registered k
 it, and replacing or clearing the tuning cache (every op's). A table never stores a decision selected under another
 generation than its own, and a front whose table lags the op's generation takes the miss path, whose
 ``begin_miss()`` empties it; so changes made behind Python's back (a C++ caller registering into the same libkabi)
-are caught too, and tuning one op leaves every other op's decisions standing. ``invalidate_all()`` empties every
-table at once.
+are caught too, and tuning one op, or registering a kernel of it, leaves every other op's decisions standing.
+Registration needs nothing more: ``invalidate_all()``, which empties every table at once, is for starting over (a
+test that wants a fresh process's first calls).
 
 Example::
 
@@ -47,7 +48,8 @@ def decision_table(op: str, attributes: Sequence[tuple[str, Sequence[str]]]) -> 
 
 
 def invalidate_all() -> None:
-    """Forget every remembered decision of every op (after anything that can change a selection)."""
+    """Forget every remembered decision of every op, so that each next call misses as a new process's would.
+    Nothing that changes a selection needs it: that moves the op's generation, which the tables follow."""
     for table in list(_tables):
         table.clear()
 

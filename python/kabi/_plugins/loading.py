@@ -22,7 +22,6 @@ import sys
 from pathlib import Path
 
 from .. import _core
-from .._base.decision_cache import invalidate_all
 from .._base.tensors import DEVICE_TYPES
 from .discovery import PluginRecord, complete_registry, plugin_records
 
@@ -52,19 +51,13 @@ def load_builtin_plugin(device_type: str) -> None:
     (``kabi._plugins.discovery.complete_registry``)."""
     if device_type == "cpu":
         _point_at_scipy_openblas()
-    try:
-        _core.plugin_load_builtin_device(DEVICE_TYPES[device_type])
-    finally:
-        invalidate_all()
+    _core.plugin_load_builtin_device(DEVICE_TYPES[device_type])
 
 
 def load_plugin(path: str | os.PathLike[str]) -> PluginRecord:
     """Load a plugin shared library and return its record; a refusal raises (e.g. ``AbiMismatchError``) with
     the plugin's name and why, and leaves kabi working."""
-    try:
-        _core.plugin_load(os.fspath(path))
-    finally:
-        invalidate_all()
+    _core.plugin_load(os.fspath(path))
     resolved = os.path.realpath(path)
     records = plugin_records()
     matching = [r for r in records if os.path.realpath(r.path) == resolved]
@@ -80,17 +73,11 @@ def plugins() -> list[PluginRecord]:
 
 def load_binaries(directory: str | os.PathLike[str]) -> int:
     """Register every device binary (``NAME.kabi-manifest``) in ``directory``; returns how many were registered."""
-    try:
-        return _core.binaries_load(os.fspath(directory))
-    finally:
-        invalidate_all()
+    return _core.binaries_load(os.fspath(directory))
 
 
 def load_binary(manifest_path: str | os.PathLike[str], op: str, supports=None) -> str:
     """Register the device binary that one manifest file of ``op`` describes, with an optional supports predicate
     (called with the problem, returning True or why the kernel declines), and return the kernel's name. A kernel
     already registered with the same fingerprint is kept, and its name returned."""
-    try:
-        return _core.binary_load(os.fspath(manifest_path), op, supports)
-    finally:
-        invalidate_all()
+    return _core.binary_load(os.fspath(manifest_path), op, supports)

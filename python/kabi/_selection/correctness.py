@@ -88,9 +88,11 @@ def check_output(output: Any, reference: torch.Tensor | tuple[torch.Tensor, ...]
     actual = output.detach().to(reference.dtype)
     reference_finite = torch.isfinite(reference)
     unexpected = ~torch.isfinite(actual) & reference_finite
-    if bool(unexpected.any()):
-        return f"{_first_nonfinite_kind(actual[unexpected])} in output ({int(unexpected.sum())} elements)"
-    if not bool(reference_finite.all()):
+    # Values are read back together: each read of a device's value waits for the device (a GPU gate once read six).
+    unexpected_count, nonfinite_references = torch.stack([unexpected.sum(), (~reference_finite).sum()]).tolist()
+    if unexpected_count:
+        return f"{_first_nonfinite_kind(actual[unexpected])} in output ({unexpected_count} elements)"
+    if nonfinite_references:
         mismatched = ~reference_finite & ~((actual == reference) | (torch.isnan(actual) & torch.isnan(reference)))
         if bool(mismatched.any()):
             return f"wrong result: {int(mismatched.sum())} elements differ where the reference is NaN or Inf"
@@ -98,12 +100,13 @@ def check_output(output: Any, reference: torch.Tensor | tuple[torch.Tensor, ...]
     if actual.numel() == 0:
         return None
     difference = actual - reference
-    reference_norm = float(torch.linalg.vector_norm(reference))
-    norm_error = float(torch.linalg.vector_norm(difference)) / (reference_norm if reference_norm > 0 else 1.0)
+    reference_norm, difference_norm, reference_peak, difference_peak = torch.stack([
+        torch.linalg.vector_norm(reference), torch.linalg.vector_norm(difference), reference.abs().max(),
+        difference.abs().max()]).tolist()
+    norm_error = difference_norm / (reference_norm if reference_norm > 0 else 1.0)
     if not norm_error <= tolerance.norm:
         return f"wrong result: norm error {norm_error:.1e} > {tolerance.norm:g}"
-    reference_peak = float(reference.abs().max())
-    extreme_error = float(difference.abs().max()) / (reference_peak if reference_peak > 0 else 1.0)
+    extreme_error = difference_peak / (reference_peak if reference_peak > 0 else 1.0)
     if not extreme_error <= tolerance.extreme:
         return f"wrong result: max error {extreme_error:.1e} > {tolerance.extreme:g} (relative to max |ref|)"
     return None

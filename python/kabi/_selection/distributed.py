@@ -206,5 +206,7 @@ def _as_row(result: CandidateMeasurement) -> tuple[str, float, str, float, bool]
 
 def _measured_everywhere(timer: CandidateTimer, kernels: Sequence[str]) -> tuple[CandidateMeasurement, ...]:
     """Every rank measures ``kernels`` in full; each one's slowest rank decides."""
-    local = [_as_row(result) for result in timer.measure(kernels)] if kernels else []
+    # Every rank times every finalist in full: a cut on one rank would leave the others' times to be compared with
+    # a time it never took.
+    local = [_as_row(result) for result in timer.measure(kernels, cut_clear_losers=False)] if kernels else []
     return _reduce(_gather(local), kernels)

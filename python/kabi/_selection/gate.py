@@ -107,10 +107,12 @@ def gate_until_verified(front: OpFront, inputs: tuple, out: torch.Tensor | None,
         )
     with measurement_lock:
         attributes = selection.attributes
-        selection = front.select(inputs, out, allow_none=True, with_data=with_data, attributes=attributes)
+        selection = front.select(inputs, out, allow_none=True, with_data=with_data, attributes=attributes,
+                                 with_rejected=False)
         while _unverified(selection):
             record_verdicts(front, inputs, {selection.kernel.name: gate_kernel(front, inputs, selection)}, attributes)
-            selection = front.select(inputs, out, allow_none=True, with_data=with_data, attributes=attributes)
+            selection = front.select(inputs, out, allow_none=True, with_data=with_data, attributes=attributes,
+                                     with_rejected=False)
     if selection.kernel is None:
         raise NoEligibleKernelError(selection.error)
     return selection

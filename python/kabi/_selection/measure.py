@@ -7,8 +7,9 @@ nothing it does escapes as an exception.
 Most candidates of a large set are far from the fastest, and measuring them in full buys nothing. So the
 survivors of the gate are first **screened**: each is timed for one round (as below, one sample), and only those
 whose screened time is within ``settings.screen_margin`` of the fastest screen (the *finalists*) are measured in full.
-A candidate cut by the screen keeps its screened time with ``screened`` set and a note saying so: the tuner persists
-it, so no later process measures it again, but it never wins (``fastest`` and the core's selection skip it).
+A finalist whose rounds show it has clearly lost stops after three of them (``CUT_MARGIN``). A candidate cut by the
+screen or the rounds keeps its time with ``screened`` set and a note saying so: the tuner persists it, so no later
+process measures it again, but it never wins (``fastest`` and the core's selection skip it).
 
 Timing is built to hold on a busy machine. The finalists are timed in ``settings.repeat`` short rounds; in each
 round every candidate takes one sample (a :func:`kabi.bench` of ``SAMPLES_PER_ROUND`` calls' median), in an order
@@ -60,8 +61,8 @@ from .bench import CapturedCalls, bench, capture_calls, run_unmeasured
 from .correctness import check_output, reference_output
 from .tuning_policy import TuningSettings
 
-__all__ = ["HOST_BOUND_US", "CandidateMeasurement", "CandidateTimer", "fastest", "gate_once", "measure_candidates",
-           "select_finalists", "settle_noisy"]
+__all__ = ["CUT_AFTER_ROUNDS", "CUT_MARGIN", "HOST_BOUND_US", "CandidateMeasurement", "CandidateTimer", "fastest",
+           "gate_once", "measure_candidates", "select_finalists", "settle_noisy"]
 
 # Notes travel into the tuning cache and into explain's 256-byte reason fields.
 _MAX_NOTE_CHARS = 200
@@ -77,6 +78,16 @@ CONDITION_CALLS = 16
 # which candidate wins: on an H200 a Triton matmul measured fastest eagerly took 50.9 us under graph replay, where
 # cuBLAS took 47.3 us. The tuner times such problems in graph mode too.
 HOST_BOUND_US = 100.0
+# A finalist stops being measured once it has clearly lost: after at least CUT_AFTER_ROUNDS rounds, its fastest round
+# is more than CUT_MARGIN slower than the slowest round of another finalist, the rounds of both clean (within the noise
+# bound, not starved). Their rounds then do not overlap at all, in rounds interleaved so that load from elsewhere falls
+# on both alike: its median could still come out below the other's only if most of its remaining rounds beat what the
+# other's rounds never did. Three rounds each is the fewest where a range says something (two equally fast
+# candidates' rounds separate that fully 1 time in 20, and a faster one's, by the margin too, far more rarely); 5% is
+# above the round-to-round drift of a GPU's clock (a few percent) and well below the screen's 25%, so that finalists
+# one round cannot tell apart are still cut once their rounds do.
+CUT_AFTER_ROUNDS = 3
+CUT_MARGIN = 0.05
 
 
 @dataclass(frozen=True)
@@ -230,13 +241,15 @@ class CandidateTimer:
         self.outcomes.update((result.kernel, result) for result in results)
         return results
 
-    def measure(self, names: Sequence[str]) -> list[CandidateMeasurement]:
+    def measure(self, names: Sequence[str], *, cut_clear_losers: bool = True) -> list[CandidateMeasurement]:
         """Gate the named candidates and time those that pass in full: ``settings.repeat`` interleaved rounds, the
-        noisy ones measured again."""
+        noisy ones measured again. With ``cut_clear_losers`` (and a screen: ``screen_margin`` finite), a candidate
+        that has clearly lost stops early (``CUT_MARGIN``) and keeps its time as a screened one."""
         passing = self._gate(names)
         timed = [(name, self._functions[name]) for name in passing]
+        cut = cut_clear_losers and not math.isinf(self.settings.screen_margin)
         with self._phase("tuning_measure_seconds"):
-            results = _timed_results(self._timing, names, timed)
+            results = _timed_results(self._timing, names, timed, cut)
         self.outcomes.update((result.kernel, result) for result in results)
         return results
 
@@ -288,12 +301,13 @@ def settle_noisy(results: Sequence[CandidateMeasurement], margin: float) -> list
             for result in results]
 
 
-def _timed_results(timing: _Timing, names: Sequence[str],
-                   timed: Sequence[tuple[str, Callable[..., Any]]]) -> list[CandidateMeasurement]:
-    rounds = timing.interleaved_rounds(timed, timing.settings.warmup)
+def _timed_results(timing: _Timing, names: Sequence[str], timed: Sequence[tuple[str, Callable[..., Any]]],
+                   cut_clear_losers: bool) -> list[CandidateMeasurement]:
+    rounds = timing.interleaved_rounds(timed, timing.settings.warmup, cut_clear_losers=cut_clear_losers)
     timing.attempts = 1
     for _ in range(REMEASUREMENTS):
-        noisy = [(name, fn) for name, fn in timed if name in rounds and timing.is_noisy(rounds[name])]
+        noisy = [(name, fn) for name, fn in timed
+                 if name in rounds and not rounds[name].cut and timing.is_noisy(rounds[name])]
         if not noisy:
             break
         timing.attempts += 1
@@ -312,10 +326,12 @@ def _spread(rounds_us: Sequence[float]) -> float:
 
 @dataclass
 class _Rounds:
-    """One measurement of one candidate: each round's time, and the CPU share of each round's sample (CPU only)."""
+    """One measurement of one candidate: each round's time, the CPU share of each round's sample (CPU only), and
+    why it stopped before the last round (``cut``: it had clearly lost; "" when it ran them all)."""
 
     times_us: list[float] = field(default_factory=list)
     cpu_shares: list[float] = field(default_factory=list)
+    cut: str = ""
 
     @property
     def cpu_share(self) -> float | None:
@@ -381,14 +397,17 @@ class _Timing:
         return sample
 
     def interleaved_rounds(self, candidates: Sequence[tuple[str, Callable[..., Any]]], warmup: int,
-                           repeat: int | None = None) -> dict[str, _Rounds]:
+                           repeat: int | None = None, cut_clear_losers: bool = False) -> dict[str, _Rounds]:
         """Each candidate's round times: ``repeat`` (default ``settings.repeat``) rounds of one sample per
         candidate, in a fresh order each round. A candidate that raises or writes into its inputs is noted and
-        leaves the rounds."""
+        leaves the rounds; with ``cut_clear_losers``, so does one that has clearly lost while rounds remain
+        (:meth:`_cut_clear_losers`)."""
         repeat = self.settings.repeat if repeat is None else repeat
         rounds: dict[str, _Rounds] = {name: _Rounds() for name, _ in candidates}
         for round_index in range(repeat):
-            active = [(name, fn) for name, fn in candidates if name not in self.notes]
+            if cut_clear_losers and round_index >= CUT_AFTER_ROUNDS:
+                self._cut_clear_losers(rounds)
+            active = [(name, fn) for name, fn in candidates if name not in self.notes and not rounds[name].cut]
             for name, fn in _round_order(active, round_index):
                 try:
                     sample = self._sample(name, fn, warmup if round_index == 0 else 1)
@@ -404,10 +423,32 @@ class _Timing:
                     rounds[name].cpu_shares.append(sample.cpu_share)
         return {name: values for name, values in rounds.items() if name not in self.notes}
 
+    def _cut_clear_losers(self, rounds: dict[str, _Rounds]) -> None:
+        """Cut the candidates whose fastest round is more than ``CUT_MARGIN`` slower than the slowest round of the
+        leader, the candidate whose slowest round is the fastest: they have clearly lost, and more rounds would buy
+        nothing. Only clean rounds (within the noise bound, not starved) are compared, on either side: a noisy
+        candidate is left to the re-measurements and :func:`settle_noisy`, and a starved one's every round may be
+        slow."""
+        clean = {name: measured for name, measured in rounds.items()
+                 if name not in self.notes and not measured.cut and measured.times_us and not self.is_noisy(measured)}
+        if not clean:
+            return
+        leader = min(clean, key=lambda name: max(clean[name].times_us))
+        bound = max(clean[leader].times_us)
+        for measured in clean.values():
+            fastest_round = min(measured.times_us)
+            if fastest_round > bound * (1 + CUT_MARGIN):
+                _stats.count("candidates_cut")
+                measured.cut = (f"cut after {len(measured.times_us)} rounds: its fastest round ({fastest_round:.2f} "
+                                f"us) is more than {CUT_MARGIN:.0%} behind the slowest of {leader} ({bound:.2f} us)")
+
     def result(self, name: str, rounds: _Rounds | None) -> CandidateMeasurement:
         if name in self.notes:
             return CandidateMeasurement(name, math.inf, self.notes[name])
         spread = _spread(rounds.times_us)
+        if rounds.cut:
+            return CandidateMeasurement(name, statistics.median(rounds.times_us), rounds.cut, tuple(rounds.times_us),
+                                        spread, screened=True)
         note = ""
         if spread > self.settings.max_spread:
             note = (f"noisy: spread {spread:.0%} > {self.settings.max_spread:.0%} in each of {self.attempts} "

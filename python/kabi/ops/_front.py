@@ -97,6 +97,11 @@ def _current_cuda_stream(device_index: int) -> int:
     return torch.cuda.current_stream(device_index).cuda_stream
 
 
+def _device_type(inputs: tuple) -> str | None:
+    """The device type of a call's first tensor (None without one): where its kernels must come from."""
+    return next((value.device.type for value in inputs if isinstance(value, torch.Tensor)), None)
+
+
 def front_of(op: Any) -> OpFront:
     """The dispatcher behind an op, given its name or its ``kabi.ops`` function."""
     try:
@@ -108,9 +113,11 @@ def front_of(op: Any) -> OpFront:
 @dataclass(frozen=True)
 class Selection:
     """The core's answer for one problem: the kernel (None when nothing is eligible), why, whether it has passed
-    the correctness gate on the problem (``verified``), every candidate, the execution mode it was made for
-    (``"eager"``, or ``"graph"``: replayed in a CUDA graph), and the call's attribute values (schema order, enums by
-    name), which an implementation of the pick is bound to."""
+    the correctness gate on the problem (``verified``), the candidates (every one, or only the eligible ones and the
+    pick: :meth:`OpFront.select`'s ``with_rejected``), the execution mode it was made for
+    (``"eager"``, or ``"graph"``: replayed in a CUDA graph), the call's attribute values (schema order, enums by
+    name), which an implementation of the pick is bound to, and the op's generation (``kabi_op_generation``) it was
+    made at (:meth:`OpFront.is_current`)."""
 
     op: str
     kernel: KernelInfo | None
@@ -123,6 +130,7 @@ class Selection:
     verified: bool
     execution_mode: str = "eager"
     attributes: tuple = ()
+    generation: int = 0
 
     @property
     def picked(self) -> Candidate | None:
@@ -131,7 +139,7 @@ class Selection:
 
     @classmethod
     def from_core(cls, op: str, raw: dict, forced: str | None, execution_mode: str = "eager",
-                  attributes: tuple = ()) -> Selection:
+                  attributes: tuple = (), generation: int = 0) -> Selection:
         return cls(
             op=op,
             kernel=KernelInfo.from_core(raw["kernel"]) if raw["kernel"] is not None else None,
@@ -144,6 +152,7 @@ class Selection:
             verified=raw["verified"],
             execution_mode=execution_mode,
             attributes=tuple(attributes),
+            generation=generation,
         )
 
 
@@ -378,19 +387,20 @@ class OpFront:
 
     def select(
         self, inputs: tuple, out: Any = None, *, allow_none: bool = False, with_data: bool = False,
-        execution_mode: str | None = None, attributes: tuple = (),
+        execution_mode: str | None = None, attributes: tuple = (), with_rejected: bool = True,
     ) -> Selection:
         """Validate and select without caching. ``attributes`` are the call's values in schema order, defaults
         filled in. ``with_data`` passes data pointers (alignment is then checked). Vector inputs select the kernel of
         the matrices they stand for (:meth:`full_rank`). ``execution_mode`` (``"eager"`` or ``"graph"``) defaults to
-        the call's (:meth:`execution_mode`)."""
+        the call's (:meth:`execution_mode`). Without ``with_rejected`` the selection's candidates are the eligible
+        ones and the pick only (what a call and its tuning read; explain wants every rejection): where a GPU's
+        backends register some 260 kernels of an op, the records of the rejected ones took most of a selection."""
         inputs, out, _ = self.full_rank(inputs, out)
         tensors = self.check_inputs(inputs, out)
         self.check_attributes(attributes)
         if execution_mode is None:
             execution_mode = self.execution_mode(tensors)
-        present = [tensor for tensor in tensors if tensor is not None]
-        complete_registry(present[0].device.type if present else None)
+        complete_registry(_device_type(tensors))
         input_descriptors = self.input_descriptors(tensors, with_data)
         output_descriptors = [
             # Kernels write dense row-major outputs; a strided `out` receives a copy (see _native_launcher), so
@@ -402,14 +412,23 @@ class OpFront:
         if not with_data:
             output_descriptors = [(0, *d[1:]) for d in output_descriptors]
         forced = _scopes.forced_choice(self.name)
+        # Read first: a change made while the core selects must make the selection look stale, never current.
+        generation = _core.op_generation(self.name)
         # Unverified picks are allowed here because the tuner's miss hook gates a pick before the front uses it.
         raw = _core.select(
             self.name, input_descriptors, output_descriptors, force=forced, use_environment=forced is None,
             allow_unverified=True, allow_failed_gate=_scopes.failed_gate_allowed(), allow_none=allow_none,
-            attributes=attributes, execution_mode=execution_mode,
+            attributes=attributes, execution_mode=execution_mode, with_rejected=with_rejected,
         )
         return Selection.from_core(self.name, raw, forced or _scopes.environment_choice(self.name), execution_mode,
-                                   attributes)
+                                   attributes, generation)
+
+    def is_current(self, selection: Selection) -> bool:
+        """Whether nothing that can change the op's selections (its kernels, its tuning records, the tuning cache)
+        has changed since ``selection`` was made: selecting the same call again (same inputs, attributes, execution
+        mode and ``kabi.use`` scope) would give the same answer, which is worth knowing where a GPU's backends register
+        some 260 kernels of an op and a selection runs the filters and supports predicates of each."""
+        return _core.op_generation(self.name) == selection.generation
 
     # -- the miss path -------------------------------------------------------------------------------------------
 
@@ -423,9 +442,12 @@ class OpFront:
         if has_foreign_array(inputs, out):
             function = functools.partial(self.function, **self.attribute_map(attributes))
             return call_with_arrays(function, self.name, self.input_names, inputs, out)
+        # A process's first call registers the lazily loaded backends (CUDA's), which moves the op's generation: that
+        # happens before the miss begins, so that the decision it makes is kept and the next call hits.
+        complete_registry(_device_type(inputs))
         generation = self.cache.begin_miss()
         full_inputs, full_out, promotion = self.full_rank(inputs, out)
-        selection = self.select(full_inputs, full_out, attributes=attributes)
+        selection = self.select(full_inputs, full_out, attributes=attributes, with_rejected=False)
         hook = _on_selection_miss
         if hook is not None:
             replacement = hook(self, full_inputs, full_out, selection)
@@ -464,7 +486,8 @@ class OpFront:
         if selection.pick_reason != "tuned":
             return implementation
         other_mode = "eager" if selection.execution_mode == "graph" else "graph"
-        other = self.select(inputs, out, execution_mode=other_mode, attributes=selection.attributes)
+        other = self.select(inputs, out, execution_mode=other_mode, attributes=selection.attributes,
+                            with_rejected=False)
         picked = other.picked
         if other.kernel is None or not other.verified or other.kernel.name == selection.kernel.name or (
                 other_mode == "graph" and picked.tuned_execution_mode != "graph"):
@@ -496,7 +519,7 @@ class OpFront:
         """Select with the real data pointers and run once, remembering nothing: the fallback when a cached native
         kernel refuses this call's pointers (e.g. alignment). Errors of this launch propagate. The pick runs only
         once it has passed the correctness gate on the problem: one without a verdict is gated first."""
-        selection = self.select(inputs, out, with_data=True, attributes=attributes)
+        selection = self.select(inputs, out, with_data=True, attributes=attributes, with_rejected=False)
         verifier = _verify_fresh_selection
         if verifier is not None:
             selection = verifier(self, inputs, out, selection)

@@ -28,7 +28,6 @@ import torch
 
 from .. import _core
 from .._base.core_answers import KernelInfo, Problem, names_to_bits
-from .._base.decision_cache import invalidate_all
 from .._base.declarations import KernelSpec, op_name_of, resolve_callable
 from .._base.errors import AlreadyExistsError, ArgumentTypeError, InvalidArgumentError, UnavailableError
 from .._base.tensors import device_type_code, dtype_name
@@ -229,7 +228,6 @@ def register_kernel(
         except BaseException:
             del _implementations[key]
             raise
-    invalidate_all()
     return KernelInfo.from_core(_core.kernel_info(op_name, name))  # registering reads no other kernel: no completion
 
 
@@ -256,7 +254,6 @@ def unregister_kernel(op: Any, name: str) -> None:
     with _lock:
         _core.kernel_unregister(op_name, name)
         _implementations.pop((op_name, name), None)
-    invalidate_all()
 
 
 def kernels(op: Any = None) -> tuple[KernelInfo, ...]:

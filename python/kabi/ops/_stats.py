@@ -26,7 +26,10 @@ class Stats:
 
     - ``tuning_runs``: problems measured (one run measures every eligible candidate of one problem);
     - ``candidates_benchmarked``: candidates that passed the correctness gate and were timed (screened or in full);
-    - ``candidates_screened_out``: of those, the ones the screen cut, timed for one round only;
+    - ``candidates_screened_out``: of those, the ones whose time is a screened one, never final: cut by the screen
+      (timed for one round only) or during their full measurement, once they had clearly lost;
+    - ``candidates_cut``: finalists whose full measurement stopped early because they had clearly lost, in eager and
+      CUDA-graph rounds alike (``kabi._selection.measure.CUT_MARGIN``);
     - ``gate_failures``: candidates rejected (wrong result, NaN/Inf, raised, wrote into their inputs);
     - ``tuning_skipped``: decision misses that would have tuned but the policy forbade (off, compiling, capturing);
     - ``tuning_seconds``: wall time spent tuning; of it, ``tuning_gate_seconds`` gating the candidates (the
@@ -40,6 +43,7 @@ class Stats:
     tuning_runs: int = 0
     candidates_benchmarked: int = 0
     candidates_screened_out: int = 0
+    candidates_cut: int = 0
     gate_failures: int = 0
     tuning_skipped: int = 0
     tuning_seconds: float = 0.0

@@ -1,5 +1,6 @@
 // Device-binary manifests through the public C ABI: a valid manifest with a fake cubin registers a kernel with the
-// declared facts (no GPU needed), and every kind of damage is refused with a message naming file, line and field.
+// declared facts (no GPU needed), and every kind of damage is refused with a message naming file, line and field: a
+// damaged manifest when it is loaded, a damaged image when its kernel is first launched.
 // Directories named by KABI_BINARY_PATH load with the plugins of the environment, each recorded like a plugin.
 #include <stdlib.h>
 #include <unistd.h>
@@ -220,12 +221,8 @@ void test_refusals() {
                  ":" + std::to_string(line_of(bundle, "abi_major")) + ": abi_major: is 3; this libkabi implements ABI "
                  "major 2");
 
-  bundle = write_bundle([](Fields&) {});
-  std::ofstream(bundle.image, std::ios::binary | std::ios::app) << "tampered";
-  expect_refused(bundle, invalid,
-                 ":" + std::to_string(line_of(bundle, "image_fnv1a64")) + ": image_fnv1a64: image " +
-                     bundle.image.filename().string() + " hashes to ");
-
+  expect_refused(write_bundle([](Fields& fields) { set_field(fields, "image_fnv1a64", "0123456789ABCDEF"); }), invalid,
+                 "image_fnv1a64: \"0123456789ABCDEF\" is not 16 lower-case hex digits");
   expect_refused(write_bundle([](Fields& fields) { remove_field(fields, "entry"); }), invalid,
                  ".kabi-manifest: missing required key entry");
 
@@ -373,6 +370,73 @@ void test_format_3_fields() {
       invalid, "param divisible_by: only dim and stride parameters take one, not zeroed_scratch");
 }
 
+// kabi_launch of the bundle's kernel on 128 x 128 float16 matrices at made-up device addresses. The image is checked
+// before the driver is asked for anything, so what the check says shows on any machine; an image that passes goes on
+// to the driver (no driver here, or a module the fake cubin cannot make on a GPU machine).
+kabi_status launch_bundle(const Bundle& bundle) {
+  kabi_kernel kernel = nullptr;
+  KABI_CHECK_EQ(kabi_kernel_find("matmul", bundle.kernel_name.c_str(), &kernel), KABI_STATUS_OK);
+  int64_t shape[2] = {128, 128};
+  DLTensor tensors[3];
+  for (int i = 0; i < 3; ++i) {
+    tensors[i] = DLTensor{};
+    tensors[i].data = reinterpret_cast<void*>(static_cast<uintptr_t>(i + 1) << 20);
+    tensors[i].device = DLDevice{kDLCUDA, 0};
+    tensors[i].ndim = 2;
+    tensors[i].dtype = DLDataType{kDLFloat, 16, 1};
+    tensors[i].shape = shape;
+  }
+  kabi_args args{};
+  args.struct_size = sizeof args;
+  args.inputs = tensors;
+  args.num_inputs = 2;
+  args.outputs = tensors + 2;
+  args.num_outputs = 1;
+  return kabi_launch(kernel, &args);
+}
+
+void expect_message(const std::string& fragment) {
+  const std::string message = kabi_last_error();
+  if (message.find(fragment) == std::string::npos) {
+    kabi_test::report_failure(__FILE__, __LINE__, "message \"" + message + "\" lacks \"" + fragment + "\"");
+  }
+}
+
+// Registering reads no image: its bytes are read and checked against the manifest at the kernel's first launch, which
+// refuses a damaged one (at every launch), naming the manifest's line and the image.
+void test_image_is_checked_at_its_first_launch() {
+  const Bundle tampered = write_bundle([](Fields&) {});
+  std::ofstream(tampered.image, std::ios::binary | std::ios::app) << "tampered";
+  int32_t registered = -1;
+  KABI_CHECK_EQ(kabi_binaries_load(tampered.directory.c_str(), &registered), KABI_STATUS_OK);
+  KABI_CHECK_EQ(registered, 1);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    KABI_CHECK_EQ(launch_bundle(tampered), KABI_STATUS_INVALID_ARGUMENT);
+    expect_message(tampered.manifest.string() + ":" + std::to_string(line_of(tampered, "image_fnv1a64")) +
+                   ": image_fnv1a64: image " + tampered.image.filename().string() + " hashes to ");
+    expect_message("(corrupt or replaced image); the kernel is not launched");
+  }
+
+  const Bundle removed = write_bundle([](Fields&) {});
+  KABI_CHECK_EQ(kabi_binaries_load(removed.directory.c_str(), nullptr), KABI_STATUS_OK);
+  fs::remove(removed.image);
+  KABI_CHECK_EQ(launch_bundle(removed), KABI_STATUS_IO_ERROR);
+  expect_message(removed.manifest.string() + ":" + std::to_string(line_of(removed, "image")) + ": image: image file " +
+                 removed.image.string() + " is missing");
+
+  const Bundle not_elf = write_bundle([](Fields&) {});
+  std::ofstream(not_elf.image, std::ios::binary | std::ios::trunc) << "PTX?";
+  KABI_CHECK_EQ(kabi_binary_load(not_elf.manifest.c_str(), nullptr, nullptr, nullptr, nullptr), KABI_STATUS_OK);
+  KABI_CHECK_EQ(launch_bundle(not_elf), KABI_STATUS_INVALID_ARGUMENT);
+  expect_message(": image: " + not_elf.image.filename().string() + ": image is not a cubin (no ELF header)");
+
+  const Bundle intact = write_bundle([](Fields&) {});
+  KABI_CHECK_EQ(kabi_binaries_load(intact.directory.c_str(), nullptr), KABI_STATUS_OK);
+  const kabi_status status = launch_bundle(intact);
+  KABI_CHECK(status != KABI_STATUS_OK);
+  KABI_CHECK(std::string(kabi_last_error()).find(intact.manifest.string()) == std::string::npos);
+}
+
 void test_directory_loads_all_or_nothing() {
   const Bundle good = write_bundle([](Fields&) {});
   const Bundle bad = write_bundle([](Fields& fields) { set_field(fields, "block", "256, 1"); });
@@ -470,7 +534,7 @@ void test_one_manifest_loads_with_a_supports_predicate() {
   KABI_CHECK_EQ(g_freed, 2);
 
   // A refused manifest and a NULL path free user_data too, and register nothing.
-  const Bundle damaged = write_bundle([](Fields& fields) { set_field(fields, "image_fnv1a64", "0123456789abcdef"); });
+  const Bundle damaged = write_bundle([](Fields& fields) { set_field(fields, "image_fnv1a64", "not a hash"); });
   const int32_t before = kabi_kernel_count("matmul");
   KABI_CHECK_EQ(kabi_binary_load(damaged.manifest.c_str(), &never_supports, &token, &count_free, nullptr),
                 KABI_STATUS_INVALID_ARGUMENT);
@@ -493,6 +557,7 @@ int main() {
   test_refusals();
   test_format_2_fields();
   test_format_3_fields();
+  test_image_is_checked_at_its_first_launch();
   test_directory_loads_all_or_nothing();
   test_environment_directories_load_with_the_plugins();
   test_one_manifest_loads_with_a_supports_predicate();

@@ -274,8 +274,11 @@ def test_core_registers_compiled_binaries_as_written(binaries, tmp_path):
     assert info.fingerprint == manifest.fingerprint
 
 
-def test_core_refuses_a_corrupt_binary(binaries, tmp_path):
+def test_core_refuses_a_corrupt_binary_at_its_first_launch(binaries, tmp_path):
+    import torch
+
     import kabi
+    from _made_up_launch import launch_matmul_at_made_up_addresses
     from kabi.backends.triton import load_binaries
 
     manifest = read_manifest(binaries[_BINARIES[0]])
@@ -286,8 +289,12 @@ def test_core_refuses_a_corrupt_binary(binaries, tmp_path):
     image = bytearray(cubin.read_bytes())
     image[len(image) // 2] ^= 0xFF
     cubin.write_bytes(bytes(image))
-    with pytest.raises(kabi.KabiError, match="image_fnv1a64"):
-        load_binaries(tmp_path)
+    assert load_binaries(tmp_path) == 1  # registering reads the manifest, not the image
+    try:
+        with pytest.raises(kabi.InvalidArgumentError, match=f"image_fnv1a64: image {manifest.image} hashes to"):
+            launch_matmul_at_made_up_addresses(manifest.name, torch.float16)
+    finally:
+        kabi.unregister_kernel("matmul", manifest.name)
     with pytest.raises(ValueError, match="directory"):
         load_binaries(tmp_path / "absent")
 

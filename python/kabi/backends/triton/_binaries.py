@@ -1,7 +1,8 @@
 """Loading device binaries (cubin + manifest pairs) into kabi's core, where they become native kernels.
 
-The core's reader (``kabi_binaries_load``, which ``kabi.load_binaries`` calls) parses the manifests, checks each
-image's hash and registers the kernels; C++ callers use the same function with no Python involved.
+The core's reader (``kabi_binaries_load``, which ``kabi.load_binaries`` calls) parses the manifests and registers the
+kernels; each image is read and checked against its manifest's hash at its kernel's first launch. C++ callers use the
+same function with no Python involved.
 
 Example::
 
