@@ -155,6 +155,7 @@ def sized_probes(total_bytes: int, floor_bandwidth: float, l2_bytes: int) -> dic
         def read(source, block=block, steps=steps, warps=warps, programs=programs, partial_sums=partial_sums):
             _streaming_read_kernel[(programs,)](source, partial_sums, elements, BLOCK=block, STEPS=steps,
                                                num_warps=warps)
+            return partial_sums
 
         read(sources[0])
         torch.cuda.synchronize()
@@ -282,19 +283,50 @@ def _print_table(rows: list[dict]) -> None:
               f"{_fraction(row['cublas_fraction']):>6} {ratio} "
               f"{_fraction(row['sized_probes']['copy']['fraction_of_floor']):>6} "
               f"{_fraction(row['sized_probes']['streaming_read']['fraction_of_floor']):>6}")
+    summary = decode_summary(rows)
+    if summary["graded"]:
+        print(f"\nM <= 16, {summary['graded']} problems: the best decode kernel at >= 0.85 of the floor on "
+              f"{summary['decode_at_0.85']}, >= 1.0x cuBLAS on {summary['decode_beats_cublas']}; the better of decode "
+              f"and cuBLAS at >= 0.85 on {summary['best_at_0.85']}, at >= 0.95 on {summary['large_best_at_0.95']} "
+              f"of the {summary['large']} layers of 100 MB or more, within 0.95 of the better probe of the same bytes "
+              f"on {summary['best_near_probe']}")
+
+
+def decode_summary(rows: list[dict]) -> dict:
+    """The issue's decode targets counted over the rows of M <= 16 (for the best decode kernel, and for the better of
+    it and cuBLAS, which is what a tuned pick gets), and how many reach 0.95 of the better sized probe."""
     graded = [row for row in rows if row["m"] <= 16 and row["best_decode_fraction"] is not None]
-    if graded:
-        at_roof = sum(row["best_decode_fraction"] >= 0.85 for row in graded)
-        large = [row for row in graded if row["weight_bytes"] >= 100e6]
-        large_at_roof = sum(row["best_decode_fraction"] >= 0.95 for row in large)
-        beats = sum((row["speedup_over_cublas"] or 0) >= 1.0 for row in graded)
-        probe_best = {id(row): max(row["sized_probes"]["copy"]["fraction_of_floor"],
-                                   row["sized_probes"]["streaming_read"]["fraction_of_floor"]) for row in graded}
-        near_probe = sum(max(row["best_decode_fraction"], row["cublas_fraction"] or 0) >= 0.95 * probe_best[id(row)]
-                         for row in graded)
-        print(f"\nM <= 16: {at_roof}/{len(graded)} problems at >= 0.85 of the floor; {large_at_roof}/{len(large)} "
-              f"of those >= 100 MB at >= 0.95; {beats}/{len(graded)} at >= 1.0x cuBLAS; {near_copy}/{len(graded)} "
-              f"within 0.95 of a copy of the same bytes")
+    best = [max(row["best_decode_fraction"], row["cublas_fraction"] or 0.0) for row in graded]
+    probe = [max(row["sized_probes"]["copy"]["fraction_of_floor"],
+                 row["sized_probes"]["streaming_read"]["fraction_of_floor"]) for row in graded]
+    large = [index for index, row in enumerate(graded) if row["weight_bytes"] >= 100e6]
+    return {
+        "graded": len(graded),
+        "decode_at_0.85": sum(row["best_decode_fraction"] >= 0.85 for row in graded),
+        "decode_beats_cublas": sum((row["speedup_over_cublas"] or 0.0) >= 1.0 for row in graded),
+        "best_at_0.85": sum(fraction >= 0.85 for fraction in best),
+        "large": len(large),
+        "large_best_at_0.95": sum(best[index] >= 0.95 for index in large),
+        "best_near_probe": sum(fraction >= 0.95 * bound for fraction, bound in zip(best, probe)),
+        "probes_by_bytes": {row["weight_bytes"]: {"copy": row["sized_probes"]["copy"]["fraction_of_floor"],
+                                                  "streaming_read":
+                                                      row["sized_probes"]["streaming_read"]["fraction_of_floor"]}
+                            for row in graded},
+    }
+
+
+def summarize(path: Path) -> int:
+    """Recompute a results file's summary from its rows (for a run whose summary failed after every row was
+    written), recording when and by which command."""
+    report = json.loads(path.read_text())
+    _print_table(report["results"])
+    report["summary"] = decode_summary(report["results"])
+    report["summary_recomputed"] = {
+        "command": " ".join([sys.executable, *sys.argv]),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    path.write_text(json.dumps(report, indent=1) + "\n")
+    print(f"wrote the summary into {path}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -304,7 +336,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtypes", nargs="+", default=["bfloat16"], choices=["bfloat16", "float16"])
     parser.add_argument("--m", nargs="+", type=int, default=[1, 8, 16, 32, 64])
     parser.add_argument("--layers", nargs="+", default=list(LAYERS), choices=list(LAYERS))
+    parser.add_argument("--summarize", type=Path, default=None, metavar="FILE",
+                        help="measure nothing: print FILE's table and store its summary, recomputed from its rows")
     arguments = parser.parse_args(argv)
+    if arguments.summarize is not None:
+        return summarize(arguments.summarize)
     if not torch.cuda.is_available():
         print("decode.py measures decode kernels on a CUDA GPU; none is visible (torch.cuda.is_available() is "
               "False). Run it on a GPU machine, e.g. through benchmarks/run_gpu.sh decode.", file=sys.stderr)
@@ -353,6 +389,7 @@ def main(argv: list[str] | None = None) -> int:
                                                          arch, l2_bytes, probes_by_bytes[weight_bytes])
                     torch.cuda.empty_cache()
         _print_table(report["results"])
+        report["summary"] = decode_summary(report["results"])
     except Exception:
         report["fatal"] = traceback.format_exc()
         print(report["fatal"], file=sys.stderr)

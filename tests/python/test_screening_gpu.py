@@ -39,8 +39,13 @@ def test_graph_timing_captures_each_candidate_once_and_cuts_the_slow_one(monkeyp
         candidates, lambda: [a, b], settings, cuda_graph=True).screen_and_measure([name for name, _ in candidates])}
     assert len(captures) == 3, "one capture per candidate, replayed by the screen and every round"
     assert results["slow"].screened and math.isfinite(results["slow"].time_us)
-    assert fastest(results.values()).kernel in ("mm", "mm-again")
-    assert all(len(results[name].rounds_us) == settings.repeat for name in ("mm", "mm-again"))
+    winner = fastest(results.values())
+    assert winner.kernel in ("mm", "mm-again")
+    assert len(winner.rounds_us) == settings.repeat, "the pick is measured in full"
+    # Its twin runs the same cuBLAS kernel, so it is measured in full too, unless its rounds came out clearly
+    # slower (a tiny kernel's timing can differ by output placement): then it is cut, saying so, and never wins.
+    twin = results["mm-again" if winner.kernel == "mm" else "mm"]
+    assert len(twin.rounds_us) == settings.repeat or (twin.screened and twin.note.startswith("cut after")), twin
 
 
 def test_a_first_call_of_a_host_bound_problem_screens_in_both_modes(cache_dir):
