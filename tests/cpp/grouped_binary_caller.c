@@ -9,91 +9,19 @@
  *   grouped_binary_caller DIRECTORY KERNEL_NAME
  *
  * Exit status: 0 both results match; 1 a check failed; 2 bad usage; 77 no CUDA device (skipped). C99. */
-#include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_test_support.h"
 #include "kabi/kabi.h"
 
-#define SKIPPED 77
 /* Sizes multiples of 16 (as the binary declares) but of no tile; groups of 37, 0, 101, 1 and 64 rows and 9 rows past
  * the last offset. */
 enum { GROUPS = 5, ROWS = 212, K = 320, N = 272, ROWS_PER_GROUP = 45 };
 static const int32_t group_ends[GROUPS] = {37, 37, 138, 139, 203};
-
-typedef int (*cu_init_fn)(unsigned);
-typedef int (*cu_device_get_fn)(int*, int);
-typedef int (*cu_primary_retain_fn)(void**, int);
-typedef int (*cu_ctx_set_current_fn)(void*);
-typedef int (*cu_mem_alloc_fn)(uint64_t*, size_t);
-typedef int (*cu_mem_free_fn)(uint64_t);
-typedef int (*cu_copy_to_device_fn)(uint64_t, const void*, size_t);
-typedef int (*cu_copy_to_host_fn)(void*, uint64_t, size_t);
-typedef int (*cu_synchronize_fn)(void);
-
-static struct {
-  cu_mem_alloc_fn alloc;
-  cu_mem_free_fn release;
-  cu_copy_to_device_fn to_device;
-  cu_copy_to_host_fn to_host;
-  cu_synchronize_fn synchronize;
-} cu;
-
-static int failures = 0;
-#define CHECK(condition, ...)                                \
-  do {                                                       \
-    if (!(condition)) {                                      \
-      fprintf(stderr, "FAILED %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                          \
-      fprintf(stderr, "\n");                                 \
-      ++failures;                                            \
-    }                                                        \
-  } while (0)
-
-/* dlsym's object pointer stored into a function pointer the way POSIX shows (ISO C has no conversion between the
- * two, and -pedantic refuses a cast). */
-#define RESOLVE(library, target, symbol) (*(void**)(&(target)) = dlsym((library), (symbol)))
-
-static int open_driver(void) {
-  void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  cu_init_fn init;
-  cu_device_get_fn device_get;
-  cu_primary_retain_fn retain;
-  cu_ctx_set_current_fn set_current;
-  int device = 0;
-  void* context = NULL;
-  if (driver == NULL) return 0;
-  RESOLVE(driver, init, "cuInit");
-  RESOLVE(driver, device_get, "cuDeviceGet");
-  RESOLVE(driver, retain, "cuDevicePrimaryCtxRetain");
-  RESOLVE(driver, set_current, "cuCtxSetCurrent");
-  RESOLVE(driver, cu.alloc, "cuMemAlloc_v2");
-  RESOLVE(driver, cu.release, "cuMemFree_v2");
-  RESOLVE(driver, cu.to_device, "cuMemcpyHtoD_v2");
-  RESOLVE(driver, cu.to_host, "cuMemcpyDtoH_v2");
-  RESOLVE(driver, cu.synchronize, "cuCtxSynchronize");
-  return init != NULL && device_get != NULL && retain != NULL && set_current != NULL && cu.alloc != NULL &&
-         cu.release != NULL && cu.to_device != NULL && cu.to_host != NULL && cu.synchronize != NULL &&
-         init(0) == 0 && device_get(&device, 0) == 0 && retain(&context, device) == 0 && set_current(context) == 0;
-}
-
-/* bfloat16 as its 16 bits: round to nearest even from float, and back. */
-static uint16_t to_bfloat16(float value) {
-  uint32_t bits;
-  memcpy(&bits, &value, sizeof bits);
-  bits += 0x7FFFu + ((bits >> 16) & 1u);
-  return (uint16_t)(bits >> 16);
-}
-
-static double from_bfloat16(uint16_t half) {
-  uint32_t bits = (uint32_t)half << 16;
-  float value;
-  memcpy(&value, &bits, sizeof value);
-  return value;
-}
 
 static void fill_random(uint16_t* values, size_t count) {
   size_t i;

@@ -2,60 +2,16 @@
  * matmul kernel it registered on device memory and check each result against a double-precision reference, and
  * run kabi_call with the plugin's backend forced. The driver API (cuMemAlloc, copies) is opened at run time, as a C
  * application without the CUDA toolkit would. Exits 77 (skipped) where there is no CUDA device. */
-#include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_test_support.h"
 #include "kabi/kabi.h"
 
-#define SKIPPED 77
 enum { M = 200, N = 136, K = 264 };
-
-typedef int (*cu_init_fn)(unsigned);
-typedef int (*cu_device_get_fn)(int*, int);
-typedef int (*cu_primary_retain_fn)(void**, int);
-typedef int (*cu_ctx_set_current_fn)(void*);
-typedef int (*cu_mem_alloc_fn)(uint64_t*, size_t);
-typedef int (*cu_mem_free_fn)(uint64_t);
-typedef int (*cu_copy_to_device_fn)(uint64_t, const void*, size_t);
-typedef int (*cu_copy_to_host_fn)(void*, uint64_t, size_t);
-typedef int (*cu_synchronize_fn)(void);
-
-static struct {
-  cu_mem_alloc_fn alloc;
-  cu_mem_free_fn release;
-  cu_copy_to_device_fn to_device;
-  cu_copy_to_host_fn to_host;
-  cu_synchronize_fn synchronize;
-} cu;
-
-static int failures = 0;
-#define CHECK(condition, ...)                              \
-  do {                                                     \
-    if (!(condition)) {                                    \
-      fprintf(stderr, "FAILED %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                        \
-      fprintf(stderr, "\n");                               \
-      ++failures;                                          \
-    }                                                      \
-  } while (0)
-
-/* bfloat16 as its 16 bits: round to nearest even from float, and back. */
-static uint16_t to_bfloat16(float value) {
-  uint32_t bits;
-  memcpy(&bits, &value, sizeof bits);
-  bits += 0x7FFFu + ((bits >> 16) & 1u);
-  return (uint16_t)(bits >> 16);
-}
-static float from_bfloat16(uint16_t half) {
-  uint32_t bits = (uint32_t)half << 16;
-  float value;
-  memcpy(&value, &bits, sizeof value);
-  return value;
-}
 
 static DLTensor matrix(uint64_t data, int64_t* shape) {
   DLTensor tensor;
@@ -79,33 +35,6 @@ static double extreme_error(const uint16_t* out, const double* reference) {
     if (fabs(reference[i]) > largest) largest = fabs(reference[i]);
   }
   return worst / largest;
-}
-
-/* dlsym's object pointer stored into a function pointer the way POSIX shows (ISO C has no conversion between the
- * two, and -pedantic refuses a cast). */
-#define RESOLVE(library, target, symbol) (*(void**)(&(target)) = dlsym((library), (symbol)))
-
-static int open_driver(void) {
-  void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (driver == NULL) return 0;
-  cu_init_fn init;
-  cu_device_get_fn device_get;
-  cu_primary_retain_fn retain;
-  cu_ctx_set_current_fn set_current;
-  RESOLVE(driver, init, "cuInit");
-  RESOLVE(driver, device_get, "cuDeviceGet");
-  RESOLVE(driver, retain, "cuDevicePrimaryCtxRetain");
-  RESOLVE(driver, set_current, "cuCtxSetCurrent");
-  RESOLVE(driver, cu.alloc, "cuMemAlloc_v2");
-  RESOLVE(driver, cu.release, "cuMemFree_v2");
-  RESOLVE(driver, cu.to_device, "cuMemcpyHtoD_v2");
-  RESOLVE(driver, cu.to_host, "cuMemcpyDtoH_v2");
-  RESOLVE(driver, cu.synchronize, "cuCtxSynchronize");
-  int device = 0;
-  void* context = NULL;
-  return init != NULL && device_get != NULL && retain != NULL && set_current != NULL && cu.alloc != NULL &&
-         cu.release != NULL && cu.to_device != NULL && cu.to_host != NULL && cu.synchronize != NULL &&
-         init(0) == 0 && device_get(&device, 0) == 0 && retain(&context, device) == 0 && set_current(context) == 0;
 }
 
 int main(int argc, char** argv) {
