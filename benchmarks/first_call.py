@@ -27,10 +27,10 @@ how long that import took, inside the call (0 when it did not happen).
 
 With ``--profile FILE``, the first cold process also runs its first call under cProfile and writes the functions that
 took the most time (cumulative, then own time) to FILE, headed by the command and date: where a cold call's time
-goes below the breakdown's level.
+goes below the breakdown's level. ``--profile-warm FILE`` does the same for the first warm process.
 
     python benchmarks/first_call.py [--problem 37x4096x4096] [--dtype bfloat16] [--runs 5] [--output FILE]
-                                    [--profile FILE]
+                                    [--profile FILE] [--profile-warm FILE]
 """
 
 from __future__ import annotations
@@ -195,7 +195,7 @@ def _child(mode: str, problem: tuple[int, int, int], dtype_name: str, profile: P
         profiler.disable()
     figures["first_call_s"] = time.perf_counter() - start
     if profiler is not None:
-        _write_profile(profiler, profile, figures["first_call_s"])
+        _write_profile(profiler, profile, figures["first_call_s"], mode)
     if mode != "torch":
         figures["triton_imported"] = "triton" in sys.modules and not figures["triton_imported_before_call"]
         # The first call's, before the second call adds to the running figures.
@@ -234,13 +234,13 @@ def _bytecode_cached() -> bool:
     return all(Path(importlib.util.cache_from_source(str(path))).exists() for path in _kabi_sources().rglob("*.py"))
 
 
-def _write_profile(profiler: cProfile.Profile, path: Path, first_call_s: float) -> None:
+def _write_profile(profiler: cProfile.Profile, path: Path, first_call_s: float, mode: str) -> None:
     text = io.StringIO()
     statistics_of_call = pstats.Stats(profiler, stream=text)
     for order in ("cumulative", "tottime"):
         statistics_of_call.sort_stats(order).print_stats(40)
     header = (f"# {os.environ.get('KABI_FIRST_CALL_COMMAND', '')}\n"
-              f"# {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}: a cold first call "
+              f"# {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}: a {mode} first call "
               f"({first_call_s:.2f} s with the profiler on), by cumulative then own time\n")
     path.write_text(header + text.getvalue())
 
@@ -265,6 +265,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=5, help="fresh processes per figure")
     parser.add_argument("--output", type=Path)
     parser.add_argument("--profile", type=Path, help="where the first cold process writes its first call's profile")
+    parser.add_argument("--profile-warm", type=Path,
+                        help="where the first warm process writes its first call's profile")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -292,9 +294,10 @@ def main(argv: list[str] | None = None) -> None:
             runs["torch"].append(_run_child("torch", args, environment))
             caches = {"KABI_CACHE_DIR": os.path.join(directory, f"kabi-{index}"),
                       "TRITON_CACHE_DIR": os.path.join(directory, f"triton-{index}")}
-            profile = args.profile if index == 0 and args.profile is not None else None
-            runs["cold"].append(_run_child("cold", args, {**environment, **caches}, profile))
-            runs["warm"].append(_run_child("warm", args, {**environment, **caches}))
+            runs["cold"].append(_run_child("cold", args, {**environment, **caches},
+                                           args.profile if index == 0 else None))
+            runs["warm"].append(_run_child("warm", args, {**environment, **caches},
+                                           args.profile_warm if index == 0 else None))
         report["runs"] = runs
 
     def median(mode: str, key: str, inner: str | None = None) -> float:
