@@ -99,8 +99,18 @@ def _directory_name(arch: int, multiprocessors: int) -> Path:
     return Path(fingerprint, f"sm{arch}_sms{multiprocessors}")
 
 
+def _present_manifests(directory: Path) -> frozenset[str]:
+    """The manifest file names in ``directory`` (none where it does not exist): one listing, where a check per binary
+    costs a process's start a stat for each of hundreds."""
+    try:
+        return frozenset(name for name in os.listdir(directory) if name.endswith(MANIFEST_SUFFIX))
+    except (FileNotFoundError, NotADirectoryError):
+        return frozenset()
+
+
 def _complete(directory: Path, names: list[str]) -> bool:
-    return all((directory / f"{name}{MANIFEST_SUFFIX}").is_file() for name in names)
+    present = _present_manifests(directory)
+    return all(f"{name}{MANIFEST_SUFFIX}" in present for name in names)
 
 
 def _compile_request(variants: list[BinaryVariant], arch: int, multiprocessors: int, directory: Path) -> list[str]:
@@ -142,7 +152,8 @@ def compile_binaries(variants: list[BinaryVariant], arch: int, multiprocessors: 
     ``kabi binaries compile --native --arch 90 --out <package>/kabi/binaries/triton`` calls it to ship them in a
     wheel."""
     directory = Path(root) / _directory_name(arch, multiprocessors)
-    missing = [variant for variant in variants if not (directory / f"{variant.name(arch)}{MANIFEST_SUFFIX}").is_file()]
+    present = _present_manifests(directory)
+    missing = [variant for variant in variants if f"{variant.name(arch)}{MANIFEST_SUFFIX}" not in present]
     if not missing:
         return directory
     workers = max(1, min(workers or os.cpu_count() or 1, len(missing)))
@@ -178,12 +189,13 @@ def register_native_binaries(arch: int, multiprocessors: int,
 
     variants = binary_variants(arch, families, dtypes, tags)
     directory = ensure_binaries(variants, arch, multiprocessors, workers)
+    present = _present_manifests(directory)
     registered = {}
     for variant in variants:
-        manifest = directory / f"{variant.name(arch)}{MANIFEST_SUFFIX}"
-        if not manifest.is_file():
+        manifest_name = f"{variant.name(arch)}{MANIFEST_SUFFIX}"
+        if manifest_name not in present:
             continue
         registered[(variant.family, variant.config.tag, variant.dtype, variant.layout, variant.rows)] = \
-            register_binary(manifest, binary_families()[variant.family].op,
+            register_binary(directory / manifest_name, binary_families()[variant.family].op,
                             supports_for(variant.family, variant.config, variant.rows))
     return registered
