@@ -222,7 +222,7 @@ def explain(op: Any, *arguments: Any, **keywords: Any) -> Explanation:
     """
     front = front_of(op)
     inputs, attributes, out = front.bind(arguments, keywords)
-    selection = front.select(inputs, out, allow_none=True, attributes=attributes)
+    selection = front.select(inputs, out, allow_none=True, attributes=attributes, with_rejected=True)
     plan, provisional = _plan(selection, inputs) if selection.kernel is not None else ("", False)
     failed = any(candidate.gate == "failed" for candidate in selection.candidates)
     if not failed or selection.problem is None:

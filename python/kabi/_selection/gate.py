@@ -107,12 +107,10 @@ def gate_until_verified(front: OpFront, inputs: tuple, out: torch.Tensor | None,
         )
     with measurement_lock:
         attributes = selection.attributes
-        selection = front.select(inputs, out, allow_none=True, with_data=with_data, attributes=attributes,
-                                 with_rejected=False)
+        selection = front.select(inputs, out, allow_none=True, with_data=with_data, attributes=attributes)
         while _unverified(selection):
             record_verdicts(front, inputs, {selection.kernel.name: gate_kernel(front, inputs, selection)}, attributes)
-            selection = front.select(inputs, out, allow_none=True, with_data=with_data, attributes=attributes,
-                                     with_rejected=False)
+            selection = front.select(inputs, out, allow_none=True, with_data=with_data, attributes=attributes)
     if selection.kernel is None:
         raise NoEligibleKernelError(selection.error)
     return selection

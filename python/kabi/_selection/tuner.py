@@ -317,13 +317,13 @@ def _tune(front: OpFront, inputs: tuple, out: torch.Tensor | None, selection: Se
         attributes = selection.attributes
         # Another thread may have tuned the problem while this one waited for the lock.
         again = selection if front.is_current(selection) else front.select(
-            inputs, out, execution_mode=mode, attributes=attributes, with_rejected=False)
+            inputs, out, execution_mode=mode, attributes=attributes)
         if _needs_measuring(again, inputs):
             kernels, losers = kernels_to_measure(again, inputs)
             _measure_and_record(front, inputs, selection, kernels, settings,
                                 "measured" if not losers else "measured the unrecorded and the recorded pick")
             _demote(front, inputs, again, losers)
-            again = front.select(inputs, out, execution_mode=mode, attributes=attributes, with_rejected=False)
+            again = front.select(inputs, out, execution_mode=mode, attributes=attributes)
     return again
 
 
@@ -403,5 +403,4 @@ def _agree(front, inputs, out, selection, eligible, settings, blocked) -> Select
                                                  for item in agreed):
             return None
         _record(front, inputs, selection, agreed, seconds, agreement.source, settings, graph)
-        return front.select(inputs, out, attributes=selection.attributes, execution_mode=selection.execution_mode,
-                            with_rejected=False)
+        return front.select(inputs, out, attributes=selection.attributes, execution_mode=selection.execution_mode)

@@ -78,7 +78,7 @@ def verify(op: Any, *inputs: torch.Tensor) -> VerifyReport:
     """
     front = front_of(op)
     with measurement_lock:
-        selection = front.select(inputs, allow_none=True)
+        selection = front.select(inputs, allow_none=True, with_rejected=True)
         if selection.problem is None:
             raise NoEligibleKernelError(f"verify: {selection.error}")
         eligible = [candidate for candidate in selection.candidates if candidate.eligible]

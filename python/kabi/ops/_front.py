@@ -113,8 +113,8 @@ def front_of(op: Any) -> OpFront:
 @dataclass(frozen=True)
 class Selection:
     """The core's answer for one problem: the kernel (None when nothing is eligible), why, whether it has passed
-    the correctness gate on the problem (``verified``), the candidates (every one, or only the eligible ones and the
-    pick: :meth:`OpFront.select`'s ``with_rejected``), the execution mode it was made for
+    the correctness gate on the problem (``verified``), the candidates (the eligible ones and the pick, or every one:
+    :meth:`OpFront.select`'s ``with_rejected``), the execution mode it was made for
     (``"eager"``, or ``"graph"``: replayed in a CUDA graph), the call's attribute values (schema order, enums by
     name), which an implementation of the pick is bound to, and the op's generation (``kabi_op_generation``) it was
     made at (:meth:`OpFront.is_current`)."""
@@ -387,14 +387,15 @@ class OpFront:
 
     def select(
         self, inputs: tuple, out: Any = None, *, allow_none: bool = False, with_data: bool = False,
-        execution_mode: str | None = None, attributes: tuple = (), with_rejected: bool = True,
+        execution_mode: str | None = None, attributes: tuple = (), with_rejected: bool = False,
     ) -> Selection:
         """Validate and select without caching. ``attributes`` are the call's values in schema order, defaults
         filled in. ``with_data`` passes data pointers (alignment is then checked). Vector inputs select the kernel of
         the matrices they stand for (:meth:`full_rank`). ``execution_mode`` (``"eager"`` or ``"graph"``) defaults to
-        the call's (:meth:`execution_mode`). Without ``with_rejected`` the selection's candidates are the eligible
-        ones and the pick only (what a call and its tuning read; explain wants every rejection): where a GPU's
-        backends register some 260 kernels of an op, the records of the rejected ones took most of a selection."""
+        the call's (:meth:`execution_mode`). The selection's candidates are the eligible ones and the pick (what a
+        call and its tuning read), or with ``with_rejected`` every one, each rejection with its reason (what explain
+        and verify show): where a GPU's backends register some 260 kernels of an op, the records of the rejected
+        ones took most of a selection."""
         inputs, out, _ = self.full_rank(inputs, out)
         tensors = self.check_inputs(inputs, out)
         self.check_attributes(attributes)
@@ -447,7 +448,7 @@ class OpFront:
         complete_registry(_device_type(inputs))
         generation = self.cache.begin_miss()
         full_inputs, full_out, promotion = self.full_rank(inputs, out)
-        selection = self.select(full_inputs, full_out, attributes=attributes, with_rejected=False)
+        selection = self.select(full_inputs, full_out, attributes=attributes)
         hook = _on_selection_miss
         if hook is not None:
             replacement = hook(self, full_inputs, full_out, selection)
@@ -486,8 +487,7 @@ class OpFront:
         if selection.pick_reason != "tuned":
             return implementation
         other_mode = "eager" if selection.execution_mode == "graph" else "graph"
-        other = self.select(inputs, out, execution_mode=other_mode, attributes=selection.attributes,
-                            with_rejected=False)
+        other = self.select(inputs, out, execution_mode=other_mode, attributes=selection.attributes)
         picked = other.picked
         if other.kernel is None or not other.verified or other.kernel.name == selection.kernel.name or (
                 other_mode == "graph" and picked.tuned_execution_mode != "graph"):
@@ -519,7 +519,7 @@ class OpFront:
         """Select with the real data pointers and run once, remembering nothing: the fallback when a cached native
         kernel refuses this call's pointers (e.g. alignment). Errors of this launch propagate. The pick runs only
         once it has passed the correctness gate on the problem: one without a verdict is gated first."""
-        selection = self.select(inputs, out, with_data=True, attributes=attributes, with_rejected=False)
+        selection = self.select(inputs, out, with_data=True, attributes=attributes)
         verifier = _verify_fresh_selection
         if verifier is not None:
             selection = verifier(self, inputs, out, selection)
