@@ -3,8 +3,6 @@ reference in Triton's CPU interpreter, sm_80/sm_90 builds with wide weight loads
 and the nn.Linear weight read in place."""
 
 import re
-import subprocess
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -17,8 +15,7 @@ from kabi.backends.triton import compile_all  # noqa: E402
 from kabi.backends.triton._decode_configs import DECODE_CONFIGS, DecodeConfig, decode_unsupported_reason
 from kabi.backends.triton._families import FAMILIES, MatmulProblem, device_facts  # noqa: E402
 from kabi.backends.triton._registration import _Supports  # noqa: E402
-
-_CUOBJDUMP = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+from _cubins import CUOBJDUMP, sass  # noqa: E402
 
 
 def _fits(config, m, n=4096, k=4096, n_by_k=True, arch=90, element_size=2) -> bool:
@@ -223,16 +220,16 @@ def test_builds_stream_the_weight_with_16_byte_loads(tmp_path, config, arch, dty
     assert compiled.metadata.shared <= 227 * 1024
     # A split's last program to finish a tile adds the slices (serial split-K); an unsplit kernel counts nothing.
     assert ("atom.global.gpu.acq_rel.add" in compiled.asm["ptx"]) == (config.split_k > 1)
-    if not _CUOBJDUMP.exists():
+    if not CUOBJDUMP.exists():
         pytest.skip("the Triton wheel has no cuobjdump to read the SASS with")
     cubin = tmp_path / "decode.cubin"
     cubin.write_bytes(compiled.asm["cubin"])
-    sass = subprocess.run([str(_CUOBJDUMP), "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
+    listing = sass(cubin)
     # Pipelined loops load through cp.async into shared memory (sm_80 adds an L2 prefetch hint, .LTC128B), the
     # others straight into registers; both 16 bytes per thread.
     wide_load = r"LDGSTS\.E\.BYPASS(\.LTC128B)?\.128" if config.num_stages > 1 else r"LDG\.E\.128"
-    assert re.search(wide_load, sass)
-    assert ("HMMA" in sass) == (config.style == "dot")
+    assert re.search(wide_load, listing)
+    assert ("HMMA" in listing) == (config.style == "dot")
 
 
 # --- on a GPU ---------------------------------------------------------------------------------------------------

@@ -7,8 +7,6 @@ scope atomic after a barrier and reads the other slices' parts from L2. What run
 test_triton_native_gpu.py."""
 
 import re
-import subprocess
-from pathlib import Path
 
 import pytest
 from _interpreter_runs import MATMUL_TOLERANCES, run_interpreter_worker
@@ -18,8 +16,7 @@ triton = pytest.importorskip("triton")
 from kabi.backends.triton import compile_to_binary, read_manifest  # noqa: E402
 from kabi.backends.triton._families import FAMILIES  # noqa: E402
 from kabi.backends.triton._native import binary_variants  # noqa: E402
-
-_CUOBJDUMP = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+from _cubins import CUOBJDUMP, sass  # noqa: E402
 _SPLIT_CONFIGS = {(family, config.tag) for family in ("small_m", "decode")
                   for config in FAMILIES[family].configs if config.split_k > 1}
 
@@ -105,18 +102,17 @@ def test_split_binaries_declare_their_scratch_counters_and_grid(split_binaries, 
             assert manifest.shared_memory_bytes == config.shared_memory_bytes(rows, 2, arch), manifest.name
 
 
-@pytest.mark.skipif(not _CUOBJDUMP.exists(), reason="the Triton wheel has no cuobjdump to read the SASS with")
+@pytest.mark.skipif(not CUOBJDUMP.exists(), reason="the Triton wheel has no cuobjdump to read the SASS with")
 @pytest.mark.parametrize("arch", [80, 90])
 def test_split_binaries_count_in_after_a_barrier_and_read_the_parts_from_l2(split_binaries, arch):
     for (binary_arch, name), (variant, path) in split_binaries.items():
         if binary_arch != arch:
             continue
         cubin = path.parent / read_manifest(path).image
-        sass = subprocess.run([str(_CUOBJDUMP), "-sass", str(cubin)], capture_output=True, text=True,
-                              check=True).stdout
+        listing = sass(cubin)
         # The release: a GPU-wide fence before the atomic; the acquire: L1 invalidated after it; the barrier orders
         # every thread's part before the one thread's atomic; the finisher's loads of the parts are .cg (STRONG.GPU).
-        assert re.search(r"MEMBAR\.[A-Z.]*GPU", sass), name
-        assert re.search(r"ATOMG\.E\.ADD\.STRONG\.GPU", sass), name
-        assert "BAR.SYNC" in sass, name
-        assert re.search(r"LDG\.E(\.128)?\.STRONG\.GPU", sass), name
+        assert re.search(r"MEMBAR\.[A-Z.]*GPU", listing), name
+        assert re.search(r"ATOMG\.E\.ADD\.STRONG\.GPU", listing), name
+        assert "BAR.SYNC" in listing, name
+        assert re.search(r"LDG\.E(\.128)?\.STRONG\.GPU", listing), name
