@@ -27,7 +27,9 @@ how long that import took, inside the call (0 when it did not happen).
 
 With ``--profile FILE``, the first cold process also runs its first call under cProfile and writes the functions that
 took the most time (cumulative, then own time) to FILE, headed by the command and date: where a cold call's time
-goes below the breakdown's level. ``--profile-warm FILE`` does the same for the first warm process.
+goes below the breakdown's level. ``--profile-warm FILE`` does the same for the first warm process. After its calls,
+each warm process also times selections whose one-time costs are paid (``selection_anatomy_s``), so the first
+selection's time splits into what every selection costs and what only the first one pays.
 
     python benchmarks/first_call.py [--problem 37x4096x4096] [--dtype bfloat16] [--runs 5] [--output FILE]
                                     [--profile FILE] [--profile-warm FILE]
@@ -218,6 +220,30 @@ def _child(mode: str, problem: tuple[int, int, int], dtype_name: str, profile: P
         figures["candidates_cut"] = stats.candidates_cut
         figures["second_call_selections"] = len(selection_times) - len(figures["selection_times_s"])
         figures["pick"] = kabi.explain(kabi.ops.matmul, a, b).pick
+        if mode == "warm":
+            figures["selection_anatomy_s"] = _selection_anatomy(kabi, a, b)
+    return figures
+
+
+def _selection_anatomy(kabi: Any, a: Any, b: Any) -> dict[str, float]:
+    """What the first warm selection's one-time costs were, by what selections cost once they are paid: the same
+    problem selected again (every kernel's filters and supports predicates, nothing lazy left), a new problem (one
+    row more: the per-problem work of a first sight, such as cuBLASLt's heuristic, and no memoized verdicts), that
+    one again, and re-reading the tuning cache from disk."""
+    from kabi._selection import cache
+    from kabi.ops._front import front_of
+
+    front = front_of("matmul")
+    grown = a.new_empty((a.shape[0] + 1, a.shape[1])).normal_()
+    figures = {}
+    for name, inputs in (("same_problem", (a, b)), ("new_problem", (grown, b)), ("new_problem_again", (grown, b))):
+        start = time.perf_counter()
+        front.select(inputs)
+        figures[name] = time.perf_counter() - start
+    start = time.perf_counter()
+    cache.reload()
+    front.select((a, b))
+    figures["cache_reload_and_select"] = time.perf_counter() - start
     return figures
 
 
@@ -334,6 +360,8 @@ def main(argv: list[str] | None = None) -> None:
         "warm_gc_collections": [statistics.median(run["gc_collections"][generation] for run in runs["warm"])
                                 for generation in range(3)],
         "warm_second_call_s": median("warm", "second_call_s"),
+        "warm_selection_anatomy_s": {name: median("warm", "selection_anatomy_s", name) for name in
+                                     ("same_problem", "new_problem", "new_problem_again", "cache_reload_and_select")},
     }
     summary["warm_minus_torch_s"] = summary["warm_first_call_s"] - summary["torch_first_call_s"]
     report["summary"] = summary
