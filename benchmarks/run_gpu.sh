@@ -3,7 +3,7 @@
 # benchmarks, leave results under benchmarks/results/ (and $OUT when set), print a short table.
 # Usage: bash benchmarks/fetch_gpu_wheels.sh here, then (device tool) bash benchmarks/run_gpu.sh [STEP ...] with
 # carry [".whl"]. Steps: tests cuda memcheck repro overhead bench:llm-decode triton decode cpp fp8 (default: all, in
-# that order), and native (the GPU tests of the Triton binaries, grouped ones included, and kabi.cuda alone), firstcall (fresh processes' first calls),
+# that order), and native (the GPU tests of the Triton binaries, grouped ones included, and kabi.cuda alone), firstcall (fresh processes' first calls; firstcall-shipped: with shipped binaries only),
 # distributed (2 GPUs). Each
 # step has its own time limit so that one hanging step still leaves the others' results and the table.
 # bench:[OP/]SUITE[:DTYPE] runs `kabi bench OP --suite SUITE [--dtype DTYPE]` (OP: matmul when not given) for 240 s
@@ -98,8 +98,10 @@ for step in "${steps[@]}"; do
     decode) run_step "decode at the memory roof" timeout 300 python3 benchmarks/decode.py \
               --output benchmarks/results/decode-nvidia-h200.json ;;
     # Twice: as a build without shipped Triton binaries (each cold call compiles them), then as a wheel that ships
-    # them (kabi binaries compile --native into the package, as a release build for sm_90 would).
-    firstcall) run_step "first call" timeout 300 python3 benchmarks/first_call.py --runs 2 \
+    # them (kabi binaries compile --native into the package, as a release build for sm_90 would). firstcall-shipped:
+    # the second only.
+    firstcall|firstcall-shipped)
+               [[ $step == firstcall ]] && run_step "first call" timeout 300 python3 benchmarks/first_call.py --runs 2 \
                  --output benchmarks/results/first-call-nvidia-h200.json
                run_step "ship binaries" timeout 240 python3 -m kabi.cli binaries compile --native --arch 90 \
                  --out python/kabi/binaries/triton
