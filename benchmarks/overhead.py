@@ -12,7 +12,7 @@ that ran right after it, so that a drift of the machine's speed during the run (
 always alike) cancels pair by pair; its interquartile range says how far to trust it. The difference of the two
 medians is reported beside it. Goal: kabi within +0.5 us of the chosen implementation.
 
-    python benchmarks/overhead.py [--size 8] [--dtype float32] [--batches 400] [--calls 200] [--output FILE]
+    python benchmarks/overhead.py [--size 8] [--dtype float32] [--batches 400] [--calls 200] [--cpu N] [--output FILE]
 """
 
 from __future__ import annotations
@@ -164,6 +164,19 @@ def linear_dispatch_overhead(args: argparse.Namespace, device: str) -> dict[str,
                                             device)}
 
 
+def pin_to_cpu(cpu: int) -> int | None:
+    """Run the process on ``cpu`` (-1: the last CPU it may use; -2: unpinned) and return the CPU, or None where it
+    stays unpinned (-2, or no sched_setaffinity on this platform)."""
+    if cpu == -2 or not hasattr(os, "sched_setaffinity"):
+        return None
+    allowed = sorted(os.sched_getaffinity(0))
+    chosen = allowed[-1] if cpu == -1 else cpu
+    if chosen not in allowed:
+        raise SystemExit(f"--cpu {cpu}: this process may run on CPUs {allowed}")
+    os.sched_setaffinity(0, {chosen})
+    return chosen
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=8)
@@ -171,7 +184,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batches", type=int, default=400)
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--output", type=Path, help="also write the figures as JSON, with command, date and versions")
+    parser.add_argument("--cpu", type=int, default=-1,
+                        help="the CPU the process runs on (default: the last it may use; -2: leave it unpinned). "
+                             "Pinned, a batch is never split by a migration to another core, whose caches are cold: "
+                             "on the 16-core GPU host that spread kabi's and the chosen kernel's batches alike by 2x")
     args = parser.parse_args(argv)
+    pinned_cpu = pin_to_cpu(args.cpu)
 
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     report: dict[str, Any] = {
@@ -181,6 +199,7 @@ def main(argv: list[str] | None = None) -> None:
         "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
                     "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None},
         "problem": {"size": args.size, "dtype": args.dtype},
+        "pinned_cpu": pinned_cpu,
         "dispatch": {device: dispatch_overhead(args, device) for device in devices},
         "linear_dispatch": {device: linear_dispatch_overhead(args, device) for device in devices},
         "integration": {device: integration(args, device) for device in devices},
