@@ -161,3 +161,43 @@ def test_plugin_path_libraries_are_loaded(report: dict) -> None:
 
 def test_kabi_works_after_broken_plugins(report: dict) -> None:
     assert report["matmul_ok"]
+
+
+def _write_distribution(site, directory: str, name: str, version: str, entry_points: str | None) -> None:
+    info = site / directory
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    if entry_points is not None:
+        (info / "entry_points.txt").write_text(entry_points)
+
+
+def test_entry_point_scan_finds_what_importlib_metadata_finds(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # discovery reads entry_points.txt files itself (importlib.metadata parses every installed package's); it must
+    # find the same entry points with the same distributions: the first of a name on sys.path wins, whatever its
+    # spelling, egg-info counts, other groups and comments do not.
+    from importlib import metadata
+
+    from kabi._plugins import discovery
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    group = discovery.ENTRY_POINT_GROUP
+    _write_distribution(first, "Acme.Vendor-2.0.dist-info", "Acme.Vendor", "2.0",
+                        f"# [{group}]\n[console_scripts]\nacme = acme:cli\n[{group}]\nacme = acme_kabi:library_path\n")
+    _write_distribution(first, "quiet-1.0.dist-info", "quiet", "1.0", "[console_scripts]\nquiet = quiet:main\n")
+    _write_distribution(first, "no_entry_points-1.0.dist-info", "no-entry-points", "1.0", None)
+    _write_distribution(second, "acme_vendor-1.0.dist-info", "acme-vendor", "1.0",
+                        f"[{group}]\nshadowed = acme_old:library_path\n")
+    _write_distribution(second, "legacy-0.5.egg-info", "legacy", "0.5", f"[{group}]\nlegacy=legacy_kabi:register\n")
+    monkeypatch.setattr(sys, "path", [str(first), str(second), str(tmp_path / "missing")])
+
+    def described(entry_points) -> list[tuple[str, str, str]]:
+        return sorted((entry_point.name, entry_point.value, entry_point.dist.version) for entry_point in entry_points)
+
+    expected = described(metadata.entry_points(group=group))
+    assert expected == [("acme", "acme_kabi:library_path", "2.0"), ("legacy", "legacy_kabi:register", "0.5")]
+
+    def full_search(**_):
+        raise AssertionError("the scan fell back to importlib.metadata's full search")
+
+    monkeypatch.setattr(metadata, "entry_points", full_search)
+    assert described(discovery._group_entry_points()) == expected
