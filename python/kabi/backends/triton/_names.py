@@ -19,7 +19,6 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import os
-import pathlib
 
 from ._kernel_modules import KERNEL_MODULES
 
@@ -67,13 +66,18 @@ def _triton_version() -> str:
     fingerprinting imports no Triton. Where no distribution named ``triton`` installed that very package (a source
     checkout, a build under another distribution name), Triton is imported to ask it."""
     spec = importlib.util.find_spec("triton")
-    distribution = _sibling_distribution(spec)
-    if distribution is None:
-        try:
-            distribution = importlib.metadata.distribution("triton")
-        except importlib.metadata.PackageNotFoundError:
-            distribution = None
-    if (distribution is not None and spec is not None and spec.origin is not None
+    if spec is None or spec.origin is None:
+        import triton
+
+        return triton.__version__
+    version = _version_beside(spec.origin)
+    if version is not None:
+        return version
+    try:
+        distribution = importlib.metadata.distribution("triton")
+    except importlib.metadata.PackageNotFoundError:
+        distribution = None
+    if (distribution is not None
             and os.path.realpath(distribution.locate_file("triton/__init__.py")) == os.path.realpath(spec.origin)):
         return distribution.version
     import triton
@@ -81,13 +85,12 @@ def _triton_version() -> str:
     return triton.__version__
 
 
-def _sibling_distribution(spec) -> importlib.metadata.Distribution | None:
-    """The one ``triton-*.dist-info`` beside the package ``spec`` finds (a wheel's install), or None where there is
-    none or several: ``importlib.metadata.distribution`` searches every installed package's metadata for it, 5-10 ms
-    of a warm process's first call in a large environment."""
-    if spec is None or spec.origin is None:
-        return None
-    site = os.path.dirname(os.path.dirname(spec.origin))
+def _version_beside(origin: str) -> str | None:
+    """The version in the name of the one ``triton-<version>.dist-info`` beside the package whose ``__init__.py`` is
+    ``origin`` (a wheel's install names it so), or None where there is none or several. importlib.metadata would
+    search every installed package for the distribution and parse its METADATA: 5-10 ms of a warm process's first
+    call in a large environment."""
+    site = os.path.dirname(os.path.dirname(origin))
     try:
         candidates = [name for name in os.listdir(site)
                       if name.lower().startswith("triton-") and name.lower().endswith(".dist-info")]
@@ -95,7 +98,7 @@ def _sibling_distribution(spec) -> importlib.metadata.Distribution | None:
         return None
     if len(candidates) != 1:
         return None
-    return importlib.metadata.PathDistribution(pathlib.Path(site, candidates[0]))
+    return candidates[0][len("triton-"):-len(".dist-info")]
 
 
 def binary_name(family_name: str, config_tag: str, layout: str, dtype_name: str, arch: int, rows: int = 0) -> str:
