@@ -123,13 +123,32 @@ class FastTensorType {
     PyErr_Clear();
     return false;
   }
-  // requires_grad of an instance: 1, 0, or -1 (no Python error set) when it cannot be read.
-  int requires_grad(PyObject* tensor) const;
+  // requires_grad of an instance: 1, 0, or -1 (no Python error set) when it cannot be read. Inline: the getter
+  // found under the type's current attributes is called directly (a getter is only kept under a valid tag).
+  int requires_grad(PyObject* tensor) const {
+    if (requires_grad_getter_ != nullptr && type_->tp_version_tag == version_tag_) {
+      return truth_of(requires_grad_getter_(tensor, requires_grad_closure_));
+    }
+    return requires_grad_after_lookup(tensor);
+  }
 
  private:
   FastTensorType(PyTypeObject* type, const DLPackExchangeAPI* api);
   // Looks the requires_grad getter up under the type's current attributes.
   void find_requires_grad_getter() const;
+  // requires_grad when no getter is known for the type's current attributes: looked up again, or read by attribute.
+  int requires_grad_after_lookup(PyObject* tensor) const;
+  // A requires_grad value (a new reference, or nullptr with an error set) as 1 or 0; -1 (no Python error set) when
+  // it is missing or not a bool.
+  static int truth_of(PyObject* value) {
+    if (value == nullptr) {
+      PyErr_Clear();
+      return -1;
+    }
+    const int truth = value == Py_True ? 1 : value == Py_False ? 0 : -1;
+    Py_DECREF(value);
+    return truth;
+  }
 
   PyTypeObject* type_;
   const DLPackExchangeAPI* api_;
@@ -201,7 +220,8 @@ class DecisionTable {
     PyObject* scope = nullptr;
   };
 
-  bool push_tensor(PyObject* value, KeyWords& key, void** data, bool& data_known) const;
+  // A value of no fast type, read through facts_.
+  bool push_facts(PyObject* value, KeyWords& key) const;
   bool push_attribute(const AttributeSpec& spec, PyObject* value, KeyWords& key) const;
   int64_t slot_of(const int64_t* words, int32_t length, uint64_t hash) const;
   void grow_slots();

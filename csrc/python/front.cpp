@@ -36,14 +36,15 @@ namespace kabi::python {
 namespace {
 
 constexpr int kMaxParameters = 64;
-constexpr const char* kFrontStateName = "kabi.ops.FrontState";
 
-// What one op's function knows, reached through its `self` capsule without any Python lookup.
+// What one op's function knows, reached through its `self` (a FrontObject) without any Python lookup.
 struct FrontState {
   DecisionTable* table = nullptr;
   py::object table_object;  // keeps the table alive
   int32_t required_inputs = 0;
   int32_t inputs = 0;
+  int32_t attribute_count = 0;
+  bool attribute_required = false;  // some attribute has no default: a call must name it
   // Inputs, then attributes, in schema order; interned. A keyword matches by identity first.
   std::vector<py::object> parameter_names;
   std::vector<py::object> attribute_defaults;  // None as a py::object() (null) where the attribute is required
@@ -52,8 +53,34 @@ struct FrontState {
   py::object scope_var, miss, call_with_out, kernel_failed, bind_call;
   py::object host_value_check;  // null for an op without value-checked inputs
 
-  int32_t attributes() const { return static_cast<int32_t>(attribute_defaults.size()); }
+  int32_t attributes() const { return attribute_count; }
 };
+
+// The `self` of an op's function: a plain object owning its FrontState, which the function reads with one load (a
+// capsule's pointer is read through PyCapsule_GetPointer, which compares the capsule's name on every call).
+struct FrontObject {
+  PyObject_HEAD
+  FrontState* state;
+};
+
+void front_object_dealloc(PyObject* self) {
+  PyTypeObject* type = Py_TYPE(self);
+  delete reinterpret_cast<FrontObject*>(self)->state;
+  type->tp_free(self);
+  Py_DECREF(reinterpret_cast<PyObject*>(type));  // instances of a heap type own a reference to it
+}
+
+// The type of FrontObject, made once; nullptr with a Python error set if it cannot be made.
+PyTypeObject* front_object_type() {
+  static PyTypeObject* const type = [] {
+    static PyType_Slot slots[] = {{Py_tp_dealloc, reinterpret_cast<void*>(&front_object_dealloc)}, {0, nullptr}};
+    static PyType_Spec spec = {"kabi._core.FrontState", static_cast<int>(sizeof(FrontObject)), 0,
+                               Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+                               slots};
+    return reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&spec));  // lives as long as the process
+  }();
+  return type;
+}
 
 struct BoundCall {
   // Borrowed: inputs (None when absent), then attribute values; bind() sets all the front reads, so the rest is
@@ -86,10 +113,13 @@ int32_t keyword_index_by_value(const FrontState& state, PyObject* keyword) {
 // Binds the call as the op function's signature does; false (no Python error set) for anything Python should
 // bind and, where it is wrong, explain.
 bool bind(const FrontState& state, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, BoundCall& call) {
-  if (nargs > state.inputs) return false;
-  const int32_t attributes = state.attributes();
-  for (int32_t i = 0; i < state.inputs; ++i) call.values[i] = i < nargs ? args[i] : (i < state.required_inputs ? nullptr : Py_None);
-  for (int32_t i = 0; i < attributes; ++i) call.values[state.inputs + i] = state.attribute_defaults[static_cast<std::size_t>(i)].ptr();
+  const int32_t inputs = state.inputs;
+  const int32_t attributes = state.attribute_count;
+  if (nargs > inputs) return false;
+  const auto given = static_cast<int32_t>(nargs);
+  for (int32_t i = 0; i < given; ++i) call.values[i] = args[i];
+  for (int32_t i = given; i < inputs; ++i) call.values[i] = i < state.required_inputs ? nullptr : Py_None;
+  for (int32_t i = 0; i < attributes; ++i) call.values[inputs + i] = state.attribute_defaults[static_cast<std::size_t>(i)].ptr();
   if (kwnames != nullptr) {
     const Py_ssize_t keywords = PyTuple_GET_SIZE(kwnames);
     for (Py_ssize_t k = 0; k < keywords; ++k) {
@@ -109,7 +139,10 @@ bool bind(const FrontState& state, PyObject* const* args, Py_ssize_t nargs, PyOb
       call.values[index] = args[nargs + k];
     }
   }
-  for (int32_t i = 0; i < state.inputs + attributes; ++i) {
+  // Keywords only set values: with every required input given by position and every attribute defaulted, none is
+  // left unset, and only a call that names some of them needs the check.
+  if (given >= state.required_inputs && !state.attribute_required) return true;
+  for (int32_t i = 0; i < inputs + attributes; ++i) {
     if (call.values[i] == nullptr) return false;
   }
   return true;
@@ -293,8 +326,7 @@ NativeRun run_native(const DecisionTable& table, const Decision& decision, const
 }
 
 PyObject* op_front(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  auto* state = static_cast<FrontState*>(PyCapsule_GetPointer(self, kFrontStateName));
-  if (state == nullptr) return nullptr;
+  FrontState* state = reinterpret_cast<FrontObject*>(self)->state;
   DecisionTable& table = *state->table;
   BoundCall call;
   if (!bind(*state, args, nargs, kwnames, call)) {
@@ -367,11 +399,13 @@ py::object make_op_front(const std::string& name, const std::string& doc, const 
   };
   for (const std::string& input : input_names) state->parameter_names.push_back(interned(input));
   for (const std::string& attribute : attribute_names) state->parameter_names.push_back(interned(attribute));
+  state->attribute_count = static_cast<int32_t>(attribute_defaults.size());
   for (const py::object& value : attribute_defaults) {
     // An enum attribute's value is keyed by identity with its interned values first (decision_table.cpp), so a
     // default string is interned too: a call that leaves it out then never compares strings.
     PyObject* default_value = value.is_none() ? nullptr : Py_NewRef(value.ptr());
     if (default_value != nullptr && PyUnicode_CheckExact(default_value)) PyUnicode_InternInPlace(&default_value);
+    state->attribute_required = state->attribute_required || default_value == nullptr;
     state->attribute_defaults.push_back(py::reinterpret_steal<py::object>(default_value));
   }
   state->out_name = interned("out");
@@ -382,11 +416,11 @@ py::object make_op_front(const std::string& name, const std::string& doc, const 
   state->kernel_failed = kernel_failed;
   state->bind_call = bind_call;
   if (!host_value_check.is_none()) state->host_value_check = host_value_check;
-  auto capsule = py::reinterpret_steal<py::object>(PyCapsule_New(state.get(), kFrontStateName, [](PyObject* object) {
-    delete static_cast<FrontState*>(PyCapsule_GetPointer(object, kFrontStateName));
-  }));
-  if (!capsule) throw py::error_already_set();
-  state.release();
+  PyTypeObject* type = front_object_type();
+  if (type == nullptr) throw py::error_already_set();
+  auto owner = py::reinterpret_steal<py::object>(type->tp_alloc(type, 0));
+  if (!owner) throw py::error_already_set();
+  reinterpret_cast<FrontObject*>(owner.ptr())->state = state.release();
   // The method definition must outlive the function object; fronts are made once per op, so it is kept forever.
   auto* definition = new PyMethodDef{};
   definition->ml_name = (new std::string(name))->c_str();
@@ -394,7 +428,7 @@ py::object make_op_front(const std::string& name, const std::string& doc, const 
   definition->ml_flags = METH_FASTCALL | METH_KEYWORDS;
   definition->ml_doc = (new std::string(doc))->c_str();
   py::str module_name(module);
-  PyObject* function = PyCFunction_NewEx(definition, capsule.ptr(), module_name.ptr());
+  PyObject* function = PyCFunction_NewEx(definition, owner.ptr(), module_name.ptr());
   if (function == nullptr) throw py::error_already_set();
   return py::reinterpret_steal<py::object>(function);
 }

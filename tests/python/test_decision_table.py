@@ -334,6 +334,10 @@ def test_calls_the_c_path_cannot_bind_get_pythons_errors():
     x, w, bias = torch.randn(5, 3), torch.randn(4, 3), torch.randn(4)
     with pytest.raises(TypeError, match=r"linear takes 2 to 3 inputs \(x, w, bias=None\), got 1"):
         kabi.ops.linear(x)
+    # Keywords that name only optional inputs and attributes leave the required input missing.
+    for keywords in ({"bias": bias}, {"activation": "relu"}):
+        with pytest.raises(TypeError, match=r"linear takes 2 to 3 inputs \(x, w, bias=None\), got 1"):
+            kabi.ops.linear(x, **keywords)
     with pytest.raises(TypeError, match="unexpected keyword argument 'scale'"):
         kabi.ops.linear(x, w, scale=2.0)
     with pytest.raises(TypeError, match="multiple values for argument 'bias'"):
