@@ -29,9 +29,7 @@ With ``--profile FILE``, the first cold process also runs its first call under c
 took the most time (cumulative, then own time) to FILE, headed by the command and date: where a cold call's time
 goes below the breakdown's level. ``--profile-warm FILE`` does the same for the first warm process. After its calls,
 each warm process also times selections whose one-time costs are paid (``selection_anatomy_s``), so the first
-selection's time splits into what every selection costs and what only the first one pays; and a third process per
-run makes the warm call with the CUDA plugin's cuBLASLt absent (``warm_without_cublaslt``), which shows what
-cuBLASLt's first use costs.
+selection's time splits into what every selection costs and what only the first one pays.
 
     python benchmarks/first_call.py [--problem 37x4096x4096] [--dtype bfloat16] [--runs 5] [--output FILE]
                                     [--profile FILE] [--profile-warm FILE]
@@ -316,8 +314,7 @@ def main(argv: list[str] | None = None) -> None:
     report["binaries_packaged"] = packaged.is_dir() and any(packaged.rglob("*.kabi-manifest"))
     environment = dict(os.environ)
     with tempfile.TemporaryDirectory(prefix="kabi-first-call-") as directory:
-        runs: dict[str, list[dict[str, Any]]] = {"import": [], "torch": [], "cold": [], "warm": [],
-                                                 "warm_without_cublaslt": []}
+        runs: dict[str, list[dict[str, Any]]] = {"import": [], "torch": [], "cold": [], "warm": []}
         for index in range(args.runs):
             runs["import"].append(_run_child("import", args, environment))
             runs["torch"].append(_run_child("torch", args, environment))
@@ -327,10 +324,7 @@ def main(argv: list[str] | None = None) -> None:
                                            args.profile if index == 0 else None))
             runs["warm"].append(_run_child("warm", args, {**environment, **caches},
                                            args.profile_warm if index == 0 else None))
-            # cuBLASLt's first use (its handle, the first heuristic query) is a one-time cost of the first
-            # selection that no other measurement separates: the same warm call with the plugin's cuBLASLt absent.
-            runs["warm_without_cublaslt"].append(_run_child(
-                "warm", args, {**environment, **caches, "KABI_CUBLASLT_LIBRARY": os.path.join(directory, "absent.so")}))
+
         report["runs"] = runs
 
     def median(mode: str, key: str, inner: str | None = None) -> float:
@@ -367,10 +361,6 @@ def main(argv: list[str] | None = None) -> None:
         "warm_gc_collections": [statistics.median(run["gc_collections"][generation] for run in runs["warm"])
                                 for generation in range(3)],
         "warm_second_call_s": median("warm", "second_call_s"),
-        "warm_without_cublaslt_first_call_s": median("warm_without_cublaslt", "first_call_s"),
-        "warm_without_cublaslt_first_selection_s": statistics.median(
-            run["selection_times_s"][0] for run in runs["warm_without_cublaslt"]),
-        "warm_without_cublaslt_picks": sorted({run["pick"] for run in runs["warm_without_cublaslt"]}),
         "warm_first_selection_s": statistics.median(run["selection_times_s"][0] for run in runs["warm"]),
         "warm_selection_anatomy_s": {name: median("warm", "selection_anatomy_s", name) for name in
                                      ("same_problem", "new_problem", "new_problem_again", "cache_reload_and_select")},
