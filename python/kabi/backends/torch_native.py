@@ -20,11 +20,62 @@ from .._base.declarations import kernel_specs
 from ..ops._kernel_registration import register_declared
 from ..ops._references import activation_named, group_bounds
 
-__all__ = ["grouped_mm", "grouped_mm_loop", "linear", "matmul", "register", "scaled_mm", "scaled_mm_cuda_supports"]
+__all__ = ["grouped_mm", "grouped_mm_loop", "linear", "matmul", "matmul_aligned_copies", "matmul_aligned_copies_supports",
+           "register", "scaled_mm", "scaled_mm_cuda_supports"]
 
 # torch.matmul's own signature, matmul(a, b, *, out=None), is the Python kernel convention: registering the
 # builtin itself keeps a wrapper's call off every dispatch.
 matmul = torch.matmul
+
+
+# Row pitches in elements of a 2-byte dtype that make every row start 16-byte aligned.
+_PITCH_MULTIPLE = 8
+# Below this many multiply-adds the copies cost more than an unaligned product loses.
+_ALIGNED_COPIES_MIN_MACS = 1 << 27
+
+
+def _rounded(length: int) -> int:
+    return -(-length // _PITCH_MULTIPLE) * _PITCH_MULTIPLE
+
+
+def _aligned_copy(matrix: torch.Tensor, columns: int | None = None) -> torch.Tensor:
+    """A copy of a 2-D row- or column-major matrix whose pitch is a multiple of 16 bytes (a column-major one stays
+    column-major). With ``columns``, the copy has that many columns, those past the matrix's zero. The pitch's
+    padding is zeroed too: torch's CPU bfloat16 product was seen reading it."""
+    rows, width = matrix.shape
+    columns = width if columns is None else columns
+    column_major = matrix.stride(0) == 1 and matrix.stride(1) != 1
+    lines, length = (columns, rows) if column_major else (rows, columns)
+    buffer = matrix.new_empty((lines, _rounded(length)))
+    buffer[:, length:].zero_()
+    copy = buffer[:, :length].t() if column_major else buffer[:, :length]
+    copy[:, :width].copy_(matrix)
+    copy[:, width:].zero_()
+    return copy
+
+
+def matmul_aligned_copies(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
+    """``a @ b`` for 2-D a and b through torch.mm over copies of a and b whose pitches are multiples of 16 bytes,
+    b widened with zero columns to a multiple of 8 so that the product's rows are aligned too; the product's first
+    N columns are the result."""
+    n = b.shape[1]
+    product = torch.mm(_aligned_copy(a), _aligned_copy(b, _rounded(n)))[:, :n]
+    if out is None:
+        return product.contiguous()
+    return out.copy_(product)
+
+
+def matmul_aligned_copies_supports(problem: Problem) -> bool | str:
+    """Where :func:`matmul_aligned_copies` can win: a 2-byte dtype, a pitch of a, b or the output that is not a
+    multiple of 16 bytes (judged from the sizes: K for a and a column-major b, N for a row-major b and the output),
+    and at least 2**27 multiply-adds."""
+    dims = problem.dims
+    m, n, k = dims["M"], dims["N"], dims["K"]
+    if m * n * k < _ALIGNED_COPIES_MIN_MACS:
+        return f"{m}x{n}x{k} is below {_ALIGNED_COPIES_MIN_MACS} multiply-adds: the copies cost more than they save"
+    if k % _PITCH_MULTIPLE == 0 and n % _PITCH_MULTIPLE == 0:
+        return "K and N are multiples of 8: every pitch is already 16-byte aligned"
+    return True
 
 
 def linear(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, activation: str = "none", *,
