@@ -43,7 +43,7 @@ struct FrontState {
   py::object table_object;  // keeps the table alive
   int32_t required_inputs = 0;
   int32_t inputs = 0;
-  int32_t attribute_count = 0;
+  int32_t attribute_count = 0;  // attribute_defaults.size(), kept as an int for the hit path
   bool attribute_required = false;  // some attribute has no default: a call must name it
   // Inputs, then attributes, in schema order; interned. A keyword matches by identity first.
   std::vector<py::object> parameter_names;
@@ -52,8 +52,6 @@ struct FrontState {
   py::object out_keyword;  // ("out",): the kwnames of a hit that passes out on
   py::object scope_var, miss, call_with_out, kernel_failed, bind_call;
   py::object host_value_check;  // null for an op without value-checked inputs
-
-  int32_t attributes() const { return attribute_count; }
 };
 
 // The `self` of an op's function: a plain object owning its FrontState, which the function reads with one load (a
@@ -158,7 +156,7 @@ PyObject* tuple_of(PyObject* const* items, int32_t count) {
 PyObject* call_miss(FrontState& state, const BoundCall& call) {
   state.table->count_miss();
   PyObject* inputs = tuple_of(call.values, state.inputs);
-  PyObject* attributes = inputs != nullptr ? tuple_of(call.values + state.inputs, state.attributes()) : nullptr;
+  PyObject* attributes = inputs != nullptr ? tuple_of(call.values + state.inputs, state.attribute_count) : nullptr;
   PyObject* result = attributes == nullptr ? nullptr
                                            : PyObject_CallFunctionObjArgs(state.miss.ptr(), inputs,
                                                                           call.out != nullptr ? call.out : Py_None,
@@ -340,7 +338,7 @@ PyObject* op_front(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyOb
   KeyWords key;
   InputData data;
   // The scope keys by identity; the context variable keeps it alive meanwhile, and the table once it stores it.
-  const bool keyed = table.make_key(call.values, state->inputs, call.values + state->inputs, state->attributes(),
+  const bool keyed = table.make_key(call.values, state->inputs, call.values + state->inputs, state->attribute_count,
                                     scope, key, &data);
   Py_DECREF(scope);
   const Decision* decision = keyed ? table.find(key) : nullptr;

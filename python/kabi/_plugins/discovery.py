@@ -155,23 +155,28 @@ def _group_entry_points() -> list[importlib.metadata.EntryPoint]:
     first distribution on ``sys.path`` of each normalized name, in ``sys.path`` order. importlib.metadata builds a
     Distribution per installed package and parses every ``entry_points.txt`` on the way (25 ms for the GPU host's 202
     packages, a third of what a warm process's first call cost beyond torch's); this reads each file once, and only
-    a distribution whose file has the group's section is built and parsed, by importlib.metadata itself. Where the standard path finder is not the only source of distributions
-    (another finder on ``sys.meta_path`` has ``find_distributions``) or a ``sys.path`` entry is not a plain directory
-    (a zip, an egg), importlib.metadata does the whole search."""
+    a distribution whose file has the group's section is built and parsed, by importlib.metadata itself. Where the
+    standard path finder is not the only source of distributions (another finder on ``sys.meta_path`` has
+    ``find_distributions``) or a ``sys.path`` entry is not a plain directory (a zip, an egg), importlib.metadata does
+    the whole search."""
+
+    def full_search() -> list[importlib.metadata.EntryPoint]:
+        return list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+
     if any(hasattr(finder, "find_distributions") and finder is not importlib.machinery.PathFinder
            for finder in sys.meta_path):
-        return list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+        return full_search()
     header = f"[{ENTRY_POINT_GROUP}]"
     found: list[importlib.metadata.EntryPoint] = []
     seen: set[str] = set()
     for location in sys.path:
         directory = location or "."
         if directory.endswith(".egg"):
-            return list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+            return full_search()
         try:
             children = os.listdir(directory)
         except NotADirectoryError:
-            return list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+            return full_search()
         except OSError:
             continue
         for child in children:
