@@ -11,7 +11,7 @@ import torch
 
 from kabi._base.declarations import op_spec
 from kabi._selection.correctness import check_output, reference_output
-from kabi.backends.torch_native import matmul_aligned_copies, matmul_aligned_copies_supports
+from kabi.backends.torch_native import _zero_padded, matmul_aligned_copies, matmul_aligned_copies_supports
 
 _SHAPES = [(1, 4095, 4097 // 64), (7, 143, 41), (33, 17, 9), (64, 8, 8)]
 
@@ -40,3 +40,23 @@ def test_supports_only_unaligned_problems_large_enough_to_pay() -> None:
     assert verdict(4096, 4096, 4095) is True
     assert "already 16-byte aligned" in verdict(4096, 4104, 4096)
     assert "multiply-adds" in verdict(7, 13, 5)
+
+
+@pytest.mark.parametrize("column_major", [False, True], ids=["row_major", "column_major"])
+def test_padded_copies_hold_zeros_around_the_matrix_and_have_aligned_pitches(column_major: bool) -> None:
+    matrix = torch.randn(13, 7).to(torch.bfloat16) + 3
+    source = matrix.t().contiguous().t() if column_major else matrix
+    padded = _zero_padded(source, 16, 24)
+    assert padded.shape == (16, 24)
+    pitch = padded.stride(1) if column_major else padded.stride(0)
+    assert (padded.stride(0) == 1) == column_major and pitch * padded.element_size() % 16 == 0
+    assert torch.equal(padded[:13, :7], matrix)
+    # The buffer behind the copy, a line per row (per column when column-major), pitch included.
+    lines = 24 if column_major else 16
+    buffer = padded.as_strided((lines, pitch), (pitch, 1))
+    outside = torch.ones_like(buffer, dtype=torch.bool)
+    if column_major:
+        outside[:7, :13] = False
+    else:
+        outside[:13, :7] = False
+    assert not buffer[outside].any()
