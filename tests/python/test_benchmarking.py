@@ -16,7 +16,7 @@ import torch
 import kabi
 from kabi._base.declarations import load_op_file, op_spec, op_specs
 from kabi._base.registry_fields import RegistryError
-from kabi._benchmarking import _ops, _runner, read_document, validation_errors
+from kabi._benchmarking import _ops, _problem_run, _runner, read_document, validation_errors
 from kabi._benchmarking._peers import Peer
 from kabi._benchmarking._report import BEGIN_MARKER, END_MARKER
 from kabi._benchmarking._results import summarize
@@ -342,3 +342,23 @@ def test_every_subject_is_timed_early_and_late_in_a_round_over_the_rounds():
     assert sorted(subject.name for subject in _timing._round_order(subjects, 3, 5)) == sorted(positions)
     for name, seen in positions.items():
         assert min(seen) < 5 and max(seen) >= 15, f"{name} was timed only at positions {seen}"
+
+
+def test_fast_accum_layouts_pass_the_attribute_and_meet_torchs_fast_peer(monkeypatch, tmp_path):
+    calls = []
+    suite = op_spec("scaled_mm").suites["quick"]
+    monkeypatch.setitem(op_spec("scaled_mm").suites, "quick", dataclasses.replace(
+        suite, layouts=("tensor_scales", "row_scales_fast_accum")))
+    explain = _problem_run.explain
+    monkeypatch.setattr(_problem_run, "explain", lambda function, *inputs, **attributes: calls.append(attributes)
+                        or explain(function, *inputs, **attributes))
+    results = kabi.benchmark("scaled_mm", "quick", settings=QUICK_SETTINGS, out=tmp_path / "fast.json")
+    assert results.complete and validation_errors(results.document) == []
+    by_layout = {problem["layout"]: problem for problem in results.problems}
+    assert {"tensor_scales", "row_scales_fast_accum"} <= set(by_layout)
+    assert {} in calls and {"use_fast_accum": True} in calls
+    fast = {item["name"]: item for item in by_layout["row_scales_fast_accum"]["implementations"]}
+    accurate = {item["name"]: item for item in by_layout["tensor_scales"]["implementations"]}
+    assert fast["torch._scaled_mm (fast accum)"]["status"] == "ok" and "torch._scaled_mm" not in fast
+    assert accurate["torch._scaled_mm"]["status"] == "ok" and "torch._scaled_mm (fast accum)" not in accurate
+    assert "auto/torch._scaled_mm (fast accum)" in by_layout["row_scales_fast_accum"]["ratios"]["cpu"]

@@ -75,8 +75,30 @@ def test_explain_names_the_dtypes_and_the_kind_of_scales() -> None:
     assert problem.type_bindings == ("float16", "float8_e4m3fn", "float8_e4m3fn")
     assert problem.output_shape == (M, N)
     assert problem.key == (f"float16,float8_e4m3fn,float8_e4m3fn|contiguous,col_strided,contiguous[],"
-                           f"contiguous[1,N],absent|32|{N}|{K}")
+                           f"contiguous[1,N],absent|32|{N}|{K}|false")
     assert "torch.scaled_mm.cpu" in {candidate.name for candidate in explanation.candidates if candidate.eligible}
+
+
+def test_use_fast_accum_keys_the_problem_apart_and_reaches_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b, scale_a, scale_b, bias = make_inputs(M, N, K, scales=("row", "tensor"), bias_dtype="bfloat16", seed=9)
+    accurate = kabi.explain(kabi.ops.scaled_mm, a, b, scale_a, scale_b, bias).problem
+    fast = kabi.explain(kabi.ops.scaled_mm, a, b, scale_a, scale_b, bias, use_fast_accum=True).problem
+    assert accurate.key.endswith("|false") and fast.key.endswith("|true")
+    seen = []
+    scaled_mm = torch._scaled_mm
+    monkeypatch.setattr(torch, "_scaled_mm", lambda *args, **kwargs: seen.append(kwargs["use_fast_accum"])
+                        or scaled_mm(*args, **kwargs))
+    with kabi.use(scaled_mm="torch.scaled_mm.cpu"):
+        out = kabi.ops.scaled_mm(a, b, scale_a, scale_b, bias, use_fast_accum=True)
+        assert verdict(out, a, b, scale_a, scale_b, bias, "bfloat16") is None
+        kabi.ops.scaled_mm(a, b, scale_a, scale_b, bias)
+    assert seen[0] is True and seen[-1] is False
+
+
+def test_use_fast_accum_must_be_a_bool() -> None:
+    a, b, scale_a, scale_b, _ = make_inputs(M, N, K, scales=("tensor", "tensor"))
+    with pytest.raises(kabi.KabiError, match="use_fast_accum"):
+        kabi.ops.scaled_mm(a, b, scale_a, scale_b, use_fast_accum="fast")
 
 
 def test_tune_gates_and_picks_per_kind_of_scales() -> None:

@@ -58,8 +58,9 @@ DEVICE_NAMES = ("cpu", "cuda", "rocm", "mps", "xpu")
 # How a suite lays out the second operand: "row_major" is b as a contiguous [..., K, N]; "transposed_b" is b as the
 # transposed view of a contiguous [..., N, K], the layout of an nn.Linear weight.
 # The input layouts a suite's shapes are benchmarked in: b row-major or transposed (matmul), the scales per tensor
-# or row-wise (scaled_mm, whose b is always transposed).
-SUITE_LAYOUT_NAMES = ("row_major", "transposed_b", "tensor_scales", "row_scales")
+# or row-wise, each also with fast accumulation allowed (scaled_mm, whose b is always transposed).
+SUITE_LAYOUT_NAMES = ("row_major", "transposed_b", "tensor_scales", "row_scales", "tensor_scales_fast_accum",
+                      "row_scales_fast_accum")
 # How a grouped op's benchmark spreads rows over groups (a suite's ``routings``): each row's group drawn uniformly
 # ("balanced") or with probability proportional to 1 / rank ("zipf": a few hot experts, many cold or empty ones).
 SUITE_ROUTING_NAMES = ("balanced", "zipf")

@@ -60,16 +60,17 @@ def _gate(subject: Subject, reference: torch.Tensor, tolerance: Any, dtype: torc
     return check_output(output, reference, tolerance, dtype) or ""
 
 
-def _kabi_subjects(benchmark: OpBenchmark, inputs: tuple[Any, ...], device: torch.device) -> tuple[list[Subject], dict[str, Any]]:
+def _kabi_subjects(benchmark: OpBenchmark, inputs: tuple[Any, ...], attributes: dict[str, Any],
+                   device: torch.device) -> tuple[list[Subject], dict[str, Any]]:
     """Tune through the public call (timing it), then the automatic choice and each eligible candidate forced."""
     function = front_of(benchmark.op).function
     before = stats().tuning_seconds
     with tuning("first-call"):
-        function(*inputs)
+        function(*inputs, **attributes)
         synchronize(device)
     tuning_s = stats().tuning_seconds - before
-    explanation = explain(function, *inputs)
-    call = lambda: function(*inputs)
+    explanation = explain(function, *inputs, **attributes)
+    call = lambda: function(*inputs, **attributes)
     subjects = [Subject("auto", "auto", call)]
     subjects += [Subject(candidate.name, "candidate", call, scope=lambda name=candidate.name: use(**{benchmark.op: name}))
                  for candidate in explanation.candidates if candidate.eligible]
@@ -100,7 +101,7 @@ def measure_problem(benchmark: OpBenchmark, problem: BenchProblem, device: torch
     reference = reference_output(resolve_callable(spec.reference), inputs)
     output_dtype = benchmark.output_dtype(problem)
     dtype, tolerance = getattr(torch, output_dtype), spec.tolerance[output_dtype]
-    subjects, kabi = _kabi_subjects(benchmark, inputs, device)
+    subjects, kabi = _kabi_subjects(benchmark, inputs, benchmark.attributes(problem), device)
     records = {subject.name: _record(subject.name, subject.kind) for subject in subjects}
     for peer in peers:
         if peer.applies(problem, device):

@@ -50,6 +50,8 @@ class OpBenchmark:
     - ``peers``: what a user would call instead, each applying where its predicate says;
     - ``output_dtype(problem)``: the dtype of the output, which picks the gate's tolerance (default: the problem's
       dtype; scaled_mm's FP8 inputs give a bfloat16 output);
+    - ``attributes(problem)``: the op's attributes kabi's calls pass, as keywords (default none: the schema's
+      defaults; scaled_mm's ``*_fast_accum`` layouts pass use_fast_accum=True);
     - ``targets``: (ratio, statistic, goal) the results are judged by (default: matmul's, ``_results.TARGETS``).
     """
 
@@ -60,4 +62,5 @@ class OpBenchmark:
     host_bound: Callable[[BenchProblem], bool]
     peers: tuple[Peer, ...]
     output_dtype: Callable[[BenchProblem], str] = lambda problem: problem.dtype
+    attributes: Callable[[BenchProblem], dict[str, Any]] = lambda problem: {}
     targets: tuple[tuple[str, str, float], ...] | None = None

@@ -173,16 +173,18 @@ def grouped_mm_loop(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor | None 
 
 
 def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
-              bias: torch.Tensor | None = None, out_dtype: str = "bfloat16", *,
+              bias: torch.Tensor | None = None, out_dtype: str = "bfloat16", use_fast_accum: bool = False, *,
               out: torch.Tensor | None = None) -> torch.Tensor:
-    """``torch._scaled_mm``: (scale_a * a) @ (scale_b * b) + bias in ``out_dtype``. torch takes the two scales of one
+    """``torch._scaled_mm``: (scale_a * a) @ (scale_b * b) + bias in ``out_dtype``, with its fast accumulation where
+    ``use_fast_accum`` allows it. torch takes the two scales of one
     kind, both per tensor or both row-wise; a mix (kabi's op allows one) has its per-tensor scale broadcast to the
     row-wise shape, a vector of M or N floats."""
     if scale_a.dim() != scale_b.dim():
         m, n = a.shape[0], b.shape[1]
         scale_a = scale_a.expand(m, 1).contiguous() if scale_a.dim() == 0 else scale_a
         scale_b = scale_b.expand(1, n).contiguous() if scale_b.dim() == 0 else scale_b
-    result = torch._scaled_mm(a, b, scale_a, scale_b, bias=bias, out_dtype=getattr(torch, out_dtype))
+    result = torch._scaled_mm(a, b, scale_a, scale_b, bias=bias, out_dtype=getattr(torch, out_dtype),
+                              use_fast_accum=use_fast_accum)
     if out is None:
         return result
     return out.copy_(result)

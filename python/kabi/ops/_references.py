@@ -123,9 +123,11 @@ def grouped_mm(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor | None = Non
 
 
 def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
-              bias: torch.Tensor | None = None, out_dtype: str = "bfloat16") -> torch.Tensor:
+              bias: torch.Tensor | None = None, out_dtype: str = "bfloat16",
+              use_fast_accum: bool = False) -> torch.Tensor:
     """``(scale_a * a) @ (scale_b * b) + bias`` for a [M, K], b [K, N], scale_a [] or [M, 1], scale_b [] or [1, N],
     bias [N] or None, in the dtype of its inputs (the gate passes them widened to float64, which holds FP8 values
-    exactly); out_dtype is the dtype the kernels round to, which the gate checks on its own."""
+    exactly); out_dtype is the dtype the kernels round to, which the gate checks on its own, and use_fast_accum
+    what a kernel may do on the way, not what the exact product is."""
     product = (a * scale_a) @ (b * scale_b)
     return product if bias is None else product + bias

@@ -1,7 +1,7 @@
 """The Triton FP8 GEMM from Python: its configs, what each config fits, the launcher, and its compilation for a GPU
 without one at hand.
 
-``launch_scaled_mm(config, a, b, scale_a, scale_b, bias, out_dtype, out=...)`` has the Python kernel convention of
+``launch_scaled_mm(config, a, b, scale_a, scale_b, bias, out_dtype, use_fast_accum, out=...)`` has the Python kernel convention of
 kabi's ``scaled_mm`` op (inputs, then attributes, then ``out``), so ``functools.partial(launch_scaled_mm, config)``
 is a kernel. a and b are read through their strides; b's fast layout is the transposed view of an [N, K] weight.
 Importing this module imports no Triton: the launchers import the kernels (and Triton) at their first call.
@@ -79,11 +79,12 @@ def scaled_mm_unsupported_reason(config: MatmulConfig, m: int, n: int, k: int, a
 
 
 def launch_scaled_mm(config: MatmulConfig, a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
-                     scale_b: torch.Tensor, bias: torch.Tensor | None = None, out_dtype: str = "bfloat16", *,
-                     out: torch.Tensor | None = None) -> torch.Tensor:
+                     scale_b: torch.Tensor, bias: torch.Tensor | None = None, out_dtype: str = "bfloat16",
+                     use_fast_accum: bool = False, *, out: torch.Tensor | None = None) -> torch.Tensor:
     """(scale_a * a) @ (scale_b * b) + bias through the FP8 kernel: a [M, K] and b [K, N] float8, scale_a [] or
     [M, 1] and scale_b [] or [1, N] float32, bias [N] or None in out_dtype; written into ``out`` ([M, N],
-    out_dtype) and returned when it is given."""
+    out_dtype) and returned when it is given. The kernel always accumulates accurately (each K block's products
+    added into float32), which ``use_fast_accum`` permits to be skipped but does not require."""
     m, k = a.shape
     n = b.shape[1]
     result = torch.empty((m, n), dtype=getattr(torch, out_dtype), device=a.device) if out is None else out
@@ -101,8 +102,8 @@ def launch_scaled_mm(config: MatmulConfig, a: torch.Tensor, b: torch.Tensor, sca
 
 
 def launch_scaled_mm_tma(config: MatmulConfig, a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
-                         scale_b: torch.Tensor, bias: torch.Tensor | None = None, out_dtype: str = "bfloat16", *,
-                         out: torch.Tensor | None = None) -> torch.Tensor:
+                         scale_b: torch.Tensor, bias: torch.Tensor | None = None, out_dtype: str = "bfloat16",
+                         use_fast_accum: bool = False, *, out: torch.Tensor | None = None) -> torch.Tensor:
     """As :func:`launch_scaled_mm`, through the persistent TMA kernel (sm_90): a with unit stride along K, b the
     transposed view of an [N, K] weight (unit stride along K), both with 16-byte row pitches (the supports
     predicate's declaration); an ``out`` with other strides is written through a dense result."""
