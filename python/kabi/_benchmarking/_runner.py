@@ -82,6 +82,10 @@ def _problems(op: str, suite_name: str, dtypes: Sequence[str] | None) -> tuple[l
 def _start_document(out: Path | None, fresh: bool, parameters: dict[str, Any], console: Any) -> dict[str, Any]:
     if out is not None and out.exists() and not fresh:
         document = read_document(out)
+        if document.get("schema_version") != SCHEMA_VERSION:
+            raise InvalidArgumentError(
+                f"kabi bench: {str(out)!r} holds results of schema version {document.get('schema_version')}, this "
+                f"kabi writes version {SCHEMA_VERSION}; pass fresh=True (--fresh) to start over, or another out file")
         if document.get("parameters") != parameters:
             raise InvalidArgumentError(
                 f"kabi bench: {str(out)!r} holds a run with other parameters ({document.get('parameters')}); "
