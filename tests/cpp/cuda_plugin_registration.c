@@ -87,7 +87,8 @@ static kabi_status print_kernel(const kabi_kernel_desc* desc, kabi_kernel* out_k
 }
 
 /* One scaled_mm call: a [M, K] (row-major unless a_column_major), b [K, N] (column-major unless b_row_major),
- * scale_a [] or [M, 1] (with row stride scale_a_stride), scale_b [] or [1, N], a bias [N] or none, out [M, N]. */
+ * scale_a [] or [M, 1] (with row stride scale_a_stride), scale_b [] or [1, N], a bias [N] or none, out [M, N], and
+ * the attribute use_fast_accum. */
 typedef struct {
   const char* name;
   int64_t m, n, k;
@@ -98,24 +99,28 @@ typedef struct {
   int with_bias;
   uint32_t out_dtype; /* KABI_DTYPE_BFLOAT16, FLOAT16 or FLOAT32 */
   uintptr_t a_offset; /* bytes added to a's (aligned) address */
+  int use_fast_accum;
 } ScaledMmCall;
 
 enum { E4M3 = kDLFloat8_e4m3fn, E5M2 = kDLFloat8_e5m2 };
 static const ScaledMmCall calls[] = {
-    {"aligned", 77, 1040, 272, E4M3, E4M3, 0, 0, 0, 0, 1, 0, KABI_DTYPE_BFLOAT16, 0},
-    {"one_row", 1, 256, 128, E4M3, E4M3, 0, 0, 1, 1, 1, 1, KABI_DTYPE_FLOAT16, 0},
-    {"row_scales_bias_float32", 333, 512, 1024, E4M3, E4M3, 0, 0, 1, 1, 1, 1, KABI_DTYPE_FLOAT32, 0},
-    {"mixed_scales", 96, 256, 64, E4M3, E4M3, 0, 0, 0, 1, 1, 1, KABI_DTYPE_BFLOAT16, 0},
-    {"n_136", 96, 136, 128, E4M3, E4M3, 0, 0, 1, 1, 1, 1, KABI_DTYPE_BFLOAT16, 0},
-    {"k_40", 64, 128, 40, E4M3, E4M3, 0, 0, 0, 0, 1, 0, KABI_DTYPE_BFLOAT16, 0},
-    {"n_100", 64, 100, 64, E4M3, E4M3, 0, 0, 0, 0, 1, 0, KABI_DTYPE_BFLOAT16, 0},
-    {"b_row_major", 64, 128, 64, E4M3, E4M3, 0, 1, 0, 0, 1, 0, KABI_DTYPE_BFLOAT16, 0},
-    {"a_column_major", 64, 128, 64, E4M3, E4M3, 1, 0, 0, 0, 1, 0, KABI_DTYPE_BFLOAT16, 0},
-    {"b_e5m2", 64, 128, 64, E4M3, E5M2, 0, 0, 0, 0, 1, 0, KABI_DTYPE_BFLOAT16, 0},
-    {"both_e5m2", 64, 128, 64, E5M2, E5M2, 0, 0, 0, 0, 1, 0, KABI_DTYPE_BFLOAT16, 0},
-    {"strided_scale_a", 64, 128, 64, E4M3, E4M3, 0, 0, 1, 0, 2, 0, KABI_DTYPE_BFLOAT16, 0},
-    {"a_off_16_bytes", 64, 128, 64, E4M3, E4M3, 0, 0, 0, 0, 1, 0, KABI_DTYPE_BFLOAT16, 8},
-    {"bias_float32", 64, 128, 64, E4M3, E4M3, 0, 0, 0, 0, 1, 1, KABI_DTYPE_FLOAT32, 0},
+    {"aligned", 77, 1040, 272, E4M3, E4M3, 0, 0, 0, 0, 1, 0, KABI_DTYPE_BFLOAT16, 0, 0},
+    {"one_row", 1, 256, 128, E4M3, E4M3, 0, 0, 1, 1, 1, 1, KABI_DTYPE_FLOAT16, 0, 0},
+    {"row_scales_bias_float32", 333, 512, 1024, E4M3, E4M3, 0, 0, 1, 1, 1, 1, KABI_DTYPE_FLOAT32, 0, 0},
+    {"mixed_scales", 96, 256, 64, E4M3, E4M3, 0, 0, 0, 1, 1, 1, KABI_DTYPE_BFLOAT16, 0, 0},
+    {"n_136", 96, 136, 128, E4M3, E4M3, 0, 0, 1, 1, 1, 1, KABI_DTYPE_BFLOAT16, 0, 0},
+    {"k_40", 64, 128, 40, E4M3, E4M3, 0, 0, 0, 0, 1, 0, KABI_DTYPE_BFLOAT16, 0, 0},
+    {"n_100", 64, 100, 64, E4M3, E4M3, 0, 0, 0, 0, 1, 0, KABI_DTYPE_BFLOAT16, 0, 0},
+    {"b_row_major", 64, 128, 64, E4M3, E4M3, 0, 1, 0, 0, 1, 0, KABI_DTYPE_BFLOAT16, 0, 0},
+    {"a_column_major", 64, 128, 64, E4M3, E4M3, 1, 0, 0, 0, 1, 0, KABI_DTYPE_BFLOAT16, 0, 0},
+    {"b_e5m2", 64, 128, 64, E4M3, E5M2, 0, 0, 0, 0, 1, 0, KABI_DTYPE_BFLOAT16, 0, 0},
+    {"both_e5m2", 64, 128, 64, E5M2, E5M2, 0, 0, 0, 0, 1, 0, KABI_DTYPE_BFLOAT16, 0, 0},
+    {"strided_scale_a", 64, 128, 64, E4M3, E4M3, 0, 0, 1, 0, 2, 0, KABI_DTYPE_BFLOAT16, 0, 0},
+    {"a_off_16_bytes", 64, 128, 64, E4M3, E4M3, 0, 0, 0, 0, 1, 0, KABI_DTYPE_BFLOAT16, 8, 0},
+    {"bias_float32", 64, 128, 64, E4M3, E4M3, 0, 0, 0, 0, 1, 1, KABI_DTYPE_FLOAT32, 0, 0},
+    {"aligned_fast_accum", 77, 1040, 272, E4M3, E4M3, 0, 0, 0, 0, 1, 0, KABI_DTYPE_BFLOAT16, 0, 1},
+    {"row_scales_bias_fast_accum", 333, 512, 1024, E4M3, E4M3, 0, 0, 1, 1, 1, 1, KABI_DTYPE_FLOAT16, 0, 1},
+    {"float32_fast_accum", 64, 128, 64, E4M3, E4M3, 0, 0, 0, 0, 1, 0, KABI_DTYPE_FLOAT32, 0, 1},
 };
 
 static DLDataType dtype_of(uint32_t dtype) {
@@ -179,6 +184,12 @@ static void ask_scaled_mm_kernels(void) {
     problem.struct_size = sizeof problem;
     problem.device_type = kDLCUDA;
     problem.dtype = call->out_dtype;
+    /* out_dtype (its index in KABI_DTYPE_* bit order: float16, bfloat16, float32) and use_fast_accum. */
+    problem.num_attributes = 2;
+    problem.attributes[0].integer = call->out_dtype == KABI_DTYPE_FLOAT16    ? 0
+                                    : call->out_dtype == KABI_DTYPE_BFLOAT16 ? 1
+                                                                             : 2;
+    problem.attributes[1].integer = call->use_fast_accum;
     for (int i = 0; i < scaled_mm_kernel_count; ++i) {
       char reason[512] = "";
       const int32_t supported = scaled_mm_kernels[i].supports(scaled_mm_kernels[i].user_data, &problem, &args,

@@ -123,11 +123,20 @@ def test_registration_for_absent_gpus_matches_the_registry_files(registered_on, 
 
 def test_fp8_cutlass_kernels_serve_scaled_mm_on_sm90_only(registered_on) -> None:
     on_sm90 = [name for op, name in registered_on(90) if op == "scaled_mm" and name.startswith("cuda.cutlass")]
-    assert on_sm90 and all(name.startswith("cuda.cutlass.sm90.fp8.") for name in on_sm90), on_sm90
+    accurate = [name for name in on_sm90 if name.startswith("cuda.cutlass.sm90.fp8.")]
+    fast_accum = [name for name in on_sm90 if name.startswith("cuda.cutlass.sm90.fp8_fast_accum.")]
+    assert len(accurate) == 2 and len(fast_accum) == 2 and len(on_sm90) == 4, on_sm90
     for arch in (89, 80):
         assert not [name for op, name in registered_on(arch) if op == "scaled_mm" and name.startswith("cuda.cutlass")]
     # Nor do the FP8 configurations serve the other ops.
-    assert not [name for op, name in registered_on(90) if op != "scaled_mm" and ".fp8." in name]
+    assert not [name for op, name in registered_on(90) if op != "scaled_mm" and ".fp8" in name]
+
+
+def test_fp8_fast_accum_kernels_have_no_float32_output(registered_on) -> None:
+    # Fast accumulation's error over long K is above a float32 output's tolerance, so only 16-bit outputs are built.
+    for (op, name), kernel in registered_on(90).items():
+        if ".fp8_fast_accum." in name:
+            assert set(kernel.dtypes) == {"bfloat16", "float16"}, (name, kernel.dtypes)
 
 
 # What each scaled_mm call of tests/cpp/cuda_plugin_registration.c gets from the FP8 kernels' supports predicates:
@@ -135,11 +144,20 @@ def test_fp8_cutlass_kernels_serve_scaled_mm_on_sm90_only(registered_on) -> None
 # needs no device (without one, its heuristic cannot run).
 CUTLASS_FP8_SUPPORTS = {
     "aligned": None, "one_row": None, "row_scales_bias_float32": None, "mixed_scales": None, "n_136": None,
-    "bias_float32": None,
+    "bias_float32": None, "aligned_fast_accum": None, "row_scales_bias_fast_accum": None, "float32_fast_accum": None,
     "k_40": "a's leading dimension is 40, not a multiple of 16 elements", "n_100": "N (out's row stride) is 100",
     "b_row_major": "with a row-major b", "a_column_major": "read a row-major a",
     "b_e5m2": "float8_e4m3fn a and b only", "both_e5m2": "float8_e4m3fn a and b only",
     "strided_scale_a": "contiguous vector of scales", "a_off_16_bytes": "the data of a is not 16-byte aligned",
+}
+# The same for the FP8 fast-accumulation CUTLASS kernels: every call without use_fast_accum that the shared planning
+# accepts is declined for that, and a float32 output, which they have no instantiation for.
+NOT_ALLOWED = "the call did not allow it (use_fast_accum)"
+CUTLASS_FP8_FAST_ACCUM_SUPPORTS = {
+    **{call: NOT_ALLOWED for call in CUTLASS_FP8_SUPPORTS},
+    "a_column_major": "read a row-major a", "strided_scale_a": "contiguous vector of scales",
+    "aligned_fast_accum": None, "row_scales_bias_fast_accum": None,
+    "float32_fast_accum": "no instantiation for this output dtype",
 }
 CUBLASLT_FP8_DECLINES = {
     "row_scales_bias_float32": "bias with a float32 output", "bias_float32": "bias with a float32 output",
@@ -156,13 +174,16 @@ def test_fp8_kernels_decline_what_they_cannot_compute(plugin_record: dict, tmp_p
                             text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     answers = [json.loads(line) for line in result.stdout.splitlines()]
-    cutlass = [answer for answer in answers if answer["kernel"].startswith("cuda.cutlass.sm90.fp8.")]
-    assert {answer["call"] for answer in cutlass} == set(CUTLASS_FP8_SUPPORTS)
-    for answer in cutlass:
-        expected = CUTLASS_FP8_SUPPORTS[answer["call"]]
-        what = f"{answer['kernel']} on {answer['call']}: {answer['reason']!r}"
-        assert answer["supported"] == (expected is None), what
-        assert expected is None or expected in answer["reason"], what
+    for prefix, table in (("cuda.cutlass.sm90.fp8.", CUTLASS_FP8_SUPPORTS),
+                          ("cuda.cutlass.sm90.fp8_fast_accum.", CUTLASS_FP8_FAST_ACCUM_SUPPORTS)):
+        cutlass = [answer for answer in answers if answer["kernel"].startswith(prefix)]
+        assert {answer["kernel"] for answer in cutlass}, f"no {prefix} kernel answered"
+        assert {answer["call"] for answer in cutlass} == set(table)
+        for answer in cutlass:
+            expected = table[answer["call"]]
+            what = f"{answer['kernel']} on {answer['call']}: {answer['reason']!r}"
+            assert answer["supported"] == (expected is None), what
+            assert expected is None or expected in answer["reason"], what
     for answer in answers:
         if answer["kernel"].startswith("cuda.cublaslt.fp8.") and answer["call"] in CUBLASLT_FP8_DECLINES:
             assert not answer["supported"] and CUBLASLT_FP8_DECLINES[answer["call"]] in answer["reason"], answer

@@ -17,7 +17,8 @@
 // A is b, its B is a, and its D is out read as an N x M column-major matrix, whose rows (N) the bias runs along.
 // scaled_mm's FP8 slots follow from that: cuBLASLt's A scale is scale_b and its B scale is scale_a, and row-wise
 // scales are its outer-vector scale mode (one float per row of its A, i.e. per column of out, and per column of its
-// B, i.e. per row of out).
+// B, i.e. per row of out). A call with use_fast_accum sets the descriptor's FAST_ACCUM, so the heuristic offers the
+// algorithms that keep the partial sums in the tensor cores' accumulator; without it they stay off.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -64,12 +65,12 @@ uint32_t epilogue_of(const GemmCall& call) {
 
 // What the descriptors and the heuristic depend on (never the data addresses, which must be 16-byte aligned).
 using PlanKey = std::tuple<int32_t, uint32_t, uint32_t, uint32_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                           int32_t, int64_t, int64_t, uint32_t, bool, bool, bool>;
+                           int32_t, int64_t, int64_t, uint32_t, bool, bool, bool, bool>;
 
 PlanKey key_of(const GemmCall& call, uint32_t epilogue) {
   return {call.device_index, call.dtype, call.a_dtype, call.b_dtype, call.m, call.n, call.k, call.batch, call.lda,
           call.ldb, static_cast<int32_t>(call.b_order), call.batch_stride_a, call.batch_stride_b, epilogue,
-          call.scaled, call.scale_a_row_wise, call.scale_b_row_wise};
+          call.scaled, call.scale_a_row_wise, call.scale_b_row_wise, call.fast_accumulation};
 }
 
 // The cudaDataType_t of a KABI_DTYPE_* bit the slots take.
@@ -205,6 +206,14 @@ void build_plan(Cublaslt& state, const GemmCall& call, uint32_t epilogue, lt::Ha
   if (call.scaled) {
     plan->error = set_scales(lib, call, plan->desc);
     if (!plan->error.empty()) return;
+  }
+  if (call.fast_accumulation) {
+    const int8_t fast_accumulation = 1;
+    status = lib.desc_set(plan->desc, lt::kDescFastAccum, &fast_accumulation, sizeof fast_accumulation);
+    if (status != 0) {
+      plan->error = status_text("cublasLtMatmulDescSetAttribute(FAST_ACCUM)", status);
+      return;
+    }
   }
   // cuBLASLt's A: b, N x K (row-major b read as column-major) or K x N (column-major b, transposed).
   const bool b_row_major = call.b_order == MatrixOrder::kRowMajor;

@@ -31,9 +31,10 @@ struct HeuristicResult {
 constexpr int32_t kCudaR32F = 0, kCudaR16F = 2, kCudaR16BF = 14, kCudaR8FE4M3 = 28, kCudaR8FE5M2 = 29;
 constexpr int32_t kCompute32F = 68;
 constexpr int32_t kOpN = 0, kOpT = 1;
-// cublasLtMatmulDescAttributes_t. The scale modes exist from cuBLASLt 12.8 on.
+// cublasLtMatmulDescAttributes_t. The scale modes exist from cuBLASLt 12.8 on. kDescFastAccum (an int8_t, 0 by
+// default) lets an FP8 algorithm keep its partial sums in the tensor cores' accumulator over the whole K loop.
 constexpr int32_t kDescTransA = 3, kDescTransB = 4, kDescEpilogue = 7, kDescBiasPointer = 8, kDescAScalePointer = 17,
-                  kDescBScalePointer = 18, kDescAScaleMode = 31, kDescBScaleMode = 32;
+                  kDescBScalePointer = 18, kDescFastAccum = 25, kDescAScaleMode = 31, kDescBScaleMode = 32;
 // cublasLtMatmulMatrixScale_t: one float32 per row of op(A) (A) or per column of op(B) (B), from cuBLASLt 12.9 on.
 constexpr int32_t kScaleOuterVector32F = 3;
 // cublasLtMatrixLayoutAttribute_t.

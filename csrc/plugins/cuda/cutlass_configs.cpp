@@ -12,11 +12,18 @@ extern const CutlassConfig kSm90StreamK128x128;
 extern const CutlassConfig kSm80Multistage128x128;
 extern const CutlassConfig kSm90Fp8Cooperative128x128;
 extern const CutlassConfig kSm90Fp8Pingpong64x128;
+extern const CutlassConfig kSm90Fp8FastAccumCooperative128x256;
+extern const CutlassConfig kSm90Fp8FastAccumPingpong128x128;
 
 const CutlassConfig* const* cutlass_configs(size_t* count) {
-  static const CutlassConfig* const kConfigs[] = {&kSm90Cooperative128x256,    &kSm90Pingpong128x128,
-                                                  &kSm90StreamK128x128,        &kSm80Multistage128x128,
-                                                  &kSm90Fp8Cooperative128x128, &kSm90Fp8Pingpong64x128};
+  static const CutlassConfig* const kConfigs[] = {&kSm90Cooperative128x256,
+                                                  &kSm90Pingpong128x128,
+                                                  &kSm90StreamK128x128,
+                                                  &kSm80Multistage128x128,
+                                                  &kSm90Fp8Cooperative128x128,
+                                                  &kSm90Fp8Pingpong64x128,
+                                                  &kSm90Fp8FastAccumCooperative128x256,
+                                                  &kSm90Fp8FastAccumPingpong128x128};
   *count = sizeof(kConfigs) / sizeof(kConfigs[0]);
   return kConfigs;
 }

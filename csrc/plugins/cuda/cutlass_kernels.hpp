@@ -37,6 +37,9 @@ struct CutlassConfig {
   CutlassOps ops;
   // [output dtype: 0 bfloat16, 1 float16, 2 float32][b order: MatrixOrder]; an entry without functions was not built.
   CutlassGemm gemms[kOutputDtypes][2];
+  // scaled_mm: the mainloop keeps the tensor cores' partial sums in their narrower accumulator over the whole K loop
+  // (CUTLASS's FP8FastAccum schedules), which only a call that allows it (use_fast_accum) may run.
+  bool fast_accumulation = false;
 };
 
 // Every configuration this build compiled, in registration order.

@@ -54,6 +54,10 @@ std::string plan(const CutlassKernel& kernel, const kabi_problem& problem, const
                  GemmCall* call, const CutlassGemm** gemm) {
   std::string reason = plan_call(kernel.op, problem, args, require_output, call);
   if (!reason.empty()) return reason;
+  if (kernel.config->fast_accumulation && !call->fast_accumulation) {
+    return "this kernel keeps partial sums in the tensor cores' accumulator; the call did not allow it "
+           "(use_fast_accum)";
+  }
   reason = check_16_byte_alignment(*call);
   if (!reason.empty()) return reason;
   if (!kernel.config->needs_wgmma && (call->has_bias || call->activation != Activation::kNone)) {

@@ -1,17 +1,22 @@
 // CUTLASS 3 FP8 GEMMs for sm_90a, serving scaled_mm: a float8_e4m3fn [M, K] row-major, b float8_e4m3fn column-major
 // (the transposed view of an [N, K] weight: the "TN" layout wgmma reads FP8 in), TMA loads, warp-specialized
-// schedules, float32 accumulation, and out = scale_a * (scale_b * accumulator) + bias in bfloat16, float16 or
+// schedules, a float32 accumulator, and out = scale_a * (scale_b * accumulator) + bias in bfloat16, float16 or
 // float32.
 //
-// The mainloop is CUTLASS's accumulating FP8 one (KernelTmaWarpSpecialized*, not the *FP8FastAccum schedules): it
-// adds the tensor cores' partial sums into float32 registers every K block, where the fast one keeps them in the
-// tensor cores' narrower accumulator for the whole K loop, whose error over long K breaks the op's tolerances.
+// The accurate configurations use CUTLASS's accumulating FP8 mainloop (the KernelTmaWarpSpecialized* schedules): it
+// adds the tensor cores' partial sums into float32 registers every K block. The fast-accumulation ones use the
+// *FP8FastAccum schedules, which keep the partial sums in the tensor cores' narrower accumulator for the whole K loop:
+// no second accumulator (so larger tiles fit in registers), but an error over long K that only a call with
+// use_fast_accum permits (cutlass_registration.cpp declines the others), and that the gate still checks. They build
+// bfloat16 and float16 outputs only: a float32 output's tolerance is below that error.
 //
 // The scales and the bias are an epilogue visitor tree. scale_a is a column broadcast (one value per row of out) and
 // scale_b a row broadcast (one per column), each with a run-time stride flag that reads either a vector or a single
 // value (CUTLASS's dynamic broadcast), so one instantiation serves per-tensor, row-wise and mixed scales; all are
 // read on the device when the kernel runs, so no host sync and graph replays see new values. A NULL bias adds 0.
 #pragma once
+
+#include <type_traits>
 
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
@@ -96,21 +101,30 @@ struct ScaledGemm {
   static constexpr CutlassGemm entry() { return CutlassEntry<ScaledGemm>::entry(); }
 };
 
-// Every output dtype of one schedule, tile and cluster shape; b is column-major only.
+// Whether a kernel schedule keeps the partial sums in the tensor cores' accumulator over the whole K loop.
+template <class KernelSchedule>
+constexpr bool kFastAccumulation =
+    std::is_same_v<KernelSchedule, cutlass::gemm::KernelTmaWarpSpecializedCooperativeFP8FastAccum> ||
+    std::is_same_v<KernelSchedule, cutlass::gemm::KernelTmaWarpSpecializedPingpongFP8FastAccum>;
+
+// Every output dtype of one schedule, tile and cluster shape (bfloat16 and float16 only for a fast-accumulation
+// schedule); b is column-major only.
 template <class TileShape, class ClusterShape, class KernelSchedule, class EpilogueSchedule, class TileScheduler>
 struct Config {
   template <class ElementOut>
   using G = ScaledGemm<ElementOut, TileShape, ClusterShape, KernelSchedule, EpilogueSchedule, TileScheduler>;
+  static constexpr bool kFast = kFastAccumulation<KernelSchedule>;
 
   static constexpr CutlassConfig make(const char* name) {
+    CutlassGemm float32_out{};
+    if constexpr (!kFast) float32_out = G<float>::entry();
     return CutlassConfig{name,
                          90,
                          90,
                          true,
                          CutlassOps::kScaledMm,
-                         {{{}, G<cutlass::bfloat16_t>::entry()},
-                          {{}, G<cutlass::half_t>::entry()},
-                          {{}, G<float>::entry()}}};
+                         {{{}, G<cutlass::bfloat16_t>::entry()}, {{}, G<cutlass::half_t>::entry()}, {{}, float32_out}},
+                         kFast};
   }
 };
 

@@ -40,6 +40,10 @@ struct GemmCall {
   const float* scale_b = nullptr;
   bool scaled = false;  // scaled_mm, whose scales' addresses may still be NULL
   bool scale_a_row_wise = false, scale_b_row_wise = false;
+  // scaled_mm's use_fast_accum: the call permits an FP8 kernel to keep the tensor cores' partial sums in their
+  // narrower accumulator over the whole K loop. False requires float32-promoted accumulation; accurate kernels serve
+  // either.
+  bool fast_accumulation = false;
   int32_t device_index = 0;
   void* stream = nullptr;  // a cudaStream_t
 };

@@ -299,6 +299,8 @@ std::string plan_scaled_mm(const kabi_problem& problem, const kabi_args& args, b
   call->device_index = problem.device_index;
   call->stream = args.stream;
   call->activation = Activation::kNone;
+  // The attributes are out_dtype (already the problem's dtype) and use_fast_accum.
+  call->fast_accumulation = problem.num_attributes > 1 && problem.attributes[1].integer != 0;
   call->m = a.shape[0];
   call->k = a.shape[1];
   call->n = b.shape[1];
