@@ -1,15 +1,21 @@
-"""Shared by the scaled_mm tests: fresh FP8 inputs of either scale kind, and the op's own gate check against the
-float64 reference with the tolerances of registry/ops/scaled_mm.toml. Not a test module (no ``test_`` prefix)."""
+"""Shared by the scaled_mm tests: fresh FP8 inputs of either scale kind, the op's own gate check against the
+float64 reference with the tolerances of registry/ops/scaled_mm.toml, and the CUDA plugin's FP8 kernels as
+selection sees them and forced in turn. Not a test module (no ``test_`` prefix)."""
 
 from __future__ import annotations
 
 import torch
 
+import kabi
+from kabi import _core
 from kabi._base.declarations import op_spec
 from kabi._selection.correctness import check_output, reference_output
 from kabi.ops import _references
 
+from _guarded_outputs import guarded_output
+
 TOLERANCE = op_spec("scaled_mm").tolerance
+CUDA_PLUGIN = "kabi-cuda"
 OUT_DTYPES = ("bfloat16", "float16", "float32")
 FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
 # scale_a's and scale_b's kind in turn: per tensor, row-wise, and each mixed with the other.
@@ -34,3 +40,26 @@ def verdict(out: torch.Tensor, a, b, scale_a, scale_b, bias, out_dtype: str) -> 
     """None when ``out`` is the float64 reference within the op's tolerance for ``out_dtype``, else why not."""
     reference = reference_output(_references.scaled_mm, [a, b, scale_a, scale_b, bias])
     return check_output(out, reference, TOLERANCE[out_dtype], expected_dtype=getattr(torch, out_dtype))
+
+
+def cuda_plugin_kernels() -> list[str]:
+    """The names of the CUDA plugin's scaled_mm kernels (the plugin loaded first)."""
+    _core.plugin_load_builtin()
+    return sorted(kernel["name"] for kernel in _core.kernel_list()
+                  if kernel["plugin"] == CUDA_PLUGIN and kernel["op"] == "scaled_mm")
+
+
+def cuda_plugin_candidates(inputs: tuple, out_dtype: str, use_fast_accum: bool = False) -> dict[str, object]:
+    """The CUDA plugin's scaled_mm kernels as selection sees the call: name -> Candidate (eligible, or why not)."""
+    explained = kabi.explain(kabi.ops.scaled_mm, *inputs, out_dtype=out_dtype, use_fast_accum=use_fast_accum)
+    return {candidate.name: candidate for candidate in explained.candidates if candidate.kernel.plugin == CUDA_PLUGIN}
+
+
+def run_forced(name: str, inputs: tuple, out_dtype: str, use_fast_accum: bool = False):
+    """kabi.ops.scaled_mm forced to ``name``, writing into a guarded output; the output and its buffer."""
+    m, n = inputs[0].shape[0], inputs[1].shape[1]
+    out, buffer = guarded_output((m, n), getattr(torch, out_dtype))
+    with kabi.use(scaled_mm=name):
+        kabi.ops.scaled_mm(*inputs, out_dtype=out_dtype, use_fast_accum=use_fast_accum, out=out)
+    torch.cuda.synchronize()
+    return out, buffer

@@ -10,10 +10,9 @@ import pytest
 import torch
 
 import kabi
-from kabi import _core
 
 from _guarded_outputs import POISON, assert_guards_intact, guarded_output
-from _scaled_mm_checks import make_inputs, verdict
+from _scaled_mm_checks import cuda_plugin_candidates, cuda_plugin_kernels, make_inputs, run_forced, verdict
 
 pytestmark = [
     pytest.mark.gpu,
@@ -21,7 +20,6 @@ pytestmark = [
                        reason="needs a CUDA GPU with FP8 tensor cores (sm_89 or later)"),
 ]
 
-PLUGIN = "kabi-cuda"
 IS_SM90 = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
 FAST_ACCUM_PREFIX = "cuda.cutlass.sm90.fp8_fast_accum."
 NOT_ALLOWED = "the call did not allow it (use_fast_accum)"
@@ -29,41 +27,19 @@ NOT_ALLOWED = "the call did not allow it (use_fast_accum)"
 SHAPE = (256, 512, 1024)
 
 
-def _fp8_kernels() -> list[str]:
-    _core.plugin_load_builtin()
-    return sorted(kernel["name"] for kernel in _core.kernel_list()
-                  if kernel["plugin"] == PLUGIN and kernel["op"] == "scaled_mm")
-
-
-FAST_ACCUM = [name for name in _fp8_kernels() if name.startswith(FAST_ACCUM_PREFIX)] \
+FAST_ACCUM = [name for name in cuda_plugin_kernels() if name.startswith(FAST_ACCUM_PREFIX)] \
     if torch.cuda.is_available() else []
-ACCURATE = [name for name in _fp8_kernels() if name.startswith("cuda.cutlass.sm90.fp8.")] \
+ACCURATE = [name for name in cuda_plugin_kernels() if name.startswith("cuda.cutlass.sm90.fp8.")] \
     if torch.cuda.is_available() else []
 
 
 @pytest.fixture(scope="module", autouse=True)
 def plugin_kernels() -> None:
-    names = _fp8_kernels()
+    names = cuda_plugin_kernels()
     assert "cuda.cublaslt.fp8.algo0" in names, f"cuBLASLt's FP8 slots are not registered: {names}"
     if IS_SM90:
         assert FAST_ACCUM == [FAST_ACCUM_PREFIX + "ws_cooperative.128x256x128.c2x1.persistent",
                               FAST_ACCUM_PREFIX + "ws_pingpong.128x128x128.c2x1.persistent"], names
-
-
-def _candidates(inputs: tuple, out_dtype: str, use_fast_accum: bool) -> dict[str, object]:
-    """The plugin's scaled_mm kernels as selection sees the call: name -> Candidate (eligible, or why not)."""
-    explained = kabi.explain(kabi.ops.scaled_mm, *inputs, out_dtype=out_dtype, use_fast_accum=use_fast_accum)
-    return {candidate.name: candidate for candidate in explained.candidates if candidate.kernel.plugin == PLUGIN}
-
-
-def _run_forced(name: str, inputs: tuple, out_dtype: str, use_fast_accum: bool):
-    """kabi.ops.scaled_mm forced to ``name``, writing into a guarded output; the output and its buffer."""
-    m, n = inputs[0].shape[0], inputs[1].shape[1]
-    out, buffer = guarded_output((m, n), getattr(torch, out_dtype))
-    with kabi.use(scaled_mm=name):
-        kabi.ops.scaled_mm(*inputs, out_dtype=out_dtype, use_fast_accum=use_fast_accum, out=out)
-    torch.cuda.synchronize()
-    return out, buffer
 
 
 @pytest.mark.parametrize("scales", [("tensor", "tensor"), ("row", "row")], ids="-".join)
@@ -71,7 +47,7 @@ def _run_forced(name: str, inputs: tuple, out_dtype: str, use_fast_accum: bool):
 def test_fast_accum_kernels_match_the_reference(scales: tuple, with_bias: bool) -> None:
     inputs = make_inputs(*SHAPE, scales=scales, bias_dtype="bfloat16" if with_bias else None, seed=11,
                          device="cuda")
-    candidates = _candidates(inputs, "bfloat16", use_fast_accum=True)
+    candidates = cuda_plugin_candidates(inputs, "bfloat16", use_fast_accum=True)
     slot = candidates["cuda.cublaslt.fp8.algo0"]
     kernels = list(FAST_ACCUM)
     # cuBLASLt before 12.9 has no row-wise FP8 scales, and says so.
@@ -81,7 +57,7 @@ def test_fast_accum_kernels_match_the_reference(scales: tuple, with_bias: bool) 
         assert scales == ("row", "row") and "row-wise" in slot.reason, slot.reason
     for name in kernels:
         assert candidates[name].eligible, f"{name} declines a call with use_fast_accum: {candidates[name].reason}"
-        out, buffer = _run_forced(name, inputs, "bfloat16", use_fast_accum=True)
+        out, buffer = run_forced(name, inputs, "bfloat16", use_fast_accum=True)
         note = verdict(out, *inputs, "bfloat16")
         assert note is None, f"{name} {SHAPE} scales={scales} bias={with_bias} use_fast_accum: {note}"
         assert_guards_intact(buffer, name)
@@ -91,7 +67,7 @@ def test_fast_accum_kernels_match_the_reference(scales: tuple, with_bias: bool) 
 @pytest.mark.parametrize("scales", [("tensor", "tensor"), ("row", "row")], ids="-".join)
 def test_fast_accum_kernels_are_declined_without_use_fast_accum(scales: tuple) -> None:
     inputs = make_inputs(*SHAPE, scales=scales, seed=12, device="cuda")
-    candidates = _candidates(inputs, "bfloat16", use_fast_accum=False)
+    candidates = cuda_plugin_candidates(inputs, "bfloat16", use_fast_accum=False)
     for name in FAST_ACCUM:
         assert not candidates[name].eligible, f"{name} is offered a call without use_fast_accum"
         assert NOT_ALLOWED in candidates[name].reason, candidates[name].reason
@@ -102,7 +78,7 @@ def test_fast_accum_kernels_are_declined_without_use_fast_accum(scales: tuple) -
         assert bool((buffer == POISON).all()), f"{name} declined the call but wrote"
     # The accurate kernels serve it, as they serve a call with use_fast_accum.
     for use_fast_accum in (False, True):
-        allowed = _candidates(inputs, "bfloat16", use_fast_accum=use_fast_accum)
+        allowed = cuda_plugin_candidates(inputs, "bfloat16", use_fast_accum=use_fast_accum)
         for name in ACCURATE:
             assert allowed[name].eligible, f"{name} use_fast_accum={use_fast_accum}: {allowed[name].reason}"
 
@@ -110,7 +86,7 @@ def test_fast_accum_kernels_are_declined_without_use_fast_accum(scales: tuple) -
 @pytest.mark.skipif(not IS_SM90, reason="the fast-accumulation CUTLASS kernels are sm_90a code")
 def test_fast_accum_kernels_have_no_float32_output() -> None:
     inputs = make_inputs(*SHAPE, seed=13, device="cuda")
-    candidates = _candidates(inputs, "float32", use_fast_accum=True)
+    candidates = cuda_plugin_candidates(inputs, "float32", use_fast_accum=True)
     for name in FAST_ACCUM:
         candidate = candidates.get(name)
         assert candidate is None or not candidate.eligible, f"{name} is offered a float32 output"

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 import kabi
-from kabi import _core
 
 from _guarded_outputs import POISON, assert_guards_intact, guarded_output
-from _scaled_mm_checks import OUT_DTYPES, SCALE_KINDS, make_inputs, verdict
+from _scaled_mm_checks import (OUT_DTYPES, SCALE_KINDS, cuda_plugin_candidates, cuda_plugin_kernels, make_inputs,
+                               run_forced, verdict)
 
 pytestmark = [
     pytest.mark.gpu,
@@ -22,51 +22,28 @@ pytestmark = [
                        reason="needs a CUDA GPU with FP8 tensor cores (sm_89 or later)"),
 ]
 
-PLUGIN = "kabi-cuda"
 IS_SM90 = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
 # (M, N, K): odd M (one row, and sizes off every tile), N and K multiples of 16, which every FP8 kernel takes.
 SHAPES = [(1, 256, 128), (77, 1040, 272), (333, 512, 1024)]
 
 
-def _fp8_kernels() -> list[str]:
-    _core.plugin_load_builtin()
-    return sorted(kernel["name"] for kernel in _core.kernel_list()
-                  if kernel["plugin"] == PLUGIN and kernel["op"] == "scaled_mm")
-
-
 # The accurate CUTLASS kernels, which serve every call; the fast-accumulation ones serve only calls with
 # use_fast_accum and are checked by test_cuda_plugin_fp8_fast_accum_gpu.py.
-CUTLASS = [name for name in _fp8_kernels() if name.startswith("cuda.cutlass.sm90.fp8.")] \
+CUTLASS = [name for name in cuda_plugin_kernels() if name.startswith("cuda.cutlass.sm90.fp8.")] \
     if torch.cuda.is_available() else []
 
 
 @pytest.fixture(scope="module", autouse=True)
 def plugin_kernels() -> None:
-    names = _fp8_kernels()
+    names = cuda_plugin_kernels()
     assert "cuda.cublaslt.fp8.algo0" in names, f"cuBLASLt's FP8 slots are not registered: {names}"
     if IS_SM90:
         assert len(CUTLASS) == 2 and all(name.startswith("cuda.cutlass.sm90.fp8.") for name in CUTLASS), names
 
 
-def _candidates(inputs: tuple, out_dtype: str) -> dict[str, object]:
-    """The plugin's scaled_mm kernels as selection sees the call: name -> Candidate (eligible, or why not)."""
-    explained = kabi.explain(kabi.ops.scaled_mm, *inputs, out_dtype=out_dtype)
-    return {candidate.name: candidate for candidate in explained.candidates if candidate.kernel.plugin == PLUGIN}
-
-
-def _run_forced(name: str, inputs: tuple, out_dtype: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """kabi.ops.scaled_mm forced to ``name``, writing into a guarded output; the output and its buffer."""
-    m, n = inputs[0].shape[0], inputs[1].shape[1]
-    out, buffer = guarded_output((m, n), getattr(torch, out_dtype))
-    with kabi.use(scaled_mm=name):
-        kabi.ops.scaled_mm(*inputs, out_dtype=out_dtype, out=out)
-    torch.cuda.synchronize()
-    return out, buffer
-
-
 def _assert_declined(name: str, inputs: tuple, out_dtype: str, why: str) -> None:
     """The kernel is ineligible for the call, forcing it raises, and it wrote nothing."""
-    candidate = _candidates(inputs, out_dtype).get(name)
+    candidate = cuda_plugin_candidates(inputs, out_dtype).get(name)
     assert candidate is not None and not candidate.eligible, f"{name} is offered {why}"
     m, n = inputs[0].shape[0], inputs[1].shape[1]
     out, buffer = guarded_output((m, n), getattr(torch, out_dtype))
@@ -84,13 +61,13 @@ def test_every_fp8_kernel_matches_the_reference(out_dtype: str, scales: tuple, w
     for seed, (m, n, k) in enumerate(SHAPES):
         inputs = make_inputs(m, n, k, scales=scales, bias_dtype=out_dtype if with_bias else None, seed=seed,
                              device="cuda")
-        candidates = _candidates(inputs, out_dtype)
+        candidates = cuda_plugin_candidates(inputs, out_dtype)
         for name in CUTLASS:
             assert candidates[name].eligible, f"{name} declines {m}x{n}x{k}: {candidates[name].reason}"
         for name, candidate in candidates.items():
             if not candidate.eligible:
                 continue
-            out, buffer = _run_forced(name, inputs, out_dtype)
+            out, buffer = run_forced(name, inputs, out_dtype)
             note = verdict(out, *inputs, out_dtype)
             assert note is None, f"{name} {m}x{n}x{k} scales={scales} out={out_dtype} bias={with_bias}: {note}"
             assert_guards_intact(buffer, name)
@@ -105,7 +82,7 @@ def test_every_fp8_kernel_matches_the_reference(out_dtype: str, scales: tuple, w
                                           (64, 100, 64, "N of 100 (out's rows are not 16-byte multiples)")])
 def test_misaligned_k_or_n_is_declined_not_computed_wrong(m: int, n: int, k: int, why: str) -> None:
     inputs = make_inputs(m, n, k, seed=3, device="cuda")
-    for name in _fp8_kernels():
+    for name in cuda_plugin_kernels():
         _assert_declined(name, inputs, "bfloat16", why)
 
 
@@ -113,13 +90,13 @@ def test_n_off_16_elements_is_computed_right_or_declined() -> None:
     # N = 136: a bfloat16 out's rows are 272 bytes (TMA's 16-byte pitch holds), but N is not a multiple of 16, which
     # cuBLASLt's FP8 GEMM needs.
     inputs = make_inputs(96, 136, 128, scales=("row", "row"), bias_dtype="bfloat16", seed=4, device="cuda")
-    candidates = _candidates(inputs, "bfloat16")
-    for name in _fp8_kernels():
+    candidates = cuda_plugin_candidates(inputs, "bfloat16")
+    for name in cuda_plugin_kernels():
         if name.startswith("cuda.cublaslt"):
             _assert_declined(name, inputs, "bfloat16", "N of 136")
     for name in CUTLASS:
         assert candidates[name].eligible, f"{name}: {candidates[name].reason}"
-        out, buffer = _run_forced(name, inputs, "bfloat16")
+        out, buffer = run_forced(name, inputs, "bfloat16")
         assert verdict(out, *inputs, "bfloat16") is None, name
         assert_guards_intact(buffer, name)
 
@@ -127,7 +104,7 @@ def test_n_off_16_elements_is_computed_right_or_declined() -> None:
 def test_row_major_b_is_declined() -> None:
     a, b, scale_a, scale_b, bias = make_inputs(64, 128, 64, seed=5, device="cuda")
     row_major = (a, b.contiguous(), scale_a, scale_b, bias)
-    for name in _fp8_kernels():
+    for name in cuda_plugin_kernels():
         _assert_declined(name, row_major, "bfloat16", "a row-major b")
 
 
@@ -135,14 +112,14 @@ def test_row_major_b_is_declined() -> None:
                                      (torch.float8_e5m2, torch.float8_e5m2)], ids=str)
 def test_e5m2_operands_where_cublaslt_has_them(formats: tuple) -> None:
     inputs = make_inputs(80, 256, 512, a_dtype=formats[0], b_dtype=formats[1], seed=6, device="cuda")
-    candidates = _candidates(inputs, "bfloat16")
+    candidates = cuda_plugin_candidates(inputs, "bfloat16")
     for name in CUTLASS:
         assert not candidates[name].eligible, f"{name} is offered {formats}; it reads float8_e4m3fn only"
     if formats == (torch.float8_e5m2, torch.float8_e5m2):
         _assert_declined("cuda.cublaslt.fp8.algo0", inputs, "bfloat16", "two float8_e5m2 operands")
         return
     assert candidates["cuda.cublaslt.fp8.algo0"].eligible, candidates["cuda.cublaslt.fp8.algo0"].reason
-    out, buffer = _run_forced("cuda.cublaslt.fp8.algo0", inputs, "bfloat16")
+    out, buffer = run_forced("cuda.cublaslt.fp8.algo0", inputs, "bfloat16")
     assert verdict(out, *inputs, "bfloat16") is None
     assert_guards_intact(buffer, "cuda.cublaslt.fp8.algo0")
 
@@ -150,7 +127,7 @@ def test_e5m2_operands_where_cublaslt_has_them(formats: tuple) -> None:
 @pytest.mark.parametrize("scales", [("tensor", "tensor"), ("row", "row")], ids="-".join)
 def test_every_fp8_kernel_inside_cuda_graph_capture(scales: tuple) -> None:
     inputs = make_inputs(384, 1024, 512, scales=scales, bias_dtype="bfloat16", seed=7, device="cuda")
-    eligible = [name for name, candidate in _candidates(inputs, "bfloat16").items() if candidate.eligible]
+    eligible = [name for name, candidate in cuda_plugin_candidates(inputs, "bfloat16").items() if candidate.eligible]
     assert set(CUTLASS) <= set(eligible), eligible
     for name in eligible:
         with kabi.use(scaled_mm=name):
