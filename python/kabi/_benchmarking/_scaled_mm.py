@@ -28,18 +28,20 @@ from ._problems import BenchProblem, OpBenchmark
 __all__ = ["SCALED_MM"]
 
 _OUTPUT_DTYPE = "bfloat16"
-# The declared shape of each scale a layout of the suite picks: 0 is "[]" (per tensor), 1 "[M, 1]" / "[1, N]".
-_SCALE_SHAPES = {"tensor_scales": 0, "row_scales": 1, "tensor_scales_fast_accum": 0, "row_scales_fast_accum": 1}
+# The declared shape of each scale a layout of the suite picks: 0 is "[]" (per tensor), 1 "[M, 1]" / "[1, N]". A
+# layout with this suffix is the same scales with use_fast_accum=True.
+_SCALE_SHAPES = {"tensor_scales": 0, "row_scales": 1}
+_FAST_ACCUM_SUFFIX = "_fast_accum"
 
 
 def _fast_accumulation(problem: BenchProblem) -> bool:
-    return problem.layout.endswith("_fast_accum")
+    return problem.layout.endswith(_FAST_ACCUM_SUFFIX)
 
 
 def _make_inputs(problem: BenchProblem, device: torch.device) -> tuple[torch.Tensor | None, ...]:
     """a [M, K], b as the transposed view of a contiguous [N, K] weight, the two scales of the problem's kind."""
     m, n, k = problem.shape
-    shape = _SCALE_SHAPES[problem.layout]
+    shape = _SCALE_SHAPES[problem.layout.removesuffix(_FAST_ACCUM_SUFFIX)]
     a, b, scale_a, scale_b, bias = problem_inputs(
         "scaled_mm", {"M": m, "N": n, "K": k}, dtypes=problem.dtype, attributes={"out_dtype": _OUTPUT_DTYPE},
         device=device, shapes={"scale_a": shape, "scale_b": shape})
