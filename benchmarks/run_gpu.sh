@@ -14,6 +14,8 @@
 # device call goes on where the previous call stopped.
 # fp8 runs `kabi bench scaled_mm --suite fp8` (the issue's FP8 suite, both kinds of scales) the same way, 540 s at
 # most, into benchmarks/results/nvidia-h200-scaled_mm-fp8.json and .png.
+# fp8peak times 8192^3 FP8 GEMMs (torch._scaled_mm and kabi's pick) flushed, back to back and in a burst, into
+# benchmarks/results/fp8-peak-nvidia-h200.json.
 # moe:SUITE likewise runs `kabi bench grouped_mm --suite SUITE` (moe-mixtral-8x7b, moe-deepseek-v3,
 # moe-qwen3-30b-a3b) for 420 s at most, writing benchmarks/results/nvidia-h200-grouped_mm-SUITE.json and .png.
 # BENCH_TIMEOUT overrides every benchmark step's limit (seconds), to fit several into one device call.
@@ -95,6 +97,10 @@ for step in "${steps[@]}"; do
            run_step "bench grouped_mm $suite" timeout -s INT ${BENCH_TIMEOUT:-420} python3 -m kabi.cli bench grouped_mm --suite "$suite" \
              --device cuda "${fresh_run[@]}" --out "benchmarks/results/$name.json" --plot "benchmarks/results/$name.png"
            cp "benchmarks/results/$name.png" "$out"/ 2>/dev/null || true ;;
+    # 8192^3 FP8 GEMMs timed three ways (L2 flushed per call, back to back, a burst after idling) with the SM clock
+    # and power sampled: where the FP8 target's figure depends on the method rather than the kernel.
+    fp8peak) run_step "fp8 peak" timeout 240 python3 benchmarks/fp8_peak.py \
+               --output benchmarks/results/fp8-peak-nvidia-h200.json ;;
     triton) run_step "triton matmul" timeout 240 python3 benchmarks/triton_matmul.py --out benchmarks/results ;;
     decode) run_step "decode at the memory roof" timeout 300 python3 benchmarks/decode.py \
               --output benchmarks/results/decode-nvidia-h200.json ;;
