@@ -7,7 +7,8 @@ Variants (K and N rounded up to multiples of 8 in every one; the product's first
 - ``pad``: each operand padded by one F.pad (one kernel writes data and zeros), output sliced and copied;
 - ``pad_pitch64``: as ``pad``, each padded row's pitch rounded up to 64 elements (128 bytes) as Inductor does;
 - ``pad_direct_out``: as ``pad``, but the product is written straight into an [M, N] result (b's padded columns
-  sliced off first), so no output copy, at the cost of an unaligned output pitch.
+  sliced off first), so no output copy, at the cost of an unaligned output pitch;
+- ``triton``: the registered ``triton.matmul.aligned_copies``, each copy one pass of the Triton copy kernel.
 
     python scripts/debug/aligned_copies.py [--shapes 4093x4099x4091 2047x2049x2051 1001x1003x1005]
 """
@@ -21,6 +22,7 @@ import torch.nn.functional as F
 
 import kabi
 from kabi.backends.torch_native import matmul_aligned_copies
+from kabi.backends.triton import _aligned_copies as triton_copies
 
 
 def _round(length: int, multiple: int) -> int:
@@ -57,6 +59,10 @@ def variants(a: torch.Tensor, b: torch.Tensor) -> dict:
         "pad": pad(8),
         "pad_pitch64": pad(64),
         "pad_direct_out": direct,
+        "triton": lambda: triton_copies.launch_aligned_copies(a, b),
+        "part: triton pad a": lambda: triton_copies.padded(a, m, kp),
+        "part: triton pad b": lambda: triton_copies.padded(b, kp, np_),
+        "part: triton output copy": lambda: triton_copies.compacted(product[:, :n], None),
         "part: pad a (pitch 8)": lambda: _padded(a, m, kp, 8),
         "part: pad b (pitch 8)": lambda: _padded(b, kp, np_, 8),
         "part: mm of padded (pitch 8)": lambda: torch.mm(a8, b8),

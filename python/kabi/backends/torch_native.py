@@ -12,6 +12,8 @@ Example::
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 import torch.nn.functional as F
 
@@ -20,8 +22,9 @@ from .._base.declarations import kernel_specs
 from ..ops._kernel_registration import register_declared
 from ..ops._references import activation_named, group_bounds
 
-__all__ = ["grouped_mm", "grouped_mm_loop", "linear", "matmul", "matmul_aligned_copies", "matmul_aligned_copies_supports",
-           "register", "scaled_mm", "scaled_mm_cuda_supports"]
+__all__ = ["aligned_length", "aligned_product", "grouped_mm", "grouped_mm_loop", "linear", "matmul",
+           "matmul_aligned_copies", "matmul_aligned_copies_supports", "register", "scaled_mm",
+           "scaled_mm_cuda_supports"]
 
 # torch.matmul's own signature, matmul(a, b, *, out=None), is the Python kernel convention: registering the
 # builtin itself keeps a wrapper's call off every dispatch.
@@ -34,7 +37,8 @@ _PITCH_MULTIPLE = 8
 _ALIGNED_COPIES_MIN_MACS = 1 << 27
 
 
-def _rounded(length: int) -> int:
+def aligned_length(length: int) -> int:
+    """length rounded up to a whole number of 16-byte pitches of a 2-byte dtype."""
     return -(-length // _PITCH_MULTIPLE) * _PITCH_MULTIPLE
 
 
@@ -45,25 +49,36 @@ def _zero_padded(matrix: torch.Tensor, rows: int, columns: int) -> torch.Tensor:
     if matrix.stride(0) == 1 and matrix.stride(1) != 1:
         return _zero_padded(matrix.mT, columns, rows).mT
     height, width = matrix.shape
-    buffer = matrix.new_empty((rows, _rounded(columns)))
+    buffer = matrix.new_empty((rows, aligned_length(columns)))
     buffer[:height, :width].copy_(matrix)
     buffer[:height, width:].zero_()
     buffer[height:].zero_()
     return buffer[:, :columns]
 
 
-def matmul_aligned_copies(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
+def _compacted(product: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
+    return product.contiguous() if out is None else out.copy_(product)
+
+
+def aligned_product(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None,
+                    padded: Callable[[torch.Tensor, int, int], torch.Tensor],
+                    compacted: Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor]) -> torch.Tensor:
     """``a @ b`` for 2-D a and b through torch.mm over zero-padded copies: K and N rounded up to multiples of 8,
     so that every pitch is a multiple of 16 bytes and K's steps need no tail; the zeros add nothing to the product,
-    whose first N columns are the result. (Aligning the pitches alone is not enough: with K = 4091 cuBLAS still
-    took 1454 us at 4093x4099x4091 bfloat16 on the H200, where Inductor, which pads K too, took 230 us.)"""
+    whose first N columns are the result. ``padded(matrix, rows, columns)`` makes each copy (the matrix grown with
+    zeros, its layout kept), ``compacted(columns, out)`` writes the product's first N columns into ``out``, or into
+    a new contiguous tensor where ``out`` is None, and returns it. (Aligning the pitches alone is not enough: with
+    K = 4091 cuBLAS still took 1454 us at 4093x4099x4091 bfloat16 on the H200, where Inductor, which pads K too,
+    took 230 us.)"""
     m, k = a.shape
     n = b.shape[1]
-    padded_k, padded_n = _rounded(k), _rounded(n)
-    product = torch.mm(_zero_padded(a, m, padded_k), _zero_padded(b, padded_k, padded_n))[:, :n]
-    if out is None:
-        return product.contiguous()
-    return out.copy_(product)
+    padded_k, padded_n = aligned_length(k), aligned_length(n)
+    return compacted(torch.mm(padded(a, m, padded_k), padded(b, padded_k, padded_n))[:, :n], out)
+
+
+def matmul_aligned_copies(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
+    """:func:`aligned_product` with torch's own copies."""
+    return aligned_product(a, b, out, _zero_padded, _compacted)
 
 
 def matmul_aligned_copies_supports(problem: Problem) -> bool | str:

@@ -46,8 +46,9 @@ DECODE_KERNELS = KernelModule("_decode_jit_kernels")
 LINEAR_KERNELS = KernelModule("_linear_kernels")
 SCALED_MM_KERNELS = KernelModule("_scaled_mm_kernels")
 GROUPED_KERNELS = KernelModule("_grouped_kernels")
+COPY_KERNELS = KernelModule("_copy_kernels")
 # Every kernel module: their sources make up the kernels' fingerprint (_names.kernels_fingerprint).
-KERNEL_MODULES = (MATMUL_KERNELS, DECODE_KERNELS, LINEAR_KERNELS, SCALED_MM_KERNELS, GROUPED_KERNELS)
+KERNEL_MODULES = (MATMUL_KERNELS, DECODE_KERNELS, LINEAR_KERNELS, SCALED_MM_KERNELS, GROUPED_KERNELS, COPY_KERNELS)
 
 
 def kernels_interpreted() -> bool:

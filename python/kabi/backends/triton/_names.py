@@ -46,6 +46,12 @@ def scaled_mm_kernel_name(config_tag: str, device: str = "cuda", tma: bool = Fal
     return name if device == "cuda" else f"{name}.{device}"
 
 
+def aligned_copies_kernel_name(device: str = "cuda") -> str:
+    """The kabi name of the matmul over zero-padded copies made by Triton: ``triton.matmul.aligned_copies``."""
+    name = "triton.matmul.aligned_copies"
+    return name if device == "cuda" else f"{name}.{device}"
+
+
 def grouped_kernel_name(config_tag: str, device: str = "cuda") -> str:
     """The kabi name of one config of the grouped GEMM, e.g. ``triton.grouped_mm.bm128_bn128_bk64_w8_s3_g8``."""
     name = f"triton.grouped_mm.{config_tag}"

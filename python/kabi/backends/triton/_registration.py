@@ -34,8 +34,8 @@ import threading
 from typing import Any, Callable, Sequence
 
 from ..._base.tensors import DEVICE_TYPES
-from ._names import (GROUPED_FAMILY_NAME, grouped_kernel_name, kernel_name, kernels_fingerprint,
-                     linear_kernel_name, scaled_mm_kernel_name)
+from ._names import (GROUPED_FAMILY_NAME, aligned_copies_kernel_name, grouped_kernel_name, kernel_name,
+                     kernels_fingerprint, linear_kernel_name, scaled_mm_kernel_name)
 
 _ELEMENT_SIZES = {"float16": 2, "bfloat16": 2, "float32": 4}
 # The interpreter's tl.dot on bfloat16 multiplies raw bit patterns, so on the CPU only float16/float32 register.
@@ -66,6 +66,11 @@ _SCALED_MM_PRIORITY = 10
 # Hopper's persistent TMA kernel ranks above the pointer kernel where both fit.
 _SCALED_MM_TMA_PRIORITY = 20
 _SCALED_MM_OUT_SIZES = {"bfloat16": 2, "float16": 2, "float32": 4}
+# The aligned-copies matmul: the 2-byte dtypes whose unaligned pitches it mends; the copy kernel runs wherever
+# Triton does, the product is cuBLAS's. Below torch.matmul (0), as torch.matmul.aligned_copies.cuda.
+_ALIGNED_COPIES_DTYPES = ("float16", "bfloat16")
+_ALIGNED_COPIES_ARCH_MIN = 80
+_ALIGNED_COPIES_PRIORITY = -1
 
 _logger = logging.getLogger("kabi")
 _registered_devices: set[str] = set()
@@ -252,8 +257,24 @@ def _register(device: str) -> list[str]:
                 fingerprint=f"{kernels_fingerprint()}:{family.name}:{config.tag}")
             names.append(name)
     binary_names = [name for twins in binaries.values() for name in twins.values()]
-    return (names + binary_names + _register_linear(device) + _register_scaled_mm(device)
-            + _register_grouped(device, binaries))
+    return (names + binary_names + _register_aligned_copies(device) + _register_linear(device)
+            + _register_scaled_mm(device) + _register_grouped(device, binaries))
+
+
+def _register_aligned_copies(device: str) -> list[str]:
+    """torch_native's aligned-copies matmul with its copies made by the Triton copy kernel: offered where the torch
+    one is (the same supports predicate), below torch.matmul where nothing is tuned, as that one is."""
+    from ...ops._kernel_registration import register_kernel
+    from ..torch_native import matmul_aligned_copies_supports
+    from ._aligned_copies import launch_aligned_copies
+
+    name = aligned_copies_kernel_name(device)
+    register_kernel("matmul", launch_aligned_copies, name=name, backend="triton", device=device,
+                    archs=None if device == "cpu" else (_ALIGNED_COPIES_ARCH_MIN, None),
+                    dtypes=_ALIGNED_COPIES_DTYPES, layouts=("contiguous", "row_strided", "col_strided"), batch="none",
+                    priority=_ALIGNED_COPIES_PRIORITY, supports=matmul_aligned_copies_supports,
+                    fingerprint=f"{kernels_fingerprint()}:matmul:aligned_copies")
+    return [name]
 
 
 def _binary_supports(family_name: str, config, rows: int):
