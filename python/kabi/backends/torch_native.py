@@ -67,13 +67,31 @@ def aligned_product(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None,
     so that every pitch is a multiple of 16 bytes and K's steps need no tail; the zeros add nothing to the product,
     whose first N columns are the result. ``padded(matrix, rows, columns)`` makes each copy (the matrix grown with
     zeros, its layout kept), ``compacted(columns, out)`` writes the product's first N columns into ``out``, or into
-    a new contiguous tensor where ``out`` is None, and returns it. (Aligning the pitches alone is not enough: with
-    K = 4091 cuBLAS still took 1454 us at 4093x4099x4091 bfloat16 on the H200, where Inductor, which pads K too,
-    took 230 us.)"""
+    a new contiguous tensor where ``out`` is None, and returns it. An operand that needs no padding is not copied,
+    nor is a product whose N needs none. (Aligning the pitches alone is not enough: with K = 4091 cuBLAS still took
+    1454 us at 4093x4099x4091 bfloat16 on the H200, where Inductor, which pads K too, took 230 us.)"""
     m, k = a.shape
     n = b.shape[1]
     padded_k, padded_n = aligned_length(k), aligned_length(n)
-    return compacted(torch.mm(padded(a, m, padded_k), padded(b, padded_k, padded_n))[:, :n], out)
+    product = torch.mm(_aligned_operand(a, m, padded_k, padded), _aligned_operand(b, padded_k, padded_n, padded))
+    if padded_n == n and out is None:
+        return product
+    return compacted(product[:, :n], out)
+
+
+# cuBLAS's fast kernels read 16-byte aligned rows from 16-byte aligned data.
+_ALIGNMENT_BYTES = 16
+
+
+def _aligned_operand(matrix: torch.Tensor, rows: int, columns: int,
+                     padded: Callable[[torch.Tensor, int, int], torch.Tensor]) -> torch.Tensor:
+    """matrix itself where it already has the padded shape, a unit stride, a 16-byte pitch and 16-byte aligned data
+    (K aligned spares a its copy, N and K aligned spare b); else padded(matrix, rows, columns)."""
+    pitch_bytes = max(matrix.stride()) * matrix.element_size()
+    if (tuple(matrix.shape) == (rows, columns) and min(matrix.stride()) == 1
+            and pitch_bytes % _ALIGNMENT_BYTES == 0 and matrix.data_ptr() % _ALIGNMENT_BYTES == 0):
+        return matrix
+    return padded(matrix, rows, columns)
 
 
 def matmul_aligned_copies(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:

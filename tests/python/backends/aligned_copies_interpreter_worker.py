@@ -29,8 +29,9 @@ from kabi.backends.triton import register_triton_kernels  # noqa: E402
 from kabi.backends.triton._aligned_copies import _copy, launch_aligned_copies  # noqa: E402
 from kabi.backends.triton._names import aligned_copies_kernel_name  # noqa: E402
 
-# M, N, K: N and K not multiples of 8, a row longer than one tile of 256 columns, several row bands, M = 1.
-CASES = ((7, 143, 41), (33, 17, 9), (1, 300, 257), (130, 301, 263))
+# M, N, K: N and K not multiples of 8, a row longer than one tile of 256 columns, several row bands, M = 1; only N
+# unaligned (a is not copied), only K unaligned (the product is not copied back).
+CASES = ((7, 143, 41), (33, 17, 9), (1, 300, 257), (130, 301, 263), (33, 17, 16), (33, 16, 9))
 _DTYPES = (torch.float16, torch.bfloat16)
 
 

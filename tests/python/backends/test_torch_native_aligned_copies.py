@@ -11,9 +11,12 @@ import torch
 
 from kabi._base.declarations import op_spec
 from kabi._selection.correctness import check_output, reference_output
-from kabi.backends.torch_native import _zero_padded, matmul_aligned_copies, matmul_aligned_copies_supports
+from kabi.backends.torch_native import (_zero_padded, aligned_product, matmul_aligned_copies,
+                                       matmul_aligned_copies_supports)
 
-_SHAPES = [(1, 4095, 4097 // 64), (7, 143, 41), (33, 17, 9), (64, 8, 8)]
+# (M, N, K): both unaligned, only N unaligned (a needs no copy), only K unaligned (the product needs no copy back),
+# both aligned.
+_SHAPES = [(1, 4095, 4097 // 64), (7, 143, 41), (33, 17, 9), (33, 17, 16), (33, 16, 9), (64, 8, 8)]
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
@@ -60,3 +63,46 @@ def test_padded_copies_hold_zeros_around_the_matrix_and_have_aligned_pitches(col
     else:
         outside[:13, :7] = False
     assert not buffer[outside].any()
+
+
+@pytest.mark.parametrize("b_column_major", [False, True], ids=["b_row_major", "b_column_major"])
+@pytest.mark.parametrize("m,n,k,copied,compacted", [
+    (33, 17, 9, {"a", "b"}, True),
+    (33, 17, 16, {"b"}, True),
+    (33, 16, 9, {"a", "b"}, False),
+    (33, 16, 16, set(), False),
+])
+def test_only_what_needs_padding_is_copied(m: int, n: int, k: int, copied: set, compacted: bool,
+                                           b_column_major: bool) -> None:
+    a = torch.randn(m, k, dtype=torch.float16)
+    b = torch.randn(n, k, dtype=torch.float16).t() if b_column_major else torch.randn(k, n, dtype=torch.float16)
+    names = {a.data_ptr(): "a", b.data_ptr(): "b"}
+    padded_operands, compactions = [], []
+
+    def padded(matrix, rows, columns):
+        padded_operands.append(names[matrix.data_ptr()])
+        return _zero_padded(matrix, rows, columns)
+
+    def compact(columns, out):
+        compactions.append(columns.shape)
+        return columns.contiguous()
+
+    result = aligned_product(a, b, None, padded, compact)
+    assert set(padded_operands) == copied and len(padded_operands) == len(copied)
+    assert bool(compactions) == compacted
+    assert result.shape == (m, n) and result.is_contiguous()
+    torch.testing.assert_close(result.double(), a.double() @ b.double(), rtol=2e-3, atol=2e-3)
+
+
+def test_a_misaligned_view_is_copied_though_its_sizes_are_aligned() -> None:
+    storage = torch.randn(33 * 16 + 1, dtype=torch.float16)
+    a = storage[1:].view(33, 16)  # 2 bytes past an aligned address
+    b = torch.randn(16, 16, dtype=torch.float16)
+    padded_operands = []
+
+    def padded(matrix, rows, columns):
+        padded_operands.append(matrix.data_ptr())
+        return _zero_padded(matrix, rows, columns)
+
+    aligned_product(a, b, None, padded, lambda columns, out: columns.contiguous())
+    assert padded_operands == [a.data_ptr()]
