@@ -19,6 +19,7 @@ import triton  # noqa: E402
 import kabi  # noqa: E402
 from kabi.backends.triton import kernel_name, register_triton_kernels  # noqa: E402
 from kabi.backends.triton._families import FAMILIES, MatmulProblem  # noqa: E402
+from kabi.backends.triton._names import aligned_copies_kernel_name  # noqa: E402
 from _worker_checks import relative_errors  # noqa: E402
 
 # (M, N, K): none a multiple of the tiles; K not a multiple of 16 in each. The wider ones keep rows of 16-byte
@@ -90,10 +91,13 @@ def _pitch_checked_records(generator: torch.Generator) -> list:
 
 
 def main() -> None:
-    # The decode family has its own edge cases and worker (decode_interpreter_worker.py); the linear kernels run
-    # through kabi.ops.linear in test_linear.py and on their own in linear_interpreter_worker.py.
+    # The decode family has its own edge cases and worker (decode_interpreter_worker.py), and so has the
+    # aligned-copies matmul (aligned_copies_interpreter_worker.py); the linear kernels run through kabi.ops.linear
+    # in test_linear.py and on their own in linear_interpreter_worker.py.
+    own_workers = (aligned_copies_kernel_name("cpu"),)
     registered = [name for name in register_triton_kernels(device="cpu")
-                  if name.startswith("triton.matmul.") and not name.startswith("triton.matmul.decode.")]
+                  if name.startswith("triton.matmul.") and not name.startswith("triton.matmul.decode.")
+                  and name not in own_workers]
     generator = torch.Generator().manual_seed(1234)
     records = []
     for (m, n, k), dtype, a_transposed, b_transposed in _cases():
