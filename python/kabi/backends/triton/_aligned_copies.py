@@ -28,7 +28,8 @@ _NUM_WARPS = 4
 
 
 def _copy(source: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """target[:rows, :columns] = source, zeros in the rest of target; returns target."""
+    """target holding source where the two overlap and zeros in the rest of it (target may be larger than source,
+    when padding, or smaller, when keeping a product's first columns); returns target."""
     rows, columns = source.shape
     target_rows, target_columns = target.shape
     if target.numel() == 0:

@@ -1,4 +1,5 @@
-"""Registering the Triton kernels into kabi: one Python kernel per (family, config) for matmul, and one per config
+"""Registering the Triton kernels into kabi: one Python kernel per (family, config) for matmul, the aligned-copies
+matmul (cuBLAS's product of operands zero-padded by a Triton copy kernel, ``_aligned_copies``), and one per config
 of the fused linear kernel, of the FP8 scaled_mm kernels and of the persistent grouped GEMM (grouped_mm); on a GPU
 also the device binaries of the matmul configs and of the grouped GEMM's (``_native``), which serve the problems
 they cover in place of their Python kernels, launched by the core.
