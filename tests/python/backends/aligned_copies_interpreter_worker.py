@@ -5,7 +5,7 @@ Started by test_triton_aligned_copies_interpreter.py in a fresh process, because
 Triton is first imported. Not a test module itself (no ``test_`` prefix).
 
 Records:
-- ``launches``: per case, weight layout and dtype, the gate's verdicts (None: within the op's tolerance of the
+- ``launches``: per case, weight layout, dtype and operand pitch (dense, or views into wider rows), the gate's verdicts (None: within the op's tolerance of the
   float64 reference) of the call, of ``out=`` a NaN-filled contiguous matrix and of ``out=`` every other column of
   a wider one, with whether out was returned and the wider one's other columns left alone;
 - ``copies``: the copy kernel into NaN-filled targets larger and smaller than the source, source row- and
@@ -35,18 +35,23 @@ CASES = ((7, 143, 41), (33, 17, 9), (1, 300, 257), (130, 301, 263), (33, 17, 16)
 _DTYPES = (torch.float16, torch.bfloat16)
 
 
-def _operands(m, n, k, b_column_major, dtype, generator):
-    a = torch.randn(m, k, generator=generator).to(dtype)
-    b = (torch.randn(n, k, generator=generator).to(dtype).t() if b_column_major
-         else torch.randn(k, n, generator=generator).to(dtype))
-    return a, b
+def _operands(m, n, k, b_column_major, dtype, generator, pitched=False):
+    """a [M, K] and b [K, N] (column-major: the transpose of an [N, K] weight); pitched: each a view into a wider
+    matrix, starting a few elements into its rows (a pitch longer than the row, and data at an odd address)."""
+    extra, start = (5, 3) if pitched else (0, 0)
+
+    def matrix(rows, columns):
+        return torch.randn(rows, columns + extra, generator=generator).to(dtype)[:, start:start + columns]
+
+    return matrix(m, k), matrix(n, k).t() if b_column_major else matrix(k, n)
 
 
-def _launch_record(m, n, k, b_column_major, dtype, generator):
-    record = {"case": f"{m}x{n}x{k} {'b_column_major' if b_column_major else 'b_row_major'}",
+def _launch_record(m, n, k, b_column_major, dtype, generator, pitched=False):
+    record = {"case": f"{m}x{n}x{k} {'b_column_major' if b_column_major else 'b_row_major'}"
+                      f"{' pitched' if pitched else ''}",
               "dtype": str(dtype).removeprefix("torch.")}
     try:
-        a, b = _operands(m, n, k, b_column_major, dtype, generator)
+        a, b = _operands(m, n, k, b_column_major, dtype, generator, pitched)
         tolerance = op_spec("matmul").tolerance[record["dtype"]]
         reference = reference_output(torch.matmul, [a, b])
         record["verdict"] = check_output(launch_aligned_copies(a, b), reference, tolerance, expected_dtype=dtype)
@@ -83,8 +88,10 @@ def _candidate(explanation, name):
 
 def main() -> None:
     generator = torch.Generator().manual_seed(4099)
-    launches = [_launch_record(m, n, k, column_major, dtype, generator)
-                for m, n, k in CASES for column_major in (False, True) for dtype in _DTYPES]
+    # Views into wider rows for the first two cases only: the copies read them through the same strides.
+    launches = [_launch_record(m, n, k, column_major, dtype, generator, pitched)
+                for index, (m, n, k) in enumerate(CASES) for column_major in (False, True) for dtype in _DTYPES
+                for pitched in ((False, True) if index < 2 else (False,))]
     copies = [_copy_record(source, target, column_major, generator)
               for source, target in (((13, 7), (16, 264)), ((19, 300), (24, 304)), ((9, 300), (9, 257)))
               for column_major in (False, True)]

@@ -1,6 +1,6 @@
 """triton.matmul.aligned_copies in Triton's CPU interpreter: the matmul over copies padded by the Triton copy kernel
-against the op's float64 reference (float16 and bfloat16, both weight layouts, unaligned N and K, ``out=`` dense
-and strided), the copy kernel's zeros around the source, and the kernel forced through kabi.ops.matmul where its
+against the op's float64 reference (float16 and bfloat16, both weight layouts, unaligned N and K, operands dense and
+as views into wider rows, ``out=`` dense and strided), the copy kernel's zeros around the source, and the kernel forced through kabi.ops.matmul where its
 supports predicate accepts the problem and declined where it does not.
 
 The worker (aligned_copies_interpreter_worker.py) runs in a child process because TRITON_INTERPRET must be set
@@ -31,6 +31,7 @@ def test_every_launch_matches_the_reference(interpreter_run):
                             f"untouched {record['strided_out_untouched_elsewhere']}")
     assert not failures, "\n".join(failures)
     assert {record["dtype"] for record in interpreter_run["launches"]} == {"float16", "bfloat16"}
+    assert any("pitched" in record["case"] for record in interpreter_run["launches"])
 
 
 def test_the_copy_kernel_writes_the_source_and_zeros_everywhere_else(interpreter_run):
