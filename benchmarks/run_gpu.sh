@@ -18,6 +18,8 @@
 # benchmarks/results/fp8-peak-nvidia-h200.json.
 # moe:SUITE likewise runs `kabi bench grouped_mm --suite SUITE` (moe-mixtral-8x7b, moe-deepseek-v3,
 # moe-qwen3-30b-a3b) for 420 s at most, writing benchmarks/results/nvidia-h200-grouped_mm-SUITE.json and .png.
+# py:FILE runs a script of this tree (e.g. py:scripts/debug/aligned_copies.py, arguments in PY_ARGS) with the same
+# environment, its output also in $out/<stem>.txt.
 # BENCH_TIMEOUT overrides every benchmark step's limit (seconds), to fit several into one device call.
 fresh_run=(--fresh)
 [ "${RESUME:-0}" = 1 ] && fresh_run=()
@@ -101,6 +103,11 @@ for step in "${steps[@]}"; do
     # and power sampled: where the FP8 target's figure depends on the method rather than the kernel.
     fp8peak) run_step "fp8 peak" timeout 240 python3 benchmarks/fp8_peak.py \
                --output benchmarks/results/fp8-peak-nvidia-h200.json ;;
+    # A script of this tree (scripts/debug/*.py, a probe) with the environment the other steps get (the wheels'
+    # path, the fresh build): py:FILE runs `python3 FILE $PY_ARGS`, its output also in $out/<FILE's stem>.txt.
+    py:*) script=${step#py:}
+          run_step "python $script" timeout ${PY_TIMEOUT:-300} bash -c \
+            'python3 "$1" ${PY_ARGS:-} 2>&1 | tee "$2"; exit "${PIPESTATUS[0]}"' _ "$script" "$out/$(basename "$script" .py).txt" ;;
     triton) run_step "triton matmul" timeout 240 python3 benchmarks/triton_matmul.py --out benchmarks/results ;;
     decode) run_step "decode at the memory roof" timeout 300 python3 benchmarks/decode.py \
               --output benchmarks/results/decode-nvidia-h200.json ;;
