@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -17,8 +18,10 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("triton")
 
+from kabi.backends.triton._kernel_modules import KERNEL_MODULES  # noqa: E402 - imports no Triton
+
 # The modules of @triton.jit kernels; none may be imported before a Triton kernel runs.
-_KERNEL_MODULES = ("_jit_kernels", "_decode_jit_kernels", "_linear_kernels", "_scaled_mm_kernels", "_grouped_kernels")
+_KERNEL_MODULES = tuple(module.stem for module in KERNEL_MODULES)
 
 _PRELUDE = r"""
 import json, sys
@@ -147,3 +150,12 @@ def test_device_binaries_found_on_disk_register_without_importing_triton(cache_d
     assert report["registered"] == sorted(variant.name(90) for variant in variants)
     assert report["kinds"] == ["device_binary"]
     assert not report["triton_imported"], "registering device binaries found on disk imported Triton"
+
+
+def test_every_module_of_jit_kernels_is_a_kernel_module() -> None:
+    """Each module that defines an @triton.jit kernel is one of KERNEL_MODULES: imported only at a launch, and part
+    of the kernels' fingerprint, so that a change to its source invalidates tuned decisions and device binaries."""
+    package = KERNEL_MODULES[0].source.parent
+    decorator = re.compile(r"^@triton\.jit\b", re.MULTILINE)
+    with_kernels = {path.stem for path in package.glob("*.py") if decorator.search(path.read_text())}
+    assert with_kernels == set(_KERNEL_MODULES)
