@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 import kabi
-from kabi.backends.torch_native import matmul_aligned_copies
+from kabi.backends.torch_native import matmul_aligned_copies, zero_padded
 from kabi.backends.triton import _aligned_copies as triton_copies
 
 
@@ -60,9 +60,9 @@ def variants(a: torch.Tensor, b: torch.Tensor) -> dict:
         "pad_pitch64": pad(64),
         "pad_direct_out": direct,
         "triton": lambda: triton_copies.launch_aligned_copies(a, b),
-        "part: triton pad a": lambda: triton_copies.padded(a, m, kp),
-        "part: triton pad b": lambda: triton_copies.padded(b, kp, np_),
-        "part: triton output copy": lambda: triton_copies.compacted(product[:, :n], None),
+        "part: triton pad a": lambda: zero_padded(a, m, kp, triton_copies.copy_into),
+        "part: triton pad b": lambda: zero_padded(b, kp, np_, triton_copies.copy_into),
+        "part: triton output copy": lambda: triton_copies.copy_into(product[:, :n], product.new_empty((m, n))),
         "part: pad a (pitch 8)": lambda: _padded(a, m, kp, 8),
         "part: pad b (pitch 8)": lambda: _padded(b, kp, np_, 8),
         "part: mm of padded (pitch 8)": lambda: torch.mm(a8, b8),

@@ -22,9 +22,9 @@ from .._base.declarations import kernel_specs
 from ..ops._kernel_registration import register_declared
 from ..ops._references import activation_named, group_bounds
 
-__all__ = ["aligned_length", "aligned_product", "grouped_mm", "grouped_mm_loop", "linear", "matmul",
+__all__ = ["CopyInto", "aligned_length", "aligned_product", "grouped_mm", "grouped_mm_loop", "linear", "matmul",
            "matmul_aligned_copies", "matmul_aligned_copies_supports", "register", "scaled_mm",
-           "scaled_mm_cuda_supports"]
+           "scaled_mm_cuda_supports", "zero_padded"]
 
 # torch.matmul's own signature, matmul(a, b, *, out=None), is the Python kernel convention: registering the
 # builtin itself keeps a wrapper's call off every dispatch.
@@ -42,61 +42,63 @@ def aligned_length(length: int) -> int:
     return -(-length // _PITCH_MULTIPLE) * _PITCH_MULTIPLE
 
 
-def _zero_padded(matrix: torch.Tensor, rows: int, columns: int) -> torch.Tensor:
+# copy_into(source, target): target holds source where the two overlap and zeros in the rest of it, whether target
+# is larger than source (a padded operand, its pitch's padding included) or the same size (the product's first N
+# columns). What the two aligned-copies kernels differ in: torch's strided copy and fills, or one Triton pass.
+CopyInto = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def _torch_copy_into(source: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    # The pitch's padding is zeroed too: torch's CPU bfloat16 product was seen reading it.
+    height, width = source.shape
+    target[:height, :width].copy_(source)
+    target[:height, width:].zero_()
+    target[height:].zero_()
+    return target
+
+
+def zero_padded(matrix: torch.Tensor, rows: int, columns: int, copy_into: CopyInto) -> torch.Tensor:
     """A copy of a 2-D row- or column-major matrix grown with zeros to ``rows`` x ``columns``, whose pitch is a
-    multiple of 16 bytes (a column-major one stays column-major). Everything outside the matrix is zeroed, the
-    pitch's padding included: torch's CPU bfloat16 product was seen reading it."""
+    multiple of 16 bytes (a column-major one stays column-major), made by ``copy_into``; everything outside the
+    matrix is zero, the pitch's padding included."""
     if matrix.stride(0) == 1 and matrix.stride(1) != 1:
-        return _zero_padded(matrix.mT, columns, rows).mT
-    height, width = matrix.shape
-    buffer = matrix.new_empty((rows, aligned_length(columns)))
-    buffer[:height, :width].copy_(matrix)
-    buffer[:height, width:].zero_()
-    buffer[height:].zero_()
-    return buffer[:, :columns]
+        return zero_padded(matrix.mT, columns, rows, copy_into).mT
+    return copy_into(matrix, matrix.new_empty((rows, aligned_length(columns))))[:, :columns]
 
 
-def _compacted(product: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
-    return product.contiguous() if out is None else out.copy_(product)
-
-
-def aligned_product(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None,
-                    padded: Callable[[torch.Tensor, int, int], torch.Tensor],
-                    compacted: Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor]) -> torch.Tensor:
+def aligned_product(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None, copy_into: CopyInto) -> torch.Tensor:
     """``a @ b`` for 2-D a and b through torch.mm over zero-padded copies: K and N rounded up to multiples of 8,
     so that every pitch is a multiple of 16 bytes and K's steps need no tail; the zeros add nothing to the product,
-    whose first N columns are the result. ``padded(matrix, rows, columns)`` makes each copy (the matrix grown with
-    zeros, its layout kept), ``compacted(columns, out)`` writes the product's first N columns into ``out``, or into
-    a new contiguous tensor where ``out`` is None, and returns it. An operand that needs no padding is not copied,
-    nor is a product whose N needs none. (Aligning the pitches alone is not enough: with K = 4091 cuBLAS still took
-    1454 us at 4093x4099x4091 bfloat16 on the H200, where Inductor, which pads K too, took 230 us.)"""
+    whose first N columns are the result, written into ``out`` (or a new contiguous tensor) by ``copy_into`` too. An
+    operand that needs no padding is not copied, nor is a product whose N needs none. (Aligning the pitches alone is
+    not enough: with K = 4091 cuBLAS still took 1454 us at 4093x4099x4091 bfloat16 on the H200, where Inductor,
+    which pads K too, took 230 us.)"""
     m, k = a.shape
     n = b.shape[1]
     padded_k, padded_n = aligned_length(k), aligned_length(n)
-    product = torch.mm(_aligned_operand(a, m, padded_k, padded), _aligned_operand(b, padded_k, padded_n, padded))
+    product = torch.mm(_aligned_operand(a, m, padded_k, copy_into), _aligned_operand(b, padded_k, padded_n, copy_into))
     if padded_n == n and out is None:
         return product
-    return compacted(product[:, :n], out)
+    return copy_into(product[:, :n], product.new_empty((m, n)) if out is None else out)
 
 
 # cuBLAS's fast kernels read 16-byte aligned rows from 16-byte aligned data.
 _ALIGNMENT_BYTES = 16
 
 
-def _aligned_operand(matrix: torch.Tensor, rows: int, columns: int,
-                     padded: Callable[[torch.Tensor, int, int], torch.Tensor]) -> torch.Tensor:
+def _aligned_operand(matrix: torch.Tensor, rows: int, columns: int, copy_into: CopyInto) -> torch.Tensor:
     """matrix itself where it already has the padded shape, a unit stride, a 16-byte pitch and 16-byte aligned data
-    (K aligned spares a its copy, N and K aligned spare b); else padded(matrix, rows, columns)."""
+    (K aligned spares a its copy, N and K aligned spare b); else its zero-padded copy."""
     pitch_bytes = max(matrix.stride()) * matrix.element_size()
     if (tuple(matrix.shape) == (rows, columns) and min(matrix.stride()) == 1
             and pitch_bytes % _ALIGNMENT_BYTES == 0 and matrix.data_ptr() % _ALIGNMENT_BYTES == 0):
         return matrix
-    return padded(matrix, rows, columns)
+    return zero_padded(matrix, rows, columns, copy_into)
 
 
 def matmul_aligned_copies(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
     """:func:`aligned_product` with torch's own copies."""
-    return aligned_product(a, b, out, _zero_padded, _compacted)
+    return aligned_product(a, b, out, _torch_copy_into)
 
 
 def matmul_aligned_copies_supports(problem: Problem) -> bool | str:

@@ -26,7 +26,7 @@ import kabi  # noqa: E402
 from kabi._base.declarations import op_spec  # noqa: E402
 from kabi._selection.correctness import check_output, reference_output  # noqa: E402
 from kabi.backends.triton import register_triton_kernels  # noqa: E402
-from kabi.backends.triton._aligned_copies import _copy, launch_aligned_copies  # noqa: E402
+from kabi.backends.triton._aligned_copies import copy_into, launch_aligned_copies  # noqa: E402
 from kabi.backends.triton._names import aligned_copies_kernel_name  # noqa: E402
 
 # M, N, K: N and K not multiples of 8, a row longer than one tile of 256 columns, several row bands, M = 1; only N
@@ -73,7 +73,7 @@ def _copy_record(source_shape, target_shape, column_major, generator):
     if column_major:
         source = source.t().contiguous().t()
     target = torch.full(target_shape, float("nan"), dtype=torch.bfloat16)
-    _copy(source, target)
+    copy_into(source, target)
     rows, columns = min(source_shape[0], target_shape[0]), min(source_shape[1], target_shape[1])
     record["holds_the_source"] = bool(torch.equal(target[:rows, :columns], source[:rows, :columns]))
     outside = torch.ones(target_shape, dtype=torch.bool)

@@ -11,8 +11,8 @@ import torch
 
 from kabi._base.declarations import op_spec
 from kabi._selection.correctness import check_output, reference_output
-from kabi.backends.torch_native import (_zero_padded, aligned_product, matmul_aligned_copies,
-                                       matmul_aligned_copies_supports)
+from kabi.backends.torch_native import (_torch_copy_into, aligned_product, matmul_aligned_copies,
+                                       matmul_aligned_copies_supports, zero_padded)
 
 # (M, N, K): both unaligned, only N unaligned (a needs no copy), only K unaligned (the product needs no copy back),
 # both aligned.
@@ -49,7 +49,7 @@ def test_supports_only_unaligned_problems_large_enough_to_pay() -> None:
 def test_padded_copies_hold_zeros_around_the_matrix_and_have_aligned_pitches(column_major: bool) -> None:
     matrix = torch.randn(13, 7).to(torch.bfloat16) + 3
     source = matrix.t().contiguous().t() if column_major else matrix
-    padded = _zero_padded(source, 16, 24)
+    padded = zero_padded(source, 16, 24, _torch_copy_into)
     assert padded.shape == (16, 24)
     pitch = padded.stride(1) if column_major else padded.stride(0)
     assert (padded.stride(0) == 1) == column_major and pitch * padded.element_size() % 16 == 0
@@ -79,15 +79,15 @@ def test_only_what_needs_padding_is_copied(m: int, n: int, k: int, copied: set, 
     names = {a.data_ptr(): "a", b.data_ptr(): "b"}
     padded_operands, compactions = [], []
 
-    def padded(matrix, rows, columns):
-        padded_operands.append(names[matrix.data_ptr()])
-        return _zero_padded(matrix, rows, columns)
+    def copy_into(source, target):
+        # An operand's copy starts at its own data; the copy back reads the product.
+        if source.data_ptr() in names:
+            padded_operands.append(names[source.data_ptr()])
+        else:
+            compactions.append(source.shape)
+        return _torch_copy_into(source, target)
 
-    def compact(columns, out):
-        compactions.append(columns.shape)
-        return columns.contiguous()
-
-    result = aligned_product(a, b, None, padded, compact)
+    result = aligned_product(a, b, None, copy_into)
     assert set(padded_operands) == copied and len(padded_operands) == len(copied)
     assert bool(compactions) == compacted
     assert result.shape == (m, n) and result.is_contiguous()
@@ -100,9 +100,9 @@ def test_a_misaligned_view_is_copied_though_its_sizes_are_aligned() -> None:
     b = torch.randn(16, 16, dtype=torch.float16)
     padded_operands = []
 
-    def padded(matrix, rows, columns):
-        padded_operands.append(matrix.data_ptr())
-        return _zero_padded(matrix, rows, columns)
+    def copy_into(source, target):
+        padded_operands.append(source.data_ptr())
+        return _torch_copy_into(source, target)
 
-    aligned_product(a, b, None, padded, lambda columns, out: columns.contiguous())
+    aligned_product(a, b, None, copy_into)
     assert padded_operands == [a.data_ptr()]

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import torch
 
-from ..torch_native import aligned_length, aligned_product
+from ..torch_native import aligned_product
 from ._configs import ceil_div
 from ._kernel_modules import COPY_KERNELS
 
-__all__ = ["launch_aligned_copies"]
+__all__ = ["copy_into", "launch_aligned_copies"]
 
 # 2048 elements a program, a row's 256 columns read by the 128 threads of four warps.
 _BLOCK_ROWS = 8
@@ -27,9 +27,9 @@ _BLOCK_COLUMNS = 256
 _NUM_WARPS = 4
 
 
-def _copy(source: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """target holding source where the two overlap and zeros in the rest of it (target may be larger than source,
-    when padding, or smaller, when keeping a product's first columns); returns target."""
+def copy_into(source: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """One pass of the Triton copy kernel: target holds source where the two overlap and zeros in the rest of it
+    (``torch_native.CopyInto``); returns target."""
     rows, columns = source.shape
     target_rows, target_columns = target.shape
     if target.numel() == 0:
@@ -41,20 +41,7 @@ def _copy(source: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return target
 
 
-def padded(matrix: torch.Tensor, rows: int, columns: int) -> torch.Tensor:
-    """A copy of a 2-D row- or column-major matrix grown with zeros to ``rows`` x ``columns`` in one pass, whose
-    pitch is a multiple of 16 bytes (a column-major one stays column-major), the pitch's padding zeroed too."""
-    if matrix.stride(0) == 1 and matrix.stride(1) != 1:
-        return padded(matrix.mT, columns, rows).mT
-    return _copy(matrix, matrix.new_empty((rows, aligned_length(columns))))[:, :columns]
-
-
-def compacted(columns: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
-    """``columns`` (the product's first N columns) written into ``out``, or a new contiguous tensor, in one pass."""
-    return _copy(columns, torch.empty_like(columns, memory_format=torch.contiguous_format) if out is None else out)
-
-
 def launch_aligned_copies(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
     """``a @ b`` for 2-D a and b (float16 or bfloat16) through zero-padded copies made by the Triton copy kernel;
     written into ``out`` and returned when it is given."""
-    return aligned_product(a, b, out, padded, compacted)
+    return aligned_product(a, b, out, copy_into)
