@@ -1,5 +1,6 @@
 /* The CUDA plugin's kernels called from C through the C ABI only: load libkabi_cuda.so (argv[1]), then launch every
- * matmul kernel it registered on device memory and check each result against a double-precision reference, and
+ * matmul kernel it registered on device memory, on a problem off 16 bytes and on an aligned one, and check each result
+ * against a double-precision reference, and
  * run kabi_call with the plugin's backend forced. The driver API (cuMemAlloc, copies) is opened at run time, as a C
  * application without the CUDA toolkit would. Exits 77 (skipped) where there is no CUDA device. */
 #include <math.h>
@@ -11,7 +12,9 @@
 #include "cuda_test_support.h"
 #include "kabi/kabi.h"
 
-enum { M = 200, N = 136, K = 264 };
+/* The aligned problem every kernel of the plugin takes, and one whose K and N are off 16 bytes, which only the
+ * aligned-copies kernel and cuBLASLt's slow algorithms take. */
+enum { M = 200, N = 136, K = 264, ODD_N = 135, ODD_K = 263 };
 
 static DLTensor matrix(uint64_t data, int64_t* shape) {
   DLTensor tensor;
@@ -26,15 +29,68 @@ static DLTensor matrix(uint64_t data, int64_t* shape) {
   return tensor;
 }
 
+static uint16_t a[M * K], b[K * N], out[M * N];
+static double reference[M * N];
+
 /* The largest error relative to the largest reference magnitude, as the gate's "extreme" measure. */
-static double extreme_error(const uint16_t* out, const double* reference) {
+static double extreme_error(int count) {
   double worst = 0.0, largest = 0.0;
-  for (int i = 0; i < M * N; ++i) {
+  for (int i = 0; i < count; ++i) {
     const double difference = fabs((double)from_bfloat16(out[i]) - reference[i]);
     if (difference > worst || difference != difference) worst = difference != difference ? INFINITY : difference;
     if (fabs(reference[i]) > largest) largest = fabs(reference[i]);
   }
   return worst / largest;
+}
+
+/* Fresh random a [M, k] and b [k, n] on the device (dense), and their product's reference on the host. */
+static void fill_problem(int n, int k, uint64_t a_device, uint64_t b_device) {
+  for (int i = 0; i < M * k; ++i) a[i] = to_bfloat16((float)rand() / RAND_MAX * 2.0f - 1.0f);
+  for (int i = 0; i < k * n; ++i) b[i] = to_bfloat16((float)rand() / RAND_MAX * 2.0f - 1.0f);
+  for (int i = 0; i < M; ++i) {
+    for (int j = 0; j < n; ++j) {
+      double sum = 0.0;
+      for (int p = 0; p < k; ++p) sum += (double)from_bfloat16(a[i * k + p]) * from_bfloat16(b[p * n + j]);
+      reference[i * n + j] = sum;
+    }
+  }
+  CHECK(cu.to_device(a_device, a, sizeof(uint16_t) * M * k) == 0 &&
+            cu.to_device(b_device, b, sizeof(uint16_t) * k * n) == 0,
+        "cuMemcpyHtoD");
+}
+
+/* Launch every matmul kernel of the plugin on `args`, an [M, k] @ [k, n] problem filled by fill_problem; a kernel
+ * may decline it, except `must_run` (NULL: none). Returns how many ran. */
+static int launch_every_kernel(const kabi_args* args, int n, uint64_t out_device, const char* must_run) {
+  int ran = 0, must_run_ran = 0;
+  const int32_t count = kabi_kernel_count("matmul");
+  for (int32_t i = 0; i < count; ++i) {
+    kabi_kernel kernel = NULL;
+    kabi_kernel_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    if (kabi_kernel_at("matmul", i, &kernel) != KABI_STATUS_OK ||
+        kabi_kernel_info_get(kernel, &info) != KABI_STATUS_OK || strcmp(info.plugin, "kabi-cuda") != 0) {
+      continue;
+    }
+    memset(out, 0xFF, sizeof out); /* NaN patterns: a kernel that writes nothing fails */
+    cu.to_device(out_device, out, sizeof(uint16_t) * M * n);
+    const kabi_status status = kabi_launch(kernel, args);
+    if (status == KABI_STATUS_CONSTRAINT_VIOLATED) {
+      printf("%-56s N=%d declined: %s\n", info.name, n, kabi_last_error());
+      continue;
+    }
+    CHECK(status == KABI_STATUS_OK, "%s: %s", info.name, kabi_last_error());
+    CHECK(cu.synchronize() == 0 && cu.to_host(out, out_device, sizeof(uint16_t) * M * n) == 0, "%s: copy back",
+          info.name);
+    const double error = extreme_error(M * n);
+    CHECK(error <= 4e-2, "%s: extreme error %g", info.name, error);
+    printf("%-56s N=%d extreme error %.2e\n", info.name, n, error);
+    ++ran;
+    must_run_ran |= must_run != NULL && strcmp(info.name, must_run) == 0;
+  }
+  CHECK(must_run == NULL || must_run_ran, "%s did not run on N=%d", must_run, n);
+  return ran;
 }
 
 int main(int argc, char** argv) {
@@ -62,25 +118,13 @@ int main(int argc, char** argv) {
     return SKIPPED;
   }
 
-  static uint16_t a[M * K], b[K * N], out[M * N];
-  static double reference[M * N];
   srand(7);
-  for (int i = 0; i < M * K; ++i) a[i] = to_bfloat16((float)rand() / RAND_MAX * 2.0f - 1.0f);
-  for (int i = 0; i < K * N; ++i) b[i] = to_bfloat16((float)rand() / RAND_MAX * 2.0f - 1.0f);
-  for (int i = 0; i < M; ++i) {
-    for (int j = 0; j < N; ++j) {
-      double sum = 0.0;
-      for (int p = 0; p < K; ++p) sum += (double)from_bfloat16(a[i * K + p]) * from_bfloat16(b[p * N + j]);
-      reference[i * N + j] = sum;
-    }
-  }
   uint64_t a_device = 0, b_device = 0, out_device = 0;
   CHECK(cu.alloc(&a_device, sizeof a) == 0 && cu.alloc(&b_device, sizeof b) == 0 &&
             cu.alloc(&out_device, sizeof out) == 0,
         "cuMemAlloc");
-  CHECK(cu.to_device(a_device, a, sizeof a) == 0 && cu.to_device(b_device, b, sizeof b) == 0, "cuMemcpyHtoD");
 
-  int64_t a_shape[2] = {M, K}, b_shape[2] = {K, N}, out_shape[2] = {M, N};
+  int64_t a_shape[2] = {M, ODD_K}, b_shape[2] = {ODD_K, ODD_N}, out_shape[2] = {M, ODD_N};
   DLTensor inputs[2];
   inputs[0] = matrix(a_device, a_shape);
   inputs[1] = matrix(b_device, b_shape);
@@ -92,32 +136,13 @@ int main(int argc, char** argv) {
   args.num_inputs = 2;
   args.outputs = &output;
   args.num_outputs = 1;
+  fill_problem(ODD_N, ODD_K, a_device, b_device);
+  int ran = launch_every_kernel(&args, ODD_N, out_device, "cuda.cublaslt.aligned_copies");
 
-  int ran = 0;
-  const int32_t count = kabi_kernel_count("matmul");
-  for (int32_t i = 0; i < count; ++i) {
-    kabi_kernel kernel = NULL;
-    kabi_kernel_info info;
-    memset(&info, 0, sizeof info);
-    info.struct_size = sizeof info;
-    if (kabi_kernel_at("matmul", i, &kernel) != KABI_STATUS_OK ||
-        kabi_kernel_info_get(kernel, &info) != KABI_STATUS_OK || strcmp(info.plugin, "kabi-cuda") != 0) {
-      continue;
-    }
-    memset(out, 0xFF, sizeof out); /* NaN patterns: a kernel that writes nothing fails */
-    cu.to_device(out_device, out, sizeof out);
-    const kabi_status status = kabi_launch(kernel, &args);
-    if (status == KABI_STATUS_CONSTRAINT_VIOLATED) {
-      printf("%-56s declined: %s\n", info.name, kabi_last_error());
-      continue;
-    }
-    CHECK(status == KABI_STATUS_OK, "%s: %s", info.name, kabi_last_error());
-    CHECK(cu.synchronize() == 0 && cu.to_host(out, out_device, sizeof out) == 0, "%s: copy back", info.name);
-    const double error = extreme_error(out, reference);
-    CHECK(error <= 4e-2, "%s: extreme error %g", info.name, error);
-    printf("%-56s extreme error %.2e\n", info.name, error);
-    ++ran;
-  }
+  a_shape[1] = b_shape[0] = K;
+  b_shape[1] = out_shape[1] = N;
+  fill_problem(N, K, a_device, b_device);
+  ran += launch_every_kernel(&args, N, out_device, NULL);
   CHECK(ran > 0, "no kabi-cuda matmul kernel ran");
 
   /* Selection from C with the plugin's backend forced (C callers do not tune: allow an unverified pick). */
@@ -133,7 +158,7 @@ int main(int argc, char** argv) {
   cu.to_device(out_device, out, sizeof out);
   CHECK(kabi_call(matmul, &args, &options) == KABI_STATUS_OK, "kabi_call: %s", kabi_last_error());
   CHECK(cu.synchronize() == 0 && cu.to_host(out, out_device, sizeof out) == 0, "kabi_call: copy back");
-  CHECK(extreme_error(out, reference) <= 4e-2, "kabi_call: extreme error %g", extreme_error(out, reference));
+  CHECK(extreme_error(M * N) <= 4e-2, "kabi_call: extreme error %g", extreme_error(M * N));
 
   cu.release(a_device);
   cu.release(b_device);

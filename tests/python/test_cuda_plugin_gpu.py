@@ -84,6 +84,13 @@ def _b(k: int, n: int, dtype: torch.dtype, layout: str, batch: tuple = ()) -> to
 # (batch, M, N, K): aligned sizes every kernel must take, then sizes off every tile.
 ALIGNED = [((), 128, 256, 64), ((), 1, 4096, 512), ((), 257, 136, 1032), ((3,), 72, 64, 200)]
 ODD = [((), 127, 129, 131), ((), 1, 4095, 4097), ((2,), 33, 17, 9)]
+# The kernel that takes only what is off 16 bytes (and every single product of it), declining aligned problems.
+ALIGNED_COPIES = "cuda.cublaslt.aligned_copies"
+
+
+def _k_and_n_for(kernel: str, k: int, n: int) -> tuple[int, int]:
+    """Sizes the kernel takes in place of aligned ones: K and N one less for the aligned-copies kernel."""
+    return (k - 1, n - 1) if kernel == ALIGNED_COPIES else (k, n)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -98,6 +105,8 @@ def test_every_matmul_kernel_matches_the_reference(dtype: torch.dtype, layout: s
             what = f"{kernel} {layout} batch={batch} M={m} N={n} K={k}"
             if (batch, m, n, k) in ALIGNED and kernel.startswith("cuda.cutlass"):
                 assert ran, f"{what}: declined an aligned problem"
+            if (batch, m, n, k) in ODD and not batch and kernel == ALIGNED_COPIES:
+                assert ran, f"{what}: declined a product off 16 bytes"
             if ran:
                 _check("matmul", out, a.double() @ b.double(), dtype, what)
                 assert_guards_intact(buffer, kernel)
@@ -108,10 +117,11 @@ def test_every_matmul_kernel_matches_the_reference(dtype: torch.dtype, layout: s
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_batched_matmul_with_a_shared_weight(dtype: torch.dtype) -> None:
     # b broadcast over a's batch folds into one GEMM of batch * M rows.
-    a = torch.randn(4, 96, 256, device="cuda").to(dtype)
-    b = torch.randn(256, 128, device="cuda").to(dtype)
     for kernel in _kernels("matmul"):
-        out, buffer = guarded_output((4, 96, 128), dtype)
+        k, n = _k_and_n_for(kernel, 256, 128)
+        a = torch.randn(4, 96, k, device="cuda").to(dtype)
+        b = torch.randn(k, n, device="cuda").to(dtype)
+        out, buffer = guarded_output((4, 96, n), dtype)
         assert _launch("matmul", kernel, [a, b], out), f"{kernel} declined a shared weight"
         _check("matmul", out, a.double() @ b.double(), dtype, kernel)
         assert_guards_intact(buffer, kernel)
@@ -163,10 +173,11 @@ def test_every_linear_kernel_matches_the_reference(dtype: torch.dtype, activatio
 
 def test_every_kernel_runs_inside_a_cuda_graph() -> None:
     dtype = torch.bfloat16
-    a = torch.randn(256, 512, device="cuda").to(dtype)
-    b = torch.randn(384, 512, device="cuda").to(dtype).t()
     for kernel in _kernels("matmul"):
-        out = torch.empty(256, 384, device="cuda", dtype=dtype)
+        k, n = _k_and_n_for(kernel, 512, 384)
+        a = torch.randn(256, k, device="cuda").to(dtype)
+        b = torch.randn(n, k, device="cuda").to(dtype).t()
+        out = torch.empty(256, n, device="cuda", dtype=dtype)
         assert _launch("matmul", kernel, [a, b], out), kernel  # warm-up: workspace and plans exist before capture
         out.fill_(POISON)
         graph = torch.cuda.CUDAGraph()
@@ -179,6 +190,58 @@ def test_every_kernel_runs_inside_a_cuda_graph() -> None:
         graph.replay()
         torch.cuda.synchronize()
         _check("matmul", out, a.double() @ b.double(), dtype, f"{kernel} replayed in a graph")
+
+
+def _odd_view(shape: tuple, dtype: torch.dtype) -> torch.Tensor:
+    """A dense tensor whose data starts one element (2 bytes) past a 16-byte boundary."""
+    count = 1
+    for extent in shape:
+        count *= extent
+    return torch.randn(count + 1, device="cuda").to(dtype)[1:].view(shape)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_aligned_copies_pad_whatever_is_off_16_bytes(dtype: torch.dtype) -> None:
+    # Each operand off 16 bytes in its own way, and out too: the kernel copies just those, and the result is exact.
+    cases = {
+        "K and N odd": (torch.randn(300, 261, device="cuda").to(dtype), _b(261, 135, dtype, "row_major"), None),
+        "K odd, b transposed": (torch.randn(64, 261, device="cuda").to(dtype), _b(261, 136, dtype, "transposed"), None),
+        "a's rows off 16 bytes": (torch.randn(64, 130, device="cuda").to(dtype)[:, :128],
+                                  _b(128, 64, dtype, "row_major"), None),
+        "a's data off 16 bytes": (_odd_view((64, 128), dtype), _b(128, 64, dtype, "row_major"), None),
+        "b's data off 16 bytes": (torch.randn(64, 128, device="cuda").to(dtype), _odd_view((128, 64), dtype), None),
+        "out's data off 16 bytes": (torch.randn(64, 128, device="cuda").to(dtype), _b(128, 64, dtype, "row_major"),
+                                    _odd_view((64, 64), dtype)),
+    }
+    for what, (a, b, out) in cases.items():
+        shape = (a.shape[0], b.shape[1])
+        buffer = None
+        if out is None:
+            out, buffer = guarded_output(shape, dtype)
+        assert _launch("matmul", ALIGNED_COPIES, [a, b], out), f"{what}: declined"
+        _check("matmul", out, a.double() @ b.double(), dtype, f"{ALIGNED_COPIES}, {what}")
+        if buffer is not None:
+            assert_guards_intact(buffer, ALIGNED_COPIES)
+    # Aligned problems and unfolded batches are declined, not copied.
+    out, _ = guarded_output((64, 64), dtype)
+    assert not _launch("matmul", ALIGNED_COPIES, [torch.randn(64, 128, device="cuda").to(dtype),
+                                                  _b(128, 64, dtype, "row_major")], out)
+    out, _ = guarded_output((2, 33, 17), dtype)
+    assert not _launch("matmul", ALIGNED_COPIES, [torch.randn(2, 33, 9, device="cuda").to(dtype),
+                                                  _b(9, 17, dtype, "row_major", (2,))], out)
+
+
+@pytest.mark.parametrize("activation", ["none", "relu", "gelu_tanh"])
+def test_aligned_copies_serve_linear_with_a_padded_bias(activation: str) -> None:
+    dtype = torch.bfloat16
+    x = torch.randn(3, 41, 261, device="cuda").to(dtype)
+    w = torch.randn(135, 261, device="cuda").to(dtype)
+    bias = _odd_view((135,), dtype)
+    out, buffer = guarded_output((3, 41, 135), dtype)
+    assert _launch("linear", ALIGNED_COPIES, [x, w, bias], out, attributes=(ACTIVATIONS.index(activation),))
+    reference = torch.nn.functional.linear(x.double(), w.double(), bias.double())
+    _check("linear", out, ACTIVATION_FUNCTIONS[activation](reference), dtype, f"{ALIGNED_COPIES} {activation}")
+    assert_guards_intact(buffer, ALIGNED_COPIES)
 
 
 def test_kabi_dispatch_can_pick_them() -> None:
