@@ -1,5 +1,6 @@
 #include "memory.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -128,7 +129,10 @@ struct WorkspaceBuffer {
   }
 };
 
-// One thread's buffers: a few, one per (device, stream) it launched kernels with workspaces on.
+// One thread's buffers: a few, one per (device, stream) it launched kernels with workspaces on, and the smaller ones
+// they outgrew. A CUDA graph captured with a workspace replays that address at any later time, so an outgrown buffer
+// is kept, not released, until the thread exits or the allocator is replaced; each new buffer at least doubles the
+// one it replaces, so the kept ones add up to less than the one in use.
 class ThreadWorkspaces {
  public:
   ThreadWorkspaces() = default;
@@ -136,13 +140,22 @@ class ThreadWorkspaces {
   ThreadWorkspaces& operator=(const ThreadWorkspaces&) = delete;
   ~ThreadWorkspaces() {
     for (WorkspaceBuffer& buffer : buffers_) buffer.release();
+    for (WorkspaceBuffer& buffer : outgrown_) buffer.release();
   }
 
   void* get(int32_t device_type, int32_t device_index, void* stream, size_t bytes) {
     const uint64_t generation = allocator_generation.load(std::memory_order_acquire);
     WorkspaceBuffer& buffer = find(device_type, device_index, stream);
     if (buffer.pointer != nullptr && buffer.generation == generation && buffer.bytes >= bytes) return buffer.pointer;
-    buffer.release();
+    if (buffer.pointer != nullptr && buffer.generation == generation) {
+      bytes = std::max(bytes, 2 * buffer.bytes);
+      outgrown_.push_back(buffer);
+      buffer.pointer = nullptr;
+      buffer.bytes = 0;
+    } else {
+      buffer.release();
+      release_outgrown_before(generation);
+    }
     buffer.generation = generation;
     buffer.allocator = current_allocator();
     void* pointer = allocate_with(buffer.allocator.get(), device_type, device_index, bytes, stream);
@@ -157,6 +170,16 @@ class ThreadWorkspaces {
   }
 
  private:
+  // The outgrown buffers of a replaced allocator go back to it.
+  void release_outgrown_before(uint64_t generation) {
+    for (WorkspaceBuffer& buffer : outgrown_) {
+      if (buffer.generation != generation) buffer.release();
+    }
+    outgrown_.erase(std::remove_if(outgrown_.begin(), outgrown_.end(),
+                                   [](const WorkspaceBuffer& buffer) { return buffer.pointer == nullptr; }),
+                    outgrown_.end());
+  }
+
   WorkspaceBuffer& find(int32_t device_type, int32_t device_index, void* stream) {
     for (WorkspaceBuffer& buffer : buffers_) {
       if (buffer.device_type == device_type && buffer.device_index == device_index && buffer.stream == stream) {
@@ -171,6 +194,7 @@ class ThreadWorkspaces {
   }
 
   std::vector<WorkspaceBuffer> buffers_;
+  std::vector<WorkspaceBuffer> outgrown_;
 };
 
 }  // namespace

@@ -244,6 +244,47 @@ def test_aligned_copies_serve_linear_with_a_padded_bias(activation: str) -> None
     assert_guards_intact(buffer, ALIGNED_COPIES)
 
 
+def test_a_captured_graph_replays_after_its_workspace_was_outgrown() -> None:
+    # A graph keeps the workspace address it was captured with. A larger need on the same stream afterwards must not
+    # give that memory back (torch would hand it to the next tensor, and the replay would write into that tensor).
+    from kabi._base.workspaces import _allocate_from_torch, install_torch_allocator
+
+    released = []
+
+    def release(device_type: int, device_index: int, pointer: int, nbytes: int, stream: int) -> None:
+        released.append(pointer)
+        torch.cuda.caching_allocator_delete(pointer)
+
+    dtype = torch.bfloat16
+    stream = torch.cuda.Stream()
+    a = torch.randn(255, 511, device="cuda").to(dtype)
+    b = torch.randn(511, 383, device="cuda").to(dtype)
+    out = torch.empty(255, 383, device="cuda", dtype=dtype)
+    # About three times the first problem's workspace: cuBLASLt's 32 MiB and the padded copies of both.
+    big_a = torch.randn(2047, 4099, device="cuda").to(dtype)
+    big_b = torch.randn(4099, 4095, device="cuda").to(dtype)
+    big_out = torch.empty(2047, 4095, device="cuda", dtype=dtype)
+    _core.set_allocator((2,), _allocate_from_torch, release)
+    try:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.stream(stream):
+            descriptors = [descriptor(a), descriptor(b)], [descriptor(out)]
+            _core.launch("matmul", ALIGNED_COPIES, *descriptors, stream=stream.cuda_stream)
+            with torch.cuda.graph(graph, stream=stream):
+                _core.launch("matmul", ALIGNED_COPIES, *descriptors, stream=stream.cuda_stream)
+            _core.launch("matmul", ALIGNED_COPIES, [descriptor(big_a), descriptor(big_b)], [descriptor(big_out)],
+                         stream=stream.cuda_stream)
+        torch.cuda.synchronize()
+        assert released == [], "an outgrown workspace went back to torch while a captured graph still uses it"
+        a.copy_(torch.randn_like(a, dtype=torch.float32).to(dtype))
+        graph.replay()
+        torch.cuda.synchronize()
+        _check("matmul", out, a.double() @ b.double(), dtype, "the graph replayed after its workspace was outgrown")
+        _check("matmul", big_out, big_a.double() @ big_b.double(), dtype, "the problem that outgrew it")
+    finally:
+        install_torch_allocator()
+
+
 def test_kabi_dispatch_can_pick_them() -> None:
     a = torch.randn(512, 1024, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(1024, 768, device="cuda", dtype=torch.bfloat16)

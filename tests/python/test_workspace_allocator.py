@@ -3,8 +3,8 @@
 A test plugin (tests/abi/workspace_plugin.c) has a kernel that declares a workspace, copies x through it and fails
 unless it got the size it asked for. In a child process (the plugin's ops stay registered in the process that loads
 it), a counting Python allocator is installed for the CPU: the kernel's workspace must come from it, once for
-repeated calls (libkabi keeps a grow-only buffer per thread), again for a larger problem, and go back through it
-once the default is restored. An allocator that raises or answers nonsense fails the launch with its message, and
+repeated calls (libkabi keeps a grow-only buffer per thread), again for a larger problem (the outgrown buffer is
+kept: a CUDA graph captured with it may replay it), and both go back through it once the default is restored. An allocator that raises or answers nonsense fails the launch with its message, and
 the process carries on. On CUDA the bootstrap's allocator is torch's caching allocator, which the GPU test sees in
 ``torch.cuda.memory_allocated``.
 """
@@ -56,7 +56,7 @@ def copy(n):
         _core.launch("abi_test_workspace_copy", "abi_test_workspace.copy", [descriptor(x)], [descriptor(out)])
     except Exception as error:
         return {"error": type(error).__name__, "message": str(error)}
-    storage, _ = next(iter(buffers.values())) if buffers else (None, 0)
+    storage, _ = next(reversed(buffers.values())) if buffers else (None, 0)  # the newest: the one in use
     held = False
     if storage is not None:
         start = (-storage.data_ptr()) % 256
@@ -111,9 +111,9 @@ def test_the_kernel_gets_its_workspace_from_the_python_allocator(report: dict) -
 
 
 def test_buffers_go_back_through_the_allocator_that_gave_them(report: dict) -> None:
-    # Growing released the first buffer; after the reset, the next call released the second one through the
-    # Python allocator and took its workspace from libkabi's default.
-    assert report["releases"] == [[1, True, 4 * 37 + _KERNEL_EXTRA_BYTES, 0], [1, True, 4 * 100 + _KERNEL_EXTRA_BYTES, 0]]
+    # Growing kept the first buffer; after the reset, the next call released both through the Python allocator (the
+    # one in use, then the outgrown one) and took its workspace from libkabi's default.
+    assert report["releases"] == [[1, True, 4 * 100 + _KERNEL_EXTRA_BYTES, 0], [1, True, 4 * 37 + _KERNEL_EXTRA_BYTES, 0]]
     assert report["live_buffers_after_reset"] == 0
     assert report["results"][4] == {"equal": True}
 

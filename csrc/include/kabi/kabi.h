@@ -596,7 +596,9 @@ typedef kabi_status (*kabi_kernel_fn)(void* user_data, const kabi_problem* probl
 
 /** How many bytes of workspace a kernel needs for a problem (0: none). Called at selection and launch; the core
  *  keeps one buffer per thread, device and stream that grows to the largest need, so after the first call of a
- *  problem no allocation happens on the call path. */
+ *  problem no allocation happens on the call path. A CUDA graph captured with a workspace replays its address, so a
+ *  buffer the core outgrows stays allocated until the thread exits or kabi_allocator_set replaces the allocator (each
+ *  new buffer at least doubles the last, so the outgrown ones add up to less than the one in use). */
 typedef kabi_status (*kabi_workspace_fn)(void* user_data, const kabi_problem* problem, size_t* out_bytes);
 
 /** A kernel's own eligibility test, run after the declared filters pass: return 1 if the kernel handles the
