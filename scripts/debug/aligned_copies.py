@@ -8,7 +8,9 @@ Variants (K and N rounded up to multiples of 8 in every one; the product's first
 - ``pad_pitch64``: as ``pad``, each padded row's pitch rounded up to 64 elements (128 bytes) as Inductor does;
 - ``pad_direct_out``: as ``pad``, but the product is written straight into an [M, N] result (b's padded columns
   sliced off first), so no output copy, at the cost of an unaligned output pitch;
-- ``triton``: the registered ``triton.matmul.aligned_copies``, each copy one pass of the Triton copy kernel.
+- ``triton``: the registered ``triton.matmul.aligned_copies``, each copy one pass of the Triton copy kernel;
+- ``native``: the CUDA plugin's ``cuda.cublaslt.aligned_copies`` (its CUDA copy kernel, cuBLASLt on the padded
+  problem), launched through the core as the hit path does, into a preallocated output.
 
     python scripts/debug/aligned_copies.py [--shapes 4093x4099x4091 2047x2049x2051 1001x1003x1005]
 """
@@ -21,6 +23,8 @@ import torch
 import torch.nn.functional as F
 
 import kabi
+from kabi import _core
+from kabi._base.tensors import descriptor
 from kabi.backends.torch_native import matmul_aligned_copies, zero_padded
 from kabi.backends.triton import _aligned_copies as triton_copies
 
@@ -50,6 +54,13 @@ def variants(a: torch.Tensor, b: torch.Tensor) -> dict:
     def direct():
         return torch.mm(_padded(a, m, kp, 8), _padded(b, kp, np_, 8)[:, :n])
 
+    native_out = a.new_empty((m, n))
+
+    def native():
+        _core.launch("matmul", "cuda.cublaslt.aligned_copies", [descriptor(a), descriptor(b)], [descriptor(native_out)],
+                     stream=torch.cuda.current_stream().cuda_stream)
+        return native_out
+
     a8, b8 = _padded(a, m, kp, 8), _padded(b, kp, np_, 8)
     a64, b64 = _padded(a, m, kp, 64), _padded(b, kp, np_, 64)
     product = torch.mm(a8, b8)
@@ -60,6 +71,7 @@ def variants(a: torch.Tensor, b: torch.Tensor) -> dict:
         "pad_pitch64": pad(64),
         "pad_direct_out": direct,
         "triton": lambda: triton_copies.launch_aligned_copies(a, b),
+        "native": native,
         "part: triton pad a": lambda: zero_padded(a, m, kp, triton_copies.copy_into),
         "part: triton pad b": lambda: zero_padded(b, kp, np_, triton_copies.copy_into),
         "part: triton output copy": lambda: triton_copies.copy_into(product[:, :n], product.new_empty((m, n))),
@@ -77,6 +89,7 @@ def main() -> None:
     parser.add_argument("--shapes", nargs="+", default=["4093x4099x4091", "2047x2049x2051", "1001x1003x1005"])
     args = parser.parse_args()
     torch.manual_seed(0)
+    _core.plugin_load_builtin()
     for shape in args.shapes:
         m, n, k = (int(size) for size in shape.split("x"))
         for layout in ("row_major", "transposed_b"):
