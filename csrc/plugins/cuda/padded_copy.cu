@@ -1,10 +1,10 @@
-// The padded copy of padded_copy.hpp, in 16-byte stores. Each thread writes one 16-byte aligned chunk of a target
-// row (8 elements), so every store is a full vector whatever the target's alignment; only a row's partial first and
-// last chunks are stored element by element. The 8 source elements of a chunk start anywhere: the thread reads the
-// two aligned 16-byte words that hold them and shifts them into place, which keeps the pass near the copy bandwidth
-// where rows start at odd 2-byte addresses (one of the two sides always does: that is why the copy is made). Where
-// those words would reach outside the source row, the elements are read one by one instead, so nothing outside the
-// source is ever read.
+// The padded copy of padded_copy.hpp, in 16-byte stores. The target rows are cut into 16-byte aligned chunks of 8
+// elements, so every store is a full vector whatever the target's alignment; only a row's partial first and last
+// chunks are stored element by element. The 8 source elements of a chunk start anywhere: the thread reads the two
+// aligned 16-byte words that hold them and shifts them into place, which keeps the pass near the copy bandwidth where
+// rows start at odd 2-byte addresses (one of the two sides always does: that is why the copy is made). Where those
+// words would reach outside the source row, the elements are read one by one instead, so nothing outside the source
+// is ever read.
 #include <cstdint>
 
 #include "padded_copy.hpp"
@@ -14,7 +14,7 @@ namespace {
 
 constexpr int kChunk = 8;  // 2-byte elements per 16 bytes
 constexpr int kThreads = 256;
-constexpr int64_t kMaxGridRows = 65535;
+constexpr int kChunksPerThread = 4;
 
 // The element misalignment of an address: how many 2-byte elements it lies past a 16-byte boundary.
 __device__ int64_t elements_past_boundary(const void* address) {
@@ -22,11 +22,11 @@ __device__ int64_t elements_past_boundary(const void* address) {
 }
 
 // Eight consecutive elements starting `shift` elements into the 16 held by the words low and high.
-__device__ uint4 shifted(uint4 low, uint4 high, int64_t shift) {
+__device__ uint4 shifted(uint4 low, uint4 high, int32_t shift) {
   const uint32_t words[8] = {low.x, low.y, low.z, low.w, high.x, high.y, high.z, high.w};
   // The word that starts the window, picked with constant indices only (a dynamically indexed array would go to
   // local memory); shift is the same for every thread of a row, so the branches do not diverge.
-  const int64_t first_word = shift / 2;
+  const int32_t first_word = shift / 2;
   uint32_t picked[5];
 #pragma unroll
   for (int k = 0; k < 5; ++k) {
@@ -39,49 +39,82 @@ __device__ uint4 shifted(uint4 low, uint4 high, int64_t shift) {
   return make_uint4(out[0], out[1], out[2], out[3]);
 }
 
-__global__ void __launch_bounds__(kThreads) padded_copy_kernel(const uint16_t* __restrict__ source,
-                                                              int64_t source_rows, int64_t source_columns,
-                                                              int64_t source_pitch, uint16_t* __restrict__ target,
-                                                              int64_t target_rows, int64_t target_columns,
-                                                              int64_t target_pitch) {
-  const int64_t chunk = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
-  for (int64_t row = blockIdx.y; row < target_rows; row += gridDim.y) {
-    uint16_t* target_row = target + row * target_pitch;
-    // The chunk's first column: chunks are aligned in the target, so the row's first one may start before column 0.
-    const int64_t first = chunk * kChunk - elements_past_boundary(target_row);
-    if (first >= target_columns) continue;
-    const bool row_in_source = row < source_rows;
-    const uint16_t* source_row = source + (row_in_source ? row : 0) * source_pitch;
-    const bool whole_chunk = first >= 0 && first + kChunk <= target_columns;
-    const int64_t shift = elements_past_boundary(source_row + (first >= 0 ? first : 0));
-    // The two aligned source words around the chunk's elements, both inside the source row.
-    const bool whole_window = whole_chunk && row_in_source && first - shift >= 0 &&
-                              first - shift + 2 * kChunk <= source_columns;
-    if (whole_window) {
-      const uint4* words = reinterpret_cast<const uint4*>(source_row + first - shift);
-      const uint4 low = __ldg(words);
-      const uint4 high = shift == 0 ? low : __ldg(words + 1);
-      *reinterpret_cast<uint4*>(target_row + first) = shift == 0 ? low : shifted(low, high, shift);
-      continue;
-    }
-    uint16_t values[kChunk];
+// One 16-byte aligned chunk of a target row: where it lies, and where its 8 elements come from.
+struct Chunk {
+  uint16_t* target_row = nullptr;  // nullptr: past the row's end, nothing to store
+  int64_t first = 0;               // its first column; negative for a row's partial first chunk
+  const uint16_t* source_row = nullptr;  // nullptr: a row beyond the source, all zeros
+  // Whether the two aligned source words around its elements lie inside the source row, and the chunk wholly inside
+  // the target row: then it is read as those words (its elements start `shift` elements in) and stored as one vector.
+  bool vector = false;
+  int32_t shift = 0;
+  uint4 low = make_uint4(0, 0, 0, 0), high = make_uint4(0, 0, 0, 0);
+};
+
+__device__ Chunk plan_chunk(const uint16_t* source, int64_t source_rows, int64_t source_columns, int64_t source_pitch,
+                            uint16_t* target, int64_t target_columns, int64_t target_pitch, int64_t row,
+                            int64_t index) {
+  Chunk chunk;
+  uint16_t* target_row = target + row * target_pitch;
+  // Chunks are aligned in the target, so the row's first one may start before column 0.
+  const int64_t first = index * kChunk - elements_past_boundary(target_row);
+  if (first >= target_columns) return chunk;
+  chunk.target_row = target_row;
+  chunk.first = first;
+  if (row >= source_rows) return chunk;
+  chunk.source_row = source + row * source_pitch;
+  chunk.shift = static_cast<int32_t>(elements_past_boundary(chunk.source_row + (first >= 0 ? first : 0)));
+  chunk.vector = first >= 0 && first + kChunk <= target_columns && first - chunk.shift >= 0 &&
+                 first - chunk.shift + 2 * kChunk <= source_columns;
+  return chunk;
+}
+
+// A chunk that is not one vector: element by element, zeros where the source has none.
+__device__ void copy_elements(const Chunk& chunk, int64_t source_columns, int64_t target_columns) {
 #pragma unroll
-    for (int i = 0; i < kChunk; ++i) {
-      const int64_t column = first + i;
-      values[i] = row_in_source && column >= 0 && column < source_columns ? __ldg(source_row + column)
-                                                                           : uint16_t{0};
-    }
-    if (whole_chunk) {
-      uint32_t words[4];
+  for (int i = 0; i < kChunk; ++i) {
+    const int64_t column = chunk.first + i;
+    if (column < 0 || column >= target_columns) continue;
+    chunk.target_row[column] =
+        chunk.source_row != nullptr && column < source_columns ? __ldg(chunk.source_row + column) : uint16_t{0};
+  }
+}
+
+// Each thread handles kChunksPerThread chunks a block's width apart (so a warp's reads of one step are contiguous),
+// and issues the vector reads of all of them before it shifts and writes any: that many reads in flight per thread.
+// The chunks of all rows are numbered in one range, so no thread idles because a row is narrower than a block.
+// No __launch_bounds__: with it ptxas held the kernel to 64 registers and spilled the four chunks' state.
+__global__ void padded_copy_kernel(const uint16_t* __restrict__ source, int64_t source_rows, int64_t source_columns,
+                                   int64_t source_pitch, uint16_t* __restrict__ target, int64_t target_columns,
+                                   int64_t target_pitch, int64_t chunks_per_row, int64_t chunks) {
+  const int64_t base = static_cast<int64_t>(blockIdx.x) * kThreads * kChunksPerThread + threadIdx.x;
+  // 32-bit division where the numbers fit (every realistic copy): a 64-bit one costs several times more.
+  const bool narrow = chunks <= UINT32_MAX;
+  Chunk planned[kChunksPerThread];
 #pragma unroll
-      for (int k = 0; k < 4; ++k) words[k] = values[2 * k] | (static_cast<uint32_t>(values[2 * k + 1]) << 16);
-      *reinterpret_cast<uint4*>(target_row + first) = make_uint4(words[0], words[1], words[2], words[3]);
-      continue;
-    }
+  for (int i = 0; i < kChunksPerThread; ++i) {
+    const int64_t item = base + static_cast<int64_t>(i) * kThreads;
+    if (item >= chunks) continue;
+    const int64_t row = narrow ? static_cast<uint32_t>(item) / static_cast<uint32_t>(chunks_per_row)
+                               : item / chunks_per_row;
+    planned[i] = plan_chunk(source, source_rows, source_columns, source_pitch, target, target_columns, target_pitch,
+                            row, item - row * chunks_per_row);
+  }
 #pragma unroll
-    for (int i = 0; i < kChunk; ++i) {
-      const int64_t column = first + i;
-      if (column >= 0 && column < target_columns) target_row[column] = values[i];
+  for (int i = 0; i < kChunksPerThread; ++i) {
+    if (!planned[i].vector) continue;
+    const uint4* words = reinterpret_cast<const uint4*>(planned[i].source_row + planned[i].first - planned[i].shift);
+    planned[i].low = __ldg(words);
+    if (planned[i].shift != 0) planned[i].high = __ldg(words + 1);
+  }
+#pragma unroll
+  for (int i = 0; i < kChunksPerThread; ++i) {
+    const Chunk& chunk = planned[i];
+    if (chunk.vector) {
+      *reinterpret_cast<uint4*>(chunk.target_row + chunk.first) =
+          chunk.shift == 0 ? chunk.low : shifted(chunk.low, chunk.high, chunk.shift);
+    } else if (chunk.target_row != nullptr) {
+      copy_elements(chunk, source_columns, target_columns);
     }
   }
 }
@@ -90,15 +123,15 @@ __global__ void __launch_bounds__(kThreads) padded_copy_kernel(const uint16_t* _
 
 cudaError_t launch_padded_copy(const SourceMatrix& source, const TargetMatrix& target, cudaStream_t stream) {
   if (target.rows <= 0 || target.columns <= 0) return cudaSuccess;
-  // One thread per target chunk, the row's first one possibly partial; rows beyond the grid's height loop.
+  // Enough chunks per row for the row's first one to be partial.
   const int64_t chunks_per_row = (target.columns + 2 * kChunk - 2) / kChunk;
-  const int64_t blocks = (chunks_per_row + kThreads - 1) / kThreads;
+  const int64_t chunks = target.rows * chunks_per_row;
+  constexpr int64_t kChunksPerBlock = int64_t{kThreads} * kChunksPerThread;
+  const int64_t blocks = (chunks + kChunksPerBlock - 1) / kChunksPerBlock;
   if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
-  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(target.rows < kMaxGridRows ? target.rows
-                                                                                                  : kMaxGridRows));
-  padded_copy_kernel<<<grid, kThreads, 0, stream>>>(
+  padded_copy_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
       static_cast<const uint16_t*>(source.data), source.rows, source.columns, source.pitch,
-      static_cast<uint16_t*>(target.data), target.rows, target.columns, target.pitch);
+      static_cast<uint16_t*>(target.data), target.columns, target.pitch, chunks_per_row, chunks);
   return cudaGetLastError();
 }
 
