@@ -553,6 +553,7 @@ kabi_status run_aligned_copies(void* user_data, const kabi_problem* problem, con
     if (!device.ok()) return context.fail(KABI_STATUS_UNAVAILABLE, kernel.name + ": " + device.error());
     const GemmCall& padded = copies.padded;
     const auto stream = static_cast<cudaStream_t>(call.stream);
+    const int32_t multiprocessors = context.multiprocessors_of(call.device_index);
     struct Copy {
       bool wanted;
       SourceMatrix source;
@@ -569,7 +570,7 @@ kabi_status run_aligned_copies(void* user_data, const kabi_problem* problem, con
         {copies.copy_bias, {call.bias, 1, call.n, call.n}, {const_cast<void*>(padded.bias), 1, padded.n, padded.n}}};
     for (const Copy& copy : operands) {
       if (!copy.wanted) continue;
-      const cudaError_t error = launch_padded_copy(copy.source, copy.target, stream);
+      const cudaError_t error = launch_padded_copy(copy.source, copy.target, multiprocessors, stream);
       if (error != cudaSuccess) {
         return context.fail(KABI_STATUS_KERNEL_FAILED,
                             kernel.name + ": the padded copy failed to launch: " + cudaGetErrorString(error));
@@ -581,7 +582,7 @@ kabi_status run_aligned_copies(void* user_data, const kabi_problem* problem, con
     }
     if (copies.copy_out) {
       const cudaError_t error = launch_padded_copy({padded.out, call.m, call.n, padded.n},
-                                                   {call.out, call.m, call.n, call.n}, stream);
+                                                   {call.out, call.m, call.n, call.n}, multiprocessors, stream);
       if (error != cudaSuccess) {
         return context.fail(KABI_STATUS_KERNEL_FAILED,
                             kernel.name + ": the copy of the product failed to launch: " + cudaGetErrorString(error));

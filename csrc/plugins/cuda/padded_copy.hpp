@@ -19,8 +19,9 @@ using SourceMatrix = PitchedMatrix<const void*>;
 using TargetMatrix = PitchedMatrix<void*>;
 
 // Queues on `stream`: target[r][c] = source[r][c] where r and c lie within the source, else 0, for every r and c of
-// the target. Any addresses and pitches; the two must not overlap. Returns the launch's error (cudaSuccess when
-// queued, or when the target is empty).
-cudaError_t launch_padded_copy(const SourceMatrix& source, const TargetMatrix& target, cudaStream_t stream);
+// the target. Any addresses and pitches; the two must not overlap. `multiprocessors`, the device's count (0: unknown),
+// sizes the grid. Returns the launch's error (cudaSuccess when queued, or when the target is empty).
+cudaError_t launch_padded_copy(const SourceMatrix& source, const TargetMatrix& target, int32_t multiprocessors,
+                               cudaStream_t stream);
 
 }  // namespace kabi::cuda
