@@ -39,10 +39,12 @@ def mismatches(info: KernelInfo, spec: KernelSpec) -> list[str]:
         "batch_mode": (info.batch_mode, spec.batch_mode),
         "alignment": (info.alignment, spec.alignment),
         "priority": (info.priority, spec.priority),
-        # A native function kernel with a workspace, whose fingerprint names the library its code comes from.
+        # A native function kernel with a workspace, whose fingerprint names the library its code comes from (the
+        # plugin itself for its hand-written kernels).
         "kind": (info.kind, "function"),
         "workspace": (info.has_workspace, True),
-        "fingerprint's library": ("cutlass" in info.fingerprint or "cublasLt" in info.fingerprint, True),
+        "fingerprint's library": (any(library in info.fingerprint for library in ("cutlass", "cublasLt", "kabi-cuda")),
+                                  True),
         # cuBLASLt's slots name the algorithm they run per problem; a CUTLASS kernel's fingerprint names its one.
         "variant": (info.has_variant, info.fingerprint.startswith("cuda.cublaslt")),
     }

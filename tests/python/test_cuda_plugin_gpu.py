@@ -86,11 +86,13 @@ ALIGNED = [((), 128, 256, 64), ((), 1, 4096, 512), ((), 257, 136, 1032), ((3,), 
 ODD = [((), 127, 129, 131), ((), 1, 4095, 4097), ((2,), 33, 17, 9)]
 # The kernel that takes only what is off 16 bytes (and every single product of it), declining aligned problems.
 ALIGNED_COPIES = "cuda.cublaslt.aligned_copies"
+# The kernel that takes only few rows (M up to 16) and a row-major b, at any alignment.
+SPLIT_K_GEMV = "cuda.gemv.split_k"
 
 
 def _k_and_n_for(kernel: str, k: int, n: int) -> tuple[int, int]:
-    """Sizes the kernel takes in place of aligned ones: K and N one less for the aligned-copies kernel."""
-    return (k - 1, n - 1) if kernel == ALIGNED_COPIES else (k, n)
+    """Sizes the kernel takes in place of aligned ones: K and N one less for the kernels made for odd sizes."""
+    return (k - 1, n - 1) if kernel in (ALIGNED_COPIES, SPLIT_K_GEMV) else (k, n)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -107,6 +109,8 @@ def test_every_matmul_kernel_matches_the_reference(dtype: torch.dtype, layout: s
                 assert ran, f"{what}: declined an aligned problem"
             if (batch, m, n, k) in ODD and not batch and kernel == ALIGNED_COPIES:
                 assert ran, f"{what}: declined a product off 16 bytes"
+            if not batch and m <= 16 and layout == "row_major" and kernel == SPLIT_K_GEMV:
+                assert ran, f"{what}: declined a row-major product of few rows"
             if ran:
                 _check("matmul", out, a.double() @ b.double(), dtype, what)
                 assert_guards_intact(buffer, kernel)
@@ -119,9 +123,10 @@ def test_batched_matmul_with_a_shared_weight(dtype: torch.dtype) -> None:
     # b broadcast over a's batch folds into one GEMM of batch * M rows.
     for kernel in _kernels("matmul"):
         k, n = _k_and_n_for(kernel, 256, 128)
-        a = torch.randn(4, 96, k, device="cuda").to(dtype)
+        m = 3 if kernel == SPLIT_K_GEMV else 96  # folded: 12 rows
+        a = torch.randn(4, m, k, device="cuda").to(dtype)
         b = torch.randn(k, n, device="cuda").to(dtype)
-        out, buffer = guarded_output((4, 96, n), dtype)
+        out, buffer = guarded_output((4, m, n), dtype)
         assert _launch("matmul", kernel, [a, b], out), f"{kernel} declined a shared weight"
         _check("matmul", out, a.double() @ b.double(), dtype, kernel)
         assert_guards_intact(buffer, kernel)
@@ -175,9 +180,10 @@ def test_every_kernel_runs_inside_a_cuda_graph() -> None:
     dtype = torch.bfloat16
     for kernel in _kernels("matmul"):
         k, n = _k_and_n_for(kernel, 512, 384)
-        a = torch.randn(256, k, device="cuda").to(dtype)
-        b = torch.randn(n, k, device="cuda").to(dtype).t()
-        out = torch.empty(256, n, device="cuda", dtype=dtype)
+        m, layout = (7, "row_major") if kernel == SPLIT_K_GEMV else (256, "transposed")
+        a = torch.randn(m, k, device="cuda").to(dtype)
+        b = _b(k, n, dtype, layout)
+        out = torch.empty(m, n, device="cuda", dtype=dtype)
         assert _launch("matmul", kernel, [a, b], out), kernel  # warm-up: workspace and plans exist before capture
         out.fill_(POISON)
         graph = torch.cuda.CUDAGraph()
@@ -244,6 +250,32 @@ def test_aligned_copies_serve_linear_with_a_padded_bias(activation: str) -> None
     assert_guards_intact(buffer, ALIGNED_COPIES)
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_split_k_gemv_reads_b_at_any_alignment(dtype: torch.dtype) -> None:
+    # Few rows, K and N odd (every row of b starts at another offset from 16 bytes), views off 16 bytes, a strided a.
+    cases = {
+        f"M={m} K={k} N={n}": (torch.randn(m, k, device="cuda").to(dtype), _b(k, n, dtype, "row_major"))
+        for m, k, n in [(1, 4097, 4095), (3, 255, 1001), (7, 4097, 14335), (8, 64, 40), (9, 131, 129),
+                        (16, 1000, 8), (1, 1, 1), (5, 17, 3)]
+    }
+    cases["a's rows strided"] = (torch.randn(7, 300, device="cuda").to(dtype)[:, :261], _b(261, 135, dtype, "row_major"))
+    cases["a and b off 16 bytes"] = (_odd_view((4, 333), dtype), _odd_view((333, 517), dtype))
+    cases["b's rows strided"] = (torch.randn(2, 99, device="cuda").to(dtype),
+                                 torch.randn(99, 260, device="cuda").to(dtype)[:, 3:258])
+    for what, (a, b) in cases.items():
+        out, buffer = guarded_output((a.shape[0], b.shape[1]), dtype)
+        assert _launch("matmul", SPLIT_K_GEMV, [a, b], out), f"{what}: declined"
+        _check("matmul", out, a.double() @ b.double(), dtype, f"{SPLIT_K_GEMV}, {what}")
+        assert_guards_intact(buffer, SPLIT_K_GEMV)
+    # More than 16 rows, a column-major b and an unfolded batch are declined.
+    for a, b in [(torch.randn(17, 64, device="cuda").to(dtype), _b(64, 64, dtype, "row_major")),
+                 (torch.randn(4, 64, device="cuda").to(dtype), _b(64, 64, dtype, "transposed")),
+                 (torch.randn(2, 3, 64, device="cuda").to(dtype), _b(64, 64, dtype, "row_major", (2,)))]:
+        out, buffer = guarded_output((*a.shape[:-1], b.shape[-1]), dtype)
+        assert not _launch("matmul", SPLIT_K_GEMV, [a, b], out)
+        assert bool((buffer == POISON).all())
+
+
 def test_a_captured_graph_replays_after_its_workspace_was_outgrown() -> None:
     # A graph keeps the workspace address it was captured with. A larger need on the same stream afterwards must not
     # give that memory back (torch would hand it to the next tensor, and the replay would write into that tensor).
@@ -289,7 +321,7 @@ def test_kabi_dispatch_can_pick_them() -> None:
     a = torch.randn(512, 1024, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(1024, 768, device="cuda", dtype=torch.bfloat16)
     # Every CUTLASS kernel takes this problem; of cuBLASLt's slots only the first is sure to exist for it.
-    cutlass = [name for name in _kernels("matmul") if not name.startswith("cuda.cublaslt")]
+    cutlass = [name for name in _kernels("matmul") if name.startswith("cuda.cutlass")]
     for kernel in cutlass + ["cuda.cublaslt.algo0"]:
         with kabi.use(matmul=kernel):
             result = kabi.ops.matmul(a, b)

@@ -1,5 +1,5 @@
-// kabi-cuda: the built-in CUDA plugin. CUTLASS GEMMs (sm_90a warp-specialized, sm_80 multistage) and cuBLASLt's
-// heuristic algorithms for matmul and linear in bfloat16 and float16, registered only through the host table that
+// kabi-cuda: the built-in CUDA plugin. CUTLASS GEMMs (sm_90a warp-specialized, sm_80 multistage), cuBLASLt's
+// heuristic algorithms and a split-K GEMV for matmul and linear in bfloat16 and float16, registered only through the host table that
 // kabi_plugin_init receives, as a vendor's plugin would (this library does not link libkabi). Kernels are registered
 // only for the devices present: on a machine without a CUDA device or driver the plugin loads and registers nothing.
 #include <dlfcn.h>
@@ -59,7 +59,8 @@ kabi_status initialize(const kabi_host_api* host, kabi_plugin_info* out_info) {
     context.multiprocessors[static_cast<size_t>(index)] = info.compute_units;
   }
   context.plugin_directory = plugin_directory();
-  const kabi_status status = register_cutlass_kernels(host, context);
+  kabi_status status = register_cutlass_kernels(host, context);
+  if (status == KABI_STATUS_OK) status = register_split_k_gemv_kernels(host, context);
   if (status != KABI_STATUS_OK) return status;
   return register_cublaslt_kernels(host, context);
 }

@@ -63,5 +63,6 @@ class DeviceGuard {
 // devices present, every one through the host table.
 kabi_status register_cutlass_kernels(const kabi_host_api* host, PluginContext& context);
 kabi_status register_cublaslt_kernels(const kabi_host_api* host, PluginContext& context);
+kabi_status register_split_k_gemv_kernels(const kabi_host_api* host, PluginContext& context);
 
 }  // namespace kabi::cuda
