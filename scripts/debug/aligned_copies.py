@@ -84,28 +84,35 @@ def variants(a: torch.Tensor, b: torch.Tensor) -> dict:
     }
 
 
+def odd_operands(shapes: list[str]):
+    """(title, a, b) for each "MxNxK" shape, b row-major and then the transposed view of an [N, K] weight: fresh
+    random bfloat16 operands on the GPU."""
+    for shape in shapes:
+        m, n, k = (int(size) for size in shape.split("x"))
+        for layout in ("row_major", "transposed_b"):
+            a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+            b = (torch.randn(k, n, device="cuda", dtype=torch.bfloat16) if layout == "row_major"
+                 else torch.randn(n, k, device="cuda", dtype=torch.bfloat16).mT)
+            yield f"{shape} bfloat16 {layout}", a, b
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", nargs="+", default=["4093x4099x4091", "2047x2049x2051", "1001x1003x1005"])
     args = parser.parse_args()
     torch.manual_seed(0)
     _core.plugin_load_builtin()
-    for shape in args.shapes:
-        m, n, k = (int(size) for size in shape.split("x"))
-        for layout in ("row_major", "transposed_b"):
-            a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-            b = (torch.randn(k, n, device="cuda", dtype=torch.bfloat16) if layout == "row_major"
-                 else torch.randn(n, k, device="cuda", dtype=torch.bfloat16).mT)
-            reference = torch.matmul(a.double(), b.double())
-            print(f"{shape} bfloat16 {layout}", flush=True)
-            for name, call in variants(a, b).items():
-                if not name.startswith("part"):
-                    error = ((call().double() - reference).norm() / reference.norm()).item()
-                    check = f"rel. error {error:.1e}"
-                else:
-                    check = ""
-                result = kabi.bench(call, repeat=31, min_time_s=0.1)
-                print(f"  {name:34s} {result.median_us:9.1f} us  {check}", flush=True)
+    for title, a, b in odd_operands(args.shapes):
+        reference = torch.matmul(a.double(), b.double())
+        print(title, flush=True)
+        for name, call in variants(a, b).items():
+            if not name.startswith("part"):
+                error = ((call().double() - reference).norm() / reference.norm()).item()
+                check = f"rel. error {error:.1e}"
+            else:
+                check = ""
+            result = kabi.bench(call, repeat=31, min_time_s=0.1)
+            print(f"  {name:34s} {result.median_us:9.1f} us  {check}", flush=True)
 
 
 if __name__ == "__main__":

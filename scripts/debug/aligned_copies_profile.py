@@ -16,6 +16,8 @@ from torch.profiler import ProfilerActivity, profile
 from kabi import _core
 from kabi._base.tensors import descriptor
 
+from aligned_copies import odd_operands  # this directory's script, on sys.path when run as a script
+
 
 def kernel_times(call, calls: int) -> dict[str, float]:
     """Mean device time per call of each GPU kernel ``call`` launches, in us, by kernel name."""
@@ -40,31 +42,27 @@ def main() -> None:
     args = parser.parse_args()
     torch.manual_seed(0)
     _core.plugin_load_builtin()
-    for shape in args.shapes:
-        m, n, k = (int(size) for size in shape.split("x"))
-        for layout in ("row_major", "transposed_b"):
-            a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-            b = (torch.randn(k, n, device="cuda", dtype=torch.bfloat16) if layout == "row_major"
-                 else torch.randn(n, k, device="cuda", dtype=torch.bfloat16).mT)
-            out = a.new_empty((m, n))
-            kp, np_ = -(-k // 8) * 8, -(-n // 8) * 8
-            a8 = torch.nn.functional.pad(a, (0, kp - k))
-            b8 = (torch.nn.functional.pad(b, (0, np_ - n, 0, kp - k)) if layout == "row_major"
-                  else torch.nn.functional.pad(b.mT, (0, kp - k, 0, np_ - n)).mT)
+    for title, a, b in odd_operands(args.shapes):
+        (m, k), n = a.shape, b.shape[1]
+        out = a.new_empty((m, n))
+        kp, np_ = -(-k // 8) * 8, -(-n // 8) * 8
+        a8 = torch.nn.functional.pad(a, (0, kp - k))
+        b8 = (torch.nn.functional.pad(b, (0, np_ - n, 0, kp - k)) if b.stride(1) == 1
+              else torch.nn.functional.pad(b.mT, (0, kp - k, 0, np_ - n)).mT)
 
-            def native():
-                _core.launch("matmul", "cuda.cublaslt.aligned_copies", [descriptor(a), descriptor(b)],
-                             [descriptor(out)], stream=torch.cuda.current_stream().cuda_stream)
+        def native():
+            _core.launch("matmul", "cuda.cublaslt.aligned_copies", [descriptor(a), descriptor(b)],
+                         [descriptor(out)], stream=torch.cuda.current_stream().cuda_stream)
 
-            print(f"{shape} bfloat16 {layout}", flush=True)
-            for what, call in (("native aligned copies", native), ("torch.mm of padded operands", lambda: a8 @ b8)):
-                times = kernel_times(call, args.calls)
-                print(f"  {what}: {sum(times.values()):.1f} us of kernels per call")
-                for name, us in sorted(times.items(), key=lambda item: -item[1]):
-                    print(f"    {us:8.1f} us  {name}")
-            reference = a.double() @ b.double()
-            native()
-            print(f"  native rel. error {((out.double() - reference).norm() / reference.norm()).item():.1e}", flush=True)
+        print(title, flush=True)
+        for what, call in (("native aligned copies", native), ("torch.mm of padded operands", lambda: a8 @ b8)):
+            times = kernel_times(call, args.calls)
+            print(f"  {what}: {sum(times.values()):.1f} us of kernels per call")
+            for name, us in sorted(times.items(), key=lambda item: -item[1]):
+                print(f"    {us:8.1f} us  {name}")
+        reference = a.double() @ b.double()
+        native()
+        print(f"  native rel. error {((out.double() - reference).norm() / reference.norm()).item():.1e}", flush=True)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@
 // B, i.e. per row of out). A call with use_fast_accum sets the descriptor's FAST_ACCUM, so the heuristic offers the
 // algorithms that keep the partial sums in the tensor cores' accumulator; without it they stay off.
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <map>
@@ -363,63 +362,55 @@ lt::Status queue_matmul(Plan& plan, int slot, const GemmCall& call, void* worksp
                               call.out, plan.d, &plan.results[slot].algo, workspace, workspace_size, call.stream);
 }
 
-kabi_status run(void* user_data, const kabi_problem* problem, const kabi_args* args) {
-  const auto& kernel = *static_cast<const SlotKernel*>(user_data);
+kabi_status launch_slot(const SlotKernel& kernel, const kabi_problem& problem, const kabi_args& args) {
   const PluginContext& context = plugin_context();
-  try {
-    if (problem == nullptr || args == nullptr) {
-      return context.fail(KABI_STATUS_INVALID_ARGUMENT, kernel.name + ": problem or args is NULL");
-    }
-    GemmCall call;
-    uint32_t epilogue = 0;
-    std::shared_ptr<Plan> plan;
-    const std::string reason = check(kernel, *problem, *args, /*require_output=*/true, &call, &epilogue, &plan);
-    if (!reason.empty()) return context.fail(KABI_STATUS_CONSTRAINT_VIOLATED, kernel.name + ": " + reason);
-    if (plan->results[kernel.slot].workspace_size > args->workspace_size) {
-      return context.fail(KABI_STATUS_INTERNAL, kernel.name + ": the algorithm needs " +
-                                                    std::to_string(plan->results[kernel.slot].workspace_size) +
-                                                    " bytes of workspace");
-    }
-    DeviceGuard device(call.device_index);
-    if (!device.ok()) return context.fail(KABI_STATUS_UNAVAILABLE, kernel.name + ": " + device.error());
-    const lt::Status status = queue_matmul(*plan, kernel.slot, call, args->workspace, args->workspace_size);
-    if (status != 0) {
-      return context.fail(KABI_STATUS_KERNEL_FAILED, kernel.name + ": " + status_text("cublasLtMatmul", status));
-    }
-    return KABI_STATUS_OK;
-  } catch (const std::exception& error) {
-    return context.fail(KABI_STATUS_INTERNAL, kernel.name + ": " + error.what());
+  GemmCall call;
+  uint32_t epilogue = 0;
+  std::shared_ptr<Plan> plan;
+  const std::string reason = check(kernel, problem, args, /*require_output=*/true, &call, &epilogue, &plan);
+  if (!reason.empty()) return context.fail(KABI_STATUS_CONSTRAINT_VIOLATED, kernel.name + ": " + reason);
+  if (plan->results[kernel.slot].workspace_size > args.workspace_size) {
+    return context.fail(KABI_STATUS_INTERNAL, kernel.name + ": the algorithm needs " +
+                                                  std::to_string(plan->results[kernel.slot].workspace_size) +
+                                                  " bytes of workspace");
   }
+  DeviceGuard device(call.device_index);
+  if (!device.ok()) return context.fail(KABI_STATUS_UNAVAILABLE, kernel.name + ": " + device.error());
+  const lt::Status status = queue_matmul(*plan, kernel.slot, call, args.workspace, args.workspace_size);
+  if (status != 0) {
+    return context.fail(KABI_STATUS_KERNEL_FAILED, kernel.name + ": " + status_text("cublasLtMatmul", status));
+  }
+  return KABI_STATUS_OK;
 }
 
-int32_t supports(void* user_data, const kabi_problem* problem, const kabi_args* args, char* reason,
-                 size_t reason_size) {
-  const auto& kernel = *static_cast<const SlotKernel*>(user_data);
-  try {
-    GemmCall call;
-    uint32_t epilogue = 0;
-    std::shared_ptr<Plan> plan;
-    const std::string why_not = check(kernel, *problem, *args, /*require_output=*/false, &call, &epilogue, &plan);
-    if (why_not.empty()) return 1;
-    std::snprintf(reason, reason_size, "%s", why_not.c_str());
-  } catch (const std::exception& error) {
-    std::snprintf(reason, reason_size, "%s", error.what());
-  }
-  return 0;
+std::string slot_why_not(const SlotKernel& kernel, const kabi_problem& problem, const kabi_args& args) {
+  GemmCall call;
+  uint32_t epilogue = 0;
+  std::shared_ptr<Plan> plan;
+  return check(kernel, problem, args, /*require_output=*/false, &call, &epilogue, &plan);
 }
 
-// The slot's kabi_variant_fn: the configuration of the algorithm it runs for the problem.
-kabi_status variant(void* user_data, const kabi_problem* problem, const kabi_args* args, char* buffer,
-                    size_t buffer_size) {
-  const auto& kernel = *static_cast<const SlotKernel*>(user_data);
+// The configuration of the algorithm the slot runs for the problem: its kabi_variant_fn's text.
+std::string slot_algorithm(const SlotKernel& kernel, const kabi_problem& problem, const kabi_args& args,
+                           std::string* text) {
+  GemmCall call;
+  uint32_t epilogue = 0;
+  std::shared_ptr<Plan> plan;
+  const std::string reason = check(kernel, problem, args, /*require_output=*/false, &call, &epilogue, &plan);
+  if (reason.empty()) *text = plan->variants[kernel.slot];
+  return reason;
+}
+
+// The kabi_variant_fn of a kernel whose `describe(kernel, problem, args, &text)` gives the text, or why it cannot.
+template <class Kernel, std::string (*describe)(const Kernel&, const kabi_problem&, const kabi_args&, std::string*)>
+kabi_status variant_by(void* user_data, const kabi_problem* problem, const kabi_args* args, char* buffer,
+                       size_t buffer_size) {
+  const auto& kernel = *static_cast<const Kernel*>(user_data);
   const PluginContext& context = plugin_context();
   try {
-    GemmCall call;
-    uint32_t epilogue = 0;
-    std::shared_ptr<Plan> plan;
-    const std::string reason = check(kernel, *problem, *args, /*require_output=*/false, &call, &epilogue, &plan);
+    std::string text;
+    const std::string reason = describe(kernel, *problem, *args, &text);
     if (!reason.empty()) return context.fail(KABI_STATUS_CONSTRAINT_VIOLATED, kernel.name + ": " + reason);
-    const std::string& text = plan->variants[kernel.slot];
     if (text.size() >= buffer_size) {
       return context.fail(KABI_STATUS_INTERNAL, kernel.name + ": the algorithm's description \"" + text +
                                                     "\" does not fit in " + std::to_string(buffer_size) + " bytes");
@@ -530,109 +521,81 @@ std::string check_aligned_copies(const AlignedCopiesKernel& kernel, const kabi_p
   return plan_slot(copies->padded, epilogue, 0, plan);
 }
 
-kabi_status run_aligned_copies(void* user_data, const kabi_problem* problem, const kabi_args* args) {
-  const auto& kernel = *static_cast<const AlignedCopiesKernel*>(user_data);
+kabi_status launch_aligned_copies(const AlignedCopiesKernel& kernel, const kabi_problem& problem,
+                                  const kabi_args& args) {
   const PluginContext& context = plugin_context();
-  try {
-    if (problem == nullptr || args == nullptr) {
-      return context.fail(KABI_STATUS_INVALID_ARGUMENT, kernel.name + ": problem or args is NULL");
-    }
-    GemmCall call;
-    AlignedCopies copies;
-    std::shared_ptr<Plan> plan;
-    const std::string reason = check_aligned_copies(kernel, *problem, *args, /*require_output=*/true, &call, &copies,
-                                                    &plan);
-    if (!reason.empty()) return context.fail(KABI_STATUS_CONSTRAINT_VIOLATED, kernel.name + ": " + reason);
-    if (args->workspace == nullptr || args->workspace_size < copies.workspace_bytes ||
-        plan->results[0].workspace_size > kWorkspaceBytes) {
-      return context.fail(KABI_STATUS_INTERNAL, kernel.name + ": a workspace of " +
-                                                    std::to_string(args->workspace_size) + " bytes; it needs " +
-                                                    std::to_string(copies.workspace_bytes));
-    }
-    DeviceGuard device(call.device_index);
-    if (!device.ok()) return context.fail(KABI_STATUS_UNAVAILABLE, kernel.name + ": " + device.error());
-    const GemmCall& padded = copies.padded;
-    const auto stream = static_cast<cudaStream_t>(call.stream);
-    const int32_t multiprocessors = context.multiprocessors_of(call.device_index);
-    struct Copy {
-      bool wanted;
-      SourceMatrix source;
-      TargetMatrix target;
-    };
-    // b's stored rows: K of N elements (row-major), or N of K (column-major: the [N, K] weight).
-    const bool b_row_major = call.b_order == MatrixOrder::kRowMajor;
-    const int64_t b_rows = b_row_major ? call.k : call.n, b_columns = b_row_major ? call.n : call.k;
-    const int64_t padded_b_rows = b_row_major ? padded.k : padded.n;
-    const Copy operands[] = {
-        {copies.copy_a, {call.a, call.m, call.k, call.lda}, {const_cast<void*>(padded.a), call.m, padded.k, padded.lda}},
-        {copies.copy_b, {call.b, b_rows, b_columns, call.ldb},
-         {const_cast<void*>(padded.b), padded_b_rows, padded.ldb, padded.ldb}},
-        {copies.copy_bias, {call.bias, 1, call.n, call.n}, {const_cast<void*>(padded.bias), 1, padded.n, padded.n}}};
-    for (const Copy& copy : operands) {
-      if (!copy.wanted) continue;
-      const cudaError_t error = launch_padded_copy(copy.source, copy.target, multiprocessors, stream);
-      if (error != cudaSuccess) {
-        return context.fail(KABI_STATUS_KERNEL_FAILED,
-                            kernel.name + ": the padded copy failed to launch: " + cudaGetErrorString(error));
-      }
-    }
-    const lt::Status status = queue_matmul(*plan, 0, padded, args->workspace, kWorkspaceBytes);
-    if (status != 0) {
-      return context.fail(KABI_STATUS_KERNEL_FAILED, kernel.name + ": " + status_text("cublasLtMatmul", status));
-    }
-    if (copies.copy_out) {
-      const cudaError_t error = launch_padded_copy({padded.out, call.m, call.n, padded.n},
-                                                   {call.out, call.m, call.n, call.n}, multiprocessors, stream);
-      if (error != cudaSuccess) {
-        return context.fail(KABI_STATUS_KERNEL_FAILED,
-                            kernel.name + ": the copy of the product failed to launch: " + cudaGetErrorString(error));
-      }
-    }
-    return KABI_STATUS_OK;
-  } catch (const std::exception& error) {
-    return context.fail(KABI_STATUS_INTERNAL, kernel.name + ": " + error.what());
+  GemmCall call;
+  AlignedCopies copies;
+  std::shared_ptr<Plan> plan;
+  const std::string reason = check_aligned_copies(kernel, problem, args, /*require_output=*/true, &call, &copies,
+                                                  &plan);
+  if (!reason.empty()) return context.fail(KABI_STATUS_CONSTRAINT_VIOLATED, kernel.name + ": " + reason);
+  if (args.workspace == nullptr || args.workspace_size < copies.workspace_bytes ||
+      plan->results[0].workspace_size > kWorkspaceBytes) {
+    return context.fail(KABI_STATUS_INTERNAL, kernel.name + ": a workspace of " +
+                                                  std::to_string(args.workspace_size) + " bytes; it needs " +
+                                                  std::to_string(copies.workspace_bytes));
   }
+  DeviceGuard device(call.device_index);
+  if (!device.ok()) return context.fail(KABI_STATUS_UNAVAILABLE, kernel.name + ": " + device.error());
+  const GemmCall& padded = copies.padded;
+  const auto stream = static_cast<cudaStream_t>(call.stream);
+  const int32_t multiprocessors = context.multiprocessors_of(call.device_index);
+  struct Copy {
+    bool wanted;
+    SourceMatrix source;
+    TargetMatrix target;
+  };
+  // b's stored rows: K of N elements (row-major), or N of K (column-major: the [N, K] weight).
+  const bool b_row_major = call.b_order == MatrixOrder::kRowMajor;
+  const int64_t b_rows = b_row_major ? call.k : call.n, b_columns = b_row_major ? call.n : call.k;
+  const int64_t padded_b_rows = b_row_major ? padded.k : padded.n;
+  const Copy operands[] = {
+      {copies.copy_a, {call.a, call.m, call.k, call.lda}, {const_cast<void*>(padded.a), call.m, padded.k, padded.lda}},
+      {copies.copy_b, {call.b, b_rows, b_columns, call.ldb},
+       {const_cast<void*>(padded.b), padded_b_rows, padded.ldb, padded.ldb}},
+      {copies.copy_bias, {call.bias, 1, call.n, call.n}, {const_cast<void*>(padded.bias), 1, padded.n, padded.n}}};
+  for (const Copy& copy : operands) {
+    if (!copy.wanted) continue;
+    const cudaError_t error = launch_padded_copy(copy.source, copy.target, multiprocessors, stream);
+    if (error != cudaSuccess) {
+      return context.fail(KABI_STATUS_KERNEL_FAILED,
+                          kernel.name + ": the padded copy failed to launch: " + cudaGetErrorString(error));
+    }
+  }
+  const lt::Status status = queue_matmul(*plan, 0, padded, args.workspace, kWorkspaceBytes);
+  if (status != 0) {
+    return context.fail(KABI_STATUS_KERNEL_FAILED, kernel.name + ": " + status_text("cublasLtMatmul", status));
+  }
+  if (copies.copy_out) {
+    const cudaError_t error = launch_padded_copy({padded.out, call.m, call.n, padded.n},
+                                                 {call.out, call.m, call.n, call.n}, multiprocessors, stream);
+    if (error != cudaSuccess) {
+      return context.fail(KABI_STATUS_KERNEL_FAILED,
+                          kernel.name + ": the copy of the product failed to launch: " + cudaGetErrorString(error));
+    }
+  }
+  return KABI_STATUS_OK;
 }
 
-int32_t supports_aligned_copies(void* user_data, const kabi_problem* problem, const kabi_args* args, char* reason,
-                                size_t reason_size) {
-  const auto& kernel = *static_cast<const AlignedCopiesKernel*>(user_data);
-  try {
-    GemmCall call;
-    AlignedCopies copies;
-    std::shared_ptr<Plan> plan;
-    const std::string why_not = check_aligned_copies(kernel, *problem, *args, /*require_output=*/false, &call, &copies,
-                                                     &plan);
-    if (why_not.empty()) return 1;
-    std::snprintf(reason, reason_size, "%s", why_not.c_str());
-  } catch (const std::exception& error) {
-    std::snprintf(reason, reason_size, "%s", error.what());
-  }
-  return 0;
+std::string aligned_copies_why_not(const AlignedCopiesKernel& kernel, const kabi_problem& problem,
+                                   const kabi_args& args) {
+  GemmCall call;
+  AlignedCopies copies;
+  std::shared_ptr<Plan> plan;
+  return check_aligned_copies(kernel, problem, args, /*require_output=*/false, &call, &copies, &plan);
 }
 
-// The variant: the algorithm cuBLASLt runs for the padded problem.
-kabi_status variant_aligned_copies(void* user_data, const kabi_problem* problem, const kabi_args* args, char* buffer,
-                                   size_t buffer_size) {
-  const auto& kernel = *static_cast<const AlignedCopiesKernel*>(user_data);
-  const PluginContext& context = plugin_context();
-  try {
-    GemmCall call;
-    AlignedCopies copies;
-    std::shared_ptr<Plan> plan;
-    const std::string reason = check_aligned_copies(kernel, *problem, *args, /*require_output=*/false, &call, &copies,
-                                                    &plan);
-    if (!reason.empty()) return context.fail(KABI_STATUS_CONSTRAINT_VIOLATED, kernel.name + ": " + reason);
-    const std::string& text = plan->variants[0];
-    if (text.size() >= buffer_size) {
-      return context.fail(KABI_STATUS_INTERNAL, kernel.name + ": the algorithm's description \"" + text +
-                                                    "\" does not fit in " + std::to_string(buffer_size) + " bytes");
-    }
-    std::memcpy(buffer, text.c_str(), text.size() + 1);
-    return KABI_STATUS_OK;
-  } catch (const std::exception& error) {
-    return context.fail(KABI_STATUS_INTERNAL, kernel.name + ": " + error.what());
-  }
+// The algorithm cuBLASLt runs for the padded problem.
+std::string aligned_copies_algorithm(const AlignedCopiesKernel& kernel, const kabi_problem& problem,
+                                     const kabi_args& args, std::string* text) {
+  GemmCall call;
+  AlignedCopies copies;
+  std::shared_ptr<Plan> plan;
+  const std::string reason = check_aligned_copies(kernel, problem, args, /*require_output=*/false, &call, &copies,
+                                                  &plan);
+  if (reason.empty()) *text = plan->variants[0];
+  return reason;
 }
 
 kabi_status workspace_aligned_copies(void* user_data, const kabi_problem* problem, size_t* out_bytes) {
@@ -649,12 +612,14 @@ kabi_status register_aligned_copies(const kabi_host_api* host, GemmOp op, const 
   kernel->op = op;
   kernel->name = "cuda.cublaslt.aligned_copies";
   kernel->fingerprint = kernel->name + "/1 cublasLt " + version;
-  kabi_kernel_desc desc = gemm_kernel_desc(op, kernel->name, kernel->fingerprint, run_aligned_copies,
-                                           supports_aligned_copies, workspace_aligned_copies);
+  kabi_kernel_desc desc = gemm_kernel_desc(op, kernel->name, kernel->fingerprint,
+                                           run_guarded<AlignedCopiesKernel, launch_aligned_copies>,
+                                           supports_unless<AlignedCopiesKernel, aligned_copies_why_not>,
+                                           workspace_aligned_copies);
   kabi_kernel_variant_extension variant_extension{};
   variant_extension.extension.struct_size = sizeof variant_extension;
   variant_extension.extension.type = KABI_EXTENSION_KERNEL_VARIANT;
-  variant_extension.variant = variant_aligned_copies;
+  variant_extension.variant = variant_by<AlignedCopiesKernel, aligned_copies_algorithm>;
   desc.extensions = &variant_extension.extension;
   desc.alignment = 2;
   desc.arch_min = 80;
@@ -686,11 +651,13 @@ kabi_status register_cublaslt_kernels(const kabi_host_api* host, PluginContext& 
       kernel->name = std::string(fp8 ? "cuda.cublaslt.fp8.algo" : "cuda.cublaslt.algo") + std::to_string(slot);
       kernel->fingerprint = kernel->name + "/1 cublasLt " + version;
 
-      kabi_kernel_desc desc = gemm_kernel_desc(op, kernel->name, kernel->fingerprint, run, supports, workspace);
+      kabi_kernel_desc desc =
+          gemm_kernel_desc(op, kernel->name, kernel->fingerprint, run_guarded<SlotKernel, launch_slot>,
+                           supports_unless<SlotKernel, slot_why_not>, workspace);
       kabi_kernel_variant_extension variant_extension{};
       variant_extension.extension.struct_size = sizeof variant_extension;
       variant_extension.extension.type = KABI_EXTENSION_KERNEL_VARIANT;
-      variant_extension.variant = variant;
+      variant_extension.variant = variant_by<SlotKernel, slot_algorithm>;
       desc.extensions = &variant_extension.extension;
       desc.arch_min = arch_min;
       desc.priority = slot == 0 ? kFirstSlotPriority : kOtherSlotPriority;

@@ -2,7 +2,6 @@
 // dispatching on the call's output dtype and b order to its instantiation, registered only where a device of its
 // arch is present.
 #include <algorithm>
-#include <cstdio>
 #include <exception>
 #include <memory>
 #include <string>
@@ -81,46 +80,29 @@ std::string plan(const CutlassKernel& kernel, const kabi_problem& problem, const
   return (*gemm)->check(*call);
 }
 
-kabi_status run(void* user_data, const kabi_problem* problem, const kabi_args* args) {
-  const auto& kernel = *static_cast<const CutlassKernel*>(user_data);
+kabi_status launch(const CutlassKernel& kernel, const kabi_problem& problem, const kabi_args& args) {
   const PluginContext& context = plugin_context();
-  try {
-    if (problem == nullptr || args == nullptr) {
-      return context.fail(KABI_STATUS_INVALID_ARGUMENT, kernel.name + ": problem or args is NULL");
-    }
-    GemmCall call;
-    const CutlassGemm* gemm = nullptr;
-    const std::string reason = plan(kernel, *problem, *args, /*require_output=*/true, &call, &gemm);
-    if (!reason.empty()) return context.fail(KABI_STATUS_CONSTRAINT_VIOLATED, kernel.name + ": " + reason);
-    const int32_t multiprocessors = context.multiprocessors_of(call.device_index);
-    const size_t needed = gemm->workspace_bytes(call, multiprocessors);
-    if (needed > args->workspace_size) {
-      return context.fail(KABI_STATUS_INTERNAL, kernel.name + ": workspace of " + std::to_string(args->workspace_size) +
-                                                    " bytes, needs " + std::to_string(needed));
-    }
-    DeviceGuard device(call.device_index);
-    if (!device.ok()) return context.fail(KABI_STATUS_UNAVAILABLE, kernel.name + ": " + device.error());
-    const std::string failure = gemm->run(call, needed > 0 ? args->workspace : nullptr, multiprocessors);
-    if (!failure.empty()) return context.fail(KABI_STATUS_KERNEL_FAILED, kernel.name + ": " + failure);
-    return KABI_STATUS_OK;
-  } catch (const std::exception& error) {
-    return context.fail(KABI_STATUS_INTERNAL, kernel.name + ": " + error.what());
+  GemmCall call;
+  const CutlassGemm* gemm = nullptr;
+  const std::string reason = plan(kernel, problem, args, /*require_output=*/true, &call, &gemm);
+  if (!reason.empty()) return context.fail(KABI_STATUS_CONSTRAINT_VIOLATED, kernel.name + ": " + reason);
+  const int32_t multiprocessors = context.multiprocessors_of(call.device_index);
+  const size_t needed = gemm->workspace_bytes(call, multiprocessors);
+  if (needed > args.workspace_size) {
+    return context.fail(KABI_STATUS_INTERNAL, kernel.name + ": workspace of " + std::to_string(args.workspace_size) +
+                                                  " bytes, needs " + std::to_string(needed));
   }
+  DeviceGuard device(call.device_index);
+  if (!device.ok()) return context.fail(KABI_STATUS_UNAVAILABLE, kernel.name + ": " + device.error());
+  const std::string failure = gemm->run(call, needed > 0 ? args.workspace : nullptr, multiprocessors);
+  if (!failure.empty()) return context.fail(KABI_STATUS_KERNEL_FAILED, kernel.name + ": " + failure);
+  return KABI_STATUS_OK;
 }
 
-int32_t supports(void* user_data, const kabi_problem* problem, const kabi_args* args, char* reason,
-                 size_t reason_size) {
-  const auto& kernel = *static_cast<const CutlassKernel*>(user_data);
-  try {
-    GemmCall call;
-    const CutlassGemm* gemm = nullptr;
-    const std::string why_not = plan(kernel, *problem, *args, /*require_output=*/false, &call, &gemm);
-    if (why_not.empty()) return 1;
-    std::snprintf(reason, reason_size, "%s", why_not.c_str());
-  } catch (const std::exception& error) {
-    std::snprintf(reason, reason_size, "%s", error.what());
-  }
-  return 0;
+std::string why_not(const CutlassKernel& kernel, const kabi_problem& problem, const kabi_args& args) {
+  GemmCall call;
+  const CutlassGemm* gemm = nullptr;
+  return plan(kernel, problem, args, /*require_output=*/false, &call, &gemm);
 }
 
 // The most any instantiation of the configuration needs for the problem's shapes (the workspace function sees no
@@ -170,7 +152,9 @@ kabi_status register_cutlass_kernels(const kabi_host_api* host, PluginContext& c
       // Another CUTLASS or another plugin build is other code: its tuning records do not apply.
       kernel->fingerprint = kernel->name + "/1 cutlass " + cutlass_version();
 
-      kabi_kernel_desc desc = gemm_kernel_desc(op, kernel->name, kernel->fingerprint, run, supports, workspace);
+      kabi_kernel_desc desc = gemm_kernel_desc(op, kernel->name, kernel->fingerprint,
+                                               run_guarded<CutlassKernel, launch>,
+                                               supports_unless<CutlassKernel, why_not>, workspace);
       const int32_t exact_arch = config.arch_min;
       if (config.needs_wgmma) {
         // sm_90a code runs on sm_90 only.

@@ -2,11 +2,14 @@
 // they all share, and the hand-over of a kernel's state to the host.
 #pragma once
 
+#include <cstdio>
+#include <exception>
 #include <memory>
 #include <string>
 
 #include "gemm_plan.hpp"
 #include "kabi/kabi.h"
+#include "plugin_context.hpp"
 
 namespace kabi::cuda {
 
@@ -34,6 +37,37 @@ inline kabi_kernel_desc gemm_kernel_desc(GemmOp op, const std::string& name, con
   desc.workspace = workspace;
   desc.fingerprint = fingerprint.c_str();
   return desc;
+}
+
+// The kabi_kernel_fn of a kernel whose `launch(kernel, problem, args)` queues a call and returns its status (failing
+// through plugin_context().fail): a NULL problem or args, and an exception, become errors naming the kernel.
+template <class Kernel, kabi_status (*launch)(const Kernel&, const kabi_problem&, const kabi_args&)>
+kabi_status run_guarded(void* user_data, const kabi_problem* problem, const kabi_args* args) {
+  const auto& kernel = *static_cast<const Kernel*>(user_data);
+  const PluginContext& context = plugin_context();
+  try {
+    if (problem == nullptr || args == nullptr) {
+      return context.fail(KABI_STATUS_INVALID_ARGUMENT, kernel.name + ": problem or args is NULL");
+    }
+    return launch(kernel, *problem, *args);
+  } catch (const std::exception& error) {
+    return context.fail(KABI_STATUS_INTERNAL, kernel.name + ": " + error.what());
+  }
+}
+
+// The kabi_supports_fn of a kernel whose `why_not(kernel, problem, args)` says why it cannot compute a call ("" when
+// it can): that text, or an exception's, is the reason.
+template <class Kernel, std::string (*why_not)(const Kernel&, const kabi_problem&, const kabi_args&)>
+int32_t supports_unless(void* user_data, const kabi_problem* problem, const kabi_args* args, char* reason,
+                        size_t reason_size) {
+  try {
+    const std::string text = why_not(*static_cast<const Kernel*>(user_data), *problem, *args);
+    if (text.empty()) return 1;
+    std::snprintf(reason, reason_size, "%s", text.c_str());
+  } catch (const std::exception& error) {
+    std::snprintf(reason, reason_size, "%s", error.what());
+  }
+  return 0;
 }
 
 // Register desc with kernel as its user data; on success the host owns the kernel and frees it when the kernel is

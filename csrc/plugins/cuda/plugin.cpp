@@ -1,7 +1,8 @@
-// kabi-cuda: the built-in CUDA plugin. CUTLASS GEMMs (sm_90a warp-specialized, sm_80 multistage), cuBLASLt's
-// heuristic algorithms and a split-K GEMV for matmul and linear in bfloat16 and float16, registered only through the host table that
-// kabi_plugin_init receives, as a vendor's plugin would (this library does not link libkabi). Kernels are registered
-// only for the devices present: on a machine without a CUDA device or driver the plugin loads and registers nothing.
+// kabi-cuda: the built-in CUDA plugin. CUTLASS GEMMs (sm_90a warp-specialized, sm_80 multistage) and cuBLASLt's
+// heuristic algorithms for matmul and linear in bfloat16 and float16, and a split-K GEMV for few rows, registered only
+// through the host table that kabi_plugin_init receives, as a vendor's plugin would (this library does not link
+// libkabi). Kernels are registered only for the devices present: on a machine without a CUDA device or driver the
+// plugin loads and registers nothing.
 #include <dlfcn.h>
 
 #include <cstddef>

@@ -1,7 +1,6 @@
 // The split-K GEMV (split_k_gemv.hpp) as the kabi kernel cuda.gemv.split_k for matmul: few rows of a (M up to 16,
 // a batch folded into them where b is shared), b row-major at any address and pitch, bfloat16 or float16.
 #include <algorithm>
-#include <cstdio>
 #include <exception>
 #include <memory>
 #include <string>
@@ -48,50 +47,33 @@ std::string plan(const kabi_problem& problem, const kabi_args& args, bool requir
   return {};
 }
 
-kabi_status run(void* user_data, const kabi_problem* problem, const kabi_args* args) {
-  const auto& kernel = *static_cast<const GemvKernel*>(user_data);
+kabi_status launch(const GemvKernel& kernel, const kabi_problem& problem, const kabi_args& args) {
   const PluginContext& context = plugin_context();
-  try {
-    if (problem == nullptr || args == nullptr) {
-      return context.fail(KABI_STATUS_INVALID_ARGUMENT, kernel.name + ": problem or args is NULL");
-    }
-    GemmCall call;
-    SplitKGemv gemv;
-    const std::string reason = plan(*problem, *args, /*require_output=*/true, &call, &gemv);
-    if (!reason.empty()) return context.fail(KABI_STATUS_CONSTRAINT_VIOLATED, kernel.name + ": " + reason);
-    const int32_t multiprocessors = context.multiprocessors_of(call.device_index);
-    const size_t needed = split_k_gemv_workspace_bytes(gemv.m, gemv.n, gemv.k, multiprocessors);
-    if (args->workspace == nullptr || args->workspace_size < needed) {
-      return context.fail(KABI_STATUS_INTERNAL, kernel.name + ": a workspace of " +
-                                                    std::to_string(args->workspace_size) + " bytes; it needs " +
-                                                    std::to_string(needed));
-    }
-    DeviceGuard device(call.device_index);
-    if (!device.ok()) return context.fail(KABI_STATUS_UNAVAILABLE, kernel.name + ": " + device.error());
-    const cudaError_t error =
-        launch_split_k_gemv(gemv, args->workspace, multiprocessors, static_cast<cudaStream_t>(call.stream));
-    if (error != cudaSuccess) {
-      return context.fail(KABI_STATUS_KERNEL_FAILED, kernel.name + ": launch failed: " + cudaGetErrorString(error));
-    }
-    return KABI_STATUS_OK;
-  } catch (const std::exception& error) {
-    return context.fail(KABI_STATUS_INTERNAL, kernel.name + ": " + error.what());
+  GemmCall call;
+  SplitKGemv gemv;
+  const std::string reason = plan(problem, args, /*require_output=*/true, &call, &gemv);
+  if (!reason.empty()) return context.fail(KABI_STATUS_CONSTRAINT_VIOLATED, kernel.name + ": " + reason);
+  const int32_t multiprocessors = context.multiprocessors_of(call.device_index);
+  const size_t needed = split_k_gemv_workspace_bytes(gemv.m, gemv.n, gemv.k, multiprocessors);
+  if (args.workspace == nullptr || args.workspace_size < needed) {
+    return context.fail(KABI_STATUS_INTERNAL, kernel.name + ": a workspace of " +
+                                                  std::to_string(args.workspace_size) + " bytes; it needs " +
+                                                  std::to_string(needed));
   }
+  DeviceGuard device(call.device_index);
+  if (!device.ok()) return context.fail(KABI_STATUS_UNAVAILABLE, kernel.name + ": " + device.error());
+  const cudaError_t error =
+      launch_split_k_gemv(gemv, args.workspace, multiprocessors, static_cast<cudaStream_t>(call.stream));
+  if (error != cudaSuccess) {
+    return context.fail(KABI_STATUS_KERNEL_FAILED, kernel.name + ": launch failed: " + cudaGetErrorString(error));
+  }
+  return KABI_STATUS_OK;
 }
 
-int32_t supports(void* user_data, const kabi_problem* problem, const kabi_args* args, char* reason,
-                 size_t reason_size) {
-  static_cast<void>(user_data);
-  try {
-    GemmCall call;
-    SplitKGemv gemv;
-    const std::string why_not = plan(*problem, *args, /*require_output=*/false, &call, &gemv);
-    if (why_not.empty()) return 1;
-    std::snprintf(reason, reason_size, "%s", why_not.c_str());
-  } catch (const std::exception& error) {
-    std::snprintf(reason, reason_size, "%s", error.what());
-  }
-  return 0;
+std::string why_not(const GemvKernel&, const kabi_problem& problem, const kabi_args& args) {
+  GemmCall call;
+  SplitKGemv gemv;
+  return plan(problem, args, /*require_output=*/false, &call, &gemv);
 }
 
 // From the shapes: M folds a shared b's batch into the rows, as plan_matmul does.
@@ -112,8 +94,9 @@ kabi_status register_split_k_gemv_kernels(const kabi_host_api* host, PluginConte
   auto kernel = std::make_unique<GemvKernel>();
   kernel->name = "cuda.gemv.split_k";
   kernel->fingerprint = kernel->name + "/1 kabi-cuda " KABI_CUDA_PLUGIN_VERSION;
-  kabi_kernel_desc desc = gemm_kernel_desc(GemmOp::kMatmul, kernel->name, kernel->fingerprint, run, supports,
-                                           workspace);
+  kabi_kernel_desc desc = gemm_kernel_desc(GemmOp::kMatmul, kernel->name, kernel->fingerprint,
+                                           run_guarded<GemvKernel, launch>,
+                                           supports_unless<GemvKernel, why_not>, workspace);
   desc.alignment = 2;
   desc.arch_min = kArchMin;
   desc.priority = kPriority;
