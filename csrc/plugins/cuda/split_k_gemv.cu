@@ -19,7 +19,7 @@ constexpr int kThreads = 128;
 constexpr int kColumns = 8;        // per thread: 16 bytes of a row of b
 constexpr int kRowsPerStep = 4;    // rows of b whose reads are in flight together
 constexpr int kRowsPerGroup = 8;   // rows of a per block
-constexpr int64_t kMaxRowsPerSplit = 256;  // the slice of a in shared memory: 8 KiB
+constexpr int64_t kMaxRowsPerSplit = 1024;  // the slice of a in shared memory: 32 KiB
 constexpr int64_t kBlocksPerMultiprocessor = 2;
 constexpr int kSumThreads = 256;
 
@@ -66,10 +66,11 @@ __global__ void __launch_bounds__(kThreads) partial_sums_kernel(const uint16_t* 
   const int64_t first_row_of_a = static_cast<int64_t>(blockIdx.z) * kRowsPerGroup;
   const int64_t k0 = static_cast<int64_t>(blockIdx.y) * rows_per_split;
   const int64_t rows = rows_per_split < k - k0 ? rows_per_split : k - k0;
-  for (int64_t i = threadIdx.x; i < kRowsPerGroup * rows_per_split; i += kThreads) {
-    const int64_t r = i / rows_per_split, kk = i - r * rows_per_split;
+  for (int r = 0; r < kRowsPerGroup; ++r) {
     const int64_t row = first_row_of_a + r;
-    a_slice[r][kk] = row < m && kk < rows ? widen<kBfloat16>(a[row * lda + k0 + kk]) : 0.0f;
+    for (int64_t kk = threadIdx.x; kk < rows_per_split; kk += kThreads) {
+      a_slice[r][kk] = row < m && kk < rows ? widen<kBfloat16>(a[row * lda + k0 + kk]) : 0.0f;
+    }
   }
   __syncthreads();
   const int64_t first = (static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x) * kColumns;
