@@ -336,7 +336,7 @@ std::string check(const SlotKernel& kernel, const kabi_problem& problem, const k
     if (!reason.empty()) return reason;
   }
   for (const void* pointer : {call->a, call->b, call->bias, static_cast<const void*>(call->out)}) {
-    if (pointer != nullptr && reinterpret_cast<uintptr_t>(pointer) % 16 != 0) {
+    if (!aligned_to_16_bytes(pointer)) {
       return "a data address is not 16-byte aligned";
     }
   }
@@ -446,8 +446,6 @@ size_t buffer_bytes(int64_t elements) {
   return (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
 }
 
-bool aligned_address(const void* address) { return reinterpret_cast<uintptr_t>(address) % 16 == 0; }
-
 // Where each padded buffer lies in the workspace, behind cuBLASLt's own: the same for every call of a problem, so the
 // workspace function, which sees shapes only, asks for all of them.
 struct CopiesLayout {
@@ -484,21 +482,21 @@ std::string plan_aligned_copies(const GemmCall& call, void* workspace, AlignedCo
   GemmCall& padded = copies->padded = call;
   padded.k = padded_k;
   padded.n = padded_n;
-  copies->copy_a = !(call.k == padded_k && call.lda % kPitchMultiple == 0 && aligned_address(call.a));
+  copies->copy_a = !(call.k == padded_k && call.lda % kPitchMultiple == 0 && aligned_to_16_bytes(call.a));
   if (copies->copy_a) {
     padded.a = buffer(layout.a);
     padded.lda = padded_k;
   }
   const bool b_row_major = call.b_order == MatrixOrder::kRowMajor;
   copies->copy_b = !(call.k == padded_k && call.n == padded_n && call.ldb % kPitchMultiple == 0 &&
-                     aligned_address(call.b));
+                     aligned_to_16_bytes(call.b));
   if (copies->copy_b) {
     padded.b = buffer(layout.b);
     padded.ldb = b_row_major ? padded_n : padded_k;
   }
-  copies->copy_bias = call.has_bias && !(call.n == padded_n && aligned_address(call.bias));
+  copies->copy_bias = call.has_bias && !(call.n == padded_n && aligned_to_16_bytes(call.bias));
   if (copies->copy_bias) padded.bias = buffer(layout.bias);
-  copies->copy_out = call.n != padded_n || !aligned_address(call.out);
+  copies->copy_out = call.n != padded_n || !aligned_to_16_bytes(call.out);
   if (copies->copy_out) padded.out = buffer(layout.out);
   copies->workspace_bytes = layout.bytes;
   return {};

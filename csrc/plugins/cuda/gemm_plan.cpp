@@ -406,7 +406,7 @@ std::string check_16_byte_alignment(const GemmCall& call) {
   for (const Pointer& pointer : {Pointer{call.a, "a"}, Pointer{call.b, "b"}, Pointer{call.bias, "bias"},
                                  Pointer{call.out, "out"}, Pointer{call.scale_a, "scale_a"},
                                  Pointer{call.scale_b, "scale_b"}}) {
-    if (pointer.address != nullptr && reinterpret_cast<uintptr_t>(pointer.address) % 16 != 0) {
+    if (!aligned_to_16_bytes(pointer.address)) {
       return std::string("the data of ") + pointer.name + " is not 16-byte aligned";
     }
   }

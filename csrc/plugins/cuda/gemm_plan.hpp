@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "gemm_call.hpp"
@@ -36,6 +37,9 @@ std::string plan_scaled_mm(const kabi_problem& problem, const kabi_args& args, b
 // The GemmCall whose workspace a problem needs, from its shapes only (a workspace function sees no tensors). For
 // matmul, folded picks the batch folded into the rows (plan_matmul may fold it), so the larger need can be asked for.
 GemmCall workspace_call(const kabi_problem& problem, GemmOp op, bool folded);
+
+// Whether an address is a multiple of 16 bytes, as TMA and 16-byte vector loads need (NULL is).
+inline bool aligned_to_16_bytes(const void* address) { return reinterpret_cast<uintptr_t>(address) % 16 == 0; }
 
 // Every base address 16-byte aligned (where the call has one), and every leading dimension and batch stride a
 // multiple of 16 bytes in its tensor's element size, as TMA and 16-byte vector loads need.

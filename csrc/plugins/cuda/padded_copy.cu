@@ -13,7 +13,7 @@
 namespace kabi::cuda {
 namespace {
 
-constexpr int kChunk = 8;  // 2-byte elements per 16 bytes
+constexpr int kChunk = kWordElements;
 constexpr int kThreads = 256;
 
 // One 16-byte aligned chunk of a target row: where it lies, and where its 8 elements come from.
@@ -41,19 +41,17 @@ __device__ Chunk plan_chunk(const uint16_t* source, int64_t source_rows, int64_t
   if (row >= source_rows) return chunk;
   chunk.source_row = source + row * source_pitch;
   chunk.shift = static_cast<int32_t>(elements_past_boundary(chunk.source_row + (first >= 0 ? first : 0)));
-  chunk.vector = first >= 0 && first + kChunk <= target_columns && first - chunk.shift >= 0 &&
-                 first - chunk.shift + 2 * kChunk <= source_columns;
+  chunk.vector = first >= 0 && first + kChunk <= target_columns && window_inside(first, chunk.shift, source_columns);
   return chunk;
 }
 
 // A chunk that is not one vector: element by element, zeros where the source has none.
 __device__ void copy_elements(const Chunk& chunk, int64_t source_columns, int64_t target_columns) {
+  const uint4 values = read_elements(chunk.source_row, chunk.first, source_columns);
 #pragma unroll
   for (int i = 0; i < kChunk; ++i) {
     const int64_t column = chunk.first + i;
-    if (column < 0 || column >= target_columns) continue;
-    chunk.target_row[column] =
-        chunk.source_row != nullptr && column < source_columns ? __ldg(chunk.source_row + column) : uint16_t{0};
+    if (column >= 0 && column < target_columns) chunk.target_row[column] = element_of(values, i);
   }
 }
 

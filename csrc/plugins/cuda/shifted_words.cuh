@@ -1,11 +1,14 @@
-// Reading 2-byte elements that start at any address in aligned 16-byte words: the two aligned words around 8
-// consecutive elements, shifted into place. The padded copy and the split-K GEMV read rows that start off 16 bytes
-// this way.
+// Reading rows of 2-byte elements that start at any address: 8 consecutive elements come from the two aligned 16-byte
+// words around them, shifted into place, where both words lie inside the row, and one by one elsewhere. The padded
+// copy and the split-K GEMV read rows that start off 16 bytes this way.
 #pragma once
 
 #include <cstdint>
 
 namespace kabi::cuda {
+
+// 2-byte elements per aligned 16-byte word.
+constexpr int kWordElements = 8;
 
 // The element misalignment of an address: how many 2-byte elements it lies past a 16-byte boundary.
 __device__ inline int64_t elements_past_boundary(const void* address) {
@@ -28,6 +31,38 @@ __device__ inline uint4 shifted(uint4 low, uint4 high, int32_t shift) {
 #pragma unroll
   for (int k = 0; k < 4; ++k) out[k] = shift % 2 == 0 ? picked[k] : __funnelshift_r(picked[k], picked[k + 1], 16);
   return make_uint4(out[0], out[1], out[2], out[3]);
+}
+
+// Whether the two aligned words around the 8 elements from column `first` of a row, `shift` elements past the first
+// word's start (elements_past_boundary), both lie within the row's `columns` elements: then two vector reads fetch
+// them, and nothing outside the row is read.
+__device__ inline bool window_inside(int64_t first, int64_t shift, int64_t columns) {
+  return first - shift >= 0 && first - shift + 2 * kWordElements <= columns;
+}
+
+// The 8 elements of a row from column `first` (negative for a window that starts before the row), read one by one:
+// zeros outside columns [0, columns), and everywhere for a NULL row.
+__device__ inline uint4 read_elements(const uint16_t* row, int64_t first, int64_t columns) {
+  uint32_t words[4];
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    uint32_t pair = 0;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int64_t column = first + 2 * w + half;
+      if (row != nullptr && column >= 0 && column < columns) {
+        pair |= static_cast<uint32_t>(__ldg(row + column)) << (16 * half);
+      }
+    }
+    words[w] = pair;
+  }
+  return make_uint4(words[0], words[1], words[2], words[3]);
+}
+
+// Element i (0 to 7) of 8 elements held in a word.
+__device__ inline uint16_t element_of(uint4 word, int i) {
+  const uint32_t halves[4] = {word.x, word.y, word.z, word.w};
+  return static_cast<uint16_t>(halves[i / 2] >> (16 * (i % 2)));
 }
 
 }  // namespace kabi::cuda

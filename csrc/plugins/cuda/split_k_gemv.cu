@@ -16,12 +16,29 @@ namespace kabi::cuda {
 namespace {
 
 constexpr int kThreads = 128;
-constexpr int kColumns = 8;        // per thread: 16 bytes of a row of b
+constexpr int kColumns = kWordElements;  // per thread: one aligned word's worth of a row of b
 constexpr int kRowsPerStep = 4;    // rows of b whose reads are in flight together
 constexpr int kRowsPerGroup = 8;   // rows of a per block
 constexpr int64_t kMaxRowsPerSplit = 1024;  // the slice of a in shared memory: 32 KiB
 constexpr int64_t kBlocksPerMultiprocessor = 2;
 constexpr int kSumThreads = 256;
+
+int64_t ceil_div(int64_t value, int64_t divisor) { return (value + divisor - 1) / divisor; }
+
+// How K is split: the rows of b each split reads, and how many splits there are. Shapes only, so the workspace
+// function asks for what the launch uses.
+struct KSplits {
+  int64_t rows_per_split = 0;
+  int64_t splits = 0;
+};
+
+KSplits k_splits(int64_t m, int64_t n, int64_t k, int32_t multiprocessors) {
+  const int64_t blocks_without_splits = ceil_div(n, int64_t{kThreads} * kColumns) * ceil_div(m, kRowsPerGroup);
+  const int64_t wanted = kBlocksPerMultiprocessor * std::max<int32_t>(multiprocessors, 1);
+  const int64_t splits = std::clamp<int64_t>(ceil_div(wanted, blocks_without_splits), 1, ceil_div(k, kRowsPerStep));
+  const int64_t rows = std::min(ceil_div(ceil_div(k, splits), kRowsPerStep) * kRowsPerStep, kMaxRowsPerSplit);
+  return KSplits{rows, ceil_div(k, rows)};
+}
 
 template <bool kBfloat16>
 __device__ float widen(uint32_t bits) {
@@ -39,22 +56,6 @@ __device__ uint16_t narrow(float value) {
   } else {
     return __half_as_ushort(__float2half_rn(value));
   }
-}
-
-// 8 elements of a row of b from column `first`, one by one: zeros past column n.
-__device__ uint4 read_elements(const uint16_t* b_row, int64_t first, int64_t n) {
-  uint32_t words[4];
-#pragma unroll
-  for (int w = 0; w < 4; ++w) {
-    uint32_t pair = 0;
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int64_t column = first + 2 * w + half;
-      if (column < n) pair |= static_cast<uint32_t>(__ldg(b_row + column)) << (16 * half);
-    }
-    words[w] = pair;
-  }
-  return make_uint4(words[0], words[1], words[2], words[3]);
 }
 
 template <bool kBfloat16>
@@ -86,7 +87,7 @@ __global__ void __launch_bounds__(kThreads) partial_sums_kernel(const uint16_t* 
       const uint16_t* b_row = b + (k0 + step + i) * ldb;
       shift[i] = static_cast<int32_t>(elements_past_boundary(b_row + first));
       // Both aligned words inside the row (and the chunk whole): one or two vector reads.
-      vector[i] = step + i < rows && whole_chunk && first - shift[i] >= 0 && first - shift[i] + 2 * kColumns <= n;
+      vector[i] = step + i < rows && whole_chunk && window_inside(first, shift[i], n);
       low[i] = high[i] = make_uint4(0, 0, 0, 0);
       if (vector[i]) {
         const uint4* words = reinterpret_cast<const uint4*>(b_row + first - shift[i]);
@@ -100,10 +101,9 @@ __global__ void __launch_bounds__(kThreads) partial_sums_kernel(const uint16_t* 
       if (kk >= rows) break;
       const uint4 chunk = vector[i] ? (shift[i] == 0 ? low[i] : shifted(low[i], high[i], shift[i]))
                                     : read_elements(b + (k0 + kk) * ldb, first, n);
-      const uint32_t words[4] = {chunk.x, chunk.y, chunk.z, chunk.w};
       float values[kColumns];
 #pragma unroll
-      for (int j = 0; j < kColumns; ++j) values[j] = widen<kBfloat16>((words[j / 2] >> (16 * (j % 2))) & 0xFFFFu);
+      for (int j = 0; j < kColumns; ++j) values[j] = widen<kBfloat16>(element_of(chunk, j));
 #pragma unroll
       for (int r = 0; r < kRowsPerGroup; ++r) {
         const float weight = a_slice[r][kk];
@@ -135,7 +135,6 @@ __global__ void sum_splits_kernel(const float* __restrict__ partials, int64_t sp
   }
 }
 
-int64_t ceil_div(int64_t value, int64_t divisor) { return (value + divisor - 1) / divisor; }
 
 template <bool kBfloat16>
 cudaError_t launch_typed(const SplitKGemv& gemv, float* partials, const KSplits& split, cudaStream_t stream) {
@@ -154,14 +153,6 @@ cudaError_t launch_typed(const SplitKGemv& gemv, float* partials, const KSplits&
 }
 
 }  // namespace
-
-KSplits k_splits(int64_t m, int64_t n, int64_t k, int32_t multiprocessors) {
-  const int64_t blocks_without_splits = ceil_div(n, int64_t{kThreads} * kColumns) * ceil_div(m, kRowsPerGroup);
-  const int64_t wanted = kBlocksPerMultiprocessor * std::max<int32_t>(multiprocessors, 1);
-  const int64_t splits = std::clamp<int64_t>(ceil_div(wanted, blocks_without_splits), 1, ceil_div(k, kRowsPerStep));
-  const int64_t rows = std::min(ceil_div(ceil_div(k, splits), kRowsPerStep) * kRowsPerStep, kMaxRowsPerSplit);
-  return KSplits{rows, ceil_div(k, rows)};
-}
 
 size_t split_k_gemv_workspace_bytes(int64_t m, int64_t n, int64_t k, int32_t multiprocessors) {
   return static_cast<size_t>(k_splits(m, n, k, multiprocessors).splits * m * n) * sizeof(float);

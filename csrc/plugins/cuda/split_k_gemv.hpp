@@ -24,15 +24,8 @@ struct SplitKGemv {
   void* out = nullptr;  // [M, N], dense
 };
 
-// How the K loop is split for a problem on a device of `multiprocessors`: the rows of b each split reads, and how many
-// splits there are. Depends on shapes only, so the workspace function can ask for the same.
-struct KSplits {
-  int64_t rows_per_split = 0;
-  int64_t splits = 0;
-};
-KSplits k_splits(int64_t m, int64_t n, int64_t k, int32_t multiprocessors);
-
-// The float32 partial sums of every split: the workspace the product needs.
+// The float32 partial sums of every split of K on a device of `multiprocessors`: the workspace the product needs
+// (shapes only, as a workspace function sees).
 size_t split_k_gemv_workspace_bytes(int64_t m, int64_t n, int64_t k, int32_t multiprocessors);
 
 // Queues the product on `stream`: one kernel writes each split's partial sums into `workspace` (at least
