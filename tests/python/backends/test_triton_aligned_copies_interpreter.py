@@ -1,7 +1,7 @@
 """triton.matmul.aligned_copies in Triton's CPU interpreter: the matmul over copies padded by the Triton copy kernel
 against the op's float64 reference (float16 and bfloat16, both weight layouts, unaligned N and K, operands dense and
-as views into wider rows, ``out=`` dense and strided), the copy kernel's zeros around the source, and the kernel forced through kabi.ops.matmul where its
-supports predicate accepts the problem and declined where it does not.
+as views into wider rows, ``out=`` dense and strided), the copy kernel's zeros around the source, and the kernel
+forced through kabi.ops.matmul where its supports predicate accepts the problem and declined where it does not.
 
 The worker (aligned_copies_interpreter_worker.py) runs in a child process because TRITON_INTERPRET must be set
 before Triton is first imported.
