@@ -49,7 +49,8 @@ def variants(a: torch.Tensor, b: torch.Tensor) -> dict:
     kp, np_ = _round(k, 8), _round(n, 8)
 
     def pad(pitch_multiple: int):
-        return lambda: torch.mm(_padded(a, m, kp, pitch_multiple), _padded(b, kp, np_, pitch_multiple))[:, :n].contiguous()
+        return lambda: torch.mm(_padded(a, m, kp, pitch_multiple),
+                                _padded(b, kp, np_, pitch_multiple))[:, :n].contiguous()
 
     def direct():
         return torch.mm(_padded(a, m, kp, 8), _padded(b, kp, np_, 8)[:, :n])

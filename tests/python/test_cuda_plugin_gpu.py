@@ -258,7 +258,8 @@ def test_split_k_gemv_reads_b_at_any_alignment(dtype: torch.dtype) -> None:
         for m, k, n in [(1, 4097, 4095), (3, 255, 1001), (7, 4097, 14335), (8, 64, 40), (9, 131, 129),
                         (16, 1000, 8), (1, 1, 1), (5, 17, 3)]
     }
-    cases["a's rows strided"] = (torch.randn(7, 300, device="cuda").to(dtype)[:, :261], _b(261, 135, dtype, "row_major"))
+    cases["a's rows strided"] = (torch.randn(7, 300, device="cuda").to(dtype)[:, :261],
+                                 _b(261, 135, dtype, "row_major"))
     cases["a and b off 16 bytes"] = (_odd_view((4, 333), dtype), _odd_view((333, 517), dtype))
     cases["b's rows strided"] = (torch.randn(2, 99, device="cuda").to(dtype),
                                  torch.randn(99, 260, device="cuda").to(dtype)[:, 3:258])

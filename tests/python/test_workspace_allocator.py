@@ -4,9 +4,9 @@ A test plugin (tests/abi/workspace_plugin.c) has a kernel that declares a worksp
 unless it got the size it asked for. In a child process (the plugin's ops stay registered in the process that loads
 it), a counting Python allocator is installed for the CPU: the kernel's workspace must come from it, once for
 repeated calls (libkabi keeps a grow-only buffer per thread), again for a larger problem (the outgrown buffer is
-kept: a CUDA graph captured with it may replay it), and both go back through it once the default is restored. An allocator that raises or answers nonsense fails the launch with its message, and
-the process carries on. On CUDA the bootstrap's allocator is torch's caching allocator, which the GPU test sees in
-``torch.cuda.memory_allocated``.
+kept: a CUDA graph captured with it may replay it), and both go back through it once the default is restored. An
+allocator that raises or answers nonsense fails the launch with its message, and the process carries on. On CUDA the
+bootstrap's allocator is torch's caching allocator, which the GPU test sees in ``torch.cuda.memory_allocated``.
 """
 
 from __future__ import annotations
@@ -113,7 +113,8 @@ def test_the_kernel_gets_its_workspace_from_the_python_allocator(report: dict) -
 def test_buffers_go_back_through_the_allocator_that_gave_them(report: dict) -> None:
     # Growing kept the first buffer; after the reset, the next call released both through the Python allocator (the
     # one in use, then the outgrown one) and took its workspace from libkabi's default.
-    assert report["releases"] == [[1, True, 4 * 100 + _KERNEL_EXTRA_BYTES, 0], [1, True, 4 * 37 + _KERNEL_EXTRA_BYTES, 0]]
+    assert report["releases"] == [[1, True, 4 * 100 + _KERNEL_EXTRA_BYTES, 0],
+                                  [1, True, 4 * 37 + _KERNEL_EXTRA_BYTES, 0]]
     assert report["live_buffers_after_reset"] == 0
     assert report["results"][4] == {"equal": True}
 

@@ -6,8 +6,9 @@ Triton is first imported. Not a test module itself (no ``test_`` prefix).
 
 Records:
 - ``launches``: per case, weight layout, dtype and operand pitch (dense, or views into wider rows), the gate's
-  verdicts (None: within the op's tolerance of the float64 reference) of the call, of ``out=`` a NaN-filled contiguous matrix and of ``out=`` every other column of
-  a wider one, with whether out was returned and the wider one's other columns left alone;
+  verdicts (None: within the op's tolerance of the float64 reference) of the call, of ``out=`` a NaN-filled
+  contiguous matrix and of ``out=`` every other column of a wider one, with whether out was returned and the wider
+  one's other columns left alone;
 - ``copies``: the copy kernel into NaN-filled targets larger and smaller than the source, source row- and
   column-major: whether the target holds the source where they overlap and zeros everywhere else;
 - ``dispatch``: kabi.ops.matmul with the kernel forced on a problem its supports predicate accepts, and the
