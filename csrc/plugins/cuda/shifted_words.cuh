@@ -1,6 +1,6 @@
 // Reading rows of 2-byte elements that start at any address: 8 consecutive elements come from the two aligned 16-byte
-// words around them, shifted into place, where both words lie inside the row, and one by one elsewhere. The padded
-// copy and the split-K GEMV read rows that start off 16 bytes this way.
+// words around them, shifted into place. The padded copy reads them so where both words lie inside the row, and one
+// by one elsewhere; the split-K GEMV reads every word that holds an element of the row (split_k_gemv.cuh says why).
 #pragma once
 
 #include <cstdint>
