@@ -2,7 +2,7 @@
 // kSplitKGemvMaxRows, bfloat16 or float16 with float32 accumulation. Where b's rows start at odd 2-byte addresses
 // (N odd, or a view), cuBLAS and Triton read them element by element, and the product of a few rows, bound by reading
 // b, runs at a third of the memory roof. This one reads b in aligned 16-byte words and shifts them into place (as the
-// padded copy does), so it reads b once, at close to the copy bandwidth.
+// padded copy does). Its float32 products on the FP32 units still hold it below cuBLAS on the H200 (docs/cuda_plugin.md).
 #pragma once
 
 #include <cuda_runtime_api.h>
