@@ -1,7 +1,7 @@
 """Problems for the linear kernel tests, shared by the torch-native tests and the Triton interpreter worker: fresh
 random inputs (never zeros) over every x rank from 1 to 4, each weight layout and each kind of bias, at sizes that
-are multiples of no block, and the op's tolerances. Imports neither Triton nor kabi, so the worker can set
-TRITON_INTERPRET before either is imported."""
+are multiples of no block; the problems a device binary of the Triton kernel admits; and the op's tolerances.
+Imports neither Triton nor kabi, so the worker can set TRITON_INTERPRET before either is imported."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ class LinearCase(NamedTuple):
 
     x_shape: tuple
     n: int
-    weight: str  # "dense" [N, K]; "transposed": the .t() view of a dense [K, N]; "slice": every other column
+    weight: str  # "dense" [N, K]; "transposed": the .t() view of a dense [K, N]; "slice": every other column;
+    # "pitched": rows 16 elements longer than K (a row-major view, as a device binary takes it)
     bias: str  # "none", "dense", or "strided" (every other element)
 
     @property
@@ -42,6 +43,13 @@ LINEAR_CASES = (
     LinearCase((2, 3, 33), 17, "dense", "none"),
     LinearCase((67, 71), 33, "slice", "dense"),
 )
+# What a device binary of the kernel admits (x dense, w row-major, bias dense or absent, K, N and w's pitch multiples
+# of 16), over every x rank from 1 to 4: sizes off every block, so the edges are masked, and both kinds of bias.
+BINARY_LINEAR_CASES = tuple(
+    LinearCase(x_shape, n, weight, bias)
+    for x_shape, n, weight in (((48,), 80, "dense"), ((5, 48), 80, "pitched"), ((3, 7, 144), 48, "dense"),
+                               ((2, 3, 5, 16), 112, "pitched"))
+    for bias in ("none", "dense"))
 
 
 def make_inputs(case: LinearCase, dtype: torch.dtype, seed: int) -> tuple:
@@ -57,6 +65,8 @@ def make_inputs(case: LinearCase, dtype: torch.dtype, seed: int) -> tuple:
         w = normal(case.n, k)
     elif case.weight == "transposed":
         w = normal(k, case.n).t()
+    elif case.weight == "pitched":
+        w = normal(case.n, k + 16)[:, :k]
     else:
         w = normal(case.n, 2 * k)[:, ::2]
     if case.bias == "none":

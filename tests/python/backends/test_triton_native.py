@@ -43,18 +43,20 @@ def test_variants_cover_each_config_dtype_and_native_layout() -> None:
     variants = _native.binary_variants(90)
     names = {variant.name(90) for variant in variants}
     assert len(names) == len(variants)
-    assert {variant.family for variant in variants} == {"tiled", "small_m", "persistent_tma", "decode", "grouped"}
+    assert {variant.family for variant in variants} == {"tiled", "small_m", "persistent_tma", "decode", "grouped",
+                                                         "linear"}
     assert {variant.layout for variant in variants} == {"row_major", "column_major", "row_column"}
     # Split-K configs too: they add their slices in the same launch.
     assert {(variant.family, variant.config) for variant in variants} == {
         (family.name, config) for family in binary_families().values() for config in family.configs}
-    # 20 of them are grouped_mm's: 5 configs x 2 dtypes x 2 weight layouts.
-    assert (len(variants), len(_native.binary_variants(80))) == (218, 194)
+    # 20 of them are grouped_mm's: 5 configs x 2 dtypes x 2 weight layouts; 10 linear's: 5 configs x 2 dtypes.
+    assert (len(variants), len(_native.binary_variants(80))) == (228, 204)
     hopper_tag = FAMILIES["persistent_tma"].configs[0].tag
     assert f"triton.matmul.persistent_tma.{hopper_tag}.column_major.bfloat16.sm90" in names
     assert f"triton.matmul.persistent_tma.{hopper_tag}.row_column.bfloat16.sm90" in names
     # sm_80 has no TMA matmul kernel (the grouped one reads through pointers there).
-    assert {variant.family for variant in _native.binary_variants(80)} == {"tiled", "small_m", "decode", "grouped"}
+    assert {variant.family for variant in _native.binary_variants(80)} == {"tiled", "small_m", "decode", "grouped",
+                                                                           "linear"}
 
 
 def test_decode_variants_read_their_weight_layout_with_one_binary_per_row_count() -> None:

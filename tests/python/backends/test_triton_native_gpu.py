@@ -3,7 +3,10 @@ as device binaries for this GPU, a Triton pick is launched by the core (its kind
 kernel declines the problem), the result matches the reference in eager calls and in a replayed CUDA graph, tuning
 measures the binaries, a binary's Python predicate is asked once per problem, and every split-K binary (serial
 split-K: its slices added in the same launch) matches the reference call after call and in replayed CUDA graphs (a
-C++ program launching the cached binaries: test_cpp_app_cuda.py)."""
+C++ program launching the cached binaries: test_cpp_app_cuda.py). linear's binaries: each one, with a bias and
+without, under every activation, x of rank 1 to 3, eagerly and replayed in a CUDA graph, against the op's reference;
+selection picking a binary where one covers the problem (its Python twin declining it) and declining it, with the
+reason, where its image's assumptions do not hold."""
 
 from __future__ import annotations
 
@@ -12,9 +15,15 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
+from _linear_cases import tolerances  # noqa: E402
+
 import kabi  # noqa: E402
+from kabi._base.declarations import Tolerance  # noqa: E402
+from kabi._selection.correctness import check_output, reference_output  # noqa: E402
 from kabi.backends.triton import TILED_CONFIGS, _native  # noqa: E402
 from kabi.backends.triton._families import FAMILIES  # noqa: E402
+from kabi.ops import _references  # noqa: E402
+from kabi.ops._references import ACTIVATIONS  # noqa: E402
 
 pytestmark = [
     pytest.mark.gpu,
@@ -226,3 +235,114 @@ def test_every_split_k_binary_matches_the_reference_again_and_again_and_in_a_gra
         except (AssertionError, kabi.KabiError) as error:
             failures.append(f"{where}: {type(error).__name__}: {error}")
     assert not failures, "\n".join(failures)
+
+
+_LINEAR_TOLERANCES = {name: Tolerance(**values) for name, values in tolerances().items()}
+# N and K multiples of 16 (what the binaries declare) but of no tile, so every edge is masked.
+_LINEAR_N, _LINEAR_K = 1040, 2064
+
+
+def _linear_binaries() -> list[kabi.KernelInfo]:
+    x = torch.empty(8, 64, dtype=torch.bfloat16, device="cuda")
+    kabi.explain(kabi.ops.linear, x, torch.empty(64, 64, dtype=torch.bfloat16, device="cuda"))
+    return [kernel for kernel in kabi.kernels("linear")
+            if kernel.backend == "triton" and kernel.kind == "device_binary"]
+
+
+def _linear_verdict(out: torch.Tensor, x: torch.Tensor, w: torch.Tensor, bias, activation: str) -> str | None:
+    reference = reference_output(_references.linear, [x, w, bias, activation])
+    return check_output(out, reference, _LINEAR_TOLERANCES[str(x.dtype).removeprefix("torch.")],
+                        expected_dtype=x.dtype)
+
+
+def _linear_x_shapes(kernel: kabi.KernelInfo) -> list[tuple]:
+    """x's shapes a binary serves: rank 1 (one row) for a 16-row tile, taller tiles declining fewer rows than they
+    hold; ranks 2 and 3 with rows a multiple of no tile."""
+    block_m = int(kernel.name.split(".")[2].split("_")[0].removeprefix("bm"))
+    return ([(_LINEAR_K,)] if block_m == 16 else []) + [(300, _LINEAR_K), (3, 100, _LINEAR_K)]
+
+
+def test_every_linear_binary_matches_the_reference_with_and_without_bias_eagerly_and_in_a_graph() -> None:
+    arch = _gpu().arch
+    kernels = _linear_binaries()
+    assert {kernel.name for kernel in kernels} == {variant.name(arch)
+                                                    for variant in _native.binary_variants(arch, ["linear"])}
+    failures = []
+    for kernel in kernels:
+        (dtype_name,) = kernel.dtypes
+        dtype = getattr(torch, dtype_name)
+        w = torch.randn(_LINEAR_N, _LINEAR_K, device="cuda").to(dtype)
+        bias = torch.randn(_LINEAR_N, device="cuda").to(dtype)
+        for x_shape in _linear_x_shapes(kernel):
+            x = torch.randn(x_shape, device="cuda").to(dtype)
+            for activation in ACTIVATIONS:
+                for given_bias in (bias, None):
+                    where = f"{kernel.name} x{list(x_shape)} {activation} bias={given_bias is not None}"
+                    try:
+                        with kabi.use(linear=kernel.name):
+                            assert kabi.explain(kabi.ops.linear, x, w, given_bias,
+                                                activation=activation).pick == kernel.name
+                            out = kabi.ops.linear(x, w, given_bias, activation=activation)
+                        verdict = _linear_verdict(out, x, w, given_bias, activation)
+                        if verdict is not None:
+                            failures.append(f"{where}: {verdict}")
+                    except (AssertionError, kabi.KabiError) as error:
+                        failures.append(f"{where}: {type(error).__name__}: {error}")
+        # Captured once per kind of bias, then replayed on new inputs.
+        x = torch.randn(300, _LINEAR_K, device="cuda").to(dtype)
+        for given_bias, activation in ((bias, "gelu_tanh"), (None, "silu")):
+            where = f"{kernel.name} graph {activation} bias={given_bias is not None}"
+            try:
+                with kabi.use(linear=kernel.name):
+                    kabi.ops.linear(x, w, given_bias, activation=activation)
+                    torch.cuda.synchronize()
+                    graph = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(graph):
+                        out = kabi.ops.linear(x, w, given_bias, activation=activation)
+                for _ in range(2):
+                    x.copy_(torch.randn_like(x, dtype=torch.float32).to(dtype))
+                    out.fill_(float("nan"))
+                    graph.replay()
+                    torch.cuda.synchronize()
+                    verdict = _linear_verdict(out, x, w, given_bias, activation)
+                    if verdict is not None:
+                        failures.append(f"{where}: {verdict}")
+            except (AssertionError, kabi.KabiError) as error:
+                failures.append(f"{where}: {type(error).__name__}: {error}")
+    assert not failures, "\n".join(failures)
+
+
+def test_selection_picks_a_linear_binary_and_declines_it_with_the_reason() -> None:
+    arch = _gpu().arch
+    w = torch.randn(1024, 768, device="cuda").to(torch.bfloat16)
+    bias = torch.randn(1024, device="cuda").to(torch.bfloat16)
+    x = torch.randn(2, 256, 768, device="cuda").to(torch.bfloat16)
+    with kabi.use(linear="triton"):
+        explanation = kabi.explain(kabi.ops.linear, x, w, bias, activation="gelu")
+        out = kabi.ops.linear(x, w, bias, activation="gelu")
+    (pick,) = [candidate for candidate in explanation.candidates if candidate.kernel.name == explanation.pick]
+    assert pick.kernel.kind == "device_binary" and pick.kernel.name.endswith(f".bfloat16.sm{arch}"), str(explanation)
+    # Each Python kernel whose binary serves the problem says so rather than compete with it.
+    assert any("runs as its device binary" in candidate.reason for candidate in explanation.candidates)
+    assert _linear_verdict(out, x, w, bias, "gelu") is None
+    # Off the image's assumptions the binaries decline, saying why, and a Python kernel serves.
+    declined = {
+        "K off 16": ((torch.randn(300, 1000, device="cuda").to(torch.bfloat16),
+                      torch.randn(1024, 1000, device="cuda").to(torch.bfloat16), bias),
+                     "not a multiple of 16 as the image assumes"),
+        "x not dense": ((x.transpose(0, 1), w, bias), "x is row_strided; the kernel takes {contiguous} for x"),
+        "w a transposed [K, N]": ((x, torch.randn(768, 1024, device="cuda").to(torch.bfloat16).t(), None),
+                                  "w is col_strided"),
+        "float32": ((x.float(), w.float(), bias.float()), "float32"),
+    }
+    for what, ((x_other, w_other, bias_other), reason) in declined.items():
+        with kabi.use(linear="triton"):
+            explanation = kabi.explain(kabi.ops.linear, x_other, w_other, bias_other, activation="silu")
+            out = kabi.ops.linear(x_other, w_other, bias_other, activation="silu")
+        # The bfloat16 binaries: the float16 ones decline every case here for its dtype.
+        binaries = [candidate for candidate in explanation.candidates if candidate.kernel.kind == "device_binary"
+                    and candidate.kernel.backend == "triton" and candidate.kernel.dtypes == ("bfloat16",)]
+        assert binaries and not any(candidate.eligible for candidate in binaries), what
+        assert all(reason in candidate.reason for candidate in binaries), (what, [c.reason for c in binaries])
+        assert explanation.pick.startswith("triton.linear.") and explanation.pick.count(".") == 2, what
+        assert _linear_verdict(out, x_other, w_other, bias_other, "silu") is None, what

@@ -33,11 +33,12 @@ _PTX_FEATURES = (("tma", "cp.async.bulk.tensor"), ("wgmma", "wgmma."))
 
 @functools.cache
 def binary_families() -> dict:
-    """Every family that compiles to device binaries, by name: matmul's (``FAMILIES``) and grouped_mm's."""
+    """Every family that compiles to device binaries, by name: matmul's (``FAMILIES``), grouped_mm's and linear's."""
     from ._families import FAMILIES
     from ._grouped import GROUPED_FAMILY
+    from ._linear import LINEAR_FAMILY
 
-    return {**FAMILIES, GROUPED_FAMILY.name: GROUPED_FAMILY}
+    return {**FAMILIES, GROUPED_FAMILY.name: GROUPED_FAMILY, LINEAR_FAMILY.name: LINEAR_FAMILY}
 
 
 def _family(kernel_family):
@@ -142,7 +143,7 @@ def compile_to_binary(kernel_family, config: MatmulConfig | DecodeConfig, dtype:
     manifest = Manifest(
         op=family.op, name=name, backend="triton", device="cuda", priority=family.priority + 1,
         dtypes=(DTYPE_NAMES[dtype],), layouts=spec.layouts, input_layouts=input_layouts, alignment=16,
-        batch_mode="none",
+        batch_mode=spec.batch_mode,
         image=f"{name}.cubin", image_format="cubin", image_fnv1a64=fnv1a64(image), arch=arch,
         entry=compiled.metadata.name, grid=spec.grid, block=(config.num_threads, 1, 1),
         shared_memory_bytes=compiled.metadata.shared, cluster_size=1,

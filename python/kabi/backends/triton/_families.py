@@ -75,7 +75,8 @@ class MatmulProblem:
 class BinarySpec:
     """How to specialize a family's kernel for a binary: the ASTSource inputs and the launch spec of the result,
     except the scratch parameters, which come from the compiled kernel's metadata. ``input_layouts`` holds the
-    layout classes of each input of the op (the manifest's per-input layouts)."""
+    layout classes of each input of the op (the manifest's per-input layouts); ``batch_mode`` the leading dimensions
+    the image reads correctly (the manifest's ``batch_mode``)."""
 
     signature: dict
     constexprs: dict
@@ -83,6 +84,7 @@ class BinarySpec:
     params: tuple
     grid: tuple
     input_layouts: tuple
+    batch_mode: str = "none"
 
     @property
     def layouts(self) -> tuple:

@@ -4,26 +4,39 @@ One program per BLOCK_M x BLOCK_N tile of out, tiles visited in bands of GROUP_M
 with the matmul kernels). The product accumulates in float32; the bias is added and the activation applied to the
 float32 accumulator before the one rounding to out's dtype, so the epilogue costs no extra pass over memory and no
 extra rounding. Every operand is read through its own strides: x's rows, and w as stored by nn.Linear ([N, K]) or
-as any view of it (a transposed [K, N] matrix included). Offsets are 32-bit: the launcher (``_linear.py``) refuses
-operands that span 2**31 elements or more.
+as any view of it (a transposed [K, N] matrix included). Row and column offsets are 64-bit, so no size overflows 32
+bits; the K loop steps its pointers.
+
+One source serves both ways of launching it. Triton's JIT specializes on what the call passes: a None bias
+(constexpr None) drops the bias from the code, and ``ACTIVATION`` names the activation, chosen at compile time. A
+device binary (``_linear.LinearFamily``) serves every problem its manifest admits: it is compiled with a bias
+pointer that the core passes as NULL when the call has no bias, and with ``ACTIVATION=None``, reading the
+``activation`` argument (the enum's index in ``kabi.ops._references.ACTIVATIONS``, as the core passes an enum
+attribute) at run time.
 
 Example (interpreter on CPU, or a GPU)::
 
     grid = (triton.cdiv(M, 64) * triton.cdiv(N, 64),)
-    linear_kernel[grid](x, w, bias, out, M, N, K, *x.stride(), *w.stride(), bias.stride(0), *out.stride(),
-                        HAS_BIAS=True, ACTIVATION="gelu", BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_M=8,
-                        INPUT_PRECISION="ieee", DOT_IN_FLOAT32=False)
+    linear_kernel[grid](x, w, bias, out, M, N, K, *x.stride(), *w.stride(), bias.stride(0), *out.stride(), 0,
+                        ACTIVATION="gelu", BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_M=8, INPUT_PRECISION="ieee",
+                        DOT_IN_FLOAT32=False)
 """
 
 import triton
 import triton.language as tl
 
+from ...ops._references import ACTIVATIONS
 from ._jit_kernels import _grouped_tile
 
 # sqrt(1/2), for gelu's erf(v / sqrt(2)); sqrt(2/pi), the scale inside gelu_tanh's tanh. Constexpr, as Triton
 # requires of the globals a kernel reads.
 _RSQRT_2 = tl.constexpr(0.7071067811865476)
 _SQRT_2_OVER_PI = tl.constexpr(0.7978845608028654)
+# The activations' indices in the op's enum, as a device binary receives the attribute.
+_RELU = tl.constexpr(list(ACTIVATIONS).index("relu"))
+_GELU = tl.constexpr(list(ACTIVATIONS).index("gelu"))
+_GELU_TANH = tl.constexpr(list(ACTIVATIONS).index("gelu_tanh"))
+_SILU = tl.constexpr(list(ACTIVATIONS).index("silu"))
 
 
 @triton.jit
@@ -45,9 +58,23 @@ def _activate(values, ACTIVATION: tl.constexpr):
 
 
 @triton.jit
+def _activate_by_index(values, activation):
+    # One uniform branch per launch (every program reads the same index), each arm the compile-time code above.
+    if activation == _RELU:
+        values = _activate(values, "relu")
+    elif activation == _GELU:
+        values = _activate(values, "gelu")
+    elif activation == _GELU_TANH:
+        values = _activate(values, "gelu_tanh")
+    elif activation == _SILU:
+        values = _activate(values, "silu")
+    return values
+
+
+@triton.jit
 def linear_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, M, N, K,
-                  stride_xm, stride_xk, stride_wn, stride_wk, stride_bias, stride_om, stride_on,
-                  HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr,
+                  stride_xm, stride_xk, stride_wn, stride_wk, stride_bias, stride_om, stride_on, activation,
+                  ACTIVATION: tl.constexpr,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                   INPUT_PRECISION: tl.constexpr, DOT_IN_FLOAT32: tl.constexpr):
     # DOT_IN_FLOAT32 widens the operands before tl.dot: Triton's CPU interpreter multiplies bfloat16 operands as raw
@@ -57,8 +84,8 @@ def linear_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, M, N, K,
     cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
     # Rows and columns past the edge wrap around to valid ones, so the K loop and the bias load need no row or
     # column mask; the store drops what they computed.
-    rows_in_bounds = rows % M
-    cols_in_bounds = cols % N
+    rows_in_bounds = (rows % M).to(tl.int64)
+    cols_in_bounds = (cols % N).to(tl.int64)
     ks = tl.arange(0, BLOCK_K)
     x_ptrs = x_ptr + rows_in_bounds[:, None] * stride_xm + ks[None, :] * stride_xk
     # The [K, N] operand w^T, read in place: its element (k, n) is w[n, k].
@@ -74,8 +101,14 @@ def linear_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, M, N, K,
         acc = tl.dot(x, w, acc, input_precision=INPUT_PRECISION)
         x_ptrs += BLOCK_K * stride_xk
         w_ptrs += BLOCK_K * stride_wk
-    if HAS_BIAS:
-        acc += tl.load(bias_ptr + cols_in_bounds * stride_bias).to(tl.float32)[None, :]
-    acc = _activate(acc, ACTIVATION)
-    out_ptrs = out_ptr + rows[:, None] * stride_om + cols[None, :] * stride_on
+    # A None bias (the JIT's specialization of an absent one) has no code; a binary's bias pointer is NULL when
+    # the call has none, which one uniform branch tests (the interpreter's masks take no pointer comparison).
+    if bias_ptr is not None:
+        if bias_ptr.to(tl.int1):
+            acc += tl.load(bias_ptr + cols_in_bounds * stride_bias).to(tl.float32)[None, :]
+    if ACTIVATION is None:
+        acc = _activate_by_index(acc, activation)
+    else:
+        acc = _activate(acc, ACTIVATION)
+    out_ptrs = out_ptr + rows.to(tl.int64)[:, None] * stride_om + cols[None, :] * stride_on
     tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=(rows[:, None] < M) & (cols[None, :] < N))

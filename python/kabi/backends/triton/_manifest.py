@@ -105,6 +105,12 @@ class ManifestParam:
         return cls("constant", (("value", value), ("size", size)))
 
     @classmethod
+    def attribute(cls, index: int, size: int = 4) -> ManifestParam:
+        """Attribute ``index`` of the op, in schema order: an enum as its value's index, an integer, or a float (4
+        bytes: a float; 8: a double)."""
+        return cls("attribute", (("index", index), ("size", size)))
+
+    @classmethod
     def scratch(cls, bytes_per_program: int) -> ManifestParam:
         return cls("scratch", (("value", bytes_per_program),))
 

@@ -10,6 +10,8 @@ Example::
     # 'triton.matmul.decode.gemv_nk_bn8_bk512_w4_s3.m1.row_column.bfloat16.sm90'
     binary_name("grouped", "bm128_bn128_bk64_w4_s4_g8", "row_column", "bfloat16", 90)
     # 'triton.grouped_mm.bm128_bn128_bk64_w4_s4_g8.row_column.bfloat16.sm90'
+    binary_name("linear", "bm16_bn64_bk128_w4_s4_g8", "row_major", "bfloat16", 90)
+    # 'triton.linear.bm16_bn64_bk128_w4_s4_g8.row_major.bfloat16.sm90'
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ import os
 
 from ._kernel_modules import KERNEL_MODULES
 
-# The family of grouped_mm's persistent grouped GEMM, whose kernels are named after their op
-# (``grouped_kernel_name``) rather than as a matmul family's.
+# The families of grouped_mm's persistent grouped GEMM and of the fused linear kernel, whose kernels are named after
+# their op (``grouped_kernel_name``, ``linear_kernel_name``) rather than as a matmul family's.
 GROUPED_FAMILY_NAME = "grouped"
+LINEAR_FAMILY_NAME = "linear"
 
 
 def kernel_name(family_name: str, config_tag: str, device: str = "cuda") -> str:
@@ -112,6 +115,10 @@ def binary_name(family_name: str, config_tag: str, layout: str, dtype_name: str,
     row count per program where the family compiles one binary per count (``rows``; 0: none): its Python kernel's
     name followed by those, e.g. ``triton.matmul.decode.dot_nk_bn16_bk256_w4_s5.m16.row_column.bfloat16.sm90``."""
     rows_part = f".m{rows}" if rows else ""
-    python_kernel = (grouped_kernel_name(config_tag) if family_name == GROUPED_FAMILY_NAME
-                     else kernel_name(family_name, config_tag))
+    if family_name == GROUPED_FAMILY_NAME:
+        python_kernel = grouped_kernel_name(config_tag)
+    elif family_name == LINEAR_FAMILY_NAME:
+        python_kernel = linear_kernel_name(config_tag)
+    else:
+        python_kernel = kernel_name(family_name, config_tag)
     return f"{python_kernel}{rows_part}.{layout}.{dtype_name}.sm{arch}"

@@ -16,7 +16,8 @@ Binaries found complete on disk register without importing Triton (a warm proces
 imports it); only compiling the missing ones does.
 Each registers with its Python twin's supports predicate (the same shape rules), and the Python kernel declines
 the problems its binary serves; it keeps what no binary covers (general strides, float32, sizes a binary's declared
-divisibility rules out, linear). grouped_mm's persistent grouped GEMM compiles and registers the same way.
+divisibility rules out). grouped_mm's persistent grouped GEMM and linear's fused kernel compile and register the same
+way.
 
 Example::
 
@@ -74,8 +75,8 @@ class BinaryVariant:
 def binary_variants(arch: int, families: Iterable[str] | None = None, dtypes: Iterable[str] | None = None,
                     tags: Iterable[str] | None = None) -> list[BinaryVariant]:
     """Every (family, config) that compiles for ``arch``, per native dtype, layout and row count (split-K configs
-    too: they add their slices in the same launch; the grouped GEMM of grouped_mm too); or those of the named
-    ``families``, ``dtypes`` and config ``tags``."""
+    too: they add their slices in the same launch; grouped_mm's grouped GEMM and linear's kernel too); or those of
+    the named ``families``, ``dtypes`` and config ``tags``."""
     from ._compile import binary_families
     from ._families import DTYPE_NAMES
 

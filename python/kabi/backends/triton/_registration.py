@@ -1,8 +1,8 @@
 """Registering the Triton kernels into kabi: one Python kernel per (family, config) for matmul, the aligned-copies
 matmul (cuBLAS's product of operands zero-padded by a Triton copy kernel, ``_aligned_copies``), and one per config
 of the fused linear kernel, of the FP8 scaled_mm kernels and of the persistent grouped GEMM (grouped_mm); on a GPU
-also the device binaries of the matmul configs and of the grouped GEMM's (``_native``), which serve the problems
-they cover in place of their Python kernels, launched by the core.
+also the device binaries of the matmul configs, of the grouped GEMM's and of the linear kernel's (``_native``), which
+serve the problems they cover in place of their Python kernels, launched by the core.
 
 kabi's bootstrap hands ``register_triton_kernels`` to plugin discovery, which calls it the first time the registry is
 read for CUDA where a CUDA device exists (``kabi._plugins.discovery.complete_registry``), so ``import kabi`` never
@@ -35,8 +35,8 @@ import threading
 from typing import Any, Callable, Sequence
 
 from ..._base.tensors import DEVICE_TYPES
-from ._names import (GROUPED_FAMILY_NAME, aligned_copies_kernel_name, grouped_kernel_name, kernel_name,
-                     kernels_fingerprint, linear_kernel_name, scaled_mm_kernel_name)
+from ._names import (GROUPED_FAMILY_NAME, LINEAR_FAMILY_NAME, aligned_copies_kernel_name, grouped_kernel_name,
+                     kernel_name, kernels_fingerprint, linear_kernel_name, scaled_mm_kernel_name)
 
 _ELEMENT_SIZES = {"float16": 2, "bfloat16": 2, "float32": 4}
 # The interpreter's tl.dot on bfloat16 multiplies raw bit patterns, so on the CPU only float16/float32 register.
@@ -127,24 +127,33 @@ class _Supports:
 
 
 class _LinearSupports:
-    """The supports predicate of one linear config: the rows are x's leading dimensions flattened (the problem's
-    batch size), N and K the op's dimensions."""
+    """The supports predicate of one linear config, or of one of its device binaries (no ``binaries``): the rows are
+    x's leading dimensions flattened (the problem's batch size), N and K the op's dimensions. The Python kernel
+    leaves to its binaries (``binaries``: {(arch, dtype, layout variant, 0): device binary name}) the problems they
+    serve."""
 
-    def __init__(self, config) -> None:
+    def __init__(self, config, binaries: dict | None = None) -> None:
         self._config = config
+        self._binaries = binaries or {}
 
     def __call__(self, problem) -> bool | str:
         import torch
 
         from ._families import device_facts
-        from ._linear import linear_unsupported_reason
+        from ._linear import LINEAR_FAMILY, linear_unsupported_reason
 
         arch = None
         if problem.device_type == DEVICE_TYPES["cuda"]:
             arch, _ = device_facts(torch.device("cuda", problem.device_index))
         dims = problem.dims
-        return linear_unsupported_reason(self._config, problem.batch_size, dims["N"], dims["K"],
-                                         _ELEMENT_SIZES[problem.dtype], arch) or True
+        reason = linear_unsupported_reason(self._config, problem.batch_size, dims["N"], dims["K"],
+                                           _ELEMENT_SIZES[problem.dtype], arch)
+        if reason:
+            return reason
+        binary = self._binaries.get((arch, problem.dtype, LINEAR_FAMILY.covering_layout(problem.layouts), 0))
+        if binary and not LINEAR_FAMILY.binary_unsupported_reason(dims["N"], dims["K"]):
+            return f"runs as its device binary {binary}"
+        return True
 
 
 class _GroupedSupports:
@@ -258,7 +267,7 @@ def _register(device: str) -> list[str]:
                 fingerprint=f"{kernels_fingerprint()}:{family.name}:{config.tag}")
             names.append(name)
     binary_names = [name for twins in binaries.values() for name in twins.values()]
-    return (names + binary_names + _register_aligned_copies(device) + _register_linear(device)
+    return (names + binary_names + _register_aligned_copies(device) + _register_linear(device, binaries)
             + _register_scaled_mm(device) + _register_grouped(device, binaries))
 
 
@@ -284,6 +293,8 @@ def _binary_supports(family_name: str, config, rows: int):
 
     if family_name == GROUPED_FAMILY_NAME:
         return _GroupedSupports(config)
+    if family_name == LINEAR_FAMILY_NAME:
+        return _LinearSupports(config)
     return _Supports(FAMILIES[family_name], config, rows=rows)
 
 
@@ -331,12 +342,13 @@ def _register_configs(op: str, device: str, configs: Sequence[Any], launch: Call
     return names
 
 
-def _register_linear(device: str) -> list[str]:
-    from ._linear import LINEAR_CONFIGS, launch_linear
+def _register_linear(device: str, binaries: dict) -> list[str]:
+    from ._linear import LINEAR_CONFIGS, LINEAR_FAMILY, launch_linear
 
     return _register_configs("linear", device, LINEAR_CONFIGS, launch_linear,
-                             lambda config: linear_kernel_name(config.tag, device), _LinearSupports, "",
-                             _LINEAR_ARCHS, _LINEAR_PRIORITY, dtypes=_LINEAR_DTYPES, layouts="any", batch="any")
+                             lambda config: linear_kernel_name(config.tag, device),
+                             lambda config: _LinearSupports(config, binaries.get((LINEAR_FAMILY.name, config.tag))),
+                             "", _LINEAR_ARCHS, _LINEAR_PRIORITY, dtypes=_LINEAR_DTYPES, layouts="any", batch="any")
 
 
 def _register_grouped(device: str, binaries: dict) -> list[str]:
