@@ -1,13 +1,15 @@
-"""Decode matmuls against the memory roof: every decode-family kernel and cuBLAS on Llama-3 and Mixtral layers.
+"""Decode matmuls against the memory roof: every decode-family kernel, the CUDA plugin's decode kernel and cuBLAS on
+Llama-3 and Mixtral layers.
 
 At decode sizes (M <= 64) a layer's matmul reads its weight once and does little else, so its floor is the weight's
 bytes over the HBM bandwidth. For each layer (Llama-3 8B and 70B: qkv, o, gate_up, down; a Mixtral expert's up and
 down projections), each M in --m and both weight layouts (an nn.Linear weight ``w[N, K]`` used as ``a @ w.T``, read
 in place; a row-major ``w[K, N]``), this script:
 
-1. checks every decode kernel that takes the problem (``FAMILIES["decode"]``, pruned by its supports rules) against
-   a float64 reference on fresh random inputs; a kernel that raises or misses the op's tolerance is recorded with
-   the reason and not timed;
+1. checks every decode kernel that takes the problem (``FAMILIES["decode"]``, pruned by its supports rules) and, for
+   M <= 16, the CUDA plugin's ``cuda.decode.mma`` (forced with ``kabi.use`` through ``kabi.ops.matmul``) against a
+   float64 reference on fresh random inputs; a kernel that raises or misses the op's tolerance is recorded with the
+   reason and not timed;
 2. times it and cuBLAS (``F.linear`` / ``torch.matmul``) with ``kabi.bench(cuda_graph=True)``: calls captured in a
    CUDA graph and replayed, so host time does not count, as in a served model. Consecutive calls rotate over enough
    copies of the weight to exceed the L2 cache several times, so every call reads its weight from HBM;
@@ -19,9 +21,9 @@ in place; a row-major ``w[K, N]``), this script:
 4. dispatches one problem per layer and layout through ``kabi.ops.matmul`` with the fastest decode kernel forced,
    to check the registered kernel is what the op runs.
 
-It prints one line per problem and a table at the end (layer, M, layout, best decode kernel and its fraction of the
-floor, cuBLAS's fraction, and cuBLAS time / best decode time), and writes JSON with the command, date, versions and
-device. About 2-3 minutes on an H200 for bfloat16.
+It prints one line per problem and a table at the end (layer, M, layout, best Triton decode kernel and its fraction
+of the floor, cuBLAS's fraction, cuBLAS time / best decode time, and the same two figures for ``cuda.decode.mma``),
+and writes JSON with the command, date, versions and device. About 2-3 minutes on an H200 for bfloat16.
 
 Usage (on a GPU):
     python benchmarks/decode.py [--output benchmarks/results/decode-nvidia-h200.json] [--dtypes bfloat16 float16]
@@ -76,6 +78,9 @@ _L2_MULTIPLE = 4
 _COPY_BYTES = 1 << 30
 _REPEAT = 10
 _MIN_TIME_S = 0.01
+# The CUDA plugin's decode kernel (csrc/plugins/cuda/decode_mma.cuh) and the rows it computes.
+CUDA_DECODE = "cuda.decode.mma"
+_CUDA_DECODE_MAX_ROWS = 16
 
 
 def _relative_errors(out: torch.Tensor, reference: torch.Tensor) -> tuple[float, float]:
@@ -181,6 +186,17 @@ def _weights(k: int, n: int, layout: str, dtype: torch.dtype, l2_bytes: int, gen
     return [weight.t() if layout == "n_by_k" else weight for weight in stored]
 
 
+def _forced(kernel: str):
+    """``kabi.ops.matmul`` with ``kernel`` forced: a native kernel through the op's own dispatch, its gate included."""
+    import kabi
+
+    def call(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        with kabi.use(matmul=kernel):
+            return kabi.ops.matmul(a, b)
+
+    return call
+
+
 def _cublas(layout: str):
     if layout == "n_by_k":
         # nn.Linear's own call: b.t() is the stored [N, K] weight itself.
@@ -207,6 +223,8 @@ def benchmark_layer(layer: str, k: int, n: int, layout: str, dtype_name: str, ms
         candidates = [("cuBLAS", _cublas(layout))]
         candidates += [(config.tag, functools.partial(family.launch, config)) for config in family.configs
                        if not family.unsupported_reason(config, problem)]
+        if m <= _CUDA_DECODE_MAX_ROWS:
+            candidates.append((CUDA_DECODE, _forced(CUDA_DECODE)))
         measured = []
         for name, call in candidates:
             entry = {"kernel": name}
@@ -233,12 +251,15 @@ def benchmark_layer(layer: str, k: int, n: int, layout: str, dtype_name: str, ms
 def _summarize(row: dict) -> None:
     timed = [entry for entry in row["candidates"] if "time_us" in entry]
     cublas = next((entry for entry in timed if entry["kernel"] == "cuBLAS"), None)
-    decode = [entry for entry in timed if entry["kernel"] != "cuBLAS"]
+    decode = [entry for entry in timed if entry["kernel"] not in ("cuBLAS", CUDA_DECODE)]
     best = min(decode, key=lambda entry: entry["time_us"], default=None)
+    cuda = next((entry for entry in timed if entry["kernel"] == CUDA_DECODE), None)
     row["best_decode"] = best["kernel"] if best else None
     row["best_decode_fraction"] = best["fraction_of_floor"] if best else None
     row["cublas_fraction"] = cublas["fraction_of_floor"] if cublas else None
     row["speedup_over_cublas"] = cublas["time_us"] / best["time_us"] if best and cublas else None
+    row["cuda_decode_fraction"] = cuda["fraction_of_floor"] if cuda else None
+    row["cuda_decode_speedup_over_cublas"] = cublas["time_us"] / cuda["time_us"] if cuda and cublas else None
     row["failed"] = [f"{entry['kernel']}: {entry['error']}" for entry in row["candidates"] if "error" in entry]
 
 
@@ -263,25 +284,32 @@ def _fraction(value) -> str:
     return f"{value:5.2f}" if value is not None else "  -  "
 
 
+def _ratio(row: dict) -> str:
+    """cuBLAS time / cuda.decode.mma time (rows of results files written before it was measured have neither)."""
+    value = row.get("cuda_decode_speedup_over_cublas")
+    return f"{value:5.2f}x" if value else "   -  "
+
+
 def _line(row: dict) -> str:
     ratio = f"{row['speedup_over_cublas']:5.2f}x" if row["speedup_over_cublas"] else "   -  "
     failed = f"  ({len(row['failed'])} failed)" if row["failed"] else ""
     return (f"{row['layer']:<20} M={row['m']:<3} {_LAYOUT_LABELS[row['layout']]:<13} {row['dtype']:<9} "
             f"floor {row['floor_us']:8.1f} us | decode {_fraction(row['best_decode_fraction'])} "
             f"({row['best_decode'] or '-'}) | cuBLAS {_fraction(row['cublas_fraction'])} | {ratio} | "
+            f"{CUDA_DECODE} {_fraction(row.get('cuda_decode_fraction'))} {_ratio(row)} | "
             f"probes: copy {_fraction(row['sized_probes']['copy']['fraction_of_floor'])}, "
             f"read {_fraction(row['sized_probes']['streaming_read']['fraction_of_floor'])}{failed}")
 
 
 def _print_table(rows: list[dict]) -> None:
     print(f"\n{'layer':<20} {'M':>3} {'layout':<13} {'dtype':<9} {'best decode kernel':<30} {'floor':>6} "
-          f"{'cuBLAS':>6} {'ratio':>6} {'copy':>6} {'read':>6}")
+          f"{'cuBLAS':>6} {'ratio':>6} {'cuda':>6} {'ratio':>6} {'copy':>6} {'read':>6}")
     for row in rows:
         ratio = f"{row['speedup_over_cublas']:6.2f}" if row["speedup_over_cublas"] else "     -"
         print(f"{row['layer']:<20} {row['m']:>3} {_LAYOUT_LABELS[row['layout']]:<13} {row['dtype']:<9} "
               f"{row['best_decode'] or '-':<30} {_fraction(row['best_decode_fraction']):>6} "
-              f"{_fraction(row['cublas_fraction']):>6} {ratio} "
-              f"{_fraction(row['sized_probes']['copy']['fraction_of_floor']):>6} "
+              f"{_fraction(row['cublas_fraction']):>6} {ratio} {_fraction(row.get('cuda_decode_fraction')):>6} "
+              f"{_ratio(row):>6} {_fraction(row['sized_probes']['copy']['fraction_of_floor']):>6} "
               f"{_fraction(row['sized_probes']['streaming_read']['fraction_of_floor']):>6}")
     summary = decode_summary(rows)
     if summary["graded"]:
@@ -290,6 +318,12 @@ def _print_table(rows: list[dict]) -> None:
               f"and cuBLAS at >= 0.85 on {summary['best_at_0.85']}, at >= 0.95 on {summary['large_best_at_0.95']} "
               f"of the {summary['large']} layers of 100 MB or more, within 0.95 of the better probe of the same bytes "
               f"on {summary['best_near_probe']}")
+    cuda = summary["cuda_decode"]
+    if cuda["measured"]:
+        print(f"{CUDA_DECODE}, {cuda['measured']} problems (M <= 16): at >= 0.85 of the floor on {cuda['at_0.85']}, "
+              f">= 0.90 on {cuda['at_0.90']}, median fraction {cuda['median_fraction']:.2f}; >= 1.0x cuBLAS on "
+              f"{cuda['beats_cublas']}, geometric mean {cuda['geomean_speedup_over_cublas']:.2f}x cuBLAS; faster than "
+              f"the best Triton decode kernel on {cuda['beats_best_decode']}")
 
 
 def decode_summary(rows: list[dict]) -> dict:
@@ -301,6 +335,7 @@ def decode_summary(rows: list[dict]) -> dict:
                  row["sized_probes"]["streaming_read"]["fraction_of_floor"]) for row in graded]
     large = [index for index, row in enumerate(graded) if row["weight_bytes"] >= 100e6]
     return {
+        "cuda_decode": cuda_decode_summary(rows),
         "graded": len(graded),
         "decode_at_0.85": sum(row["best_decode_fraction"] >= 0.85 for row in graded),
         "decode_beats_cublas": sum((row["speedup_over_cublas"] or 0.0) >= 1.0 for row in graded),
@@ -312,6 +347,24 @@ def decode_summary(rows: list[dict]) -> dict:
                                                   "streaming_read":
                                                       row["sized_probes"]["streaming_read"]["fraction_of_floor"]}
                             for row in graded},
+    }
+
+
+def cuda_decode_summary(rows: list[dict]) -> dict:
+    """How cuda.decode.mma did on the rows where it was measured: its fraction of the floor, and cuBLAS time over its
+    time (> 1: faster than cuBLAS), also against the best Triton decode kernel."""
+    measured = [row for row in rows if row.get("cuda_decode_fraction") is not None]
+    fractions = sorted(row["cuda_decode_fraction"] for row in measured)
+    speedups = [row["cuda_decode_speedup_over_cublas"] for row in measured if row["cuda_decode_speedup_over_cublas"]]
+    return {
+        "measured": len(measured),
+        "at_0.85": sum(fraction >= 0.85 for fraction in fractions),
+        "at_0.90": sum(fraction >= 0.90 for fraction in fractions),
+        "median_fraction": fractions[len(fractions) // 2] if fractions else None,
+        "beats_cublas": sum(speedup >= 1.0 for speedup in speedups),
+        "geomean_speedup_over_cublas": math.exp(sum(map(math.log, speedups)) / len(speedups)) if speedups else None,
+        "beats_best_decode": sum(row["cuda_decode_fraction"] > (row["best_decode_fraction"] or 0.0)
+                                 for row in measured),
     }
 
 

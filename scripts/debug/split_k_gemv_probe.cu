@@ -18,6 +18,7 @@
 
 namespace {
 
+using namespace kabi::cuda;
 using namespace kabi::cuda::gemv;
 
 #define CHECK(call)                                                                       \

@@ -68,6 +68,7 @@ def main() -> None:
         probe = Path(directory, "split_k_gemv_probe")
         subprocess.run(["nvcc", "-std=c++17", "-O3", "-arch=sm_90", "--expt-relaxed-constexpr",
                         f"-I{_ROOT / 'csrc' / 'plugins' / 'cuda'}", str(Path(__file__).with_suffix(".cu")),
+                        str(_ROOT / "csrc" / "plugins" / "cuda" / "split_sums.cu"),
                         "-o", str(probe)], check=True)
         problems = [",".join(shape.split("x")) for shape in args.shapes]
         subprocess.run([str(probe), *problems], check=True)

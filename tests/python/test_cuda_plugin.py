@@ -245,6 +245,22 @@ def test_no_kernel_spills_registers(plugin_record: dict, cuobjdump: str) -> None
     assert not spilling, f"{len(spilling)} of {len(kernels)} kernels spill registers to the stack: {spilling}"
 
 
+def test_decode_mma_kernels_use_tensor_cores_and_no_local_memory(sass: dict[str, str]) -> None:
+    # cuda.decode.mma: 2 dtypes x 2 b orders x 1 or 2 groups of 8 rows of a, as sm_80 and sm_90 code. Its products
+    # are mma.sync (HMMA), b is streamed in 16-byte loads that skip L1 (LDG.E.NA.128), and its fragments never
+    # touch local memory (LDL/STL): a spill there would put the weight's bytes through memory twice.
+    for arch in ("sm_80", "sm_90"):
+        assert arch in sass, f"no {arch} code in the plugin; architectures: {sorted(sass)}"
+        functions = re.split(r"^\s*Function : ", sass[arch], flags=re.MULTILINE)[1:]
+        decode = {body.split(maxsplit=1)[0]: body for body in functions
+                  if "decode_mma_kernel" in body.split(maxsplit=1)[0]}
+        assert len(decode) == 8, f"{arch}: expected 8 decode MMA kernels, found {sorted(decode)}"
+        for name, body in decode.items():
+            assert "HMMA.16816.F32" in body, f"{arch} {name} issues no m16n8k16 mma.sync (HMMA.16816.F32)"
+            assert "LDG.E.NA.128" in body, f"{arch} {name} reads b in no 16-byte load that skips L1"
+            assert not re.search(r"\b(LDL|STL)\b", body), f"{arch} {name} uses local memory"
+
+
 def test_sm80_code_uses_mma_sync(sass: dict[str, str]) -> None:
     assert "sm_80" in sass, f"no sm_80 code in the plugin; architectures: {sorted(sass)}"
     assert "HMMA" in sass["sm_80"] and "LDGSTS" in sass["sm_80"], "expected mma.sync fed by cp.async"

@@ -88,6 +88,8 @@ ODD = [((), 127, 129, 131), ((), 1, 4095, 4097), ((2,), 33, 17, 9)]
 ALIGNED_COPIES = "cuda.cublaslt.aligned_copies"
 # The kernel that takes only few rows (M up to 16) and a row-major b, at any alignment.
 SPLIT_K_GEMV = "cuda.gemv.split_k"
+# The kernel that takes only few rows (M up to 16), both b orders, everything 16-byte aligned.
+DECODE_MMA = "cuda.decode.mma"
 
 
 def _k_and_n_for(kernel: str, k: int, n: int) -> tuple[int, int]:
@@ -111,6 +113,8 @@ def test_every_matmul_kernel_matches_the_reference(dtype: torch.dtype, layout: s
                 assert ran, f"{what}: declined a product off 16 bytes"
             if not batch and m <= 16 and layout == "row_major" and kernel == SPLIT_K_GEMV:
                 assert ran, f"{what}: declined a row-major product of few rows"
+            if (batch, m, n, k) in ALIGNED and not batch and m <= 16 and kernel == DECODE_MMA:
+                assert ran, f"{what}: declined an aligned product of few rows"
             if ran:
                 _check("matmul", out, a.double() @ b.double(), dtype, what)
                 assert_guards_intact(buffer, kernel)
@@ -123,7 +127,7 @@ def test_batched_matmul_with_a_shared_weight(dtype: torch.dtype) -> None:
     # b broadcast over a's batch folds into one GEMM of batch * M rows.
     for kernel in _kernels("matmul"):
         k, n = _k_and_n_for(kernel, 256, 128)
-        m = 3 if kernel == SPLIT_K_GEMV else 96  # folded: 12 rows
+        m = 3 if kernel in (SPLIT_K_GEMV, DECODE_MMA) else 96  # folded: 12 rows
         a = torch.randn(4, m, k, device="cuda").to(dtype)
         b = torch.randn(k, n, device="cuda").to(dtype)
         out, buffer = guarded_output((4, m, n), dtype)
@@ -180,7 +184,8 @@ def test_every_kernel_runs_inside_a_cuda_graph() -> None:
     dtype = torch.bfloat16
     for kernel in _kernels("matmul"):
         k, n = _k_and_n_for(kernel, 512, 384)
-        m, layout = (7, "row_major") if kernel == SPLIT_K_GEMV else (256, "transposed")
+        few_rows = {SPLIT_K_GEMV: (7, "row_major"), DECODE_MMA: (16, "transposed")}
+        m, layout = few_rows.get(kernel, (256, "transposed"))
         a = torch.randn(m, k, device="cuda").to(dtype)
         b = _b(k, n, dtype, layout)
         out = torch.empty(m, n, device="cuda", dtype=dtype)
@@ -275,6 +280,108 @@ def test_split_k_gemv_reads_b_at_any_alignment(dtype: torch.dtype) -> None:
         out, buffer = guarded_output((*a.shape[:-1], b.shape[-1]), dtype)
         assert not _launch("matmul", SPLIT_K_GEMV, [a, b], out)
         assert bool((buffer == POISON).all())
+
+
+# (N, K) of the decode MMA kernel's products: neither a power of two (K ends in a part of its 32-element steps, N in
+# part of a block of 64 columns); the large layer's shape; and a wide one whose 832 blocks of columns need no split of
+# K (the kernel then finishes out itself, without the split sums).
+DECODE_SHAPES = [(1032, 2056), (8192, 8192), (53248, 520)]
+DECODE_ROWS = [1, 2, 7, 8, 9, 16]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("layout", ["row_major", "transposed"])
+def test_decode_mma_matches_the_reference(dtype: torch.dtype, layout: str) -> None:
+    for n, k in DECODE_SHAPES:
+        b = _b(k, n, dtype, layout)
+        b_exact = b.double()
+        for m in DECODE_ROWS:
+            a = torch.randn(m, k, device="cuda").to(dtype)
+            out, buffer = guarded_output((m, n), dtype)
+            what = f"{DECODE_MMA} {layout} M={m} N={n} K={k}"
+            assert _launch("matmul", DECODE_MMA, [a, b], out), f"{what}: declined"
+            _check("matmul", out, a.double() @ b_exact, dtype, what)
+            assert_guards_intact(buffer, DECODE_MMA)
+    # Rows of a apart by more than K, and a shared weight's batch folded into 16 rows.
+    b = _b(2056, 1032, dtype, layout)
+    cases = {"a's rows strided": torch.randn(5, 2056 + 24, device="cuda").to(dtype)[:, :2056],
+             "a batch of 2 x 8 rows on one b": torch.randn(2, 8, 2056, device="cuda").to(dtype)}
+    for what, a in cases.items():
+        out, buffer = guarded_output((*a.shape[:-1], 1032), dtype)
+        assert _launch("matmul", DECODE_MMA, [a, b], out), f"{what}: declined"
+        _check("matmul", out, a.double() @ b.double(), dtype, f"{DECODE_MMA} {layout}, {what}")
+        assert_guards_intact(buffer, DECODE_MMA)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_decode_mma_declines_what_it_cannot_compute(dtype: torch.dtype) -> None:
+    # More than 16 rows, anything off 16 bytes (a 16-byte load would misread it), a batch that does not fold: declined,
+    # with out untouched.
+    k, n = 264, 136
+    aligned_a = torch.randn(4, k, device="cuda").to(dtype)
+    cases = {
+        "M = 17": (torch.randn(17, k, device="cuda").to(dtype), _b(k, n, dtype, "transposed"), None),
+        "a's row stride off 16 bytes": (torch.randn(4, k + 4, device="cuda").to(dtype)[:, :k],
+                                        _b(k, n, dtype, "transposed"), None),
+        "a's data off 16 bytes": (_odd_view((4, k), dtype), _b(k, n, dtype, "transposed"), None),
+        "b's data off 16 bytes": (aligned_a, _odd_view((n, k), dtype).t(), None),
+        "b's row stride off 16 bytes": (aligned_a, torch.randn(n, k + 4, device="cuda").to(dtype)[:, :k].t(), None),
+        "K off 16 bytes": (torch.randn(4, k - 4, device="cuda").to(dtype), _b(k - 4, n, dtype, "transposed"), None),
+        "N off 16 bytes, b row-major": (aligned_a, _b(k, n - 4, dtype, "row_major"), None),
+        "out's data off 16 bytes": (aligned_a, _b(k, n, dtype, "transposed"), _odd_view((4, n), dtype)),
+        "a batch with its own b": (torch.randn(2, 4, k, device="cuda").to(dtype),
+                                   _b(k, n, dtype, "row_major", (2,)), None),
+    }
+    for what, (a, b, out) in cases.items():
+        shape = (*a.shape[:-1], b.shape[-1])
+        buffer = None
+        if out is None:
+            out, buffer = guarded_output(shape, dtype)
+        before = out.clone()
+        assert not _launch("matmul", DECODE_MMA, [a, b], out), f"{what}: not declined"
+        assert torch.equal(out, before) and (buffer is None or bool((buffer == POISON).all())), f"{what}: wrote"
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+def test_decode_mma_serves_linear_with_its_epilogue(dtype: torch.dtype, activation: str) -> None:
+    # x with leading dimensions (16 rows), w [N, K] read in place or a transposed w, with and without bias; and one
+    # row of x on a wide w, where K is not split and the kernel applies the epilogue itself.
+    index = ACTIVATIONS.index(activation)
+    for rows, n, k, with_bias, transposed in [((2, 8), 1032, 2056, True, False), ((16,), 1032, 2056, False, True),
+                                              ((1,), 53248, 520, True, False), ((3,), 136, 264, True, True)]:
+        x = torch.randn(*rows, k, device="cuda").to(dtype)
+        w = (torch.randn(k, n, device="cuda").to(dtype).t() if transposed
+             else torch.randn(n, k, device="cuda").to(dtype))
+        bias = torch.randn(n, device="cuda").to(dtype) if with_bias else None
+        out, buffer = guarded_output((*rows, n), dtype)
+        what = f"{DECODE_MMA} {activation} rows={rows} N={n} K={k} bias={with_bias} transposed={transposed}"
+        assert _launch("linear", DECODE_MMA, [x, w, bias], out, attributes=(index,)), f"{what}: declined"
+        reference = torch.nn.functional.linear(x.double(), w.double(), None if bias is None else bias.double())
+        _check("linear", out, ACTIVATION_FUNCTIONS[activation](reference), dtype, what)
+        assert_guards_intact(buffer, DECODE_MMA)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_decode_mma_replays_in_a_cuda_graph(dtype: torch.dtype) -> None:
+    # With K split (its workspace and the split sums captured) and without.
+    for m, n, k in [(16, 1032, 2056), (3, 53248, 520)]:
+        a = torch.randn(m, k, device="cuda").to(dtype)
+        b = _b(k, n, dtype, "transposed")
+        out = torch.empty(m, n, device="cuda", dtype=dtype)
+        assert _launch("matmul", DECODE_MMA, [a, b], out)  # warm-up: the workspace exists before capture
+        out.fill_(POISON)
+        graph = torch.cuda.CUDAGraph()
+        stream = torch.cuda.Stream()
+        with torch.cuda.stream(stream):
+            with torch.cuda.graph(graph, stream=stream):
+                _core.launch("matmul", DECODE_MMA, [descriptor(a), descriptor(b)], [descriptor(out)],
+                             stream=stream.cuda_stream)
+        for _ in range(2):  # new values each replay; the sums of the splits must not carry over
+            a.copy_(torch.randn_like(a, dtype=torch.float32).to(dtype))
+            graph.replay()
+            torch.cuda.synchronize()
+            _check("matmul", out, a.double() @ b.double(), dtype, f"{DECODE_MMA} M={m} N={n} K={k} in a graph")
 
 
 def test_a_captured_graph_replays_after_its_workspace_was_outgrown() -> None:

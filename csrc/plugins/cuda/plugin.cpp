@@ -62,6 +62,7 @@ kabi_status initialize(const kabi_host_api* host, kabi_plugin_info* out_info) {
   context.plugin_directory = plugin_directory();
   kabi_status status = register_cutlass_kernels(host, context);
   if (status == KABI_STATUS_OK) status = register_split_k_gemv_kernels(host, context);
+  if (status == KABI_STATUS_OK) status = register_decode_mma_kernels(host, context);
   if (status != KABI_STATUS_OK) return status;
   return register_cublaslt_kernels(host, context);
 }

@@ -64,5 +64,6 @@ class DeviceGuard {
 kabi_status register_cutlass_kernels(const kabi_host_api* host, PluginContext& context);
 kabi_status register_cublaslt_kernels(const kabi_host_api* host, PluginContext& context);
 kabi_status register_split_k_gemv_kernels(const kabi_host_api* host, PluginContext& context);
+kabi_status register_decode_mma_kernels(const kabi_host_api* host, PluginContext& context);
 
 }  // namespace kabi::cuda

@@ -10,17 +10,15 @@
 // columns: it shifts its two words into place (shifted_words.cuh) and adds their products for every row of a.
 // Why stages: a thread that waited for its own reads between steps (the first version) kept too few bytes in flight
 // and ran at a quarter of the copy bandwidth (benchmarks/results/debug-split-k-gemv-probe-nvidia-h200.txt).
-// Its float32 sums go to the split's slice of the workspace; a second kernel adds the splits in a fixed order, so the
-// result does not depend on timing.
+// Its float32 sums go to the split's slice of the workspace; a second kernel (split_sums.cuh) adds the splits in a
+// fixed order, so the result does not depend on timing.
 #pragma once
-
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 
 #include <algorithm>
 #include <cstdint>
 
 #include "shifted_words.cuh"
+#include "split_sums.cuh"
 
 namespace kabi::cuda::gemv {
 
@@ -44,24 +42,11 @@ struct Tiling {
                 "static shared memory is at most 48 KiB");
 };
 
-__host__ __device__ inline int64_t ceil_div(int64_t value, int64_t divisor) { return (value + divisor - 1) / divisor; }
-
-// How K is split: the rows of b each split reads, and how many splits there are. Shapes only, so the workspace
-// function asks for what the launch uses.
-struct KSplits {
-  int64_t rows_per_split = 0;
-  int64_t splits = 0;
-};
-
 template <class Tile>
 KSplits k_splits(int64_t m, int64_t n, int64_t k, int32_t multiprocessors) {
   const int64_t blocks_without_splits = ceil_div(n, Tile::kColumnsPerBlock) * ceil_div(m, Tile::kRows);
   const int64_t wanted = int64_t{Tile::kBlocksPerMultiprocessor} * std::max<int32_t>(multiprocessors, 1);
-  const int64_t splits =
-      std::clamp<int64_t>(ceil_div(wanted, blocks_without_splits), 1, ceil_div(k, Tile::kRowsPerStage));
-  const int64_t rows =
-      std::min(ceil_div(ceil_div(k, splits), Tile::kRowsPerStage) * Tile::kRowsPerStage, Tile::kMaxRowsPerSplit);
-  return KSplits{rows, ceil_div(k, rows)};
+  return split_k_rows(k, blocks_without_splits, wanted, Tile::kRowsPerStage, Tile::kMaxRowsPerSplit);
 }
 
 // The grid of the partial-sums kernel (row groups, column blocks, splits), and whether CUDA can launch it.
@@ -72,24 +57,6 @@ dim3 partial_sums_grid(int64_t m, int64_t n, const KSplits& split, bool* launcha
   *launchable = groups <= 65535 && column_blocks <= 65535 && split.splits <= 65535;
   return dim3(static_cast<unsigned>(groups), static_cast<unsigned>(column_blocks),
               static_cast<unsigned>(split.splits));
-}
-
-template <bool kBfloat16>
-__device__ float widen(uint32_t bits) {
-  if constexpr (kBfloat16) {
-    return __uint_as_float(bits << 16);
-  } else {
-    return __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
-  }
-}
-
-template <bool kBfloat16>
-__device__ uint16_t narrow(float value) {
-  if constexpr (kBfloat16) {
-    return __bfloat16_as_ushort(__float2bfloat16_rn(value));
-  } else {
-    return __half_as_ushort(__float2half_rn(value));
-  }
 }
 
 // A 16-byte copy from global to shared memory that completes asynchronously; nothing is read (and zeros land) where
@@ -195,34 +162,6 @@ __global__ void __launch_bounds__(Tile::kThreads) partial_sums_kernel(const uint
   }
 }
 
-// The sums of the splits: each block adds them for 32 consecutive elements of out, its 8 warps a share of the
-// splits each (warp w: splits w, w + 8, ...), then the first warp the 8 shares in warp order. The order is fixed, so
-// the result does not depend on timing; the shares keep 8 reads per element in flight where there are few elements
-// (a single row of out) and many splits.
-constexpr int kSumElements = 32;
-constexpr int kSumShares = 8;
-
-template <bool kBfloat16>
-__global__ void __launch_bounds__(kSumElements * kSumShares)
-    sum_splits_kernel(const float* __restrict__ partials, int64_t splits, int64_t elements,
-                      uint16_t* __restrict__ out) {
-  __shared__ float shares[kSumShares][kSumElements];
-  const int lane = threadIdx.x % kSumElements;
-  const int share = threadIdx.x / kSumElements;
-  const int64_t element = static_cast<int64_t>(blockIdx.x) * kSumElements + lane;
-  float sum = 0.0f;
-  if (element < elements) {
-    for (int64_t split = share; split < splits; split += kSumShares) sum += partials[split * elements + element];
-  }
-  shares[share][lane] = sum;
-  __syncthreads();
-  if (share != 0 || element >= elements) return;
-  float total = 0.0f;
-#pragma unroll
-  for (int s = 0; s < kSumShares; ++s) total += shares[s][lane];
-  out[element] = narrow<kBfloat16>(total);
-}
-
 // Queues both kernels of one tiling on `stream`.
 template <bool kBfloat16, class Tile>
 cudaError_t launch_tiled(const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, uint16_t* out, int64_t m,
@@ -230,16 +169,12 @@ cudaError_t launch_tiled(const uint16_t* a, int64_t lda, const uint16_t* b, int6
   const KSplits split = k_splits<Tile>(m, n, k, multiprocessors);
   bool launchable = false;
   const dim3 grid = partial_sums_grid<Tile>(m, n, split, &launchable);
-  const int64_t elements = m * n;
-  const int64_t sum_blocks = ceil_div(elements, kSumElements);
-  if (!launchable || sum_blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
+  if (!launchable) return cudaErrorInvalidConfiguration;
   partial_sums_kernel<kBfloat16, Tile>
       <<<grid, Tile::kThreads, 0, stream>>>(a, lda, b, ldb, partials, m, n, k, split.rows_per_split);
   const cudaError_t error = cudaGetLastError();
   if (error != cudaSuccess) return error;
-  sum_splits_kernel<kBfloat16><<<static_cast<unsigned>(sum_blocks), kSumElements * kSumShares, 0, stream>>>(
-      partials, split.splits, elements, out);
-  return cudaGetLastError();
+  return launch_sum_splits(kBfloat16, partials, split.splits, m, n, Epilogue{}, out, stream);
 }
 
 }  // namespace kabi::cuda::gemv
