@@ -196,14 +196,15 @@ int64_t dim_value(const std::string& name, const kabi_problem& problem) {
   throw invalid("device binary parameter names dimension " + name + ", which the problem does not have");
 }
 
-// The stride in elements of dimension `dim` of a tensor. Size-1 batch dimensions (broadcast) and batch dimensions a
-// tensor does not have read 0.
+// The stride in elements of dimension `dim` of a tensor. Size-1 batch dimensions and dimensions counted from the end
+// that a tensor does not have read 0: broadcast ones, as torch aligns shapes from the end (a per-tensor scale []
+// read as a row-wise [M, 1] one).
 int64_t stride_value(const DLTensor& tensor, int32_t dim) {
   const int32_t rank = tensor.ndim;
   const int32_t axis = dim < 0 ? rank + dim : dim;
   const bool batch_axis = dim < 0 ? dim <= -3 : dim < rank - 2;
-  if (axis < 0 || axis >= rank) {
-    if (batch_axis) return 0;
+  if (axis < 0) return 0;
+  if (axis >= rank) {
     throw invalid("device binary parameter reads stride of dim " + std::to_string(dim) + " of a tensor of rank " +
                   std::to_string(rank));
   }

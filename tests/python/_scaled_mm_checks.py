@@ -36,6 +36,17 @@ def make_inputs(m: int, n: int, k: int, *, a_dtype: torch.dtype = torch.float8_e
     return tuple(None if tensor is None else tensor.to(device) for tensor in (a, b, scale_a, scale_b, bias))
 
 
+def with_strided_row_scales(inputs: tuple) -> tuple:
+    """The inputs with their row-wise scales moved into views whose stride along M (scale_a) or N (scale_b) is 3;
+    per-tensor scales as they are."""
+    a, b, scale_a, scale_b, bias = inputs
+    if scale_a.dim():
+        scale_a = torch.empty(scale_a.shape[0], 3, device=scale_a.device)[:, :1].copy_(scale_a)
+    if scale_b.dim():
+        scale_b = torch.empty(1, 3 * scale_b.shape[1], device=scale_b.device)[:, ::3].copy_(scale_b)
+    return a, b, scale_a, scale_b, bias
+
+
 def verdict(out: torch.Tensor, a, b, scale_a, scale_b, bias, out_dtype: str) -> str | None:
     """None when ``out`` is the float64 reference within the op's tolerance for ``out_dtype``, else why not."""
     reference = reference_output(_references.scaled_mm, [a, b, scale_a, scale_b, bias])

@@ -163,15 +163,16 @@ def test_binaries_compile_native_writes_where_registration_looks(capsys, tmp_pat
     monkeypatch.setattr(_native.os, "cpu_count", lambda: 1)
     monkeypatch.setattr(_native, "_compile_request", compile_request)
     status, output = run_cli(capsys, "binaries", "compile", "--native", "--arch", "90", "--multiprocessors", "114",
-                             "--out", str(tmp_path), "--families", "persistent_tma")
+                             "--out", str(tmp_path), "--families", "persistent_tma", "scaled_mm_tma")
     assert status == 0, output
-    variants = _native.binary_variants(90, ["persistent_tma"])
-    # 4 configs x 2 dtypes x 3 layout variants.
-    assert len(variants) == 24 and "KABI_BINARY_PATH=" in output
+    variants = _native.binary_variants(90, ["persistent_tma", "scaled_mm_tma"])
+    # Each family's native dtypes: 4 configs x 2 dtypes x 3 layout variants, and the FP8 kernel's 4 configs x 3
+    # output dtypes less the one whose tiles overflow shared memory.
+    assert len(variants) == 24 + 11 and "KABI_BINARY_PATH=" in output
     monkeypatch.setattr(_native, "_PACKAGED_ROOT", tmp_path)
     directory = _native.ensure_binaries(variants, 90, 114)
     assert tmp_path in directory.parents and directory.name == "sm90_sms114"
-    assert len(list(directory.glob("*.kabi-manifest"))) == 24
+    assert len(list(directory.glob("*.kabi-manifest"))) == 24 + 11
 
 
 def test_binaries_list_reports_an_invalid_manifest(capsys, tmp_path):

@@ -45,6 +45,10 @@
  * ABI 2.5 appends: zeroed scratch for device binaries (KABI_PARAM_ZEROED_SCRATCH): memory that is zero when the
  * kernel starts and that the kernel leaves zero, such as the tile counters of a split-K kernel that adds its K
  * slices in the same launch.
+ *
+ * ABI 2.6 reads a STRIDE parameter of a dimension counted from the end that the tensor does not have as 0 (2.5
+ * refused the launch): a broadcast dimension, as torch aligns shapes from the end, so that one image reads a
+ * per-tensor scale [] and a row-wise one [M, 1] through the same stride.
  */
 #ifndef KABI_KABI_H_
 #define KABI_KABI_H_
@@ -55,7 +59,7 @@
 #include <dlpack/dlpack.h>
 
 #define KABI_ABI_VERSION_MAJOR 2
-#define KABI_ABI_VERSION_MINOR 5
+#define KABI_ABI_VERSION_MINOR 6
 /** The version this header describes, as (MAJOR << 16) | MINOR. */
 #define KABI_ABI_VERSION ((uint32_t)((KABI_ABI_VERSION_MAJOR << 16) | KABI_ABI_VERSION_MINOR))
 /** The MAJOR part of a packed version. */
@@ -644,7 +648,8 @@ typedef enum kabi_param_kind {
   /** A named dimension of the problem (`name`, e.g. "M"), or "batch" for the batch size. */
   KABI_PARAM_DIM = 2,
   /** The stride, in elements, of dimension `dim` of tensor `index` (dim < 0 counts from the end; a dim of a
-   *  broadcast batch reads 0). For batch dims flattened to one, dim = -3 reads the batch stride. */
+   *  broadcast batch, and since ABI 2.6 any dim counted from the end that the tensor lacks, reads 0). For batch
+   *  dims flattened to one, dim = -3 reads the batch stride. */
   KABI_PARAM_STRIDE = 3,
   /** A constant `value`. */
   KABI_PARAM_CONSTANT = 4,

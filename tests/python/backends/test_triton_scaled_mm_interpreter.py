@@ -1,7 +1,8 @@
 """The Triton FP8 kernels (pointer and persistent TMA) against the op's float64 reference in Triton's CPU
-interpreter, through ``kabi.ops.scaled_mm`` with each config forced: float8_e4m3fn and float8_e5m2 (the interpreter multiplies both
-exactly, so no widening is needed; its bfloat16 tl.dot is the one it gets wrong), per-tensor, row-wise and mixed
-scales, every output dtype, bias and none, sizes off every tile.
+interpreter, through ``kabi.ops.scaled_mm`` with each config forced: float8_e4m3fn and float8_e5m2 (the interpreter
+multiplies both exactly, so no widening is needed; its bfloat16 tl.dot is the one it gets wrong), per-tensor, row-wise
+and mixed scales (row-wise ones read through a stride of 3 in every third case), every output dtype, bias and none,
+sizes off every tile.
 
 The kernel runs in a child process (scaled_mm_interpreter_worker.py) because TRITON_INTERPRET must be set before
 Triton is first imported, and this pytest process imports Triton for real (the compile tests).

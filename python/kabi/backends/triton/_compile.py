@@ -33,12 +33,15 @@ _PTX_FEATURES = (("tma", "cp.async.bulk.tensor"), ("wgmma", "wgmma."))
 
 @functools.cache
 def binary_families() -> dict:
-    """Every family that compiles to device binaries, by name: matmul's (``FAMILIES``), grouped_mm's and linear's."""
+    """Every family that compiles to device binaries, by name: matmul's (``FAMILIES``), grouped_mm's, linear's and
+    scaled_mm's two (the pointer and the persistent TMA kernel)."""
     from ._families import FAMILIES
     from ._grouped import GROUPED_FAMILY
     from ._linear import LINEAR_FAMILY
+    from ._scaled_mm import SCALED_MM_FAMILY, SCALED_MM_TMA_FAMILY
 
-    return {**FAMILIES, GROUPED_FAMILY.name: GROUPED_FAMILY, LINEAR_FAMILY.name: LINEAR_FAMILY}
+    return {**FAMILIES, **{family.name: family for family in (GROUPED_FAMILY, LINEAR_FAMILY, SCALED_MM_FAMILY,
+                                                               SCALED_MM_TMA_FAMILY)}}
 
 
 def _family(kernel_family):
@@ -123,9 +126,9 @@ def compile_to_binary(kernel_family, config: MatmulConfig | DecodeConfig, dtype:
         raise ValueError(f"layout: the {family.name} family compiles {config.tag} for "
                          f"{', '.join(family.binary_layouts(config))}; got {layout!r}")
     exact_archs, arch_min, arch_max = _arch_range(family, arch)
-    if rows not in family.binary_rows(config, arch):
-        raise ValueError(f"rows: the {family.name} family compiles {config.tag} for sm_{arch} with rows in "
-                         f"{family.binary_rows(config, arch)}; got {rows}")
+    if rows not in family.binary_rows(config, dtype, arch):
+        raise ValueError(f"rows: the {family.name} family compiles {config.tag} in {DTYPE_NAMES[dtype]} for "
+                         f"sm_{arch} with rows in {family.binary_rows(config, dtype, arch)}; got {rows}")
     spec = family.binary_spec(config, dtype, layout, **family.binary_options(arch, multiprocessors, rows))
 
     source = ASTSource(family.kernel, spec.signature, spec.constexprs, spec.attrs)
@@ -142,7 +145,8 @@ def compile_to_binary(kernel_family, config: MatmulConfig | DecodeConfig, dtype:
     input_layouts = spec.input_layouts if len(set(spec.input_layouts)) > 1 else ()
     manifest = Manifest(
         op=family.op, name=name, backend="triton", device="cuda", priority=family.priority + 1,
-        dtypes=(DTYPE_NAMES[dtype],), layouts=spec.layouts, input_layouts=input_layouts, alignment=16,
+        dtypes=(DTYPE_NAMES[dtype],), type_constraints=spec.type_constraints, layouts=spec.layouts,
+        input_layouts=input_layouts, alignment=16,
         batch_mode=spec.batch_mode,
         image=f"{name}.cubin", image_format="cubin", image_fnv1a64=fnv1a64(image), arch=arch,
         entry=compiled.metadata.name, grid=spec.grid, block=(config.num_threads, 1, 1),
@@ -176,5 +180,5 @@ def compile_all(arch: int, out_dir: str | Path, *, dtypes=("float16", "bfloat16"
                 for layout in (layout for layout in layouts if layout in family.binary_layouts(config)):
                     paths.extend(compile_to_binary(family, config, dtype, arch, out_dir, layout=layout,
                                                    multiprocessors=multiprocessors, rows=rows)
-                                 for rows in family.binary_rows(config, arch))
+                                 for rows in family.binary_rows(config, dtype, arch))
     return paths

@@ -85,6 +85,9 @@ class BinarySpec:
     grid: tuple
     input_layouts: tuple
     batch_mode: str = "none"
+    # The dtypes of the type variables the binary's dtype does not bind, in kabi.h's syntax (the manifest's
+    # ``type_constraints``): scaled_mm's FP8 operand formats, its dtype being the output's.
+    type_constraints: str = ""
 
     @property
     def layouts(self) -> tuple:
@@ -146,6 +149,9 @@ class KernelFamily(abc.ABC):
     exact_archs: tuple = ()
     dtypes: tuple = (torch.float16, torch.bfloat16, torch.float32)
     layout_variants: tuple = ("row_major", "column_major", "row_column", "strided")
+    # The dtypes whose binaries registration compiles at a first dispatch: float32 kernels run without tensor cores
+    # (IEEE float32, docs/triton.md) and lose to cuBLAS, so they stay Python kernels.
+    native_dtypes: tuple = (torch.float16, torch.bfloat16)
     alignment: int = 0
     priority: int = 10
 
@@ -153,9 +159,9 @@ class KernelFamily(abc.ABC):
         """The layout variants a binary of ``config`` can be compiled for."""
         return self.layout_variants
 
-    def binary_rows(self, config, arch: int) -> tuple:
-        """The row counts (BLOCK_M) a binary of ``config`` is compiled for on ``arch``, one binary each; (0,): one
-        binary serves every M."""
+    def binary_rows(self, config, dtype: torch.dtype, arch: int) -> tuple:
+        """The row counts (BLOCK_M) a binary of ``config`` in ``dtype`` is compiled for on ``arch``, one binary each;
+        (0,): one binary serves every M; (): none is."""
         return (0,)
 
     def binary_options(self, arch: int, multiprocessors: int, rows: int) -> dict:
@@ -509,12 +515,12 @@ class DecodeFamily(MatmulFamily):
     def binary_layouts(self, config: DecodeConfig) -> tuple:
         return ("row_column",) if config.weight_layout == "n_by_k" else ("row_major",)
 
-    def binary_rows(self, config: DecodeConfig, arch: int) -> tuple:
+    def binary_rows(self, config: DecodeConfig, dtype: torch.dtype, arch: int) -> tuple:
         # Only the counts whose pipelined tiles fit the arch's shared memory: a binary of another would decline
-        # every problem it is compiled for. float16 and bfloat16 (the binaries' dtypes) take 2 bytes.
+        # every problem it is compiled for.
         rows = (1,) if config.style == "gemv" else self._DOT_ROWS
         return tuple(count for count in rows
-                     if config.shared_memory_bytes(count, 2, arch) <= shared_memory_limit(arch))
+                     if config.shared_memory_bytes(count, dtype.itemsize, arch) <= shared_memory_limit(arch))
 
     def rows_for(self, config: DecodeConfig, m: int) -> int:
         return config.rows_per_program(m)

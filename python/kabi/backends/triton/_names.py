@@ -12,6 +12,8 @@ Example::
     # 'triton.grouped_mm.bm128_bn128_bk64_w4_s4_g8.row_column.bfloat16.sm90'
     binary_name("linear", "bm16_bn64_bk128_w4_s4_g8", "row_major", "bfloat16", 90)
     # 'triton.linear.bm16_bn64_bk128_w4_s4_g8.row_major.bfloat16.sm90'
+    binary_name("scaled_mm_tma", "bm128_bn256_bk128_w8_s3_g8", "row_column", "float16", 90)
+    # 'triton.scaled_mm.tma.bm128_bn256_bk128_w8_s3_g8.row_column.float16.sm90' (float16: the output's dtype)
 """
 
 from __future__ import annotations
@@ -24,10 +26,13 @@ import os
 
 from ._kernel_modules import KERNEL_MODULES
 
-# The families of grouped_mm's persistent grouped GEMM and of the fused linear kernel, whose kernels are named after
-# their op (``grouped_kernel_name``, ``linear_kernel_name``) rather than as a matmul family's.
+# The families of grouped_mm's persistent grouped GEMM, of the fused linear kernel and of scaled_mm's FP8 kernels
+# (pointer and persistent TMA), whose kernels are named after their op (``grouped_kernel_name``,
+# ``linear_kernel_name``, ``scaled_mm_kernel_name``) rather than as a matmul family's.
 GROUPED_FAMILY_NAME = "grouped"
 LINEAR_FAMILY_NAME = "linear"
+SCALED_MM_FAMILY_NAME = "scaled_mm"
+SCALED_MM_TMA_FAMILY_NAME = "scaled_mm_tma"
 
 
 def kernel_name(family_name: str, config_tag: str, device: str = "cuda") -> str:
@@ -119,6 +124,8 @@ def binary_name(family_name: str, config_tag: str, layout: str, dtype_name: str,
         python_kernel = grouped_kernel_name(config_tag)
     elif family_name == LINEAR_FAMILY_NAME:
         python_kernel = linear_kernel_name(config_tag)
+    elif family_name in (SCALED_MM_FAMILY_NAME, SCALED_MM_TMA_FAMILY_NAME):
+        python_kernel = scaled_mm_kernel_name(config_tag, tma=family_name == SCALED_MM_TMA_FAMILY_NAME)
     else:
         python_kernel = kernel_name(family_name, config_tag)
     return f"{python_kernel}{rows_part}.{layout}.{dtype_name}.sm{arch}"

@@ -16,8 +16,8 @@ Binaries found complete on disk register without importing Triton (a warm proces
 imports it); only compiling the missing ones does.
 Each registers with its Python twin's supports predicate (the same shape rules), and the Python kernel declines
 the problems its binary serves; it keeps what no binary covers (general strides, float32, sizes a binary's declared
-divisibility rules out). grouped_mm's persistent grouped GEMM and linear's fused kernel compile and register the same
-way.
+divisibility rules out). grouped_mm's persistent grouped GEMM, linear's fused kernel and scaled_mm's FP8 kernels
+compile and register the same way.
 
 Example::
 
@@ -45,9 +45,6 @@ from ._names import binary_name, kernels_fingerprint
 # column-major b (``x @ w.T``, the nn.Linear call). "strided" binaries run slower than the JIT kernel (docs/triton.md,
 # "Limits of device binaries"), so strided problems stay with the Python kernels.
 NATIVE_LAYOUTS = ("row_major", "column_major", "row_column")
-# float32 kernels run without tensor cores (IEEE float32, docs/triton.md) and lose to cuBLAS, so they stay Python
-# kernels rather than add a third to the binaries compiled at a first dispatch.
-NATIVE_DTYPES = ("float16", "bfloat16")
 _PACKAGED_ROOT = Path(__file__).resolve().parents[2] / "binaries" / "triton"
 _CACHE_SUBDIRECTORY = Path("binaries", "triton")
 _logger = logging.getLogger("kabi")
@@ -74,9 +71,9 @@ class BinaryVariant:
 
 def binary_variants(arch: int, families: Iterable[str] | None = None, dtypes: Iterable[str] | None = None,
                     tags: Iterable[str] | None = None) -> list[BinaryVariant]:
-    """Every (family, config) that compiles for ``arch``, per native dtype, layout and row count (split-K configs
-    too: they add their slices in the same launch; grouped_mm's grouped GEMM and linear's kernel too); or those of
-    the named ``families``, ``dtypes`` and config ``tags``."""
+    """Every (family, config) that compiles for ``arch``, per native dtype of its family, layout and row count
+    (split-K configs too: they add their slices in the same launch; grouped_mm's grouped GEMM, linear's kernel and
+    scaled_mm's FP8 kernels too); or those of the named ``families``, ``dtypes`` and config ``tags``."""
     from ._compile import binary_families
     from ._families import DTYPE_NAMES
 
@@ -86,12 +83,13 @@ def binary_variants(arch: int, families: Iterable[str] | None = None, dtypes: It
         if (family.name not in wanted_families or arch < family.arch_min
                 or (family.exact_archs and arch not in family.exact_archs)):
             continue
-        family_dtypes = [DTYPE_NAMES[dtype] for dtype in family.dtypes]
+        family_dtypes = [dtype for dtype in family.dtypes
+                         if (dtype in family.native_dtypes if dtypes is None else DTYPE_NAMES[dtype] in dtypes)]
         for config in (config for config in family.configs if tags is None or config.tag in tags):
             layouts = [layout for layout in NATIVE_LAYOUTS if layout in family.binary_layouts(config)]
-            for dtype in (dtype for dtype in family_dtypes if dtype in (NATIVE_DTYPES if dtypes is None else dtypes)):
-                variants.extend(BinaryVariant(family.name, config, dtype, layout, rows)
-                                for layout in layouts for rows in family.binary_rows(config, arch))
+            for dtype in family_dtypes:
+                variants.extend(BinaryVariant(family.name, config, DTYPE_NAMES[dtype], layout, rows)
+                                for layout in layouts for rows in family.binary_rows(config, dtype, arch))
     return variants
 
 

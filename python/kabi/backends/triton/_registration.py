@@ -1,8 +1,8 @@
 """Registering the Triton kernels into kabi: one Python kernel per (family, config) for matmul, the aligned-copies
 matmul (cuBLAS's product of operands zero-padded by a Triton copy kernel, ``_aligned_copies``), and one per config
 of the fused linear kernel, of the FP8 scaled_mm kernels and of the persistent grouped GEMM (grouped_mm); on a GPU
-also the device binaries of the matmul configs, of the grouped GEMM's and of the linear kernel's (``_native``), which
-serve the problems they cover in place of their Python kernels, launched by the core.
+also the device binaries of the matmul configs, of the grouped GEMM's, of the linear kernel's and of the FP8
+kernels' (``_native``), which serve the problems they cover in place of their Python kernels, launched by the core.
 
 kabi's bootstrap hands ``register_triton_kernels`` to plugin discovery, which calls it the first time the registry is
 read for CUDA where a CUDA device exists (``kabi._plugins.discovery.complete_registry``), so ``import kabi`` never
@@ -35,8 +35,9 @@ import threading
 from typing import Any, Callable, Sequence
 
 from ..._base.tensors import DEVICE_TYPES
-from ._names import (GROUPED_FAMILY_NAME, LINEAR_FAMILY_NAME, aligned_copies_kernel_name, grouped_kernel_name,
-                     kernel_name, kernels_fingerprint, linear_kernel_name, scaled_mm_kernel_name)
+from ._names import (GROUPED_FAMILY_NAME, LINEAR_FAMILY_NAME, SCALED_MM_FAMILY_NAME, SCALED_MM_TMA_FAMILY_NAME,
+                     aligned_copies_kernel_name, grouped_kernel_name, kernel_name, kernels_fingerprint,
+                     linear_kernel_name, scaled_mm_kernel_name)
 
 _ELEMENT_SIZES = {"float16": 2, "bfloat16": 2, "float32": 4}
 # The interpreter's tl.dot on bfloat16 multiplies raw bit patterns, so on the CPU only float16/float32 register.
@@ -56,16 +57,12 @@ _LINEAR_DTYPES = ("float16", "bfloat16", "float32")
 # Above torch-native (0), the configs in LINEAR_CONFIGS' order: where nothing is tuned, the first config that fits
 # the problem is the heuristic pick.
 _LINEAR_PRIORITY = 10
-# FP8 tensor cores: sm_89 (Ada) and sm_90 (wgmma). On the CPU the interpreter runs it on float8_e4m3fn and
-# float8_e5m2 alike (its FP8 tl.dot is exact, unlike its bfloat16 one).
-_SCALED_MM_ARCHS = (89, None)
+# On the CPU the interpreter runs the FP8 kernels on float8_e4m3fn and float8_e5m2 alike (its FP8 tl.dot is exact,
+# unlike its bfloat16 one).
 _SCALED_MM_DTYPES = ("bfloat16", "float16", "float32", "float8_e4m3fn", "float8_e5m2")
 # wgmma reads FP8 tiles K-major: a row-major (or a view with unit stride along K) and b column-major; other strides
 # are correct but slow, and declined so that torch's kernel serves them.
 _SCALED_MM_LAYOUTS = ("contiguous", "row_strided", "col_strided")
-_SCALED_MM_PRIORITY = 10
-# Hopper's persistent TMA kernel ranks above the pointer kernel where both fit.
-_SCALED_MM_TMA_PRIORITY = 20
 _SCALED_MM_OUT_SIZES = {"bfloat16": 2, "float16": 2, "float32": 4}
 # The aligned-copies matmul: the 2-byte dtypes whose unaligned pitches it mends; the copy kernel runs wherever
 # Triton does, the product is cuBLAS's. Below torch.matmul (0), as torch.matmul.aligned_copies.cuda.
@@ -186,18 +183,22 @@ class _GroupedSupports:
 
 
 class _ScaledMMSupports:
-    """The supports predicate of one scaled_mm config: a row-major, b column-major on a GPU (the FP8 operand layout
-    of wgmma), and the config's fit to M, N, K."""
+    """The supports predicate of one scaled_mm config of the pointer or the persistent TMA kernel (``tma``), or of
+    one of its device binaries (no ``binaries``): a row-major, b column-major on a GPU (the FP8 operand layout of
+    wgmma), and the config's fit to M, N, K. The Python kernel leaves to its binaries (``binaries``: {(arch, output
+    dtype, layout variant, 0): device binary name}) the problems they serve."""
 
-    def __init__(self, config, tma: bool) -> None:
+    def __init__(self, config, tma: bool, binaries: dict | None = None) -> None:
         self._config = config
         self._tma = tma
+        self._binaries = binaries or {}
 
     def __call__(self, problem) -> bool | str:
         import torch
 
         from ._families import device_facts
-        from ._scaled_mm import scaled_mm_tma_unsupported_reason, scaled_mm_unsupported_reason
+        from ._scaled_mm import (SCALED_MM_FAMILY, scaled_mm_tma_unsupported_reason,
+                                 scaled_mm_unsupported_reason)
 
         arch = None
         on_cuda = problem.device_type == DEVICE_TYPES["cuda"]
@@ -211,9 +212,17 @@ class _ScaledMMSupports:
                         f"weight); a is {a_layout}, b is {b_layout}")
         dims = problem.dims
         if self._tma:
-            return scaled_mm_tma_unsupported_reason(self._config, dims["M"], dims["N"], dims["K"],
-                                                    _SCALED_MM_OUT_SIZES[problem.dtype], arch) or True
-        return scaled_mm_unsupported_reason(self._config, dims["M"], dims["N"], dims["K"], arch) or True
+            reason = scaled_mm_tma_unsupported_reason(self._config, dims["M"], dims["N"], dims["K"],
+                                                      _SCALED_MM_OUT_SIZES[problem.dtype], arch)
+        else:
+            reason = scaled_mm_unsupported_reason(self._config, dims["M"], dims["N"], dims["K"], arch)
+        if reason:
+            return reason
+        # Both families declare the same layouts and rules; the pointer family's judge them.
+        binary = self._binaries.get((arch, problem.dtype, SCALED_MM_FAMILY.covering_layout(problem.layouts), 0))
+        if binary and not SCALED_MM_FAMILY.binary_unsupported_reason(dims["N"], dims["K"], problem.type_bindings[1:]):
+            return f"runs as its device binary {binary}"
+        return True
 
 
 def register_triton_kernels(device: str = "cuda") -> list[str]:
@@ -268,7 +277,7 @@ def _register(device: str) -> list[str]:
             names.append(name)
     binary_names = [name for twins in binaries.values() for name in twins.values()]
     return (names + binary_names + _register_aligned_copies(device) + _register_linear(device, binaries)
-            + _register_scaled_mm(device) + _register_grouped(device, binaries))
+            + _register_scaled_mm(device, binaries) + _register_grouped(device, binaries))
 
 
 def _register_aligned_copies(device: str) -> list[str]:
@@ -295,6 +304,8 @@ def _binary_supports(family_name: str, config, rows: int):
         return _GroupedSupports(config)
     if family_name == LINEAR_FAMILY_NAME:
         return _LinearSupports(config)
+    if family_name in (SCALED_MM_FAMILY_NAME, SCALED_MM_TMA_FAMILY_NAME):
+        return _ScaledMMSupports(config, tma=family_name == SCALED_MM_TMA_FAMILY_NAME)
     return _Supports(FAMILIES[family_name], config, rows=rows)
 
 
@@ -362,17 +373,21 @@ def _register_grouped(device: str, binaries: dict) -> list[str]:
                              layouts="any", batch="none")
 
 
-def _register_scaled_mm(device: str) -> list[str]:
-    from ._scaled_mm import SCALED_MM_CONFIGS, SCALED_MM_TMA_CONFIGS, launch_scaled_mm, launch_scaled_mm_tma
+def _register_scaled_mm(device: str, binaries: dict) -> list[str]:
+    from ._scaled_mm import SCALED_MM_FAMILY, SCALED_MM_TMA_FAMILY, launch_scaled_mm, launch_scaled_mm_tma
 
     declaration = {"dtypes": _SCALED_MM_DTYPES, "layouts": _SCALED_MM_LAYOUTS, "batch": "none",
-                   "alignment": 0 if device == "cpu" else 16}
+                   "alignment": 0 if device == "cpu" else SCALED_MM_FAMILY.alignment}
     names = []
-    for tma, configs, launch, archs, priority in (
-            (False, SCALED_MM_CONFIGS, launch_scaled_mm, _SCALED_MM_ARCHS, _SCALED_MM_PRIORITY),
-            (True, SCALED_MM_TMA_CONFIGS, launch_scaled_mm_tma, {90}, _SCALED_MM_TMA_PRIORITY)):
-        names += _register_configs("scaled_mm", device, configs, launch,
-                                   lambda config, tma=tma: scaled_mm_kernel_name(config.tag, device, tma),
-                                   lambda config, tma=tma: _ScaledMMSupports(config, tma), "tma." if tma else "",
-                                   archs, priority, **declaration)
+    # The pointer kernel on every arch with FP8 tensor cores (sm_89 and later), the persistent one on sm_90 only,
+    # ranked above it where both fit.
+    for family, launch, archs in ((SCALED_MM_FAMILY, launch_scaled_mm, (SCALED_MM_FAMILY.arch_min, None)),
+                                  (SCALED_MM_TMA_FAMILY, launch_scaled_mm_tma, set(SCALED_MM_TMA_FAMILY.exact_archs))):
+        tma = family is SCALED_MM_TMA_FAMILY
+        names += _register_configs(
+            "scaled_mm", device, family.configs, launch,
+            lambda config, tma=tma: scaled_mm_kernel_name(config.tag, device, tma),
+            lambda config, tma=tma, family=family: _ScaledMMSupports(config, tma,
+                                                                     binaries.get((family.name, config.tag))),
+            "tma." if tma else "", archs, family.priority, **declaration)
     return names

@@ -10,8 +10,11 @@ Hopper's FP8 wgmma keeps fewer accumulator bits than float32 (Triton's default t
 way: 1.2e-3 relative error at K = 4096 on the H200, four times a float32 output's tolerance), so each BLOCK_K
 step's product is added to the float32 accumulator on its own (``max_num_imprecise_acc=BLOCK_K``), as
 torch._scaled_mm does without fast accumulation. The
-scales are applied once, to the accumulator (a per-tensor scale as one float, a row-wise one as a column of M or a
-row of N floats), then the bias, so the epilogue costs no pass over memory and no extra rounding. b is read through
+scales are applied once, to the accumulator, then the bias, so the epilogue costs no pass over memory and no extra
+rounding. A scale is read through its stride along out's rows (scale_a) or columns (scale_b): a row-wise scale's, or 0
+for a per-tensor one, whose one float every row then reads; so one image serves both kinds (a device binary gets 0 from
+the core for the dimension a [] scale lacks). The bias is optional: the JIT folds out a None one, a device binary
+tests its pointer, NULL when the call has none. b is read through
 its strides; its fast layout is the transposed view of an [N, K] weight (K contiguous), the operand layout wgmma
 wants for FP8. Triton's CPU interpreter multiplies float8_e4m3fn and float8_e5m2 tiles correctly (unlike bfloat16
 ones), so both kernels run there as they are.
@@ -20,8 +23,7 @@ Example (interpreter on CPU, or a GPU)::
 
     grid = (triton.cdiv(M, 128) * triton.cdiv(N, 128),)
     scaled_mm_kernel[grid](a, b, scale_a, scale_b, bias, out, M, N, K, *a.stride(), *b.stride(), *out.stride(),
-                           ROW_SCALE_A=False, ROW_SCALE_B=True, HAS_BIAS=True, BLOCK_M=128, BLOCK_N=128,
-                           BLOCK_K=128, GROUP_M=8)
+                           0, scale_b.stride(1), BLOCK_M=128, BLOCK_N=128, BLOCK_K=128, GROUP_M=8)
 """
 
 import triton
@@ -31,9 +33,22 @@ from ._jit_kernels import _grouped_tile
 
 
 @triton.jit
+def _scale_and_bias(acc, scale_a_ptr, scale_b_ptr, bias_ptr, rows, cols, stride_scale_a, stride_scale_b):
+    # rows and cols are in bounds (wrapped at the edges); a per-tensor scale's stride is 0, so every row or column
+    # reads its one float.
+    acc *= tl.load(scale_a_ptr + rows * stride_scale_a)[:, None]
+    acc *= tl.load(scale_b_ptr + cols * stride_scale_b)[None, :]
+    # A None bias (the JIT's specialization of an absent one) has no code; a binary's bias pointer is NULL when the
+    # call has none, which one uniform branch tests (the interpreter's masks take no pointer comparison).
+    if bias_ptr is not None:
+        if bias_ptr.to(tl.int1):
+            acc += tl.load(bias_ptr + cols).to(tl.float32)[None, :]
+    return acc
+
+
+@triton.jit
 def scaled_mm_kernel(a_ptr, b_ptr, scale_a_ptr, scale_b_ptr, bias_ptr, out_ptr, M, N, K,
-                     stride_am, stride_ak, stride_bk, stride_bn, stride_om, stride_on,
-                     ROW_SCALE_A: tl.constexpr, ROW_SCALE_B: tl.constexpr, HAS_BIAS: tl.constexpr,
+                     stride_am, stride_ak, stride_bk, stride_bn, stride_om, stride_on, stride_scale_a, stride_scale_b,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     tile_m, tile_n = _grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -53,24 +68,15 @@ def scaled_mm_kernel(a_ptr, b_ptr, scale_a_ptr, scale_b_ptr, bias_ptr, out_ptr, 
         acc = tl.dot(a, b, acc, max_num_imprecise_acc=BLOCK_K)
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
-    if ROW_SCALE_A:
-        acc *= tl.load(scale_a_ptr + rows_in_bounds)[:, None]
-    else:
-        acc *= tl.load(scale_a_ptr)
-    if ROW_SCALE_B:
-        acc *= tl.load(scale_b_ptr + cols_in_bounds)[None, :]
-    else:
-        acc *= tl.load(scale_b_ptr)
-    if HAS_BIAS:
-        acc += tl.load(bias_ptr + cols_in_bounds).to(tl.float32)[None, :]
+    acc = _scale_and_bias(acc, scale_a_ptr, scale_b_ptr, bias_ptr, rows_in_bounds, cols_in_bounds, stride_scale_a,
+                          stride_scale_b)
     out_ptrs = out_ptr + rows[:, None] * stride_om + cols[None, :] * stride_on
     tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=(rows[:, None] < M) & (cols[None, :] < N))
 
 
 @triton.jit
 def scaled_mm_persistent_tma_kernel(a_ptr, b_ptr, scale_a_ptr, scale_b_ptr, bias_ptr, out_ptr, M, N, K,
-                                    stride_am, stride_bn, stride_om, num_programs,
-                                    ROW_SCALE_A: tl.constexpr, ROW_SCALE_B: tl.constexpr, HAS_BIAS: tl.constexpr,
+                                    stride_am, stride_bn, stride_om, stride_scale_a, stride_scale_b, num_programs,
                                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                                     GROUP_M: tl.constexpr):
     # Hopper: one program per SM loops over the tiles; a ([M, K]), b (stored as the [N, K] weight whose transposed
@@ -94,14 +100,5 @@ def scaled_mm_persistent_tma_kernel(a_ptr, b_ptr, scale_a_ptr, scale_b_ptr, bias
             acc = tl.dot(a, b, acc, max_num_imprecise_acc=BLOCK_K)
         rows = (offset_m + tl.arange(0, BLOCK_M)) % M
         cols = (offset_n + tl.arange(0, BLOCK_N)) % N
-        if ROW_SCALE_A:
-            acc *= tl.load(scale_a_ptr + rows)[:, None]
-        else:
-            acc *= tl.load(scale_a_ptr)
-        if ROW_SCALE_B:
-            acc *= tl.load(scale_b_ptr + cols)[None, :]
-        else:
-            acc *= tl.load(scale_b_ptr)
-        if HAS_BIAS:
-            acc += tl.load(bias_ptr + cols).to(tl.float32)[None, :]
+        acc = _scale_and_bias(acc, scale_a_ptr, scale_b_ptr, bias_ptr, rows, cols, stride_scale_a, stride_scale_b)
         out_desc.store([offset_m, offset_n], acc.to(out_ptr.dtype.element_ty))

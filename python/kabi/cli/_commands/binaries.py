@@ -31,17 +31,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     compile_parser.add_argument("--arch", type=_parse_arch, required=True,
                                 help="the GPU architecture: 80 (sm_80, runs on sm_8x) or 90 (sm_90a)")
     compile_parser.add_argument("--out", type=Path, required=True, help="the directory to write into")
-    compile_parser.add_argument("--dtypes", nargs="+", default=["float16", "bfloat16"], metavar="DTYPE",
-                                help="dtypes to compile for (default: float16 bfloat16; float32 also exists)")
+    compile_parser.add_argument("--dtypes", nargs="+", metavar="DTYPE",
+                                help="dtypes to compile for (default: float16 bfloat16; float32 also exists; with "
+                                     "--native, each family's native set: scaled_mm's output dtypes include "
+                                     "float32)")
     compile_parser.add_argument("--families", nargs="+", metavar="FAMILY",
-                                help="only these kernel families (tiled, small_m, persistent_tma, decode, and "
-                                     "grouped for grouped_mm; default: all that exist for the arch)")
+                                help="only these kernel families (tiled, small_m, persistent_tma, decode; grouped "
+                                     "for grouped_mm, linear, scaled_mm and scaled_mm_tma; default: all that exist "
+                                     "for the arch)")
     compile_parser.add_argument("--multiprocessors", type=_parse_multiprocessors,
                                 help="the persistent kernel's program count: the target GPU's SM count "
                                      "(default 132, an H100/H200)")
     compile_parser.add_argument("--native", action="store_true",
-                                help="compile the set kabi registers as its CUDA candidates (float16 and bfloat16, "
-                                     "row- and column-major, every config) into OUT/<kernels' "
+                                help="compile the set kabi registers as its CUDA candidates (each family's native "
+                                     "dtypes, row- and column-major, every config) into OUT/<kernels' "
                                      "fingerprint>/sm<arch>_sms<N>, where registration looks: with --out "
                                      "python/kabi/binaries/triton a wheel ships them precompiled")
     compile_parser.set_defaults(handler=_compile)
@@ -79,7 +82,9 @@ def _compile(arguments: argparse.Namespace, console) -> int:
     from ...backends.triton import compile_all, read_manifest
     from ...backends.triton._compile import DEFAULT_MULTIPROCESSORS
 
-    for option, noun, requested, known in (("--dtypes", "dtype", arguments.dtypes, list(DTYPE_NAMES.values())),
+    # --native without --dtypes: each family's native dtypes (None), as registration compiles them.
+    dtypes = arguments.dtypes or (None if arguments.native else ["float16", "bfloat16"])
+    for option, noun, requested, known in (("--dtypes", "dtype", dtypes, list(DTYPE_NAMES.values())),
                                            ("--families", "family", arguments.families, list(binary_families()))):
         unknown = _unknown(requested, known)
         if unknown:
@@ -90,17 +95,17 @@ def _compile(arguments: argparse.Namespace, console) -> int:
         if arguments.native:
             from ...backends.triton._native import binary_variants, compile_binaries
 
-            directory = compile_binaries(binary_variants(arguments.arch, arguments.families, arguments.dtypes),
+            directory = compile_binaries(binary_variants(arguments.arch, arguments.families, dtypes),
                                          arguments.arch, multiprocessors, arguments.out)
             paths = sorted(directory.glob(f"*{_MANIFEST_SUFFIX}"))
         else:
             directory = arguments.out
-            paths = compile_all(arguments.arch, arguments.out, dtypes=arguments.dtypes, families=arguments.families,
+            paths = compile_all(arguments.arch, arguments.out, dtypes=dtypes, families=arguments.families,
                                 multiprocessors=multiprocessors)
     if not paths:
+        among = f" among {' '.join(arguments.families)}" if arguments.families else ""
         raise InvalidArgumentError(f"--arch {arguments.arch}: no kernel family compiles for sm_{arguments.arch} with "
-                                   f"{' '.join(arguments.dtypes)}" + (f" among {' '.join(arguments.families)}"
-                                                                      if arguments.families else ""))
+                                   f"{' '.join(dtypes or ['their native dtypes'])}{among}")
     table = Table(title=f"{len(paths)} binaries for sm_{arguments.arch} in {directory}", title_justify="left")
     for header in ("kernel", "dtype", "file"):
         table.add_column(header, overflow="fold")
