@@ -3,7 +3,7 @@
 # benchmarks, leave results under benchmarks/results/ (and $OUT when set), print a short table.
 # Usage: bash benchmarks/fetch_gpu_wheels.sh here, then (device tool) bash benchmarks/run_gpu.sh [STEP ...] with
 # carry [".whl"]. Steps: tests cuda memcheck repro overhead bench:llm-decode triton decode cpp fp8 (default: all, in
-# that order), and native (the GPU tests of the Triton binaries, grouped ones included, and kabi.cuda alone), firstcall (fresh processes' first calls; firstcall-shipped: with shipped binaries only),
+# that order), and native (the GPU tests of the Triton binaries, grouped, linear and scaled_mm ones included, and kabi.cuda alone), firstcall (fresh processes' first calls; firstcall-shipped: with shipped binaries only),
 # distributed (2 GPUs). Each
 # step has its own time limit so that one hanging step still leaves the others' results and the table.
 # bench:[OP/]SUITE[:DTYPE] runs `kabi bench OP --suite SUITE [--dtype DTYPE]` (OP: matmul when not given) for 240 s
@@ -135,6 +135,7 @@ for step in "${steps[@]}"; do
               tests/python/backends/test_triton_native_gpu.py tests/python/backends/test_cuda_source_gpu.py \
               tests/python/backends/test_triton_gpu.py tests/python/test_cpp_app_cuda.py \
               tests/python/backends/test_triton_grouped_gpu.py tests/python/test_grouped_mm_gpu.py \
+              tests/python/backends/test_triton_scaled_mm_native_gpu.py \
               --junitxml="$out/gpu-native.xml" ;;
     *) echo "unknown step $step"; status+=("$step|UNKNOWN|0s") ;;
   esac
