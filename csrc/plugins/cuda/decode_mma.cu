@@ -9,9 +9,9 @@ namespace {
 
 // One chunk of 32 k per warp step (with the next step's loads issued first, 8 KiB of b in flight per warp), four
 // warps per block, three blocks held per multiprocessor (at most 170 registers per thread; 12 warps, 96 KiB in
-// flight), K split until the grid holds two waves of them. Chosen without a GPU at hand (docs/cuda_plugin.md): measure
-// before tuning it.
-using Tiling = decode::Tiling</*Chunks=*/1, /*Warps=*/4, /*ResidentBlocks=*/3, /*BlocksPerMultiprocessor=*/6>;
+// flight), K split for full waves of them. Chosen without a GPU at hand (docs/cuda_plugin.md);
+// scripts/debug/decode_mma_probe.py measures it beside other tilings.
+using Tiling = decode::Tiling</*Chunks=*/1, /*Warps=*/4, /*ResidentBlocks=*/3>;
 
 template <bool kBfloat16, MatrixOrder kOrder>
 cudaError_t launch_typed(const DecodeMma& product, float* partials, int32_t multiprocessors, cudaStream_t stream) {
@@ -39,8 +39,7 @@ cudaError_t launch_for_order(const DecodeMma& product, float* partials, int32_t 
 }  // namespace
 
 size_t decode_mma_workspace_bytes(int64_t m, int64_t n, int64_t k, int32_t multiprocessors) {
-  const KSplits split = decode::k_splits<Tiling>(n, k, multiprocessors);
-  return split.splits > 1 ? static_cast<size_t>(split.splits * m * n) * sizeof(float) : 0;
+  return static_cast<size_t>(decode::workspace_floats<Tiling>(m, n, k, multiprocessors)) * sizeof(float);
 }
 
 cudaError_t launch_decode_mma(const DecodeMma& product, void* workspace, int32_t multiprocessors,

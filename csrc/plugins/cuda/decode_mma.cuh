@@ -24,6 +24,8 @@
 // the workspace and split_sums.cu adds them in split order. Nothing depends on timing.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #include "gemm_call.hpp"
@@ -40,7 +42,14 @@ constexpr int kChunkK = 32;
 constexpr int kLoadsPerChunk = 8;
 static_assert(kLoadsPerChunk == 2 * kTiles, "both layouts read 8 words of b per thread and chunk");
 
-template <int Chunks, int Warps, int ResidentBlocks, int BlocksPerMultiprocessor>
+// K per split, at least (rounded up to the split granule): below it each warp takes too few steps to cover the
+// start of its loads, and each split adds M x N float32 sums to write and read back.
+constexpr int64_t kMinSplitK = 256;
+// A block's start in k it could have read meanwhile: about 1 us of first-load latency at a block's share of HBM
+// (4.2 TB/s over some 400 blocks, 128 bytes of b per k).
+constexpr int64_t kBlockStartK = 128;
+
+template <int Chunks, int Warps, int ResidentBlocks>
 struct Tiling {
   // Chunks of 32 k per warp step (the k-unroll: 4 KiB of b per chunk; the next step's are in flight meanwhile).
   static constexpr int kChunks = Chunks;
@@ -52,10 +61,13 @@ struct Tiling {
   // The blocks a multiprocessor must hold at once (__launch_bounds__): this bounds the registers per thread, and
   // ptxas keeps two steps' words apart only when it knows it may use that many. Without the bound it put the next
   // step's loads into the registers this step's products free, so they issued after the products and a warp had a
-  // single step in flight.
+  // single step in flight. It may hold more where ptxas uses fewer registers; the splits of K ask CUDA how many.
   static constexpr int kResidentBlocks = ResidentBlocks;
-  // K is split until the grid holds this many blocks per multiprocessor (more splits, more float32 sums to add).
-  static constexpr int kBlocksPerMultiprocessor = BlocksPerMultiprocessor;
+  // The most blocks a multiprocessor can hold by threads (2048 on sm_80 and sm_90, fewer elsewhere): what bounds
+  // the splits where only shapes are known (workspace_floats).
+  static constexpr int kMostResidentBlocks = 2048 / kThreads;
+  static_assert(int64_t{ResidentBlocks} * Warps * 16 * (kColumnsPerWarp + 4) * 4 <= 227 * 1024,
+                "the resident blocks' shared memory fits a multiprocessor");
 };
 
 __device__ inline uint32_t word(const uint4& value, int index) {
@@ -228,25 +240,65 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kResidentBlocks)
   }
 }
 
-// The splits of K for a product of m x n x k on `multiprocessors`: one owner for the launch and the workspace.
+// The splits of K for a product of m x n x k where `capacity` blocks run at once (resident blocks per multiprocessor x
+// multiprocessors), planned for full waves of them (wave_k_splits).
 template <class Tile>
-KSplits k_splits(int64_t n, int64_t k, int32_t multiprocessors) {
-  const int64_t wanted = int64_t{Tile::kBlocksPerMultiprocessor} * (multiprocessors > 0 ? multiprocessors : 1);
-  return split_k_rows(k, ceil_div(n, kColumnsPerWarp), wanted, Tile::kSplitGranule, INT64_MAX);
+KSplits k_splits(int64_t m, int64_t n, int64_t k, int64_t capacity) {
+  return wave_k_splits(k, ceil_div(n, kColumnsPerWarp), capacity > 0 ? capacity : 1, Tile::kSplitGranule, kMinSplitK,
+                       kBlockStartK, kColumnsPerWarp * sizeof(uint16_t), 2 * m * n * int64_t{sizeof(float)});
+}
+
+// The float32 sums the launch may write on `multiprocessors` (0 where K is never split): shapes only, as a workspace
+// function sees, so the most over every number of resident blocks a multiprocessor can hold; the launch asks CUDA
+// which it is (resident_blocks).
+template <class Tile>
+int64_t workspace_floats(int64_t m, int64_t n, int64_t k, int32_t multiprocessors) {
+  int64_t most_splits = 1;
+  for (int resident = 1; resident <= Tile::kMostResidentBlocks; ++resident) {
+    const int64_t capacity = int64_t{resident} * (multiprocessors > 0 ? multiprocessors : 1);
+    most_splits = std::max(most_splits, k_splits<Tile>(m, n, k, capacity).splits);
+  }
+  return most_splits > 1 ? most_splits * m * n : 0;
+}
+
+// The blocks of `kernel` (kThreads threads, static shared memory only) a multiprocessor of the current device holds
+// at once, asked of CUDA once per kernel and device. 0 where CUDA cannot say (`error` tells why).
+template <class Tile, class Kernel>
+int resident_blocks(Kernel kernel, cudaError_t* error) {
+  constexpr int kDevices = 64;
+  static std::atomic<int> known[kDevices] = {};
+  int device = 0;
+  *error = cudaGetDevice(&device);
+  if (*error != cudaSuccess) return 0;
+  if (device < kDevices && known[device].load(std::memory_order_relaxed) > 0) return known[device];
+  int blocks = 0;
+  *error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, Tile::kThreads, 0);
+  if (*error != cudaSuccess) return 0;
+  if (blocks < 1) {
+    *error = cudaErrorInvalidConfiguration;
+    return 0;
+  }
+  if (device < kDevices) known[device].store(blocks, std::memory_order_relaxed);
+  return blocks;
 }
 
 // Queues the product (and, with several splits, their sum) on `stream`. partials: the workspace, at least
-// splits x m x n floats where there are several splits.
+// workspace_floats floats.
 template <bool kBfloat16, MatrixOrder kOrder, int kRowGroups, class Tile>
 cudaError_t launch_tiled(const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, int64_t m, int64_t n,
                          int64_t k, const Epilogue& epilogue, uint16_t* out, float* partials,
                          int32_t multiprocessors, cudaStream_t stream) {
-  const KSplits split = k_splits<Tile>(n, k, multiprocessors);
+  const auto kernel = decode_mma_kernel<kBfloat16, kOrder, kRowGroups, Tile>;
+  cudaError_t query_error = cudaSuccess;
+  const int resident = resident_blocks<Tile>(kernel, &query_error);
+  if (query_error != cudaSuccess) return query_error;
+  const KSplits split = k_splits<Tile>(m, n, k, int64_t{std::min(resident, Tile::kMostResidentBlocks)} *
+                                                    (multiprocessors > 0 ? multiprocessors : 1));
   const int64_t column_blocks = ceil_div(n, kColumnsPerWarp);
   if (column_blocks > INT32_MAX || split.splits > 65535) return cudaErrorInvalidConfiguration;
   const dim3 grid(static_cast<unsigned>(column_blocks), static_cast<unsigned>(split.splits));
   float* split_sums = split.splits > 1 ? partials : nullptr;
-  decode_mma_kernel<kBfloat16, kOrder, kRowGroups, Tile><<<grid, Tile::kThreads, 0, stream>>>(
+  kernel<<<grid, Tile::kThreads, 0, stream>>>(
       a, lda, b, ldb, m, n, k, split.rows_per_split, split_sums, out, epilogue);
   const cudaError_t error = cudaGetLastError();
   if (error != cudaSuccess || split_sums == nullptr) return error;

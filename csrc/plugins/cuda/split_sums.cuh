@@ -32,6 +32,38 @@ inline KSplits split_k_rows(int64_t k, int64_t blocks_without_splits, int64_t wa
   return KSplits{rows, ceil_div(k, rows)};
 }
 
+// Splits K so that the grid's waves are as full as they can be. `capacity` blocks run at once (resident blocks per
+// multiprocessor x multiprocessors); a grid of blocks_without_splits x s blocks then takes ceil(blocks / capacity)
+// waves, each as long as a split's rows plus start_rows (a block's start, its first loads' latency, in rows it could
+// have read meanwhile), so its modelled cost is waves x capacity x (rows + start_rows) x bytes_per_block_row (the
+// bytes full waves would have read) plus, where K is split, s x sum_bytes_per_split (the float32 sums written and
+// read back). Each split is a multiple of `granule` rows and at least min_rows_per_split (rounded up to the granule).
+// A split count replaces a smaller one only where it costs kSplitPreference less, so near-equal choices keep fewer
+// splits.
+inline KSplits wave_k_splits(int64_t k, int64_t blocks_without_splits, int64_t capacity, int64_t granule,
+                             int64_t min_rows_per_split, int64_t start_rows, int64_t bytes_per_block_row,
+                             int64_t sum_bytes_per_split) {
+  constexpr double kSplitPreference = 0.03;
+  const int64_t min_rows = std::max<int64_t>(ceil_div(min_rows_per_split, granule), 1) * granule;
+  const int64_t most_splits = std::clamp<int64_t>(k / min_rows, 1, 65535);
+  KSplits best{ceil_div(k, granule) * granule, 1};
+  double best_cost = 0;
+  for (int64_t wanted = 1; wanted <= most_splits; ++wanted) {
+    const int64_t rows = ceil_div(ceil_div(k, wanted), granule) * granule;
+    const int64_t splits = ceil_div(k, rows);
+    const int64_t waves = ceil_div(blocks_without_splits * splits, capacity);
+    const double wave_bytes = static_cast<double>(capacity) * static_cast<double>(rows + start_rows) *
+                              static_cast<double>(bytes_per_block_row);
+    const double cost = static_cast<double>(waves) * wave_bytes +
+                        (splits > 1 ? static_cast<double>(splits) * static_cast<double>(sum_bytes_per_split) : 0.0);
+    if (wanted == 1 || cost < best_cost * (1.0 - kSplitPreference)) {
+      best = KSplits{rows, splits};
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
 template <bool kBfloat16>
 __device__ float widen(uint32_t bits) {
   if constexpr (kBfloat16) {
