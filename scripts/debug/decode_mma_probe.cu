@@ -220,8 +220,9 @@ int main(int argc, char** argv) {
     for (const char* cursor = argv[i] + consumed; *cursor != '\0';) {
       char* after = nullptr;
       rows.push_back(std::strtoll(cursor, &after, 10));
+      const bool parsed = after != cursor;
       cursor = *after == ',' ? after + 1 : after;
-      if (rows.back() < 1 || rows.back() > 16 || after == cursor) {
+      if (rows.back() < 1 || rows.back() > 16 || !parsed) {
         std::fprintf(stderr, "layer %s: M from 1 to 16\n", argv[i]);
         return 2;
       }
