@@ -9,6 +9,7 @@
 #include "decode_mma.hpp"
 #include "gemm_plan.hpp"
 #include "gemm_registration.hpp"
+#include "hand_written_launch.hpp"
 #include "plugin_context.hpp"
 
 namespace kabi::cuda {
@@ -59,19 +60,9 @@ kabi_status launch(const DecodeKernel& kernel, const kabi_problem& problem, cons
   if (!reason.empty()) return context.fail(KABI_STATUS_CONSTRAINT_VIOLATED, kernel.name + ": " + reason);
   const int32_t multiprocessors = context.multiprocessors_of(call.device_index);
   const size_t needed = decode_mma_workspace_bytes(product.m, product.n, product.k, multiprocessors);
-  if (needed > 0 && (args.workspace == nullptr || args.workspace_size < needed)) {
-    return context.fail(KABI_STATUS_INTERNAL, kernel.name + ": a workspace of " +
-                                                  std::to_string(args.workspace_size) + " bytes; it needs " +
-                                                  std::to_string(needed));
-  }
-  DeviceGuard device(call.device_index);
-  if (!device.ok()) return context.fail(KABI_STATUS_UNAVAILABLE, kernel.name + ": " + device.error());
-  const cudaError_t error =
-      launch_decode_mma(product, args.workspace, multiprocessors, static_cast<cudaStream_t>(call.stream));
-  if (error != cudaSuccess) {
-    return context.fail(KABI_STATUS_KERNEL_FAILED, kernel.name + ": launch failed: " + cudaGetErrorString(error));
-  }
-  return KABI_STATUS_OK;
+  return queue_on_device(kernel.name, call, args, needed, [&] {
+    return launch_decode_mma(product, args.workspace, multiprocessors, static_cast<cudaStream_t>(call.stream));
+  });
 }
 
 std::string why_not(const DecodeKernel& kernel, const kabi_problem& problem, const kabi_args& args) {

@@ -8,6 +8,7 @@
 
 #include "gemm_plan.hpp"
 #include "gemm_registration.hpp"
+#include "hand_written_launch.hpp"
 #include "plugin_context.hpp"
 #include "split_k_gemv.hpp"
 
@@ -55,19 +56,9 @@ kabi_status launch(const GemvKernel& kernel, const kabi_problem& problem, const 
   if (!reason.empty()) return context.fail(KABI_STATUS_CONSTRAINT_VIOLATED, kernel.name + ": " + reason);
   const int32_t multiprocessors = context.multiprocessors_of(call.device_index);
   const size_t needed = split_k_gemv_workspace_bytes(gemv.m, gemv.n, gemv.k, multiprocessors);
-  if (args.workspace == nullptr || args.workspace_size < needed) {
-    return context.fail(KABI_STATUS_INTERNAL, kernel.name + ": a workspace of " +
-                                                  std::to_string(args.workspace_size) + " bytes; it needs " +
-                                                  std::to_string(needed));
-  }
-  DeviceGuard device(call.device_index);
-  if (!device.ok()) return context.fail(KABI_STATUS_UNAVAILABLE, kernel.name + ": " + device.error());
-  const cudaError_t error =
-      launch_split_k_gemv(gemv, args.workspace, multiprocessors, static_cast<cudaStream_t>(call.stream));
-  if (error != cudaSuccess) {
-    return context.fail(KABI_STATUS_KERNEL_FAILED, kernel.name + ": launch failed: " + cudaGetErrorString(error));
-  }
-  return KABI_STATUS_OK;
+  return queue_on_device(kernel.name, call, args, needed, [&] {
+    return launch_split_k_gemv(gemv, args.workspace, multiprocessors, static_cast<cudaStream_t>(call.stream));
+  });
 }
 
 std::string why_not(const GemvKernel&, const kabi_problem& problem, const kabi_args& args) {
