@@ -1,13 +1,19 @@
 """Reading a compiled cubin with the cuobjdump that ships with the Triton wheel: its SASS, and the parameter sizes of
-its own EIATTR_KPARAM_INFO table, which the compile tests check a manifest's parameters against."""
+its own EIATTR_KPARAM_INFO table, which the compile tests check a manifest's parameters against; and loading compiled
+binaries through the core's reader, as an installed wheel's are loaded."""
 
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import triton
+
+import kabi
+from kabi.backends.triton import load_binaries, read_manifest
 
 CUOBJDUMP = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
 
@@ -23,3 +29,17 @@ def cubin_param_sizes(cubin: Path) -> list[int]:
     entries = re.findall(r"Ordinal\s*:\s*(0x[0-9a-f]+)\s+Offset\s*:\s*0x[0-9a-f]+\s+Size\s*:\s*(0x[0-9a-f]+)",
                          listing)
     return [int(size, 16) for _, size in sorted(entries, key=lambda entry: int(entry[0], 16))]
+
+
+def loaded_by_the_core(binaries: Mapping, directory: Path, op: str) -> Iterator[dict]:
+    """Load ``binaries`` ({key: manifest path}) with the core's reader (kabi_binaries_load) from ``directory``, a
+    directory of their own, and yield {key: kernel name}; afterwards unregister them from ``op``. A module fixture
+    wraps it: ``yield from loaded_by_the_core(binaries, tmp_path_factory.mktemp(...), "linear")``."""
+    for manifest_path in binaries.values():
+        for suffix in (".cubin", ".kabi-manifest"):
+            source = manifest_path.with_name(read_manifest(manifest_path).name + suffix)
+            shutil.copy(source, directory / source.name)
+    assert load_binaries(directory) == len(binaries)
+    yield {key: read_manifest(path).name for key, path in binaries.items()}
+    for path in binaries.values():
+        kabi.unregister_kernel(op, read_manifest(path).name)

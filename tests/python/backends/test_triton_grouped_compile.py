@@ -9,7 +9,6 @@ native registration compiles, and the Python kernel leaving to its binary the pr
 from __future__ import annotations
 
 import re
-import shutil
 from types import SimpleNamespace
 
 import pytest
@@ -17,12 +16,12 @@ import pytest
 triton = pytest.importorskip("triton")
 
 import torch  # noqa: E402
-from _cubins import CUOBJDUMP, cubin_param_sizes, sass  # noqa: E402
+from _cubins import CUOBJDUMP, cubin_param_sizes, loaded_by_the_core, sass  # noqa: E402
 
 import kabi  # noqa: E402
 from kabi import ConstraintViolatedError, _core  # noqa: E402
 from kabi._base.tensors import DEVICE_TYPES, descriptor  # noqa: E402
-from kabi.backends.triton import compile_all, compile_to_binary, load_binaries, read_manifest  # noqa: E402
+from kabi.backends.triton import compile_all, compile_to_binary, read_manifest  # noqa: E402
 from kabi.backends.triton import _compile, _families, _native  # noqa: E402
 from kabi.backends.triton._grouped import GROUPED_CONFIGS, GROUPED_FAMILY  # noqa: E402
 from kabi.backends.triton._manifest import ptx_entry_params  # noqa: E402
@@ -52,16 +51,8 @@ def binaries(tmp_path_factory) -> dict:
 
 @pytest.fixture(scope="module")
 def loaded(binaries, tmp_path_factory) -> dict:
-    """The binaries loaded by the core from a directory of their own: {spec: kernel name}."""
-    directory = tmp_path_factory.mktemp("grouped-loaded")
-    for manifest_path in binaries.values():
-        for suffix in (".cubin", ".kabi-manifest"):
-            source = manifest_path.with_name(read_manifest(manifest_path).name + suffix)
-            shutil.copy(source, directory / source.name)
-    assert load_binaries(directory) == len(binaries)
-    yield {spec: read_manifest(path).name for spec, path in binaries.items()}
-    for path in binaries.values():
-        kabi.unregister_kernel("grouped_mm", read_manifest(path).name)
+    """The binaries loaded by the core's reader from a directory of their own: {key: kernel name}."""
+    yield from loaded_by_the_core(binaries, tmp_path_factory.mktemp("grouped-loaded"), "grouped_mm")
 
 
 @pytest.mark.parametrize("spec", _BINARIES, ids=_IDS)

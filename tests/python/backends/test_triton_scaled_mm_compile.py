@@ -19,7 +19,7 @@ import pytest
 triton = pytest.importorskip("triton")
 
 import torch  # noqa: E402
-from _cubins import CUOBJDUMP, cubin_param_sizes, sass  # noqa: E402
+from _cubins import CUOBJDUMP, cubin_param_sizes, loaded_by_the_core, sass  # noqa: E402
 
 import kabi  # noqa: E402
 from kabi import ConstraintViolatedError, _core  # noqa: E402
@@ -57,16 +57,8 @@ def binaries(tmp_path_factory) -> dict:
 
 @pytest.fixture(scope="module")
 def loaded(binaries, tmp_path_factory) -> dict:
-    """The binaries loaded by the core's reader (kabi_binaries_load) from a directory of their own: {key: name}."""
-    directory = tmp_path_factory.mktemp("scaled-mm-loaded")
-    for manifest_path in binaries.values():
-        for suffix in (".cubin", ".kabi-manifest"):
-            source = manifest_path.with_name(read_manifest(manifest_path).name + suffix)
-            shutil.copy(source, directory / source.name)
-    assert load_binaries(directory) == len(binaries)
-    yield {key: read_manifest(path).name for key, path in binaries.items()}
-    for path in binaries.values():
-        kabi.unregister_kernel("scaled_mm", read_manifest(path).name)
+    """The binaries loaded by the core's reader from a directory of their own: {key: kernel name}."""
+    yield from loaded_by_the_core(binaries, tmp_path_factory.mktemp("scaled-mm-loaded"), "scaled_mm")
 
 
 def _image(manifest_path):
