@@ -6,54 +6,21 @@
 //   result M N K ORDER TILING RESIDENT SPLITS MICROSECONDS FRACTION_OF_FLOOR REL_ERROR ok|WRONG
 //
 //   decode_mma_probe N,K:M[,M...] [N,K:M...]   (each layer with both b orders)
-#include <cuda_runtime.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include "decode_mma.cuh"
+#include "probe_common.cuh"
 
 namespace {
 
 using namespace kabi::cuda;
 using namespace kabi::cuda::decode;
-
-#define CHECK(call)                                                                         \
-  do {                                                                                      \
-    const cudaError_t status_ = (call);                                                     \
-    if (status_ != cudaSuccess) {                                                           \
-      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(status_)); \
-      std::exit(1);                                                                         \
-    }                                                                                       \
-  } while (0)
-
-__global__ void reference_kernel(const uint16_t* a, const uint16_t* b, bool column_major, float* out, int64_t m,
-                                 int64_t n, int64_t k) {
-  const int64_t column = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t row = blockIdx.y;
-  if (column >= n) return;
-  float sum = 0.0f;
-  for (int64_t kk = 0; kk < k; ++kk) {
-    sum += widen<true>(a[row * k + kk]) * widen<true>(column_major ? b[column * k + kk] : b[kk * n + column]);
-  }
-  out[row * n + column] = sum;
-}
-
-__global__ void fill_kernel(uint16_t* data, int64_t count, uint32_t seed) {
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    uint32_t x = static_cast<uint32_t>(i) * 2654435761u ^ seed;
-    x ^= x >> 13;
-    x *= 0x5bd1e995u;
-    x ^= x >> 15;
-    data[i] = narrow<true>((static_cast<float>(x & 0xffff) / 65535.0f) * 2.0f - 1.0f);
-  }
-}
+using namespace probe;
 
 struct Problem {
   int64_t m, n, k;
@@ -96,52 +63,12 @@ void run_tiling(const Problem& p, const Buffers& buffers, double bandwidth) {
   CHECK(cudaMemset(buffers.out, 0xff, p.m * p.n * 2));
   CHECK((launch<kOrder, kRowGroups, Tile>(p, buffers, buffers.b_copies[0], partials, stream)));
   CHECK(cudaStreamSynchronize(stream));
-  std::vector<uint16_t> got(p.m * p.n);
-  std::vector<float> expected(p.m * p.n);
-  CHECK(cudaMemcpy(got.data(), buffers.out, got.size() * 2, cudaMemcpyDeviceToHost));
-  CHECK(cudaMemcpy(expected.data(), buffers.reference, expected.size() * 4, cudaMemcpyDeviceToHost));
-  double worst = 0, largest = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const uint32_t bits = static_cast<uint32_t>(got[i]) << 16;
-    float value;
-    std::memcpy(&value, &bits, sizeof value);
-    const double difference = std::fabs(static_cast<double>(value) - expected[i]);
-    worst = std::isfinite(difference) ? std::max(worst, difference) : INFINITY;
-    largest = std::max(largest, static_cast<double>(std::fabs(expected[i])));
-  }
-  const double error = worst / std::max(largest, 1e-30);
+  const double error = relative_error(buffers.out, buffers.reference, p.m * p.n);
   double us = NAN;
   if (error < 2e-2) {
-    constexpr int kCallsPerGraph = 20;
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-    for (int call = 0; call < kCallsPerGraph; ++call) {
-      CHECK((launch<kOrder, kRowGroups, Tile>(p, buffers, buffers.b_copies[call % buffers.b_copies.size()], partials,
-                                              stream)));
-    }
-    CHECK(cudaStreamEndCapture(stream, &graph));
-    CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    cudaEvent_t start, end;
-    CHECK(cudaEventCreate(&start));
-    CHECK(cudaEventCreate(&end));
-    for (int warm = 0; warm < 3; ++warm) CHECK(cudaGraphLaunch(exec, stream));
-    std::vector<float> per_call;
-    for (int replay = 0; replay < 20; ++replay) {
-      CHECK(cudaEventRecord(start, stream));
-      CHECK(cudaGraphLaunch(exec, stream));
-      CHECK(cudaEventRecord(end, stream));
-      CHECK(cudaEventSynchronize(end));
-      float ms = 0;
-      CHECK(cudaEventElapsedTime(&ms, start, end));
-      per_call.push_back(ms * 1e3f / kCallsPerGraph);
-    }
-    std::sort(per_call.begin(), per_call.end());
-    us = per_call[per_call.size() / 2];
-    CHECK(cudaGraphExecDestroy(exec));
-    CHECK(cudaGraphDestroy(graph));
-    CHECK(cudaEventDestroy(start));
-    CHECK(cudaEventDestroy(end));
+    us = graph_time_us(stream, buffers.b_copies, 20, [&](const uint16_t* b) {
+      return launch<kOrder, kRowGroups, Tile>(p, buffers, b, partials, stream);
+    });
   }
   const double floor_us = static_cast<double>(p.k) * p.n * 2 / bandwidth * 1e6;
   std::printf("result %lld %lld %lld %s %s %d %lld %.2f %.3f %.1e %s\n", static_cast<long long>(p.m),
@@ -173,40 +100,10 @@ void run_all(const Problem& p, const Buffers& buffers, double bandwidth) {
   run_for_problem<Tiling<2, 8, 1>>(p, buffers, bandwidth);
 }
 
-double copy_bandwidth() {
-  const size_t bytes = size_t{1} << 30;
-  void *source, *target;
-  CHECK(cudaMalloc(&source, bytes));
-  CHECK(cudaMalloc(&target, bytes));
-  cudaEvent_t start, end;
-  CHECK(cudaEventCreate(&start));
-  CHECK(cudaEventCreate(&end));
-  CHECK(cudaMemcpy(target, source, bytes, cudaMemcpyDeviceToDevice));
-  std::vector<float> times;
-  for (int i = 0; i < 10; ++i) {
-    CHECK(cudaEventRecord(start));
-    CHECK(cudaMemcpy(target, source, bytes, cudaMemcpyDeviceToDevice));
-    CHECK(cudaEventRecord(end));
-    CHECK(cudaEventSynchronize(end));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, start, end));
-    times.push_back(ms);
-  }
-  std::sort(times.begin(), times.end());
-  CHECK(cudaFree(source));
-  CHECK(cudaFree(target));
-  CHECK(cudaEventDestroy(start));
-  CHECK(cudaEventDestroy(end));
-  return 2.0 * bytes / (times[times.size() / 2] * 1e-3);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  int device = 0;
-  CHECK(cudaGetDevice(&device));
-  int32_t multiprocessors = 0;
-  CHECK(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device));
+  const int32_t multiprocessors = multiprocessor_count();
   const double bandwidth = copy_bandwidth();
   std::printf("bandwidth %.1f %d\n", bandwidth / 1e9, multiprocessors);
   for (int i = 1; i < argc; ++i) {
@@ -230,24 +127,14 @@ int main(int argc, char** argv) {
     const int64_t most_rows = *std::max_element(rows.begin(), rows.end());
     Buffers buffers{};
     buffers.multiprocessors = multiprocessors;
-    const size_t b_bytes = static_cast<size_t>(k * n) * 2;
-    const size_t copies = std::clamp<size_t>((size_t{256} << 20) / b_bytes + 1, 1, 20);
-    CHECK(cudaMalloc(&buffers.a, most_rows * k * 2));
-    fill_kernel<<<256, 256>>>(buffers.a, most_rows * k, 1);
-    for (size_t c = 0; c < copies; ++c) {
-      uint16_t* copy;
-      CHECK(cudaMalloc(&copy, b_bytes));
-      fill_kernel<<<1024, 256>>>(copy, k * n, 2);
-      buffers.b_copies.push_back(copy);
-    }
+    buffers.a = filled_array(most_rows * k, 1);
+    buffers.b_copies = rotated_copies_of_b(n, k);
     CHECK(cudaMalloc(&buffers.out, most_rows * n * 2));
     CHECK(cudaMalloc(&buffers.reference, most_rows * n * 4));
     for (const bool column_major : {true, false}) {
       for (const int64_t m : rows) {
         const Problem p{m, n, k, column_major};
-        reference_kernel<<<dim3(static_cast<unsigned>(ceil_div(n, 128)), static_cast<unsigned>(m)), 128>>>(
-            buffers.a, buffers.b_copies[0], column_major, buffers.reference, m, n, k);
-        CHECK(cudaDeviceSynchronize());
+        compute_reference(buffers.a, buffers.b_copies[0], column_major, buffers.reference, m, n, k);
         run_all(p, buffers, bandwidth);
       }
     }

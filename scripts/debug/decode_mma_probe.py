@@ -10,50 +10,16 @@ of the floor (b's bytes over the copy bandwidth measured in the same run).
 from __future__ import annotations
 
 import argparse
-import statistics
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 
 import torch
 
-_ROOT = Path(__file__).resolve().parents[2]
-_PLUGIN = _ROOT / "csrc" / "plugins" / "cuda"
+from _probe_common import build_probe, graph_time_us
+
 _DEFAULT_LAYERS = ["4096x4096", "6144x4096", "4096x14336", "57344x8192"]
 _CALLS_PER_GRAPH = 20
-
-
-def _build(directory: str) -> Path:
-    probe = Path(directory, "decode_mma_probe")
-    subprocess.run(["nvcc", "-std=c++17", "-O3", "-arch=sm_90", "--expt-relaxed-constexpr", f"-I{_PLUGIN}",
-                    str(Path(__file__).with_suffix(".cu")), str(_PLUGIN / "split_sums.cu"), "-o", str(probe)],
-                   check=True)
-    return probe
-
-
-def _graph_time_us(calls, replays: int = 20) -> float:
-    """Median time of one call, from a graph of len(calls) calls replayed ``replays`` times."""
-    stream = torch.cuda.Stream()
-    with torch.cuda.stream(stream):
-        for call in calls[:3]:
-            call()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for call in calls:
-            call()
-    for _ in range(3):
-        graph.replay()
-    times = []
-    for _ in range(replays):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / len(calls))
-    return statistics.median(times)
 
 
 def _torch_times(n: int, k: int, rows: list[int]) -> dict[tuple[int, str], float]:
@@ -68,7 +34,7 @@ def _torch_times(n: int, k: int, rows: list[int]) -> dict[tuple[int, str], float
         for m in rows:
             a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
             out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-            times[m, order] = _graph_time_us([lambda b=b: torch.matmul(a, b, out=out) for b in bs])
+            times[m, order] = graph_time_us([lambda b=b: torch.matmul(a, b, out=out) for b in bs], 20, 3)
     del weights
     torch.cuda.empty_cache()
     return times
@@ -81,7 +47,7 @@ def main() -> None:
     args = parser.parse_args()
     layers = [tuple(int(size) for size in layer.split("x")) for layer in args.layers]
     with tempfile.TemporaryDirectory() as directory:
-        probe = _build(directory)
+        probe = build_probe("decode_mma_probe", directory)
         if not torch.cuda.is_available():
             print("decode_mma_probe: built the probe; timing it needs a CUDA device, and torch sees none")
             return

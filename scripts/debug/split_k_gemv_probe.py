@@ -8,39 +8,15 @@ replay reads it from HBM), then times, the same way, torch.matmul and kabi's plu
 from __future__ import annotations
 
 import argparse
-import statistics
 import subprocess
 import tempfile
-from pathlib import Path
 
 import torch
 
 import kabi
+from _probe_common import build_probe, graph_time_us
 
-_ROOT = Path(__file__).resolve().parents[2]
 _DEFAULT_SHAPES = ["7x14335x4097", "1x4095x4097", "1x4096x4096", "16x4096x4096", "1x6144x4096", "16x14336x4096"]
-
-
-def _graph_time_us(calls, replays: int = 30) -> float:
-    """Median time of one call, from a graph of len(calls) calls replayed ``replays`` times."""
-    stream = torch.cuda.Stream()
-    with torch.cuda.stream(stream):
-        for call in calls[:3]:
-            call()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for call in calls:
-            call()
-    times = []
-    for _ in range(replays):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / len(calls))
-    return statistics.median(times)
 
 
 def _peers(shape: str) -> None:
@@ -48,14 +24,15 @@ def _peers(shape: str) -> None:
     copies = min(20, (256 << 20) // (2 * n * k) + 1)
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     bs = [torch.randn(k, n, device="cuda", dtype=torch.bfloat16) for _ in range(copies)]
+    rotation = (bs * (20 // copies + 1))[:20]
     out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
     expected = a.float() @ bs[0].float()
     subjects = {"torch.matmul": lambda b: torch.matmul(a, b, out=out)}
     with kabi.use(matmul="cuda.gemv.split_k"):
         kabi.ops.matmul(a, bs[0], out=out)
         error = ((out.float() - expected).abs().max() / expected.abs().max()).item()
-        plugin_us = _graph_time_us([lambda b=b: kabi.ops.matmul(a, b, out=out) for b in bs * (20 // copies + 1)][:20])
-    torch_us = _graph_time_us([lambda b=b: subjects["torch.matmul"](b) for b in bs * (20 // copies + 1)][:20])
+        plugin_us = graph_time_us([lambda b=b: kabi.ops.matmul(a, b, out=out) for b in rotation], 30, 0)
+    torch_us = graph_time_us([lambda b=b: subjects["torch.matmul"](b) for b in rotation], 30, 0)
     print(f"{m:6d} {n:6d} {k:6d}  {'torch.matmul':32s} {torch_us:8.1f} us")
     print(f"{m:6d} {n:6d} {k:6d}  {'kabi cuda.gemv.split_k':32s} {plugin_us:8.1f} us  rel error {error:.1e}")
 
@@ -65,11 +42,10 @@ def main() -> None:
     parser.add_argument("--shapes", nargs="+", default=_DEFAULT_SHAPES)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as directory:
-        probe = Path(directory, "split_k_gemv_probe")
-        subprocess.run(["nvcc", "-std=c++17", "-O3", "-arch=sm_90", "--expt-relaxed-constexpr",
-                        f"-I{_ROOT / 'csrc' / 'plugins' / 'cuda'}", str(Path(__file__).with_suffix(".cu")),
-                        str(_ROOT / "csrc" / "plugins" / "cuda" / "split_sums.cu"),
-                        "-o", str(probe)], check=True)
+        probe = build_probe("split_k_gemv_probe", directory)
+        if not torch.cuda.is_available():
+            print("split_k_gemv_probe: built the probe; timing it needs a CUDA device, and torch sees none")
+            return
         problems = [",".join(shape.split("x")) for shape in args.shapes]
         subprocess.run([str(probe), *problems], check=True)
     for shape in args.shapes:
