@@ -1,6 +1,7 @@
 """Reading a compiled cubin with the cuobjdump that ships with the Triton wheel: its SASS, and the parameter sizes of
-its own EIATTR_KPARAM_INFO table, which the compile tests check a manifest's parameters against; and loading compiled
-binaries through the core's reader, as an installed wheel's are loaded."""
+its own EIATTR_KPARAM_INFO table, which the compile tests check a manifest's parameters against; loading compiled
+binaries through the core's reader, as an installed wheel's are loaded, and checking what the core read against the
+manifest; and descriptors of host tensors that claim a CUDA device, for launches that stop before the driver."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 import triton
 
 import kabi
+from kabi._base.tensors import DEVICE_TYPES, descriptor
 from kabi.backends.triton import load_binaries, read_manifest
 
 CUOBJDUMP = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
@@ -43,3 +45,26 @@ def loaded_by_the_core(binaries: Mapping, directory: Path, op: str) -> Iterator[
     yield {key: read_manifest(path).name for key, path in binaries.items()}
     for path in binaries.values():
         kabi.unregister_kernel(op, read_manifest(path).name)
+
+
+def assert_the_core_read_the_manifest(op: str, name: str, manifest) -> None:
+    """The kernel the core registered from ``manifest`` declares what the manifest says."""
+    info = kabi.kernel_info(op, name)
+    assert info.kind == "device_binary" and info.backend == "triton" and info.device == "cuda"
+    assert (info.archs, info.arch_range) == (manifest.archs, (manifest.arch_min, manifest.arch_max))
+    assert info.features == manifest.features and info.dtypes == manifest.dtypes
+    assert info.layouts == manifest.layouts
+    assert info.type_constraints.replace(" ", "") == manifest.type_constraints.replace(" ", "")
+    assert tuple(layouts for _, layouts in info.input_layouts) == manifest.input_layouts
+    assert (info.alignment, info.priority, info.batch_mode) == (manifest.alignment, manifest.priority,
+                                                                manifest.batch_mode)
+    assert info.fingerprint == manifest.fingerprint
+
+
+def claimed_on_cuda(tensor, shift: int = 0):
+    """The descriptor of a host tensor claimed to be on cuda:0 (nothing reads it: the launch stops before the
+    driver, or at it, for want of a GPU); ``shift`` bytes added to its data pointer."""
+    if tensor is None:
+        return None
+    data, shape, strides, code, bits, _, _ = descriptor(tensor)
+    return (data + shift, shape, strides, code, bits, DEVICE_TYPES["cuda"], 0)

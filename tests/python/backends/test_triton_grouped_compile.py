@@ -16,11 +16,11 @@ import pytest
 triton = pytest.importorskip("triton")
 
 import torch  # noqa: E402
-from _cubins import CUOBJDUMP, cubin_param_sizes, loaded_by_the_core, sass  # noqa: E402
+from _cubins import (CUOBJDUMP, assert_the_core_read_the_manifest, claimed_on_cuda, cubin_param_sizes,  # noqa: E402
+                     loaded_by_the_core, sass)
 
 import kabi  # noqa: E402
 from kabi import ConstraintViolatedError, _core  # noqa: E402
-from kabi._base.tensors import DEVICE_TYPES, descriptor  # noqa: E402
 from kabi.backends.triton import compile_all, compile_to_binary, read_manifest  # noqa: E402
 from kabi.backends.triton import _compile, _families, _native  # noqa: E402
 from kabi.backends.triton._grouped import GROUPED_CONFIGS, GROUPED_FAMILY  # noqa: E402
@@ -136,23 +136,9 @@ def test_sm90_reads_through_tma_into_wgmma_and_sm80_in_16_byte_copies(binaries):
 def test_the_core_loads_each_binary_as_its_manifest_says(binaries, loaded):
     for spec, name in loaded.items():
         manifest = read_manifest(binaries[spec])
-        info = kabi.kernel_info("grouped_mm", name)
-        assert info.kind == "device_binary" and info.backend == "triton" and info.device == "cuda"
-        assert (info.archs, info.arch_range) == (manifest.archs, (manifest.arch_min, manifest.arch_max))
-        assert info.features == manifest.features and info.dtypes == manifest.dtypes
-        assert info.layouts == manifest.layouts
-        assert tuple(layouts for _, layouts in info.input_layouts) == manifest.input_layouts
-        assert (info.alignment, info.priority, info.batch_mode) == (manifest.alignment, manifest.priority, "none")
-        assert info.fingerprint == manifest.fingerprint
+        assert manifest.batch_mode == "none"
+        assert_the_core_read_the_manifest("grouped_mm", name, manifest)
 
-
-def _cuda(tensor: torch.Tensor | None, shift: int = 0):
-    """The descriptor of a host tensor claimed to be on cuda:0 (nothing reads it: the launch stops before the
-    driver, or at it, for want of a GPU); ``shift`` bytes added to its data pointer."""
-    if tensor is None:
-        return None
-    data, shape, strides, code, bits, _, _ = descriptor(tensor)
-    return (data + shift, shape, strides, code, bits, DEVICE_TYPES["cuda"], 0)
 
 
 def _problem(dtype: torch.dtype, linear_weight: bool, *, groups=4, rows=40, n=64, k=96, form="2d"):
@@ -165,7 +151,8 @@ def _problem(dtype: torch.dtype, linear_weight: bool, *, groups=4, rows=40, n=64
 
 
 def _launch(name: str, x, w, offs, out, shift: int = 0) -> None:
-    _core.launch("grouped_mm", name, [_cuda(x, shift), _cuda(w), _cuda(offs)], [_cuda(out)], stream=0)
+    _core.launch("grouped_mm", name, [claimed_on_cuda(x, shift), claimed_on_cuda(w), claimed_on_cuda(offs)],
+                 [claimed_on_cuda(out)], stream=0)
 
 
 def test_the_core_refuses_what_the_image_would_compute_wrong_and_says_why(loaded):

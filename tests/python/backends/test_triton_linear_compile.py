@@ -20,11 +20,11 @@ import pytest
 triton = pytest.importorskip("triton")
 
 import torch  # noqa: E402
-from _cubins import CUOBJDUMP, cubin_param_sizes, loaded_by_the_core, sass  # noqa: E402
+from _cubins import (CUOBJDUMP, assert_the_core_read_the_manifest, claimed_on_cuda, cubin_param_sizes,  # noqa: E402
+                     loaded_by_the_core, sass)
 
 import kabi  # noqa: E402
 from kabi import ConstraintViolatedError, _core  # noqa: E402
-from kabi._base.tensors import DEVICE_TYPES, descriptor  # noqa: E402
 from kabi.backends.triton import compile_all, compile_to_binary, load_binaries, read_manifest  # noqa: E402
 from kabi.backends.triton import _compile, _families, _native, _registration  # noqa: E402
 from kabi.backends.triton._linear import LINEAR_CONFIGS, LINEAR_FAMILY  # noqa: E402
@@ -111,14 +111,8 @@ def test_tensor_cores_fed_by_16_byte_copies_no_spills_and_every_activation_in_th
 def test_the_core_loads_each_binary_as_its_manifest_says(binaries, loaded):
     for spec, name in loaded.items():
         manifest = read_manifest(binaries[spec])
-        info = kabi.kernel_info("linear", name)
-        assert info.kind == "device_binary" and info.backend == "triton" and info.device == "cuda"
-        assert (info.archs, info.arch_range) == (manifest.archs, (manifest.arch_min, manifest.arch_max))
-        assert info.features == manifest.features and info.dtypes == manifest.dtypes
-        assert info.layouts == manifest.layouts
-        assert tuple(layouts for _, layouts in info.input_layouts) == manifest.input_layouts
-        assert (info.alignment, info.priority, info.batch_mode) == (16, manifest.priority, "uniform")
-        assert info.fingerprint == manifest.fingerprint
+        assert manifest.batch_mode == "uniform"
+        assert_the_core_read_the_manifest("linear", name, manifest)
 
 
 def test_the_core_reader_binds_the_activation_param_to_the_ops_attribute(binaries, tmp_path):
@@ -132,21 +126,14 @@ def test_the_core_reader_binds_the_activation_param_to_the_ops_attribute(binarie
         load_binaries(tmp_path)
 
 
-def _cuda(tensor: torch.Tensor | None, shift: int = 0):
-    """The descriptor of a host tensor claimed to be on cuda:0 (nothing reads it: the launch stops before the
-    driver, or at it, for want of a GPU); ``shift`` bytes added to its data pointer."""
-    if tensor is None:
-        return None
-    data, shape, strides, code, bits, _, _ = descriptor(tensor)
-    return (data + shift, shape, strides, code, bits, DEVICE_TYPES["cuda"], 0)
-
 
 def _zeros(*shape):
     return torch.zeros(*shape, dtype=torch.bfloat16)
 
 
 def _launch(name, x, w, bias, out, activation="gelu", shift=0):
-    _core.launch("linear", name, [_cuda(x, shift), _cuda(w), _cuda(bias)], [_cuda(out)], stream=0,
+    _core.launch("linear", name, [claimed_on_cuda(x, shift), claimed_on_cuda(w), claimed_on_cuda(bias)],
+                 [claimed_on_cuda(out)], stream=0,
                  attributes=(activation,))
 
 
