@@ -1,5 +1,6 @@
 """What the kernel probes' drivers (decode_mma_probe.py, split_k_gemv_probe.py) share: building a probe's .cu beside
-them with nvcc, and timing torch calls in CUDA-graph replay the way the probes time their kernels."""
+them with nvcc, and timing torch calls in CUDA-graph replay the way the probes time their kernels (unaligned_small_m.py
+times its Triton variants with it too)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,6 @@ This times, in CUDA-graph replay, on the same inputs:
 from __future__ import annotations
 
 import argparse
-import statistics
 
 import torch
 import triton
@@ -24,6 +23,8 @@ import triton.language as tl
 
 import kabi
 from kabi.backends.triton._families import FAMILIES
+
+from _probe_common import graph_time_us
 
 
 @triton.jit
@@ -60,28 +61,6 @@ def _recomputed_body(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_
     out_cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
     tl.store(c_ptr + out_rows[:, None] * stride_cm + out_cols[None, :] * stride_cn, acc.to(c_ptr.dtype.element_ty),
              mask=(out_rows[:, None] < M) & (out_cols[None, :] < N))
-
-
-def _graph_time_us(function, replays: int) -> float:
-    """Median time of one call, from graphs of 20 calls replayed ``replays`` times."""
-    stream = torch.cuda.Stream()
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            function()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(20):
-            function()
-    times = []
-    for _ in range(replays):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / 20)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -127,7 +106,8 @@ def main() -> None:
             try:
                 function()
                 error = ((c.float() - expected).abs().max() / expected.abs().max()).item()
-                print(f"  {name:55s} {_graph_time_us(function, args.replays):9.1f} us   max rel error {error:.1e}")
+                us = graph_time_us([function] * 20, args.replays, 0)
+                print(f"  {name:55s} {us:9.1f} us   max rel error {error:.1e}")
             finally:
                 if forced is not None:
                     forced.__exit__(None, None, None)
