@@ -1,4 +1,6 @@
 // The decode MMA kernel of decode_mma.hpp: its tiling and the launch (the kernel is in decode_mma.cuh).
+#include <array>
+#include <cstddef>
 #include <cstdint>
 
 #include "decode_mma.cuh"
@@ -39,7 +41,27 @@ cudaError_t launch_for_order(const DecodeMma& product, float* partials, int32_t 
 }  // namespace
 
 size_t decode_mma_workspace_bytes(int64_t m, int64_t n, int64_t k, int32_t multiprocessors) {
-  return static_cast<size_t>(decode::workspace_floats<Tiling>(m, n, k, multiprocessors)) * sizeof(float);
+  // The core asks for the workspace at every launch, and the bound plans the splits for every resident count a
+  // multiprocessor could hold, each over every split count: 1-5 us of a CPU core, several times a cheap call's own
+  // dispatch. So each thread keeps the answers for the shapes it last met (a decode step meets a handful, one per
+  // layer), in slots picked by the shape.
+  struct Answer {
+    int64_t m = -1, n = 0, k = 0;
+    int32_t multiprocessors = 0;
+    size_t bytes = 0;
+  };
+  constexpr size_t kSlots = 64;
+  thread_local std::array<Answer, kSlots> answers;
+  const uint64_t shape_hash = (static_cast<uint64_t>(m) * 0x9e3779b97f4a7c15ull) ^
+                              (static_cast<uint64_t>(n) * 0xc2b2ae3d27d4eb4full) ^
+                              (static_cast<uint64_t>(k) * 0x165667b19e3779f9ull) ^
+                              static_cast<uint64_t>(multiprocessors);
+  Answer& answer = answers[(shape_hash ^ (shape_hash >> 32)) % kSlots];
+  if (answer.m != m || answer.n != n || answer.k != k || answer.multiprocessors != multiprocessors) {
+    answer = Answer{m, n, k, multiprocessors,
+                    static_cast<size_t>(decode::workspace_floats<Tiling>(m, n, k, multiprocessors)) * sizeof(float)};
+  }
+  return answer.bytes;
 }
 
 cudaError_t launch_decode_mma(const DecodeMma& product, void* workspace, int32_t multiprocessors,
