@@ -152,6 +152,17 @@ def test_misaligned_strides_are_declined_not_computed_wrong(dtype: torch.dtype) 
                 assert bool((buffer == POISON).all()), f"{kernel} declined but wrote"
 
 
+def _linear_inputs(rows: tuple, n: int, k: int, with_bias: bool, transposed: bool, dtype: torch.dtype,
+                   activation: str):
+    """x [*rows, K], w [N, K] (or a transposed [K, N]), bias [N] or None, fresh random; and the float64 reference
+    of linear with the activation."""
+    x = torch.randn(*rows, k, device="cuda").to(dtype)
+    w = torch.randn(k, n, device="cuda").to(dtype).t() if transposed else torch.randn(n, k, device="cuda").to(dtype)
+    bias = torch.randn(n, device="cuda").to(dtype) if with_bias else None
+    reference = torch.nn.functional.linear(x.double(), w.double(), None if bias is None else bias.double())
+    return x, w, bias, ACTIVATION_FUNCTIONS[activation](reference)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("activation", ACTIVATIONS)
 def test_every_linear_kernel_matches_the_reference(dtype: torch.dtype, activation: str) -> None:
@@ -160,16 +171,12 @@ def test_every_linear_kernel_matches_the_reference(dtype: torch.dtype, activatio
     for kernel in _kernels("linear"):
         for rows, n, k, with_bias, transposed in [((2, 64), 256, 128, True, False), ((1,), 4096, 512, False, False),
                                                    ((200,), 136, 264, True, True), ((33,), 29, 17, True, False)]:
-            x = torch.randn(*rows, k, device="cuda").to(dtype)
-            w = (torch.randn(k, n, device="cuda").to(dtype).t() if transposed
-                 else torch.randn(n, k, device="cuda").to(dtype))
-            bias = torch.randn(n, device="cuda").to(dtype) if with_bias else None
+            x, w, bias, reference = _linear_inputs(rows, n, k, with_bias, transposed, dtype, activation)
             out, buffer = guarded_output((*rows, n), dtype)
             if not _launch("linear", kernel, [x, w, bias], out, attributes=(index,)):
                 continue
             served.append(kernel)
-            reference = torch.nn.functional.linear(x.double(), w.double(), None if bias is None else bias.double())
-            _check("linear", out, ACTIVATION_FUNCTIONS[activation](reference), dtype,
+            _check("linear", out, reference, dtype,
                    f"{kernel} {activation} rows={rows} N={n} K={k} bias={with_bias} transposed={transposed}")
             assert_guards_intact(buffer, kernel)
     if torch.cuda.get_device_capability() == (9, 0):
@@ -350,15 +357,11 @@ def test_decode_mma_serves_linear_with_its_epilogue(dtype: torch.dtype, activati
     index = ACTIVATIONS.index(activation)
     for rows, n, k, with_bias, transposed in [((2, 8), 1032, 2056, True, False), ((16,), 1032, 2056, False, True),
                                               ((1,), 53248, 520, True, False), ((3,), 136, 264, True, True)]:
-        x = torch.randn(*rows, k, device="cuda").to(dtype)
-        w = (torch.randn(k, n, device="cuda").to(dtype).t() if transposed
-             else torch.randn(n, k, device="cuda").to(dtype))
-        bias = torch.randn(n, device="cuda").to(dtype) if with_bias else None
+        x, w, bias, reference = _linear_inputs(rows, n, k, with_bias, transposed, dtype, activation)
         out, buffer = guarded_output((*rows, n), dtype)
         what = f"{DECODE_MMA} {activation} rows={rows} N={n} K={k} bias={with_bias} transposed={transposed}"
         assert _launch("linear", DECODE_MMA, [x, w, bias], out, attributes=(index,)), f"{what}: declined"
-        reference = torch.nn.functional.linear(x.double(), w.double(), None if bias is None else bias.double())
-        _check("linear", out, ACTIVATION_FUNCTIONS[activation](reference), dtype, what)
+        _check("linear", out, reference, dtype, what)
         assert_guards_intact(buffer, DECODE_MMA)
 
 
