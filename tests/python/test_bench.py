@@ -133,6 +133,22 @@ def test_cuda_device_is_inferred_from_the_returned_tensor():
     assert (result.mode, result.count, result.calls_per_sample) == ("cuda-events", 10, 1)
 
 
+@pytest.mark.gpu
+@cuda
+def test_the_l2_flush_reads_a_buffer_twice_the_l2_and_never_writes_it():
+    """A written flush buffer leaves dirty lines whose write-back the timed call pays: the flush only reads."""
+    from kabi._selection import bench as bench_module
+
+    a = torch.randn(64, 64, device="cuda")
+    bench(lambda: a @ a, warmup=1, repeat=5, min_time_s=0)
+    buffer = bench_module._flush_buffers[torch.cuda.current_device()]
+    l2_bytes = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+    assert buffer.numel() * buffer.element_size() >= 2 * l2_bytes
+    version = buffer._version
+    bench(lambda: a @ a, warmup=1, repeat=5, min_time_s=0)
+    assert buffer._version == version, "the flush wrote its buffer"
+
+
 class FakeCudaTiming:
     """torch.cuda's stream and event API as bench uses it, on a CPU: counts the stream lookups and device-wide
     synchronizations, and records which stream each event was recorded on (each event then reads 1 ms)."""

@@ -6,8 +6,12 @@ How it measures depends on where the work runs:
 - **CPU**: ``time.perf_counter_ns`` around batches of calls, each batch long enough that the clock's resolution and
   the loop's cost vanish; the median over batches.
 - **CUDA, one event pair per call** (default): CUDA events bracket each call, the L2 cache is flushed before each
-  repetition by writing a buffer twice its size (outside the events, so the flush is never timed), and the median
+  repetition by reading a buffer twice its size (outside the events, so the flush is never timed), and the median
   is taken. This measures the kernel as a cold-cache first touch, which is how large-layer GEMMs run in a model.
+  The flush reads rather than writes: a written buffer leaves the L2 full of dirty lines, and the timed call paid
+  their write-back as its reads evicted them (7-8 us a call on an H200, the same for every kernel, so it pulled
+  every ratio of short calls toward 1: benchmarks/results/debug-eager-flush-nvidia-h200.txt). A call in a model
+  finds the L2 holding what earlier kernels read, mostly clean.
 - **CUDA, back-to-back** (``back_to_back=True``): one event pair around N consecutive calls, divided by N. Host
   overhead counts whenever it exceeds the device time, which is the honest number for tiny, launch-bound problems.
 - **CUDA graph** (``cuda_graph=True``): N calls captured once into a graph, the replays timed; what a decode step
@@ -215,13 +219,19 @@ def _estimate_cuda_ms(fn: Callable[[], Any], stream: Any) -> float:
 
 
 def _flush_buffer(device: torch.device) -> torch.Tensor:
+    """The device's flush buffer: twice its L2 in 8-byte words, zeroed once (the flush only reads it)."""
     buffer = _flush_buffers.get(device.index)
     if buffer is None:
         l2_bytes = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0)
         size = 2 * l2_bytes if l2_bytes > 0 else _FALLBACK_FLUSH_BYTES
-        buffer = torch.empty(size, dtype=torch.int8, device=device)
+        buffer = torch.zeros(math.ceil(size / 8), dtype=torch.int64, device=device)
         _flush_buffers[device.index] = buffer
     return buffer
+
+
+def _flush_l2(buffer: torch.Tensor) -> None:
+    """Evicts the L2 by reading ``buffer`` (a sum whose result nobody reads): the lines it leaves are clean."""
+    buffer.sum()
 
 
 def _calls_per_sample(repeat: int, min_time_s: float, estimate_ms: float) -> int:
@@ -256,7 +266,7 @@ def _event_timed_samples(run, repeat, flush_l2, device, stream) -> list[float]:
     pairs = []
     for _ in range(repeat):
         if flush is not None:
-            flush.zero_()
+            _flush_l2(flush)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record(stream)
         run()
