@@ -14,7 +14,8 @@ temporary cache) with the flush done five ways, interleaved over rounds:
 - none: no flush (the weights stay in L2 where they fit).
 
 Equal "write" and "write, idle" put no host latency in the figure; "write, read" equal to "read" and below "write"
-puts the write-back there.
+puts the write-back there. The last column, "host", is the host's time per call when it issues 2000 calls without
+waiting (the device runs behind only by the kernels' time): what a CPU-bound eager loop pays per call.
 
     python scripts/debug/eager_flush_probe.py [--rounds 40]
 """
@@ -25,11 +26,14 @@ import argparse
 import os
 import statistics
 import tempfile
+import time
 
 import torch
 
-_SHAPES = [(1, 4096, 4096), (1, 6144, 4096), (16, 4096, 4096), (16, 14336, 4096), (64, 28672, 8192),
-           (64, 8192, 28672)]
+# The suite's llm-decode shapes, after two small ones whose kernels take less time than a launch, so that their host
+# column is the host's cost alone (elsewhere it is the larger of host and device time).
+_SHAPES = [(1, 512, 512), (16, 512, 512), (1, 4096, 4096), (1, 6144, 4096), (16, 4096, 4096), (16, 14336, 4096),
+           (64, 28672, 8192), (64, 8192, 28672)]
 _IDLE_CYCLES = 200_000
 
 
@@ -67,6 +71,17 @@ def _sample(call, flush, stream) -> float:
     return start.elapsed_time(end) * 1e3
 
 
+def _host_us(call, calls: int = 2000) -> float:
+    """Host microseconds per call over ``calls`` calls issued without waiting, after a synchronized start."""
+    torch.cuda.synchronize()
+    start = time.perf_counter_ns()
+    for _ in range(calls):
+        call()
+    elapsed = time.perf_counter_ns() - start
+    torch.cuda.synchronize()
+    return elapsed / calls / 1e3
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=40, help="samples per (implementation, flush), interleaved")
@@ -80,7 +95,7 @@ def main() -> None:
     stream = torch.cuda.current_stream(device)
     flushes = _flushes(device)
     print(f"{'shape (MxKxN)':>16} {'implementation':>44}" + "".join(f" {name:>12}" for name in flushes)
-          + "   (median us of one call between events)")
+          + f" {'host':>8}   (median us of one call between events; host: us per call issued)")
     for m, k, n in _SHAPES:
         a = torch.randn(m, k, dtype=torch.bfloat16, device=device)
         b = torch.randn(k, n, dtype=torch.bfloat16, device=device)
@@ -99,9 +114,11 @@ def main() -> None:
             for flush_name, flush in flushes.items():
                 for name, call in order:
                     samples[name, flush_name].append(_sample(call, flush, stream))
-        for name in calls:
+        for name, call in calls.items():
+            host_us = statistics.median(_host_us(call) for _ in range(3))
             print(f"{f'{m}x{k}x{n}':>16} {name[:44]:>44}"
-                  + "".join(f" {statistics.median(samples[name, flush]):12.2f}" for flush in flushes))
+                  + "".join(f" {statistics.median(samples[name, flush]):12.2f}" for flush in flushes)
+                  + f" {host_us:8.2f}")
 
 
 if __name__ == "__main__":
