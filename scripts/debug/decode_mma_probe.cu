@@ -50,9 +50,8 @@ cudaError_t launch(const Problem& p, const Buffers& buffers, const uint16_t* b, 
 
 template <MatrixOrder kOrder, int kRowGroups, class Tile>
 void run_tiling(const Problem& p, const Buffers& buffers, double bandwidth) {
-  const auto kernel = decode_mma_kernel<true, kOrder, kRowGroups, Tile>;
   cudaError_t query_error = cudaSuccess;
-  const int resident = resident_blocks<Tile>(kernel, &query_error);
+  const int resident = resident_blocks<true, kOrder, kRowGroups, Tile>(&query_error);
   CHECK(query_error);
   const KSplits split = k_splits<Tile>(p.m, p.n, p.k, int64_t{resident} * buffers.multiprocessors);
   float* partials = nullptr;

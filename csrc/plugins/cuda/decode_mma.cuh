@@ -261,10 +261,11 @@ int64_t workspace_floats(int64_t m, int64_t n, int64_t k, int32_t multiprocessor
   return most_splits > 1 ? most_splits * m * n : 0;
 }
 
-// The blocks of `kernel` (kThreads threads, static shared memory only) a multiprocessor of the current device holds
-// at once, asked of CUDA once per kernel and device. 0 where CUDA cannot say (`error` tells why).
-template <class Tile, class Kernel>
-int resident_blocks(Kernel kernel, cudaError_t* error) {
+// The blocks of the kernel (kThreads threads, static shared memory only) a multiprocessor of the current device holds
+// at once, asked of CUDA once per kernel and device: each instantiation has its own registers. 0 where CUDA cannot say
+// (`error` tells why).
+template <bool kBfloat16, MatrixOrder kOrder, int kRowGroups, class Tile>
+int resident_blocks(cudaError_t* error) {
   constexpr int kDevices = 64;
   static std::atomic<int> known[kDevices] = {};
   int device = 0;
@@ -272,6 +273,7 @@ int resident_blocks(Kernel kernel, cudaError_t* error) {
   if (*error != cudaSuccess) return 0;
   if (device < kDevices && known[device].load(std::memory_order_relaxed) > 0) return known[device];
   int blocks = 0;
+  const auto kernel = decode_mma_kernel<kBfloat16, kOrder, kRowGroups, Tile>;
   *error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, Tile::kThreads, 0);
   if (*error != cudaSuccess) return 0;
   if (blocks < 1) {
@@ -290,7 +292,7 @@ cudaError_t launch_tiled(const uint16_t* a, int64_t lda, const uint16_t* b, int6
                          int32_t multiprocessors, cudaStream_t stream) {
   const auto kernel = decode_mma_kernel<kBfloat16, kOrder, kRowGroups, Tile>;
   cudaError_t query_error = cudaSuccess;
-  const int resident = resident_blocks<Tile>(kernel, &query_error);
+  const int resident = resident_blocks<kBfloat16, kOrder, kRowGroups, Tile>(&query_error);
   if (query_error != cudaSuccess) return query_error;
   const KSplits split = k_splits<Tile>(m, n, k, int64_t{std::min(resident, Tile::kMostResidentBlocks)} *
                                                     (multiprocessors > 0 ? multiprocessors : 1));
