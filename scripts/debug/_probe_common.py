@@ -18,7 +18,7 @@ def build_probe(name: str, directory: str) -> Path:
     """Compiles scripts/debug/<name>.cu (it includes the plugin's headers, and links its split-sums kernel) into
     directory; returns the executable."""
     probe = Path(directory, name)
-    subprocess.run(["nvcc", "-std=c++17", "-O3", "-arch=sm_90", "--expt-relaxed-constexpr", f"-I{_PLUGIN}",
+    subprocess.run(["nvcc", "-std=c++20", "-O3", "-arch=sm_90", "--expt-relaxed-constexpr", f"-I{_PLUGIN}",
                     str(_HERE / f"{name}.cu"), str(_PLUGIN / "split_sums.cu"), "-o", str(probe)], check=True)
     return probe
 

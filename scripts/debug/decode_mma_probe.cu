@@ -1,9 +1,12 @@
-// Times tilings of the decode MMA kernel (csrc/plugins/cuda/decode_mma.cuh) on bfloat16 problems of few rows, b
+// Times variants of the decode MMA kernel (csrc/plugins/cuda/decode_mma.cuh) on bfloat16 problems of few rows, b
 // row-major [K, N] or column-major [N, K], in CUDA-graph replay over enough copies of b that each call reads it from
-// HBM; each tiling is checked against a float32 reference first and not timed where it disagrees. Built and run by
-// decode_mma_probe.py, which reads its lines:
+// HBM. Each variant is first checked against a float32 reference on awkward shapes (M, N and K off every tile, K split
+// or not, bfloat16 and float16, two launches in a row so a counter left behind shows), then on each timed problem
+// before and after its timing; it is not timed where it disagrees. Built and run by decode_mma_probe.py, which reads
+// its lines:
 //   bandwidth GB_PER_S MULTIPROCESSORS
-//   result M N K ORDER TILING RESIDENT SPLITS MICROSECONDS FRACTION_OF_FLOOR REL_ERROR ok|WRONG
+//   check DTYPE M N K ORDER VARIANT SPLITS REL_ERROR ok|WRONG
+//   result M N K ORDER VARIANT RESIDENT SPLITS MICROSECONDS FRACTION_OF_FLOOR REL_ERROR ok|WRONG
 //
 //   decode_mma_probe N,K:M[,M...] [N,K:M...]   (each layer with both b orders)
 #include <algorithm>
@@ -16,11 +19,15 @@
 #include "decode_mma.cuh"
 #include "probe_common.cuh"
 
-namespace {
+// Named, not anonymous: nvcc's host stub names the kernels' tilings through Variant, and an anonymous namespace here
+// would be ambiguous with probe_common.cuh's (this one uses that one).
+namespace decode_mma_probe {
 
 using namespace kabi::cuda;
 using namespace kabi::cuda::decode;
 using namespace probe;
+
+constexpr double kTolerance = 2e-2;
 
 struct Problem {
   int64_t m, n, k;
@@ -35,76 +42,186 @@ struct Buffers {
   int32_t multiprocessors;
 };
 
+// A tiling and, where it adds the splits in the kernel, whether each launch zeroes the counters first (what a
+// workspace shared with other kernels needs: one more graph node) or finds them as the last launch left them.
+template <class Tile, Counters kCountersOf = Counters::kZeroFirst>
+struct Variant {
+  using Tiling = Tile;
+  static constexpr Counters kCounters = kCountersOf;
+
+  // cCwWrR: C chunks of 32 k per step, W warps, R resident blocks asked; then t2: 2 tiles (32 columns) per warp,
+  // s3: three steps in flight, f: splits added in the kernel (fz: its counters zeroed before each launch).
+  static std::string name() {
+    std::string text = "c" + std::to_string(Tile::kChunks) + "w" + std::to_string(Tile::kWarps) + "r" +
+                       std::to_string(Tile::kResidentBlocks);
+    if (Tile::kTiles != 4) text += "t" + std::to_string(Tile::kTiles);
+    if (Tile::kStages != 2) text += "s" + std::to_string(Tile::kStages);
+    if (Tile::kSumsInKernel) text += kCounters == Counters::kZeroFirst ? "fz" : "f";
+    return text;
+  }
+};
+
+// The variant's workspace for the problem (NULL where K is never split), zeroed: the counters of the splits added in
+// the kernel start at zero, and each launch leaves them so.
 template <class Tile>
-std::string tiling_name() {
-  return "c" + std::to_string(Tile::kChunks) + "w" + std::to_string(Tile::kWarps) + "r" +
-         std::to_string(Tile::kResidentBlocks);
+float* zeroed_workspace(const Problem& p, int32_t multiprocessors) {
+  const int64_t floats = workspace_floats<Tile>(p.m, p.n, p.k, multiprocessors);
+  if (floats == 0) return nullptr;
+  float* workspace = nullptr;
+  CHECK(cudaMalloc(&workspace, static_cast<size_t>(floats) * sizeof(float)));
+  CHECK(cudaMemset(workspace, 0, static_cast<size_t>(floats) * sizeof(float)));
+  return workspace;
 }
 
-template <MatrixOrder kOrder, int kRowGroups, class Tile>
-cudaError_t launch(const Problem& p, const Buffers& buffers, const uint16_t* b, float* partials, cudaStream_t stream) {
-  return launch_tiled<true, kOrder, kRowGroups, Tile>(buffers.a, p.k, b, p.column_major ? p.k : p.n, p.m, p.n, p.k,
-                                                      Epilogue{}, buffers.out, partials, buffers.multiprocessors,
-                                                      stream);
+template <bool kBfloat16, MatrixOrder kOrder, int kRowGroups, class V>
+cudaError_t launch(const Problem& p, const uint16_t* a, const uint16_t* b, uint16_t* out, float* workspace,
+                   int32_t multiprocessors, cudaStream_t stream) {
+  return launch_tiled<kBfloat16, kOrder, kRowGroups, typename V::Tiling>(
+      a, p.k, b, p.column_major ? p.k : p.n, p.m, p.n, p.k, Epilogue{}, out, workspace, multiprocessors, stream,
+      V::kCounters);
 }
 
-template <MatrixOrder kOrder, int kRowGroups, class Tile>
-void run_tiling(const Problem& p, const Buffers& buffers, double bandwidth) {
-  cudaError_t query_error = cudaSuccess;
-  const int resident = resident_blocks<true, kOrder, kRowGroups, Tile>(&query_error);
-  CHECK(query_error);
-  const KSplits split = k_splits<Tile>(p.m, p.n, p.k, int64_t{resident} * buffers.multiprocessors);
-  float* partials = nullptr;
-  const int64_t floats = workspace_floats<Tile>(p.m, p.n, p.k, buffers.multiprocessors);
-  if (floats > 0) CHECK(cudaMalloc(&partials, static_cast<size_t>(floats) * sizeof(float)));
+// The error of out after a launch, against the reference.
+template <bool kBfloat16, MatrixOrder kOrder, int kRowGroups, class V>
+double launch_error(const Problem& p, const uint16_t* a, const uint16_t* b, uint16_t* out, const float* reference,
+                    float* workspace, int32_t multiprocessors, cudaStream_t stream) {
+  CHECK(cudaMemsetAsync(out, 0xff, p.m * p.n * 2, stream));
+  CHECK((launch<kBfloat16, kOrder, kRowGroups, V>(p, a, b, out, workspace, multiprocessors, stream)));
+  CHECK(cudaStreamSynchronize(stream));
+  return relative_error(out, reference, p.m * p.n, kBfloat16);
+}
+
+// Calls body<kBfloat16, order, row groups>() for the problem: one group of 8 rows of a where it holds M, as the
+// plugin picks (decode_mma.cu).
+template <bool kBfloat16, class Body>
+void with_instantiation(const Problem& p, Body body) {
+  if (p.column_major) {
+    if (p.m <= 8) return body.template operator()<kBfloat16, MatrixOrder::kColumnMajor, 1>();
+    return body.template operator()<kBfloat16, MatrixOrder::kColumnMajor, 2>();
+  }
+  if (p.m <= 8) return body.template operator()<kBfloat16, MatrixOrder::kRowMajor, 1>();
+  return body.template operator()<kBfloat16, MatrixOrder::kRowMajor, 2>();
+}
+
+// Checks the variant on a problem with operands of its own, in both dtypes: two launches, the worse error.
+template <class V>
+void check_variant(const Problem& p, int32_t multiprocessors) {
+  for (const bool bfloat16 : {true, false}) {
+    uint16_t* a = filled_array(p.m * p.k, 1, bfloat16);
+    uint16_t* b = filled_array(p.n * p.k, 2, bfloat16);
+    uint16_t* out;
+    float* reference;
+    CHECK(cudaMalloc(&out, p.m * p.n * 2));
+    CHECK(cudaMalloc(&reference, p.m * p.n * 4));
+    compute_reference(a, b, p.column_major, reference, p.m, p.n, p.k, bfloat16);
+    float* workspace = zeroed_workspace<typename V::Tiling>(p, multiprocessors);
+    cudaStream_t stream;
+    CHECK(cudaStreamCreate(&stream));
+    double error = 0;
+    int64_t splits = 0;
+    const auto body = [&]<bool kBfloat16, MatrixOrder kOrder, int kRowGroups>() {
+      cudaError_t query_error = cudaSuccess;
+      splits = launch_splits<kBfloat16, kOrder, kRowGroups, typename V::Tiling>(p.m, p.n, p.k, multiprocessors,
+                                                                               &query_error)
+                   .splits;
+      CHECK(query_error);
+      for (int repeat = 0; repeat < 2; ++repeat) {
+        error = std::max(error, launch_error<kBfloat16, kOrder, kRowGroups, V>(p, a, b, out, reference, workspace,
+                                                                               multiprocessors, stream));
+      }
+    };
+    if (bfloat16) {
+      with_instantiation<true>(p, body);
+    } else {
+      with_instantiation<false>(p, body);
+    }
+    std::printf("check %s %lld %lld %lld %s %s %lld %.1e %s\n", bfloat16 ? "bf16" : "fp16",
+                static_cast<long long>(p.m), static_cast<long long>(p.n), static_cast<long long>(p.k),
+                p.column_major ? "col" : "row", V::name().c_str(), static_cast<long long>(splits), error,
+                error < kTolerance ? "ok" : "WRONG");
+    CHECK(cudaStreamDestroy(stream));
+    if (workspace != nullptr) CHECK(cudaFree(workspace));
+    CHECK(cudaFree(a));
+    CHECK(cudaFree(b));
+    CHECK(cudaFree(out));
+    CHECK(cudaFree(reference));
+  }
+}
+
+template <class V>
+void time_variant(const Problem& p, const Buffers& buffers, double bandwidth) {
+  using Tile = typename V::Tiling;
+  float* workspace = zeroed_workspace<Tile>(p, buffers.multiprocessors);
   cudaStream_t stream;
   CHECK(cudaStreamCreate(&stream));
-  CHECK(cudaMemset(buffers.out, 0xff, p.m * p.n * 2));
-  CHECK((launch<kOrder, kRowGroups, Tile>(p, buffers, buffers.b_copies[0], partials, stream)));
-  CHECK(cudaStreamSynchronize(stream));
-  const double error = relative_error(buffers.out, buffers.reference, p.m * p.n);
-  double us = NAN;
-  if (error < 2e-2) {
-    us = graph_time_us(stream, buffers.b_copies, 20, [&](const uint16_t* b) {
-      return launch<kOrder, kRowGroups, Tile>(p, buffers, b, partials, stream);
-    });
-  }
-  const double floor_us = static_cast<double>(p.k) * p.n * 2 / bandwidth * 1e6;
-  std::printf("result %lld %lld %lld %s %s %d %lld %.2f %.3f %.1e %s\n", static_cast<long long>(p.m),
-              static_cast<long long>(p.n), static_cast<long long>(p.k), p.column_major ? "col" : "row",
-              tiling_name<Tile>().c_str(), resident, static_cast<long long>(split.splits), us, floor_us / us, error,
-              error < 2e-2 ? "ok" : "WRONG");
+  const auto body = [&]<bool kBfloat16, MatrixOrder kOrder, int kRowGroups>() {
+    cudaError_t query_error = cudaSuccess;
+    const int resident = resident_blocks<kBfloat16, kOrder, kRowGroups, Tile>(&query_error);
+    CHECK(query_error);
+    const KSplits split = launch_splits<kBfloat16, kOrder, kRowGroups, Tile>(p.m, p.n, p.k, buffers.multiprocessors,
+                                                                            &query_error);
+    CHECK(query_error);
+    const auto error_now = [&] {
+      return launch_error<kBfloat16, kOrder, kRowGroups, V>(p, buffers.a, buffers.b_copies[0], buffers.out,
+                                                            buffers.reference, workspace, buffers.multiprocessors,
+                                                            stream);
+    };
+    double error = std::max(error_now(), error_now());
+    double us = NAN;
+    if (error < kTolerance) {
+      us = graph_time_us(stream, buffers.b_copies, 20, [&](const uint16_t* b) {
+        return launch<kBfloat16, kOrder, kRowGroups, V>(p, buffers.a, b, buffers.out, workspace,
+                                                        buffers.multiprocessors, stream);
+      });
+      // After some 500 replayed launches: a counter not left at zero would show here.
+      error = std::max(error, error_now());
+    }
+    const double floor_us = static_cast<double>(p.k) * p.n * 2 / bandwidth * 1e6;
+    std::printf("result %lld %lld %lld %s %s %d %lld %.2f %.3f %.1e %s\n", static_cast<long long>(p.m),
+                static_cast<long long>(p.n), static_cast<long long>(p.k), p.column_major ? "col" : "row",
+                V::name().c_str(), resident, static_cast<long long>(split.splits), us, floor_us / us, error,
+                error < kTolerance ? "ok" : "WRONG");
+  };
+  with_instantiation<true>(p, body);
   std::fflush(stdout);
   CHECK(cudaStreamDestroy(stream));
-  if (partials != nullptr) CHECK(cudaFree(partials));
+  if (workspace != nullptr) CHECK(cudaFree(workspace));
 }
 
-template <class Tile>
-void run_for_problem(const Problem& p, const Buffers& buffers, double bandwidth) {
-  // One group of 8 rows of a where it holds M, as the plugin picks (decode_mma.cu).
-  if (p.column_major) {
-    if (p.m <= 8) return run_tiling<MatrixOrder::kColumnMajor, 1, Tile>(p, buffers, bandwidth);
-    return run_tiling<MatrixOrder::kColumnMajor, 2, Tile>(p, buffers, bandwidth);
+// The variants compared, the plugin's first (c1w4r3: one chunk, four warps, three blocks resident, two steps in
+// flight, a second kernel adding the splits).
+template <class Each>
+void for_each_variant(Each each) {
+  each(Variant<Tiling<1, 4, 3>>{});
+  each(Variant<Tiling<1, 4, 3, 4, 2, true>, Counters::kAlreadyZero>{});
+  each(Variant<Tiling<1, 4, 3, 4, 2, true>, Counters::kZeroFirst>{});
+  each(Variant<Tiling<2, 4, 3, 2, 2, true>, Counters::kAlreadyZero>{});
+  each(Variant<Tiling<1, 4, 4, 2, 2, true>, Counters::kAlreadyZero>{});
+  each(Variant<Tiling<1, 4, 2, 4, 3, true>, Counters::kAlreadyZero>{});
+  each(Variant<Tiling<2, 4, 2, 2, 3, true>, Counters::kAlreadyZero>{});
+}
+
+// Shapes off every tile (M not 1, 8 or 16; N not a multiple of 32 or 64; K not a multiple of a step), with K split
+// into many splits, a few, or none.
+void check_all(int32_t multiprocessors) {
+  const Problem shapes[] = {{1, 200, 4104, false}, {3, 72, 1032, false}, {9, 1000, 2056, false},
+                            {13, 4104, 520, false}, {16, 136, 8200, false}};
+  for (const bool column_major : {true, false}) {
+    for (Problem p : shapes) {
+      p.column_major = column_major;
+      for_each_variant([&](auto variant) { check_variant<decltype(variant)>(p, multiprocessors); });
+    }
   }
-  if (p.m <= 8) return run_tiling<MatrixOrder::kRowMajor, 1, Tile>(p, buffers, bandwidth);
-  return run_tiling<MatrixOrder::kRowMajor, 2, Tile>(p, buffers, bandwidth);
 }
 
-// The tilings compared (Chunks, Warps, ResidentBlocks), the plugin's first; none spills (cuobjdump -res-usage, sm_90:
-// 116-148, 198-228 and 198-228 registers). One chunk with eight warps and two blocks resident is left out: its 128
-// registers spill at M = 16 (8 and 56 bytes of stack).
-void run_all(const Problem& p, const Buffers& buffers, double bandwidth) {
-  run_for_problem<Tiling<1, 4, 3>>(p, buffers, bandwidth);
-  run_for_problem<Tiling<2, 4, 2>>(p, buffers, bandwidth);
-  run_for_problem<Tiling<2, 8, 1>>(p, buffers, bandwidth);
-}
-
-}  // namespace
+}  // namespace decode_mma_probe
 
 int main(int argc, char** argv) {
+  using namespace decode_mma_probe;
   const int32_t multiprocessors = multiprocessor_count();
   const double bandwidth = copy_bandwidth();
   std::printf("bandwidth %.1f %d\n", bandwidth / 1e9, multiprocessors);
+  check_all(multiprocessors);
   for (int i = 1; i < argc; ++i) {
     long long n = 0, k = 0;
     int consumed = 0;
@@ -134,7 +251,7 @@ int main(int argc, char** argv) {
       for (const int64_t m : rows) {
         const Problem p{m, n, k, column_major};
         compute_reference(buffers.a, buffers.b_copies[0], column_major, buffers.reference, m, n, k);
-        run_all(p, buffers, bandwidth);
+        for_each_variant([&](auto variant) { time_variant<decltype(variant)>(p, buffers, bandwidth); });
       }
     }
     CHECK(cudaFree(buffers.a));

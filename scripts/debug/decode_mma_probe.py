@@ -1,8 +1,9 @@
-"""Which tiling the decode MMA kernel (`cuda.decode.mma`) should use: builds decode_mma_probe.cu with nvcc and times
-its tilings (each checked against a float32 reference first) on bfloat16 decode layers, b row-major [K, N] and
-column-major (an nn.Linear weight [N, K]), in CUDA-graph replay over enough copies of b that every call reads it from
-HBM; then times torch.matmul the same way and prints one table: microseconds per call, and in brackets the fraction
-of the floor (b's bytes over the copy bandwidth measured in the same run).
+"""Which variant of the decode MMA kernel (`cuda.decode.mma`) it should be: builds decode_mma_probe.cu with nvcc,
+checks every variant against a float32 reference on awkward shapes (bfloat16 and float16, both b orders) and times
+them (each checked again before and after) on bfloat16 decode layers, b row-major [K, N] and column-major (an
+nn.Linear weight [N, K]), in CUDA-graph replay over enough copies of b that every call reads it from HBM; then times
+torch.matmul the same way and prints one table: microseconds per call, and in brackets the fraction of the floor (b's
+bytes over the copy bandwidth measured in the same run).
 
     python scripts/debug/decode_mma_probe.py [--layers 4096x4096 57344x8192 ...] [--rows 1 8 16]   (layers N x K)
 """
@@ -55,41 +56,53 @@ def main() -> None:
         run = subprocess.run([str(probe), *(f"{n},{k}:{rows}" for n, k in layers)], capture_output=True, text=True)
         sys.stderr.write(run.stderr)
     results: dict[tuple[int, int, int, str], dict[str, tuple[str, ...]]] = {}
-    tilings: list[str] = []
+    variants: list[str] = []
     bandwidth = 0.0
+    checks, wrong_checks = 0, []
     for line in run.stdout.splitlines():
         fields = line.split()
         if fields[:1] == ["bandwidth"]:
             bandwidth = float(fields[1]) * 1e9
             print(f"copy bandwidth {float(fields[1]):.0f} GB/s, {fields[2]} multiprocessors; "
-                  f"tiling cCwWrR: C chunks of 32 k per step, W warps, R resident blocks asked (got: after '@')")
+                  f"variant cCwWrR: C chunks of 32 k per step, W warps, R resident blocks asked (got: after '@'), "
+                  f"s: splits of K;")
+            print("then t2: 32 columns per warp (else 64), s3: three steps in flight (else two), f: splits added by "
+                  "the kernel's last block (else by a second kernel), fz: its counters zeroed before each launch "
+                  "(else left zero by the last)")
+        elif fields[:1] == ["check"]:
+            checks += 1
+            if fields[-1] != "ok":
+                wrong_checks.append(line)
         elif fields[:1] == ["result"]:
-            m, n, k, order, tiling = int(fields[1]), int(fields[2]), int(fields[3]), fields[4], fields[5]
-            results.setdefault((m, n, k, order), {})[tiling] = tuple(fields[6:])
-            if tiling not in tilings:
-                tilings.append(tiling)
+            m, n, k, order, variant = int(fields[1]), int(fields[2]), int(fields[3]), fields[4], fields[5]
+            results.setdefault((m, n, k, order), {})[variant] = tuple(fields[6:])
+            if variant not in variants:
+                variants.append(variant)
     if run.returncode != 0 or bandwidth == 0.0:
         print(run.stdout)
         raise SystemExit(f"decode_mma_probe failed (exit {run.returncode})")
+    print(f"awkward shapes: {checks - len(wrong_checks)} of {checks} checks match the reference")
+    for line in wrong_checks:
+        print("  " + line)
     torch_times = {}
     for n, k in layers:
         for (m, order), us in _torch_times(n, k, args.rows).items():
             torch_times[m, n, k, order] = us
     header = f"{'M':>3} {'N':>6} {'K':>6} {'b':>3} {'floor us':>8} {'torch us':>14}"
-    print(header + "".join(f" {tiling + ' us (frac) s@r':>24}" for tiling in tilings) + "  best")
-    for (m, n, k, order), by_tiling in results.items():
+    print(header + "".join(f" {variant + ' us (frac) s@r':>26}" for variant in variants) + "  best")
+    for (m, n, k, order), by_variant in results.items():
         floor_us = 2 * n * k / bandwidth * 1e6
         torch_us = torch_times.get((m, n, k, order), float("nan"))
         line = f"{m:3d} {n:6d} {k:6d} {order:>3} {floor_us:8.1f} {torch_us:7.1f} ({floor_us / torch_us:.2f})"
         best, best_us = "", float("inf")
-        for tiling in tilings:
-            resident, splits, us, fraction, error, verdict = by_tiling.get(tiling, ("?",) * 5 + ("missing",))
+        for variant in variants:
+            resident, splits, us, fraction, error, verdict = by_variant.get(variant, ("?",) * 5 + ("missing",))
             if verdict != "ok":
-                line += f" {verdict + ' rel error ' + error:>24}"
+                line += f" {verdict + ' rel error ' + error:>26}"
                 continue
-            line += f" {float(us):8.1f} ({float(fraction):.2f}) s{splits:>3}@{resident:<2}"
+            line += f"   {float(us):8.1f} ({float(fraction):.2f}) s{splits:>3}@{resident:<2}"
             if float(us) < best_us:
-                best, best_us = tiling, float(us)
+                best, best_us = variant, float(us)
         print(line + f"  {best} {torch_us / best_us:.2f}x torch")
 
 

@@ -16,31 +16,28 @@
 //   n. A thread loads its 8 k (8 rows of b) at the same 8 n (n0 + 8g .. n0 + 8g + 7) and pairs them with byte
 //   permutes (prmt); the rows of its 4 tiles are permuted instead of its k: tile j's fragment rows g and g + 8 are n
 //   n0 + 8g + 2j and n0 + 8g + 2j + 1. A warp's load then reads 4 rows of b, 128 contiguous bytes each.
-// Either way a warp covers 64 columns n (four 16-row tiles) and loads 8 x 16 bytes per thread per chunk: 4 KiB of b.
+// Either way a warp of the plugin's tiling covers 64 columns n (four 16-row tiles) and loads 8 x 16 bytes per thread
+// per chunk: 4 KiB of b (Tiling lists the variants).
 //
 // K is split over the warps of a block (warp w: steps w, w + kWarps, ...: together they stream adjacent bytes) and,
 // where a single block per 64 columns would leave multiprocessors idle, over blocks. The warps' sums meet in shared
 // memory and are added in warp order; with several splits each block writes its float32 sums to its split's slice of
-// the workspace and split_sums.cu adds them in split order. Nothing depends on timing.
+// the workspace and split_sums.cu adds them in split order (or, in a variant the probe times, the last block of the
+// column block to finish does: Tiling's SumsInKernel). Nothing depends on timing.
 #pragma once
 
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <type_traits>
 
 #include "gemm_call.hpp"
 #include "split_sums.cuh"
 
 namespace kabi::cuda::decode {
 
-// Columns n of out per warp (and per block: its warps split K): four 16-row MMA tiles.
-constexpr int kColumnsPerWarp = 64;
-constexpr int kTiles = kColumnsPerWarp / 16;
-// k per chunk: 4 threads x 8 elements (one 16-byte load each).
+// k per chunk: 4 threads x 8 elements (one 16-byte load of a row of a each).
 constexpr int kChunkK = 32;
-// 16-byte loads of b per thread and chunk: two rows of each tile (column-major b), or 8 rows of k (row-major b).
-constexpr int kLoadsPerChunk = 8;
-static_assert(kLoadsPerChunk == 2 * kTiles, "both layouts read 8 words of b per thread and chunk");
 
 // K per split, at least (rounded up to the split granule): below it each warp takes too few steps to cover the
 // start of its loads, and each split adds M x N float32 sums to write and read back.
@@ -49,12 +46,26 @@ constexpr int64_t kMinSplitK = 256;
 // (4.2 TB/s over some 400 blocks, 128 bytes of b per k).
 constexpr int64_t kBlockStartK = 128;
 
-template <int Chunks, int Warps, int ResidentBlocks>
+// The plugin's tiling takes the defaults of the last three parameters; scripts/debug/decode_mma_probe.cu times the
+// others against it:
+// - Tiles: 16-row MMA tiles per warp. With 2 (32 columns) a chunk holds half the words of b, so two chunks cost the
+//   registers one does with 4, a column-major row is read 128 contiguous bytes per step instead of 64, and there are
+//   twice the column blocks to fill the grid with before K must be split.
+// - Stages: warp steps in flight. 2: the next step's loads are issued before this step's products; 3: the two next.
+// - SumsInKernel: where K is split, the last block of a column block to arrive adds every split's sums, in split
+//   order, and finishes out itself, instead of a second kernel (split_sums.cu). It learns it is last from a counter
+//   per column block that follows the sums in the workspace: zero when the kernel starts, zero again when it ends.
+template <int Chunks, int Warps, int ResidentBlocks, int Tiles = 4, int Stages = 2, bool SumsInKernel = false>
 struct Tiling {
-  // Chunks of 32 k per warp step (the k-unroll: 4 KiB of b per chunk; the next step's are in flight meanwhile).
+  // Chunks of 32 k per warp step (the k-unroll: 256 x Tiles bytes of b per chunk).
   static constexpr int kChunks = Chunks;
   static constexpr int kWarps = Warps;
   static constexpr int kThreads = Warps * 32;
+  static constexpr int kTiles = Tiles;
+  // Columns n of out per warp, and per block: its warps split K.
+  static constexpr int kColumns = 16 * Tiles;
+  static constexpr int kStages = Stages;
+  static constexpr bool kSumsInKernel = SumsInKernel;
   static constexpr int64_t kStepK = int64_t{Chunks} * kChunkK;
   // A split's K is a multiple of this, so that its warps take equal steps.
   static constexpr int64_t kSplitGranule = int64_t{Warps} * kStepK;
@@ -66,20 +77,38 @@ struct Tiling {
   // The most blocks a multiprocessor can hold by threads (2048 on sm_80 and sm_90, fewer elsewhere): what bounds
   // the splits where only shapes are known (workspace_floats).
   static constexpr int kMostResidentBlocks = 2048 / kThreads;
-  static_assert(int64_t{ResidentBlocks} * Warps * 16 * (kColumnsPerWarp + 4) * 4 <= 227 * 1024,
+  static_assert(Tiles == 2 || Tiles == 4, "a row-major load holds 2 columns per tile: 8 or 16 bytes");
+  static_assert(Stages >= 2, "the next step's loads are in flight while this step multiplies");
+  static_assert(int64_t{ResidentBlocks} * Warps * 16 * (kColumns + 4) * 4 <= 227 * 1024,
                 "the resident blocks' shared memory fits a multiprocessor");
+};
+
+// How a thread reads its words of b in a chunk: column-major, rows g and g + 8 of each tile, 8 k each (the fragment's
+// words directly); row-major, 8 rows of k at 2 columns per tile (16 bytes with 4 tiles, 8 with 2). Either way
+// 8 x kTiles words.
+template <MatrixOrder kOrder, int kTiles>
+struct WeightLoads {
+  static constexpr int kPerChunk = kOrder == MatrixOrder::kColumnMajor ? 2 * kTiles : 8;
+  using Load = std::conditional_t<kOrder == MatrixOrder::kRowMajor && kTiles == 2, uint2, uint4>;
 };
 
 __device__ inline uint32_t word(const uint4& value, int index) {
   return index == 0 ? value.x : index == 1 ? value.y : index == 2 ? value.z : value.w;
 }
 
-// 16 bytes of b, read once: no L1 allocation (nothing reuses them), so a's rows, which every block reads, keep L1.
-__device__ inline uint4 load_streaming(const uint16_t* address) {
-  uint4 value;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(value.x), "=r"(value.y), "=r"(value.z), "=r"(value.w)
-      : "l"(address));
+__device__ inline uint32_t word(const uint2& value, int index) { return index == 0 ? value.x : value.y; }
+
+// Bytes of b, read once: no L1 allocation (nothing reuses them), so a's rows, which every block reads, keep L1.
+template <class Load>
+__device__ inline Load load_streaming(const uint16_t* address) {
+  Load value;
+  if constexpr (std::is_same_v<Load, uint4>) {
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(value.x), "=r"(value.y), "=r"(value.z), "=r"(value.w)
+        : "l"(address));
+  } else {
+    asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(value.x), "=r"(value.y) : "l"(address));
+  }
   return value;
 }
 
@@ -99,39 +128,44 @@ __device__ inline void mma_16x8x16(float (&d)[4], const uint32_t (&a)[4], uint32
   }
 }
 
-// The column (0..63 within the warp's 64) that tile `tile`'s fragment row `row` (0..15) stands for.
-template <MatrixOrder kOrder>
+// The column (within the warp's 16 x kTiles) that tile `tile`'s fragment row `row` (0..15) stands for.
+template <MatrixOrder kOrder, int kTiles>
 __device__ constexpr int column_of(int tile, int row) {
-  return kOrder == MatrixOrder::kColumnMajor ? 16 * tile + row : 8 * (row % 8) + 2 * tile + row / 8;
+  return kOrder == MatrixOrder::kColumnMajor ? 16 * tile + row : 2 * kTiles * (row % 8) + 2 * tile + row / 8;
 }
 
 // The words of b and a one warp step of a thread multiplies.
-template <int kChunks, int kRowGroups>
+template <MatrixOrder kOrder, int kTiles, int kChunks, int kRowGroups>
 struct StepWords {
-  uint4 weights[kChunks][kLoadsPerChunk];
+  using Loads = WeightLoads<kOrder, kTiles>;
+  typename Loads::Load weights[kChunks][Loads::kPerChunk];
   uint4 rows_of_a[kChunks][kRowGroups];
 };
 
 // Loads the thread's words of the step from k `step` (zeros past k_end, and for columns past N and rows past M: those
-// reach only sums that are not stored). K is a multiple of 8, so a thread's 8 k lie wholly before k_end or past it.
-template <MatrixOrder kOrder, int kChunks, int kRowGroups>
-__device__ inline void load_step(StepWords<kChunks, kRowGroups>& words, const uint16_t* __restrict__ a, int64_t lda,
-                                 const uint16_t* __restrict__ b, int64_t ldb, int64_t m, int64_t n, int64_t step,
-                                 int64_t k_end, int64_t first_column, int group, int quad) {
+// reach only sums that are not stored). K is a multiple of 8, so a thread's 8 k lie wholly before k_end or past it;
+// N is too, so its 4 or 8 columns of a row-major load lie wholly before N or past it.
+template <MatrixOrder kOrder, int kTiles, int kChunks, int kRowGroups>
+__device__ inline void load_step(StepWords<kOrder, kTiles, kChunks, kRowGroups>& words,
+                                 const uint16_t* __restrict__ a, int64_t lda, const uint16_t* __restrict__ b,
+                                 int64_t ldb, int64_t m, int64_t n, int64_t step, int64_t k_end, int64_t first_column,
+                                 int group, int quad) {
+  using Loads = WeightLoads<kOrder, kTiles>;
 #pragma unroll
   for (int chunk = 0; chunk < kChunks; ++chunk) {
     const int64_t first_k = step + chunk * kChunkK + 8 * quad;
     const bool inside = first_k < k_end;
 #pragma unroll
-    for (int load = 0; load < kLoadsPerChunk; ++load) {
+    for (int load = 0; load < Loads::kPerChunk; ++load) {
       // Column-major: loads 2j and 2j + 1 are rows g and g + 8 of tile j. Row-major: load r is row k + r of b at the
-      // thread's 8 columns.
+      // thread's 2 x kTiles columns.
       const int64_t column = kOrder == MatrixOrder::kColumnMajor
                                  ? first_column + 16 * (load / 2) + 8 * (load % 2) + group
-                                 : first_column + 8 * group;
+                                 : first_column + 2 * kTiles * group;
       const uint16_t* address = kOrder == MatrixOrder::kColumnMajor ? b + column * ldb + first_k
                                                                      : b + (first_k + load) * ldb + column;
-      words.weights[chunk][load] = inside && column < n ? load_streaming(address) : make_uint4(0, 0, 0, 0);
+      words.weights[chunk][load] =
+          inside && column < n ? load_streaming<typename Loads::Load>(address) : typename Loads::Load{};
     }
 #pragma unroll
     for (int row_group = 0; row_group < kRowGroups; ++row_group) {
@@ -144,9 +178,9 @@ __device__ inline void load_step(StepWords<kChunks, kRowGroups>& words, const ui
 }
 
 // Adds the step's products to the thread's accumulators (sums[tile][row group]).
-template <bool kBfloat16, MatrixOrder kOrder, int kChunks, int kRowGroups>
+template <bool kBfloat16, MatrixOrder kOrder, int kTiles, int kChunks, int kRowGroups>
 __device__ inline void multiply_step(float (&sums)[kTiles][kRowGroups][4],
-                                     const StepWords<kChunks, kRowGroups>& words) {
+                                     const StepWords<kOrder, kTiles, kChunks, kRowGroups>& words) {
 #pragma unroll
   for (int chunk = 0; chunk < kChunks; ++chunk) {
 #pragma unroll
@@ -163,7 +197,7 @@ __device__ inline void multiply_step(float (&sums)[kTiles][kRowGroups][4],
           fragment[3] = word(row_g8, 2 * half + 1);
         } else {
           // Rows k + 4h .. k + 4h + 3 of b; word `tile` of each holds columns 2j (low half) and 2j + 1 (high).
-          const uint4* rows = &words.weights[chunk][4 * half];
+          const auto* rows = &words.weights[chunk][4 * half];
           fragment[0] = __byte_perm(word(rows[0], tile), word(rows[1], tile), 0x5410);
           fragment[1] = __byte_perm(word(rows[0], tile), word(rows[1], tile), 0x7632);
           fragment[2] = __byte_perm(word(rows[2], tile), word(rows[3], tile), 0x5410);
@@ -180,33 +214,92 @@ __device__ inline void multiply_step(float (&sums)[kTiles][kRowGroups][4],
   }
 }
 
-// Grid: (blocks of 64 columns, splits of K). kRowGroups: groups of 8 rows of a (1 for M <= 8, 2 for M <= 16).
-// With `partials` NULL (one split), the block writes out through the epilogue; otherwise its split's float32 sums.
+// SumsInKernel: the block's split sums are in `partials`; the last block of its column block to count itself in
+// adds every split's, in split order (so the result does not depend on which arrived last), and writes out. It
+// finds the counter after the sums: partials[splits][m][n], then one per column block.
+template <bool kBfloat16, class Tile>
+__device__ void add_splits_if_last(const float* partials, int64_t m, int64_t n, int64_t first_column,
+                                   int64_t stored_rows, uint16_t* __restrict__ out, const Epilogue& epilogue) {
+  __shared__ bool last;
+  const int64_t splits = gridDim.y;
+  unsigned* counter = reinterpret_cast<unsigned*>(const_cast<float*>(partials) + splits * m * n) + blockIdx.x;
+  // Every thread's sums reach L2 before the block counts itself in, so the last block reads them all.
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    last = atomicAdd(counter, 1u) == splits - 1;
+    // Every split has counted itself in and none reads the counter again: zero for the next launch.
+    if (last) *counter = 0;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  for (int element = static_cast<int>(threadIdx.x); element < stored_rows * Tile::kColumns;
+       element += Tile::kThreads) {
+    const int row = element / Tile::kColumns;
+    const int64_t column = first_column + element % Tile::kColumns;
+    if (column >= n) continue;
+    float total = 0.0f;
+    // Through L2 (ld.global.cg): the other blocks' sums never passed this multiprocessor's L1.
+    for (int64_t split = 0; split < splits; ++split) total += __ldcg(partials + (split * m + row) * n + column);
+    out[row * n + column] = finish<kBfloat16>(total, column, epilogue);
+  }
+}
+
+// Grid: (blocks of Tile::kColumns columns, splits of K). kRowGroups: groups of 8 rows of a (1 for M <= 8, 2 for
+// M <= 16). With `partials` NULL (one split), the block writes out through the epilogue; otherwise its split's float32
+// sums (and with Tile::kSumsInKernel the last block of a column block adds them into out).
 template <bool kBfloat16, MatrixOrder kOrder, int kRowGroups, class Tile>
 __global__ void __launch_bounds__(Tile::kThreads, Tile::kResidentBlocks)
     decode_mma_kernel(const uint16_t* __restrict__ a, int64_t lda, const uint16_t* __restrict__ b, int64_t ldb,
                       int64_t m, int64_t n, int64_t k, int64_t k_per_split, float* __restrict__ partials,
                       uint16_t* __restrict__ out, Epilogue epilogue) {
   constexpr int kChunks = Tile::kChunks;
+  constexpr int kTiles = Tile::kTiles;
   constexpr int kRowsOfA = 8 * kRowGroups;
+  using Step = StepWords<kOrder, kTiles, kChunks, kRowGroups>;
   // Padded rows: a warp's fragment stores then fall in distinct banks (column-major order).
-  __shared__ float warp_sums[Tile::kWarps][kRowsOfA][kColumnsPerWarp + 4];
+  __shared__ float warp_sums[Tile::kWarps][kRowsOfA][Tile::kColumns + 4];
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int group = static_cast<int>(threadIdx.x) % 32 / 4;  // g: the fragment row (of A) and column (of B)
   const int quad = static_cast<int>(threadIdx.x) % 4;        // t: which 8 k of each chunk
-  const int64_t first_column = static_cast<int64_t>(blockIdx.x) * kColumnsPerWarp;
+  const int64_t first_column = static_cast<int64_t>(blockIdx.x) * Tile::kColumns;
   const int64_t k_begin = static_cast<int64_t>(blockIdx.y) * k_per_split;
   const int64_t k_end = k_begin + k_per_split < k ? k_begin + k_per_split : k;
 
-  // The next step's loads are issued before this step's products wait for its words: two steps of b in flight.
+  // The next kStages - 1 steps' loads are issued before this step's products wait for its words: kStages steps of
+  // b in flight.
   const int64_t stride = Tile::kWarps * Tile::kStepK;
-  StepWords<kChunks, kRowGroups> next;
-  load_step<kOrder>(next, a, lda, b, ldb, m, n, k_begin + warp * Tile::kStepK, k_end, first_column, group, quad);
+  const int64_t first_step = k_begin + warp * Tile::kStepK;
+  // Two stages keep one step's words while the next ones load (the plugin's kernel: this order, the first load
+  // before the sums are zeroed, compiles to the same SASS as before there were stages to choose); more keep a ring.
+  Step ring[Tile::kStages == 2 ? 1 : Tile::kStages];
+  load_step(ring[0], a, lda, b, ldb, m, n, first_step, k_end, first_column, group, quad);
   float sums[kTiles][kRowGroups][4] = {};
-  for (int64_t step = k_begin + warp * Tile::kStepK; step < k_end; step += stride) {
-    const StepWords<kChunks, kRowGroups> current = next;
-    load_step<kOrder>(next, a, lda, b, ldb, m, n, step + stride, k_end, first_column, group, quad);
-    multiply_step<kBfloat16, kOrder>(sums, current);
+  if constexpr (Tile::kStages == 2) {
+    Step& next = ring[0];
+    for (int64_t step = first_step; step < k_end; step += stride) {
+      const Step current = next;
+      load_step(next, a, lda, b, ldb, m, n, step + stride, k_end, first_column, group, quad);
+      multiply_step<kBfloat16>(sums, current);
+    }
+  } else {
+    // A ring of steps, unrolled so that each slot keeps its registers: shifting the words down a queue instead
+    // compiled to register moves that wait for the loads still in flight, leaving two steps in flight, not three.
+#pragma unroll
+    for (int ahead = 1; ahead + 1 < Tile::kStages; ++ahead) {
+      load_step(ring[ahead], a, lda, b, ldb, m, n, first_step + ahead * stride, k_end, first_column, group, quad);
+    }
+    for (int64_t round = first_step; round < k_end; round += Tile::kStages * stride) {
+#pragma unroll
+      for (int slot = 0; slot < Tile::kStages; ++slot) {
+        const int64_t step = round + slot * stride;
+        if (step >= k_end) break;
+        load_step(ring[(slot + Tile::kStages - 1) % Tile::kStages], a, lda, b, ldb, m, n,
+                  step + (Tile::kStages - 1) * stride, k_end, first_column, group, quad);
+        multiply_step<kBfloat16>(sums, ring[slot]);
+      }
+    }
   }
 
   // Accumulator c0, c1: fragment row g, columns (rows of a) 2t, 2t + 1; c2, c3: row g + 8.
@@ -215,18 +308,18 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kResidentBlocks)
 #pragma unroll
     for (int row_group = 0; row_group < kRowGroups; ++row_group) {
       const int row = 8 * row_group + 2 * quad;
-      warp_sums[warp][row][column_of<kOrder>(tile, group)] = sums[tile][row_group][0];
-      warp_sums[warp][row + 1][column_of<kOrder>(tile, group)] = sums[tile][row_group][1];
-      warp_sums[warp][row][column_of<kOrder>(tile, group + 8)] = sums[tile][row_group][2];
-      warp_sums[warp][row + 1][column_of<kOrder>(tile, group + 8)] = sums[tile][row_group][3];
+      warp_sums[warp][row][column_of<kOrder, kTiles>(tile, group)] = sums[tile][row_group][0];
+      warp_sums[warp][row + 1][column_of<kOrder, kTiles>(tile, group)] = sums[tile][row_group][1];
+      warp_sums[warp][row][column_of<kOrder, kTiles>(tile, group + 8)] = sums[tile][row_group][2];
+      warp_sums[warp][row + 1][column_of<kOrder, kTiles>(tile, group + 8)] = sums[tile][row_group][3];
     }
   }
   __syncthreads();
   const int64_t stored_rows = m < kRowsOfA ? m : kRowsOfA;
-  for (int element = static_cast<int>(threadIdx.x); element < stored_rows * kColumnsPerWarp;
+  for (int element = static_cast<int>(threadIdx.x); element < stored_rows * Tile::kColumns;
        element += Tile::kThreads) {
-    const int row = element / kColumnsPerWarp;
-    const int local_column = element % kColumnsPerWarp;
+    const int row = element / Tile::kColumns;
+    const int local_column = element % Tile::kColumns;
     const int64_t column = first_column + local_column;
     if (column >= n) continue;
     float total = 0.0f;
@@ -238,14 +331,26 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kResidentBlocks)
       out[row * n + column] = finish<kBfloat16>(total, column, epilogue);
     }
   }
+  if constexpr (Tile::kSumsInKernel) {
+    if (partials != nullptr) {
+      add_splits_if_last<kBfloat16, Tile>(partials, m, n, first_column, stored_rows, out, epilogue);
+    }
+  }
 }
 
 // The splits of K for a product of m x n x k where `capacity` blocks run at once (resident blocks per multiprocessor x
 // multiprocessors), planned for full waves of them (wave_k_splits).
 template <class Tile>
 KSplits k_splits(int64_t m, int64_t n, int64_t k, int64_t capacity) {
-  return wave_k_splits(k, ceil_div(n, kColumnsPerWarp), capacity > 0 ? capacity : 1, Tile::kSplitGranule, kMinSplitK,
-                       kBlockStartK, kColumnsPerWarp * sizeof(uint16_t), 2 * m * n * int64_t{sizeof(float)});
+  return wave_k_splits(k, ceil_div(n, Tile::kColumns), capacity > 0 ? capacity : 1, Tile::kSplitGranule, kMinSplitK,
+                       kBlockStartK, Tile::kColumns * sizeof(uint16_t), 2 * m * n * int64_t{sizeof(float)});
+}
+
+// The workspace floats a launch of `splits` splits uses: their sums, and with Tile::kSumsInKernel a counter per
+// column block after them.
+template <class Tile>
+int64_t split_floats(int64_t m, int64_t n, int64_t splits) {
+  return splits > 1 ? splits * m * n + (Tile::kSumsInKernel ? ceil_div(n, Tile::kColumns) : 0) : 0;
 }
 
 // The float32 sums the launch may write on `multiprocessors` (0 where K is never split): shapes only, as a workspace
@@ -258,7 +363,7 @@ int64_t workspace_floats(int64_t m, int64_t n, int64_t k, int32_t multiprocessor
     const int64_t capacity = int64_t{resident} * (multiprocessors > 0 ? multiprocessors : 1);
     most_splits = std::max(most_splits, k_splits<Tile>(m, n, k, capacity).splits);
   }
-  return most_splits > 1 ? most_splits * m * n : 0;
+  return split_floats<Tile>(m, n, most_splits);
 }
 
 // The blocks of the kernel (kThreads threads, static shared memory only) a multiprocessor of the current device holds
@@ -284,26 +389,43 @@ int resident_blocks(cudaError_t* error) {
   return blocks;
 }
 
-// Queues the product (and, with several splits, their sum) on `stream`. partials: the workspace, at least
-// workspace_floats floats.
+// The splits a launch on `multiprocessors` uses (at least one; 0 splits where CUDA cannot say how many blocks a
+// multiprocessor holds, `error` telling why).
+template <bool kBfloat16, MatrixOrder kOrder, int kRowGroups, class Tile>
+KSplits launch_splits(int64_t m, int64_t n, int64_t k, int32_t multiprocessors, cudaError_t* error) {
+  const int resident = resident_blocks<kBfloat16, kOrder, kRowGroups, Tile>(error);
+  if (*error != cudaSuccess) return KSplits{};
+  return k_splits<Tile>(m, n, k, int64_t{std::min(resident, Tile::kMostResidentBlocks)} *
+                                     (multiprocessors > 0 ? multiprocessors : 1));
+}
+
+// Whether a launch with Tile::kSumsInKernel zeroes its counters first (a cudaMemsetAsync before the kernel), or
+// finds them zero: a workspace zeroed once and used by these launches alone, each leaving them zero.
+enum class Counters { kZeroFirst, kAlreadyZero };
+
+// Queues the product (and, with several splits and not Tile::kSumsInKernel, their sum) on `stream`. partials: the
+// workspace, at least workspace_floats floats.
 template <bool kBfloat16, MatrixOrder kOrder, int kRowGroups, class Tile>
 cudaError_t launch_tiled(const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, int64_t m, int64_t n,
                          int64_t k, const Epilogue& epilogue, uint16_t* out, float* partials,
-                         int32_t multiprocessors, cudaStream_t stream) {
-  const auto kernel = decode_mma_kernel<kBfloat16, kOrder, kRowGroups, Tile>;
+                         int32_t multiprocessors, cudaStream_t stream, Counters counters = Counters::kZeroFirst) {
   cudaError_t query_error = cudaSuccess;
-  const int resident = resident_blocks<kBfloat16, kOrder, kRowGroups, Tile>(&query_error);
+  const KSplits split = launch_splits<kBfloat16, kOrder, kRowGroups, Tile>(m, n, k, multiprocessors, &query_error);
   if (query_error != cudaSuccess) return query_error;
-  const KSplits split = k_splits<Tile>(m, n, k, int64_t{std::min(resident, Tile::kMostResidentBlocks)} *
-                                                    (multiprocessors > 0 ? multiprocessors : 1));
-  const int64_t column_blocks = ceil_div(n, kColumnsPerWarp);
+  const int64_t column_blocks = ceil_div(n, Tile::kColumns);
   if (column_blocks > INT32_MAX || split.splits > 65535) return cudaErrorInvalidConfiguration;
   const dim3 grid(static_cast<unsigned>(column_blocks), static_cast<unsigned>(split.splits));
   float* split_sums = split.splits > 1 ? partials : nullptr;
-  kernel<<<grid, Tile::kThreads, 0, stream>>>(
+  if (Tile::kSumsInKernel && split_sums != nullptr && counters == Counters::kZeroFirst) {
+    const int64_t sums = split.splits * m * n;
+    const cudaError_t error =
+        cudaMemsetAsync(split_sums + sums, 0, (split_floats<Tile>(m, n, split.splits) - sums) * sizeof(float), stream);
+    if (error != cudaSuccess) return error;
+  }
+  decode_mma_kernel<kBfloat16, kOrder, kRowGroups, Tile><<<grid, Tile::kThreads, 0, stream>>>(
       a, lda, b, ldb, m, n, k, split.rows_per_split, split_sums, out, epilogue);
   const cudaError_t error = cudaGetLastError();
-  if (error != cudaSuccess || split_sums == nullptr) return error;
+  if (error != cudaSuccess || split_sums == nullptr || Tile::kSumsInKernel) return error;
   return launch_sum_splits(kBfloat16, split_sums, split.splits, m, n, epilogue, out, stream);
 }
 
