@@ -133,6 +133,28 @@ def test_sm90_reads_through_tma_into_wgmma_and_sm80_in_16_byte_copies(binaries):
     assert "LDGSTS.E.BYPASS.LTC128B.128" in ampere and "LDG.E.U16" not in ampere
 
 
+def test_the_work_list_knobs_compile_to_tma_and_wgmma_on_sm90(tmp_path):
+    """A last row tile absorbing 16 rows (its swapped product: the weight tile as wgmma's M side) and the work list
+    column tile first, in the widest prefill tile, still read both operands through TMA into wgmma, in the shared
+    memory sm_90 allows."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    config = GROUPED_CONFIGS[0]
+    spec = GROUPED_FAMILY.binary_spec(config, torch.bfloat16, "row_column", multiprocessors=132, use_tma=True)
+    constexprs = {**spec.constexprs, "TAIL_M": 16, "COLUMN_MAJOR_ITEMS": True}
+    compiled = triton.compile(ASTSource(GROUPED_FAMILY.kernel, spec.signature, constexprs, spec.attrs),
+                              target=GPUTarget("cuda", 90, 32),
+                              options={"num_warps": config.num_warps, "num_stages": config.num_stages,
+                                       "enable_fp_fusion": True})
+    assert compiled.metadata.shared <= 227 * 1024
+    if CUOBJDUMP.exists():
+        cubin = tmp_path / "tail.cubin"
+        cubin.write_bytes(compiled.asm["cubin"])
+        listing = sass(cubin)
+        assert "HGMMA" in listing and "UTMALDG" in listing and "HMMA" not in listing
+
+
 def test_the_core_loads_each_binary_as_its_manifest_says(binaries, loaded):
     for spec, name in loaded.items():
         manifest = read_manifest(binaries[spec])

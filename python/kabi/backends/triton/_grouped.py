@@ -88,9 +88,21 @@ def _tma_ready(x: torch.Tensor, w: torch.Tensor, w_n_by_k: bool) -> bool:
 
 
 def launch_grouped_mm(config: MatmulConfig, x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor | None = None,
-                      *, out: torch.Tensor | None = None) -> torch.Tensor:
+                      *, out: torch.Tensor | None = None, tail_m: int = 0, column_major_items: bool = False,
+                      programs_per_multiprocessor: int = 1) -> torch.Tensor:
     """``grouped_mm(x, w, offs)`` through the persistent kernel (float16, bfloat16 or float32); written into ``out``
-    and returned when it is given."""
+    and returned when it is given.
+
+    The keyword-only knobs are off by default; scripts/debug/grouped_prefill_probe.py times them: ``tail_m`` (0 or a
+    power of two >= 16) lets a group's last row tile absorb up to that many rows past BLOCK_M, ``column_major_items``
+    puts the row tiles of one column tile next to each other in the work list, ``programs_per_multiprocessor`` > 1
+    runs that many persistent programs per SM (where registers and shared memory let them share one)."""
+    if tail_m and (tail_m < 16 or tail_m & (tail_m - 1)):
+        raise ValueError(f"launch_grouped_mm: tail_m must be 0 or a power of two >= 16 (tl.dot's minimum); got "
+                         f"{tail_m}")
+    if programs_per_multiprocessor < 1:
+        raise ValueError(f"launch_grouped_mm: programs_per_multiprocessor must be >= 1; got "
+                         f"{programs_per_multiprocessor}")
     groups, k, n = w.shape
     rows = x.shape[-2]
     shape = (rows, n) if offs is not None else (groups, rows, n)
@@ -108,7 +120,7 @@ def launch_grouped_mm(config: MatmulConfig, x: torch.Tensor, w: torch.Tensor, of
     out_strides = (0, *result.stride()) if offs is not None else result.stride()
     work_items = grouped_work_items(config, groups, rows, n, offs is not None)
     if x.device.type == "cuda":
-        num_programs = min(device_facts(x.device)[1], work_items)
+        num_programs = min(programs_per_multiprocessor * device_facts(x.device)[1], work_items)
     else:
         num_programs = min(_INTERPRETER_PROGRAMS, work_items)
     with _TorchScratchAllocator(x.device):
@@ -116,8 +128,8 @@ def launch_grouped_mm(config: MatmulConfig, x: torch.Tensor, w: torch.Tensor, of
             x, w, offs, result, groups, rows, n, k, *x_strides, *w.stride(), *out_strides, num_programs,
             USE_TMA=use_tma, W_N_BY_K=w_n_by_k, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
             BLOCK_K=config.block_k, DOT_IN_FLOAT32=x.dtype == torch.bfloat16 and x.device.type == "cpu",
-            INPUT_PRECISION=_INPUT_PRECISION, num_warps=config.num_warps, num_stages=config.num_stages,
-            enable_fp_fusion=True)
+            INPUT_PRECISION=_INPUT_PRECISION, COLUMN_MAJOR_ITEMS=column_major_items, TAIL_M=tail_m,
+            num_warps=config.num_warps, num_stages=config.num_stages, enable_fp_fusion=True)
     return result
 
 
@@ -174,11 +186,12 @@ class GroupedFamily(KernelFamily):
                      "stride_oe": "i64", "stride_om": "i32", "stride_on": "constexpr", "num_programs": "i32",
                      "USE_TMA": "constexpr", "W_N_BY_K": "constexpr", "BLOCK_M": "constexpr",
                      "BLOCK_N": "constexpr", "BLOCK_K": "constexpr", "DOT_IN_FLOAT32": "constexpr",
-                     "INPUT_PRECISION": "constexpr"}
+                     "INPUT_PRECISION": "constexpr", "COLUMN_MAJOR_ITEMS": "constexpr", "TAIL_M": "constexpr"}
         signature[w_pitch] = "i32"
         constexprs = {"stride_xk": 1, "stride_on": 1, ("stride_wk" if w_n_by_k else "stride_wn"): 1,
                       "USE_TMA": use_tma, "W_N_BY_K": w_n_by_k, "BLOCK_M": config.block_m, "BLOCK_N": config.block_n,
-                      "BLOCK_K": config.block_k, "DOT_IN_FLOAT32": False, "INPUT_PRECISION": _INPUT_PRECISION}
+                      "BLOCK_K": config.block_k, "DOT_IN_FLOAT32": False, "INPUT_PRECISION": _INPUT_PRECISION,
+                      "COLUMN_MAJOR_ITEMS": False, "TAIL_M": 0}
         divisible = ("N", "K", "stride_xe", "stride_xm", "stride_we", w_pitch, "stride_oe", "stride_om")
 
         def stride(index: int, dim: int, name: str) -> ManifestParam:

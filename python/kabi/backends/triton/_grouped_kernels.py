@@ -19,6 +19,13 @@ zeros), which only feed output rows the masked store drops. w is [E, K, N] or th
 [E, N, K] weight (``W_N_BY_K``), read in place either way. Offsets into a group are 64-bit, so no size of x, w or out
 overflows them.
 
+Two work-list variants, both off by default (the probe scripts/debug/grouped_prefill_probe.py times them):
+``COLUMN_MAJOR_ITEMS`` numbers a group's items column tile first, so the row tiles that read one weight slice are
+adjacent in the list and run at the same time (the slice is then read once from memory, the rest from L2);
+``TAIL_M`` > 0 lets a group's last row tile take up to TAIL_M rows past its BLOCK_M, computed in the same K loop as
+a swapped product (the weight tile as the MMA's M side, the extra rows as its N side), so a group a little taller
+than BLOCK_M costs one tile and one pass over its weights instead of two tiles, the second nearly empty.
+
 Example (interpreter on CPU, or a GPU)::
 
     grouped_mm_kernel[(num_programs,)](x, w, offs, out, E, T, N, K, 0, *x.stride(), *w.stride(), 0,
@@ -30,14 +37,16 @@ import triton.language as tl
 
 
 @triton.jit
-def _tile_product(x_ptr, w_ptr, x_desc, w_desc, x_group, w_group, start, end, tile_m, tile_n, N, K,
+def _tile_product(x_ptr, w_ptr, x_desc, x_tail_desc, w_desc, x_group, w_group, row_start, end, col_start, N, K,
                   stride_xm, stride_xk, stride_wk, stride_wn, k_blocks,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, USE_TMA: tl.constexpr,
-                  W_N_BY_K: tl.constexpr, DOT_IN_FLOAT32: tl.constexpr, INPUT_PRECISION: tl.constexpr):
-    # The float32 product of one BLOCK_M x BLOCK_N tile of a group; k_blocks is 0 for the tail's zero tiles.
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, TAIL_M: tl.constexpr,
+                  USE_TMA: tl.constexpr, W_N_BY_K: tl.constexpr, DOT_IN_FLOAT32: tl.constexpr,
+                  INPUT_PRECISION: tl.constexpr):
+    # The float32 product of one BLOCK_M x BLOCK_N tile of a group (k_blocks is 0 for the tail's zero tiles) and,
+    # when TAIL_M > 0, of the TAIL_M rows after it as a BLOCK_N x TAIL_M tile: w times those rows' transpose.
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    row_start = start + tile_m * BLOCK_M
-    col_start = tile_n * BLOCK_N
+    # Without a tail (TAIL_M 0) a 16-column placeholder, which nothing reads, so the compiler drops it.
+    tail_acc = tl.zeros((BLOCK_N, TAIL_M if TAIL_M > 0 else 16), dtype=tl.float32)
     if USE_TMA:
         for k_block in range(0, k_blocks):
             offset_k = k_block * BLOCK_K
@@ -47,6 +56,9 @@ def _tile_product(x_ptr, w_ptr, x_desc, w_desc, x_group, w_group, start, end, ti
             else:
                 w = w_desc.load([w_group, offset_k, col_start]).reshape(BLOCK_K, BLOCK_N)
             acc = tl.dot(x, w, acc, input_precision=INPUT_PRECISION)
+            if TAIL_M > 0:
+                x_tail = x_tail_desc.load([x_group, row_start + BLOCK_M, offset_k]).reshape(TAIL_M, BLOCK_K)
+                tail_acc = tl.dot(w.T, x_tail.T, tail_acc, input_precision=INPUT_PRECISION)
     else:
         rows = row_start + tl.arange(0, BLOCK_M)
         cols = col_start + tl.arange(0, BLOCK_N)
@@ -57,6 +69,9 @@ def _tile_product(x_ptr, w_ptr, x_desc, w_desc, x_group, w_group, start, end, ti
         w_step = BLOCK_K * tl.cast(stride_wk, tl.int64)
         row_mask = rows[:, None] < end
         col_mask = cols[None, :] < N
+        tail_rows = row_start + BLOCK_M + tl.arange(0, TAIL_M if TAIL_M > 0 else 16)
+        tail_ptrs = x_ptr + tail_rows.to(tl.int64)[:, None] * stride_xm + ks[None, :] * stride_xk
+        tail_mask = tail_rows[:, None] < end
         for k_block in range(0, k_blocks):
             k_left = K - k_block * BLOCK_K
             x = tl.load(x_ptrs, mask=row_mask & (ks[None, :] < k_left), other=0.0)
@@ -66,9 +81,41 @@ def _tile_product(x_ptr, w_ptr, x_desc, w_desc, x_group, w_group, start, end, ti
                 x = x.to(tl.float32)
                 w = w.to(tl.float32)
             acc = tl.dot(x, w, acc, input_precision=INPUT_PRECISION)
+            if TAIL_M > 0:
+                x_tail = tl.load(tail_ptrs, mask=tail_mask & (ks[None, :] < k_left), other=0.0)
+                if DOT_IN_FLOAT32:
+                    x_tail = x_tail.to(tl.float32)
+                tail_acc = tl.dot(w.T, x_tail.T, tail_acc, input_precision=INPUT_PRECISION)
+                tail_ptrs += x_step
             x_ptrs += x_step
             w_ptrs += w_step
-    return acc
+    return acc, tail_acc
+
+
+@triton.jit
+def _store_tile(out_base, acc, row_start, end, col_start, N, stride_om, stride_on,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rows = row_start + tl.arange(0, BLOCK_M)
+    cols = col_start + tl.arange(0, BLOCK_N)
+    out_ptrs = out_base + rows.to(tl.int64)[:, None] * stride_om + cols[None, :] * stride_on
+    tl.store(out_ptrs, acc.to(out_base.dtype.element_ty), mask=(rows[:, None] < end) & (cols[None, :] < N))
+
+
+@triton.jit
+def _item(x_base, w_base, out_base, x_desc, x_tail_desc, w_desc, x_group, w_group, row_start, end, col_start, N, K,
+          stride_xm, stride_xk, stride_wk, stride_wn, stride_om, stride_on, k_blocks,
+          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, TAIL_M: tl.constexpr,
+          USE_TMA: tl.constexpr, W_N_BY_K: tl.constexpr, DOT_IN_FLOAT32: tl.constexpr,
+          INPUT_PRECISION: tl.constexpr):
+    # One work item: its tile (and, with TAIL_M > 0, the TAIL_M rows after it) computed and stored.
+    acc, tail_acc = _tile_product(x_base, w_base, x_desc, x_tail_desc, w_desc, x_group, w_group, row_start, end,
+                                  col_start, N, K, stride_xm, stride_xk, stride_wk, stride_wn, k_blocks,
+                                  BLOCK_M, BLOCK_N, BLOCK_K, TAIL_M, USE_TMA, W_N_BY_K, DOT_IN_FLOAT32,
+                                  INPUT_PRECISION)
+    if TAIL_M > 0:
+        _store_tile(out_base, tail_acc.T, row_start + BLOCK_M, end, col_start, N, stride_om, stride_on, TAIL_M,
+                    BLOCK_N)
+    _store_tile(out_base, acc, row_start, end, col_start, N, stride_om, stride_on, BLOCK_M, BLOCK_N)
 
 
 @triton.jit
@@ -77,7 +124,8 @@ def grouped_mm_kernel(x_ptr, w_ptr, offs_ptr, out_ptr, E, R, N, K,
                       stride_oe, stride_om, stride_on, num_programs,
                       USE_TMA: tl.constexpr, W_N_BY_K: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                      DOT_IN_FLOAT32: tl.constexpr, INPUT_PRECISION: tl.constexpr):
+                      DOT_IN_FLOAT32: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+                      COLUMN_MAJOR_ITEMS: tl.constexpr = False, TAIL_M: tl.constexpr = 0):
     # 2-D form (offsets given): x [R, K] and out [R, N] (stride_xe and stride_oe unused), group g's rows from offs.
     # 3-D form: x [E, R, K] and out [E, R, N], every group R rows.
     pid = tl.program_id(0)
@@ -94,14 +142,19 @@ def grouped_mm_kernel(x_ptr, w_ptr, offs_ptr, out_ptr, E, R, N, K,
     x_shared = x_group_stride == 0
     w_shared = stride_we == 0
     x_desc = None
+    x_tail_desc = None
     w_desc = None
     if USE_TMA:
         # TMA takes no stride of 0: a shared group dimension becomes one group, read at coordinate 0, with the stride
         # of a dense stack of matrices, which no load steps by.
-        x_desc = tl.make_tensor_descriptor(
-            x_ptr, shape=[tl.where(x_shared, 1, E), R, K],
-            strides=[tl.where(x_shared, tl.cast(R, tl.int64) * stride_xm, x_group_stride), stride_xm, 1],
-            block_shape=[1, BLOCK_M, BLOCK_K])
+        x_groups = tl.where(x_shared, 1, E)
+        x_group_pitch = tl.where(x_shared, tl.cast(R, tl.int64) * stride_xm, x_group_stride)
+        x_desc = tl.make_tensor_descriptor(x_ptr, shape=[x_groups, R, K], strides=[x_group_pitch, stride_xm, 1],
+                                           block_shape=[1, BLOCK_M, BLOCK_K])
+        if TAIL_M > 0:
+            x_tail_desc = tl.make_tensor_descriptor(x_ptr, shape=[x_groups, R, K],
+                                                    strides=[x_group_pitch, stride_xm, 1],
+                                                    block_shape=[1, TAIL_M, BLOCK_K])
         if W_N_BY_K:
             w_desc = tl.make_tensor_descriptor(
                 w_ptr, shape=[tl.where(w_shared, 1, E), N, K],
@@ -125,21 +178,40 @@ def grouped_mm_kernel(x_ptr, w_ptr, offs_ptr, out_ptr, E, R, N, K,
         x_base = x_ptr + tl.cast(group, tl.int64) * x_group_stride
         out_base = out_ptr + tl.cast(group, tl.int64) * out_group_stride
         k_blocks = tl.where(group < E, full_k_blocks, 0)
-        group_tiles = tl.cdiv(end - start, BLOCK_M) * tiles_n
+        tiles_m = tl.cdiv(end - start, BLOCK_M)
+        if TAIL_M > 0:
+            # The last row tile absorbs a remainder of at most TAIL_M rows.
+            absorbed = (tiles_m > 1) & (end - start - (tiles_m - 1) * BLOCK_M <= TAIL_M)
+            tiles_m = tl.where(absorbed, tiles_m - 1, tiles_m)
+        group_tiles = tiles_m * tiles_n
         # This program's items of the group: those whose index in the whole list is pid modulo num_programs.
         first = tile_base + ((pid - tile_base) % num_programs + num_programs) % num_programs
         for item in range(first, tile_base + group_tiles, num_programs):
             local = item - tile_base
-            tile_m = local // tiles_n
-            tile_n = local % tiles_n
-            acc = _tile_product(x_base, w_ptr + tl.cast(group, tl.int64) * stride_we, x_desc, w_desc,
-                                tl.where(x_shared, 0, group), tl.where(w_shared, 0, group),
-                                start, end, tile_m, tile_n, N, K, stride_xm, stride_xk, stride_wk, stride_wn,
-                                k_blocks, BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA, W_N_BY_K, DOT_IN_FLOAT32,
-                                INPUT_PRECISION)
-            rows = start + tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
-            cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
-            out_ptrs = out_base + rows.to(tl.int64)[:, None] * stride_om + cols[None, :] * stride_on
-            tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=(rows[:, None] < end) & (cols[None, :] < N))
+            if COLUMN_MAJOR_ITEMS:
+                tile_m = local % tiles_m
+                tile_n = local // tiles_m
+            else:
+                tile_m = local // tiles_n
+                tile_n = local % tiles_n
+            row_start = start + tile_m * BLOCK_M
+            col_start = tile_n * BLOCK_N
+            w_base = w_ptr + tl.cast(group, tl.int64) * stride_we
+            x_group = tl.where(x_shared, 0, group)
+            w_group = tl.where(w_shared, 0, group)
+            # Only the last row tile reaches past BLOCK_M rows, and then by at most TAIL_M.
+            if TAIL_M > 0:
+                if end - row_start > BLOCK_M:
+                    _item(x_base, w_base, out_base, x_desc, x_tail_desc, w_desc, x_group, w_group, row_start, end,
+                          col_start, N, K, stride_xm, stride_xk, stride_wk, stride_wn, stride_om, stride_on, k_blocks,
+                          BLOCK_M, BLOCK_N, BLOCK_K, TAIL_M, USE_TMA, W_N_BY_K, DOT_IN_FLOAT32, INPUT_PRECISION)
+                else:
+                    _item(x_base, w_base, out_base, x_desc, x_tail_desc, w_desc, x_group, w_group, row_start, end,
+                          col_start, N, K, stride_xm, stride_xk, stride_wk, stride_wn, stride_om, stride_on, k_blocks,
+                          BLOCK_M, BLOCK_N, BLOCK_K, 0, USE_TMA, W_N_BY_K, DOT_IN_FLOAT32, INPUT_PRECISION)
+            else:
+                _item(x_base, w_base, out_base, x_desc, x_tail_desc, w_desc, x_group, w_group, row_start, end,
+                      col_start, N, K, stride_xm, stride_xk, stride_wk, stride_wn, stride_om, stride_on, k_blocks,
+                      BLOCK_M, BLOCK_N, BLOCK_K, 0, USE_TMA, W_N_BY_K, DOT_IN_FLOAT32, INPUT_PRECISION)
         tile_base += group_tiles
         start = end
