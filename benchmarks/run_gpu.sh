@@ -18,6 +18,7 @@
 # benchmarks/results/fp8-peak-nvidia-h200.json.
 # moe:SUITE likewise runs `kabi bench grouped_mm --suite SUITE` (moe-mixtral-8x7b, moe-deepseek-v3,
 # moe-qwen3-30b-a3b) for 420 s at most, writing benchmarks/results/nvidia-h200-grouped_mm-SUITE.json and .png.
+# pytest:PATH[,PATH...] runs those GPU test files only (junit XML in $out/gpu-tests-subset.xml).
 # py:FILE runs a script of this tree (e.g. py:scripts/debug/aligned_copies.py, arguments in PY_ARGS) with the same
 # environment, its output also in $out/<stem>.txt.
 # BENCH_TIMEOUT overrides every benchmark step's limit (seconds), to fit several into one device call.
@@ -108,6 +109,10 @@ for step in "${steps[@]}"; do
     py:*) script=${step#py:}
           run_step "python $script" timeout ${PY_TIMEOUT:-300} bash -c \
             'python3 "$1" ${PY_ARGS:-} 2>&1 | tee "$2"; exit "${PIPESTATUS[0]}"' _ "$script" "$out/$(basename "$script" .py).txt" ;;
+    # A subset of the GPU tests: pytest:PATH[,PATH...] runs `pytest -q -m gpu PATH...`.
+    pytest:*) IFS=, read -r -a test_paths <<< "${step#pytest:}"
+              run_step "pytest ${step#pytest:}" timeout ${GPU_TESTS_TIMEOUT:-300} python3 -m pytest -q -m gpu -rs \
+                "${test_paths[@]}" --junitxml="$out/gpu-tests-subset.xml" ;;
     triton) run_step "triton matmul" timeout 240 python3 benchmarks/triton_matmul.py --out benchmarks/results ;;
     decode) run_step "decode at the memory roof" timeout 300 python3 benchmarks/decode.py \
               --output benchmarks/results/decode-nvidia-h200.json ;;
