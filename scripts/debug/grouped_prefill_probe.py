@@ -1,24 +1,24 @@
-"""Why does the persistent Triton grouped GEMM reach only 0.56-0.69 of the roof on MoE prefill, and which change
-of tile, pipeline or work list gets it to 0.75?
+"""How close does each prefill config of the persistent Triton grouped GEMM get to the roof on MoE prefill, and which
+other tile, pipeline depth or tail gets closer (the goal: 0.75)?
 
-For the four prefill problems of the moe-deepseek-v3 and moe-qwen3-30b-a3b suites (T = 32768 tokens, balanced
-random routing, bfloat16, weights in nn.Linear layout [E, N, K] passed as their transposed view) this times with
-kabi.bench (L2 flushed, one event pair per call): F.grouped_mm, kabi's prefill configs as shipped, and variants of
-the same kernel: other tiles and stage counts, the work list column tile first (``cm``: the row tiles reading one
-weight slice adjacent), a last row tile absorbing up to 16 or 32 extra rows (``t16``, ``t32``: a group of 130 rows
-costs one tile and one pass over its weights, not two tiles), and two persistent programs per SM (``x2``). Each is
-first checked against a float32 reference (norm error) and its memory beyond the output is recorded (a copy of the
-weights would show there). Per problem it prints the routing, whether the TMA path reads both operands, and per
-implementation: us per call, the fraction of the roof (max(bytes / bandwidth, FLOPs / the bfloat16 matrix rate
-measured here with an 8192^3 torch.matmul), bytes counting only experts with tokens), F.grouped_mm's time over
-its time (above 1: faster), the rows its tiles compute over the rows routed, and its work items per program (the
-waves of the persistent loop).
+For the four prefill problems of the moe-deepseek-v3 and moe-qwen3-30b-a3b suites (T = 32768 tokens, balanced random
+routing, bfloat16, weights in nn.Linear layout [E, N, K] passed as their transposed view) this times with kabi.bench
+(L2 flushed, one event pair per call): F.grouped_mm, kabi's prefill configs as shipped, and configs of the same
+kernel that are not: other tiles and stage counts, and last row tiles absorbing up to 16 or 32 extra rows (a
+config's ``tail_m``, ``_t16`` and ``_t32`` in its tag: a group of 130 rows costs one tile and one pass over its
+weights, not two tiles). Two work-list variants it timed once, the items column tile first and two programs per SM,
+gained nothing and are gone from the kernel. Each is first checked against a float32 reference (norm error) and its
+memory beyond the output is recorded (a copy of the weights would show there). Per problem it prints the routing,
+whether the TMA path reads both operands, and per implementation: us per call, the fraction of the roof (max(bytes /
+bandwidth, FLOPs / the bfloat16 matrix rate measured here with an 8192^3 torch.matmul), bytes counting only experts
+with tokens), F.grouped_mm's time over its time (above 1: faster), the rows its tiles compute over the rows routed,
+and its work items per program (the waves of the persistent loop).
 
     python scripts/debug/grouped_prefill_probe.py [--problems deepseek-v3-gate_up ...] [--only SUBSTRING ...]
         [--rounds 2]
     python scripts/debug/grouped_prefill_probe.py --compile-only
 
---compile-only needs no GPU: it compiles every variant for sm_90 as the family's binaries are (TMA, nn.Linear
+--compile-only needs no GPU: it compiles every config for sm_90 as the family's binaries are (TMA, nn.Linear
 layout) and prints its registers, stack (spills), shared memory, the programs that fit on one SM, and its TMA loads
 (UTMALDG) and wgmma (HGMMA) instructions.
 """
@@ -29,7 +29,6 @@ import argparse
 import statistics
 import subprocess
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -52,80 +51,45 @@ _REGISTERS_PER_SM = 65536
 _SHARED_BYTES_PER_SM = 228 * 1024
 
 
-@dataclass(frozen=True)
-class Variant:
-    """One way to launch the kernel: a config and the launcher's work-list knobs."""
-
-    config: MatmulConfig
-    tail_m: int = 0
-    column_major_items: bool = False
-    programs_per_multiprocessor: int = 1
-
-    @property
-    def name(self) -> str:
-        tag = self.config.tag.removesuffix("_g8")
-        if self.tail_m:
-            tag += f"_t{self.tail_m}"
-        if self.column_major_items:
-            tag += "_cm"
-        if self.programs_per_multiprocessor > 1:
-            tag += f"_x{self.programs_per_multiprocessor}"
-        return tag
-
-    def launch(self, x, w, offs):
-        return launch_grouped_mm(self.config, x, w, offs, tail_m=self.tail_m,
-                                 column_major_items=self.column_major_items,
-                                 programs_per_multiprocessor=self.programs_per_multiprocessor)
-
-    def rows_and_items(self, counts: list[int], n: int) -> tuple[int, int]:
-        """Rows the tiles compute (padding included) and work items, for groups of ``counts`` rows."""
-        block_m, rows, items = self.config.block_m, 0, 0
-        for count in counts:
-            tiles = ceil_div(count, block_m)
-            absorbed = self.tail_m and tiles > 1 and count - (tiles - 1) * block_m <= self.tail_m
-            tiles -= bool(absorbed)
-            rows += tiles * block_m + (self.tail_m if absorbed else 0)
-            items += tiles * ceil_div(n, self.config.block_n)
-        return rows, items
+def _rows_and_items(config: MatmulConfig, counts: list[int], n: int) -> tuple[int, int]:
+    """Rows the tiles compute (padding included) and work items, for groups of ``counts`` rows."""
+    block_m, tail_m, rows, items = config.block_m, config.tail_m, 0, 0
+    for count in counts:
+        tiles = ceil_div(count, block_m)
+        absorbed = tail_m and tiles > 1 and count - (tiles - 1) * block_m <= tail_m
+        tiles -= bool(absorbed)
+        rows += tiles * block_m + (tail_m if absorbed else 0)
+        items += tiles * ceil_div(n, config.block_n)
+    return rows, items
 
 
-def _variants() -> list[tuple[str, Variant]]:
-    shipped = [("shipped", Variant(config)) for config in GROUPED_CONFIGS if config.block_m >= 64]
-    wide = MatmulConfig(128, 256, 64, num_warps=8, num_stages=3)
+def _variants() -> list[tuple[str, MatmulConfig]]:
+    """("shipped", config) for each prefill config of GROUPED_CONFIGS, then ("new", config) for the others timed."""
+    shipped = [config for config in GROUPED_CONFIGS if config.block_m >= 64]
     new = [
-        Variant(MatmulConfig(128, 256, 64, num_warps=8, num_stages=4)),
-        Variant(MatmulConfig(64, 256, 64, num_warps=4, num_stages=4)),
-        Variant(MatmulConfig(64, 256, 64, num_warps=8, num_stages=4)),
-        Variant(MatmulConfig(256, 128, 64, num_warps=8, num_stages=3)),
-        Variant(wide, column_major_items=True),
-        Variant(wide, tail_m=16),
-        Variant(wide, tail_m=32),
-        Variant(wide, tail_m=32, column_major_items=True),
-        Variant(MatmulConfig(128, 256, 64, num_warps=8, num_stages=4), tail_m=16),
-        Variant(MatmulConfig(64, 256, 64, num_warps=8, num_stages=4), tail_m=16),
-        Variant(MatmulConfig(128, 128, 64, num_warps=4, num_stages=4), tail_m=32),
-        Variant(MatmulConfig(128, 128, 64, num_warps=8, num_stages=4), tail_m=32),
-        # Two programs per SM where both fit (--compile-only says): one's epilogue overlaps the other's main loop.
-        Variant(MatmulConfig(128, 128, 64, num_warps=4, num_stages=3), programs_per_multiprocessor=2),
-        Variant(MatmulConfig(64, 128, 64, num_warps=4, num_stages=4), programs_per_multiprocessor=2),
+        MatmulConfig(64, 256, 64, num_warps=4, num_stages=4),
+        MatmulConfig(64, 256, 64, num_warps=8, num_stages=4),
+        MatmulConfig(256, 128, 64, num_warps=8, num_stages=3),
+        MatmulConfig(128, 256, 64, num_warps=8, num_stages=3, tail_m=16),
+        MatmulConfig(64, 256, 64, num_warps=8, num_stages=4, tail_m=16),
+        MatmulConfig(128, 128, 64, num_warps=4, num_stages=4, tail_m=32),
+        MatmulConfig(128, 128, 64, num_warps=8, num_stages=4, tail_m=32),
     ]
-    return shipped + [("new", variant) for variant in new]
+    return [("shipped", config) for config in shipped] + [("new", config) for config in new if config not in shipped]
 
 
-def _compile_only(variants: list[tuple[str, Variant]]) -> None:
-    """Compiles every variant's kernel for sm_90 as the family does (TMA, nn.Linear layout, bfloat16) and prints
+def _compile_only(variants: list[tuple[str, MatmulConfig]]) -> None:
+    """Compiles every config's kernel for sm_90 as the family does (TMA, nn.Linear layout, bfloat16) and prints
     what ptxas gave it, and how many of its programs fit on one SM (registers and shared memory)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     cuobjdump = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-    print(f"{'variant':<34} {'regs':>5} {'stack':>5} {'shared':>7} {'per SM':>6}  instructions")
-    for _, variant in variants:
-        config = variant.config
+    print(f"{'config':<34} {'regs':>5} {'stack':>5} {'shared':>7} {'per SM':>6}  instructions")
+    for _, config in variants:
         spec = GROUPED_FAMILY.binary_spec(config, torch.bfloat16, "row_column", multiprocessors=132, use_tma=True)
-        constexprs = {**spec.constexprs, "TAIL_M": variant.tail_m, "COLUMN_MAJOR_ITEMS": variant.column_major_items}
-        compiled = triton.compile(ASTSource(GROUPED_FAMILY.kernel, spec.signature, constexprs, spec.attrs),
+        compiled = triton.compile(ASTSource(GROUPED_FAMILY.kernel, spec.signature, spec.constexprs, spec.attrs),
                                   target=GPUTarget("cuda", 90, 32),
                                   options={"num_warps": config.num_warps, "num_stages": config.num_stages,
                                            "enable_fp_fusion": True})
@@ -139,7 +103,7 @@ def _compile_only(variants: list[tuple[str, Variant]]) -> None:
         registers, stack, shared = int(fields["REG"]), int(fields["STACK"]), compiled.metadata.shared
         per_sm = min(_REGISTERS_PER_SM // (registers * config.num_threads), _SHARED_BYTES_PER_SM // max(shared, 1))
         instructions = " ".join(f"{name}:{sass.count(name)}" for name in ("UTMALDG", "HGMMA", "HMMA"))
-        print(f"{variant.name:<34} {registers:>5} {stack:>5} {shared:>7} {per_sm:>6}  {instructions}")
+        print(f"{config.tag:<34} {registers:>5} {stack:>5} {shared:>7} {per_sm:>6}  {instructions}")
 
 
 def _problem(experts: int, tokens: int, n: int, k: int, generator: torch.Generator):
@@ -193,8 +157,8 @@ def _time_problem(name: str, experts: int, tokens: int, n: int, k: int, variants
           f"{byte_count / 1e9:.2f} GB; compute {compute_us:.0f}); TMA for x and w: {_tma_ready(x, w, True)}")
     reference = _reference(x, w, counts)
     subjects = {"F.grouped_mm": (lambda: F.grouped_mm(x, w, offs=offs), None)}
-    for origin, variant in variants:
-        subjects[f"{origin} {variant.name}"] = (lambda variant=variant: variant.launch(x, w, offs), variant)
+    for origin, config in variants:
+        subjects[f"{origin} {config.tag}"] = (lambda config=config: launch_grouped_mm(config, x, w, offs), config)
     checks = {}
     for label, (fn, _) in subjects.items():
         try:
@@ -208,12 +172,12 @@ def _time_problem(name: str, experts: int, tokens: int, n: int, k: int, variants
             medians[label].append(kabi.bench(subjects[label][0], repeat=11, min_time_s=0.05).median_us)
     peer_us = statistics.median(medians["F.grouped_mm"]) if "F.grouped_mm" in medians else float("nan")
     for label, (error, extra) in checks.items():
-        variant = subjects[label][1]
+        config = subjects[label][1]
         rows_x = waves = ""
-        if variant is not None:
-            rows, items = variant.rows_and_items(counts, n)
+        if config is not None:
+            rows, items = _rows_and_items(config, counts, n)
             rows_x = f"{rows / tokens:.3f}"
-            waves = f"{items / (variant.programs_per_multiprocessor * multiprocessors):.1f}"
+            waves = f"{items / multiprocessors:.1f}"
         if label not in medians:
             print(f"  {label:<42} FAILED: error {error:.2e} {extra}")
             continue
@@ -227,13 +191,13 @@ def main() -> None:
     parser.add_argument("--problems", nargs="*", default=[name for name, *_ in PROBLEMS],
                         choices=[name for name, *_ in PROBLEMS])
     parser.add_argument("--only", nargs="*", default=[],
-                        help="time only the kernel variants whose name contains one of these")
+                        help="time only the configs whose tag contains one of these")
     parser.add_argument("--rounds", type=int, default=2, help="timings per implementation, in alternating order")
     parser.add_argument("--tolerance", type=float, default=1e-2, help="largest norm error against float32")
     parser.add_argument("--compile-only", action="store_true")
     args = parser.parse_args()
-    variants = [(origin, variant) for origin, variant in _variants()
-                if not args.only or any(part in variant.name for part in args.only)]
+    variants = [(origin, config) for origin, config in _variants()
+                if not args.only or any(part in config.tag for part in args.only)]
     if args.compile_only:
         _compile_only(variants)
         return

@@ -5,8 +5,8 @@ Started by test_triton_grouped_interpreter.py in a fresh process, because TRITON
 is first imported, and other test modules import Triton for real. Not a test module itself (no ``test_`` prefix).
 Every case runs through the first config (directly, and through kabi.ops with the kernel forced); every other config
 runs every case in float32. bfloat16 runs too: the launcher widens its operands to float32 before tl.dot on the CPU.
-Each case also runs as the core launches a device binary of the kernel (``launch_as_binary``), and through the
-launcher's work-list knobs (``KNOB_VARIANTS``) in float32 and bfloat16.
+Each case also runs as the core launches a device binary of the kernel (``launch_as_binary``), and through a small
+config with a tail (``TAIL_CONFIG``) in float32 and bfloat16.
 """
 
 import json
@@ -27,12 +27,11 @@ from kabi.backends.triton._configs import MatmulConfig, ceil_div  # noqa: E402
 from kabi.backends.triton._grouped import GROUPED_CONFIGS, launch_grouped_mm  # noqa: E402
 from kabi.backends.triton._kernel_modules import GROUPED_KERNELS  # noqa: E402
 
-# The launcher's work-list knobs (tail_m, column_major_items), off in every config above: a 32-row tile absorbing up
-# to 16 more rows, so that the many-rows case has a group whose last tile absorbs its remainder (70 = 32 + 38) and one
-# whose remainder is too large (61 = 32 + 29).
-KNOB_VARIANTS = tuple((MatmulConfig(32, 16, 16, num_warps=4, num_stages=2), tail_m, column_major_items)
-                      for tail_m, column_major_items in ((16, False), (16, True), (0, True)))
-KNOB_DTYPES = (torch.float32, torch.bfloat16)
+# A 32-row tile absorbing up to 16 more rows, so that the many-rows case has a group whose last tile absorbs its
+# remainder (70 = 32 + 38) and one whose remainder is too large (61 = 32 + 29): the shipped tails' tiles are taller
+# than these cases' groups.
+TAIL_CONFIG = MatmulConfig(32, 16, 16, num_warps=4, num_stages=2, tail_m=16)
+TAIL_DTYPES = (torch.float32, torch.bfloat16)
 
 # The SM count a binary bakes in (its num_programs constant): the grid is min(this, the manifest's item bound), so
 # the small cases here run fewer programs than num_programs, as a binary does on small problems.
@@ -64,7 +63,7 @@ def launch_as_binary(config, x, w, offs):
         _core_stride(w, -3), w.stride(1), w.stride(2), _core_stride(out, -3), out.stride(-2), out.stride(-1),
         _BINARY_PROGRAMS, USE_TMA=False, W_N_BY_K=w.stride(1) == 1, BLOCK_M=config.block_m,
         BLOCK_N=config.block_n, BLOCK_K=config.block_k, DOT_IN_FLOAT32=x.dtype == torch.bfloat16,
-        INPUT_PRECISION="ieee")
+        INPUT_PRECISION="ieee", TAIL_M=config.tail_m)
     return out
 
 
@@ -98,16 +97,14 @@ def main() -> None:
                 assert_matches(kabi.ops.grouped_mm(x, w, offs), x, w, offs)
         except Exception as error:
             failures.append(f"{name} through kabi.ops: {type(error).__name__}: {error}")
-    for (config, tail_m, column_major_items), dtype in ((variant, dtype) for variant in KNOB_VARIANTS
-                                                         for dtype in KNOB_DTYPES):
+    for dtype in TAIL_DTYPES:
         for case in GROUPED_CASES:
             for transposed_weight, (k, n) in ((True, SIZES[0]), (False, SIZES[1])):
                 x, w, offs = make_inputs(case, dtype, transposed_weight=transposed_weight, k=k, n=n)
-                where = (f"{config.tag} tail_m={tail_m} column_major_items={column_major_items} {dtype} {case.name} "
-                         f"transposed={transposed_weight}")
+                where = f"{TAIL_CONFIG.tag} {dtype} {case.name} transposed={transposed_weight}"
                 try:
-                    assert_matches(launch_grouped_mm(config, x, w, offs, tail_m=tail_m,
-                                                     column_major_items=column_major_items), x, w, offs)
+                    assert_matches(launch_grouped_mm(TAIL_CONFIG, x, w, offs), x, w, offs)
+                    assert_matches(launch_as_binary(TAIL_CONFIG, x, w, offs), x, w, offs)
                     runs += 1
                 except Exception as error:  # recorded, and failed by the test, with its message
                     failures.append(f"{where}: {type(error).__name__}: {error}")

@@ -1,7 +1,8 @@
 """The persistent grouped GEMM of grouped_mm compiled to device binaries on a machine without a GPU: the manifest's
 parameters against the PTX entry and the cubin's own parameter table, every assumption the image bakes in declared
 (per-input layouts, 16-byte alignment, K, N, pitches and group strides multiples of 16, archs, the features the PTX
-uses), TMA into wgmma on sm_90a (UTMALDG, HGMMA) and 16-byte cp.async into mma.sync on sm_80; the binaries loaded by
+uses), TMA into wgmma on sm_90a (UTMALDG, HGMMA) and 16-byte cp.async into mma.sync on sm_80, each tail config
+(``tail_m``) on both archs where it fits their shared memory; the binaries loaded by
 the core (kernel info equal to the manifest), which refuses to launch the problems the image would compute wrong,
 saying why, and takes the others in both forms (2-D with offsets, 3-D with offs absent); the binary variants the
 native registration compiles, and the Python kernel leaving to its binary the problems that binary serves."""
@@ -23,15 +24,17 @@ import kabi  # noqa: E402
 from kabi import ConstraintViolatedError, _core  # noqa: E402
 from kabi.backends.triton import compile_all, compile_to_binary, read_manifest  # noqa: E402
 from kabi.backends.triton import _compile, _families, _native  # noqa: E402
-from kabi.backends.triton._grouped import GROUPED_CONFIGS, GROUPED_FAMILY  # noqa: E402
+from kabi.backends.triton._configs import shared_memory_limit  # noqa: E402
+from kabi.backends.triton._grouped import GROUPED_CONFIGS, GROUPED_FAMILY, grouped_unsupported_reason  # noqa: E402
 from kabi.backends.triton._manifest import ptx_entry_params  # noqa: E402
 from kabi.backends.triton._registration import _GroupedSupports  # noqa: E402
 
-_PREFILL = GROUPED_CONFIGS[1]
+_TAILS = [config for config in GROUPED_CONFIGS if config.tail_m]
+_PREFILL = _TAILS[0]
 _MID = next(config for config in GROUPED_CONFIGS if config.block_m == 64)
 _DECODE = next(config for config in GROUPED_CONFIGS if config.block_m == 16)
-# (config, dtype, arch, layout): both weight layouts, both archs, a wgmma tile and the 16-row tile (TMA without
-# wgmma: 16 rows are below wgmma's 64).
+# (config, dtype, arch, layout): both weight layouts, both archs, a wgmma tile with a tail and the 16-row tile (TMA
+# without wgmma: 16 rows are below wgmma's 64).
 _BINARIES = [
     (_PREFILL, "bfloat16", 90, "row_column"),
     (_DECODE, "float16", 90, "row_major"),
@@ -133,26 +136,30 @@ def test_sm90_reads_through_tma_into_wgmma_and_sm80_in_16_byte_copies(binaries):
     assert "LDGSTS.E.BYPASS.LTC128B.128" in ampere and "LDG.E.U16" not in ampere
 
 
-def test_the_work_list_knobs_compile_to_tma_and_wgmma_on_sm90(tmp_path):
-    """A last row tile absorbing 16 rows (its swapped product: the weight tile as wgmma's M side) and the work list
-    column tile first, in the widest prefill tile, still read both operands through TMA into wgmma, in the shared
-    memory sm_90 allows."""
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
-    config = GROUPED_CONFIGS[0]
-    spec = GROUPED_FAMILY.binary_spec(config, torch.bfloat16, "row_column", multiprocessors=132, use_tma=True)
-    constexprs = {**spec.constexprs, "TAIL_M": 16, "COLUMN_MAJOR_ITEMS": True}
-    compiled = triton.compile(ASTSource(GROUPED_FAMILY.kernel, spec.signature, constexprs, spec.attrs),
-                              target=GPUTarget("cuda", 90, 32),
-                              options={"num_warps": config.num_warps, "num_stages": config.num_stages,
-                                       "enable_fp_fusion": True})
-    assert compiled.metadata.shared <= 227 * 1024
+@pytest.mark.parametrize("arch", [90, 80])
+@pytest.mark.parametrize("config", _TAILS, ids=[config.tag for config in _TAILS])
+def test_each_tail_config_compiles_for_its_archs(config, arch, tmp_path):
+    """A last row tile absorbing ``tail_m`` rows (its swapped product: the weight tile as the MMA's M side) reads both
+    operands through TMA into wgmma on sm_90 and through 16-byte cp.async into mma.sync on sm_80, in the shared
+    memory the arch allows; where the config's buffers overflow it, the family ships no binary, as its supports
+    predicate would decline every problem there."""
+    if not GROUPED_FAMILY.binary_rows(config, torch.bfloat16, arch):
+        assert "shared memory" in grouped_unsupported_reason(config, 4096, 4096, 4096, 2, arch)
+        assert not [variant for variant in _native.binary_variants(arch, ["grouped"]) if variant.config == config]
+        return
+    manifest_path = compile_to_binary("grouped", config, "bfloat16", arch, tmp_path, layout="row_column")
+    manifest = read_manifest(manifest_path)
+    assert manifest.name == f"triton.grouped_mm.{config.tag}.row_column.bfloat16.sm{arch}"
+    assert manifest.name.split(".")[2].endswith(f"_t{config.tail_m}")
+    assert manifest.shared_memory_bytes <= shared_memory_limit(arch)
     if CUOBJDUMP.exists():
-        cubin = tmp_path / "tail.cubin"
-        cubin.write_bytes(compiled.asm["cubin"])
-        listing = sass(cubin)
-        assert "HGMMA" in listing and "UTMALDG" in listing and "HMMA" not in listing
+        listing = sass(manifest_path.parent / manifest.image)
+        if arch == 90:
+            assert "HGMMA" in listing and "UTMALDG" in listing and "HMMA" not in listing
+        else:
+            # 16-byte cp.async copies (without the L2 prefetch hint of the tile without a tail).
+            assert "HMMA" in listing and "HGMMA" not in listing and "LDG.E.U16" not in listing
+            assert re.search(r"LDGSTS\.E\.BYPASS(\.LTC128B)?\.128", listing)
 
 
 def test_the_core_loads_each_binary_as_its_manifest_says(binaries, loaded):
@@ -214,11 +221,16 @@ def test_the_core_refuses_what_the_image_would_compute_wrong_and_says_why(loaded
             _launch(name, *tensors)
 
 
-def test_the_native_set_holds_every_config_in_both_weight_layouts():
-    for arch in (80, 90):
+def test_the_native_set_holds_every_config_that_fits_in_both_weight_layouts():
+    # Every config on sm_90; on sm_80 (163 KiB) not the 4-stage 128x256 tiles, and on sm_89 (99 KiB) only the two
+    # whose buffers fit: a binary of another would decline every problem there (grouped_unsupported_reason).
+    fitting_sm89 = {"bm128_bn128_bk64_w8_s3_g8", "bm64_bn128_bk64_w4_s4_g8"}
+    missing = {90: set(), 80: {"bm128_bn256_bk64_w8_s4_g8", "bm128_bn256_bk64_w8_s4_g8_t16"},
+               89: {config.tag for config in GROUPED_CONFIGS} - fitting_sm89}
+    for arch, tags in missing.items():
         grouped = {(variant.config, variant.dtype, variant.layout)
                    for variant in _native.binary_variants(arch) if variant.family == "grouped"}
-        assert grouped == {(config, dtype, layout) for config in GROUPED_CONFIGS
+        assert grouped == {(config, dtype, layout) for config in GROUPED_CONFIGS if config.tag not in tags
                            for dtype in ("float16", "bfloat16") for layout in ("row_major", "row_column")}
     name = _native.BinaryVariant("grouped", _PREFILL, "bfloat16", "row_column").name(90)
     assert name == f"triton.grouped_mm.{_PREFILL.tag}.row_column.bfloat16.sm90"
@@ -232,7 +244,8 @@ def test_compile_all_takes_the_grouped_family(tmp_path, monkeypatch):
     compile_all(80, tmp_path, dtypes=["float16", "float32"], layouts=["row_major", "row_column"],
                 families=["grouped"])
     assert compiled == [("grouped", config, torch.float16, 80, layout)
-                        for config in GROUPED_CONFIGS for layout in ("row_major", "row_column")]
+                        for config in GROUPED_CONFIGS if config.num_stages == 3 or config.block_n < 256
+                        for layout in ("row_major", "row_column")]
     monkeypatch.undo()
     with pytest.raises(TypeError, match="dtype: the grouped family compiles for float16, bfloat16"):
         compile_to_binary("grouped", _PREFILL, "float32", 90, tmp_path)

@@ -1,11 +1,10 @@
 """The persistent grouped GEMM against the op's float64 reference in Triton's CPU interpreter: empty groups, one
 group, every row in one group, no rows, rows past the last offset, the 3-D form, both weight layouts, float16,
-bfloat16 and float32, ``out=``, and the launcher's work-list knobs (a last row tile absorbing extra rows, the work
-list column tile first). The kernel runs in a child process (grouped_interpreter_worker.py) because
-TRITON_INTERPRET must be set before Triton is first imported. bfloat16 runs too: the launcher widens its operands
-to float32 before tl.dot on the CPU, where the interpreter's bfloat16 tl.dot is wrong. Every case also runs as the
-core launches the kernel's device binary: offs NULL in the 3-D form, the strides the core reads, the manifest's
-grid rule below the baked-in program count."""
+bfloat16 and float32, ``out=``, and a config whose last row tile absorbs extra rows (``tail_m``). The kernel runs in
+a child process (grouped_interpreter_worker.py) because TRITON_INTERPRET must be set before Triton is first
+imported. bfloat16 runs too: the launcher widens its operands to float32 before tl.dot on the CPU, where the
+interpreter's bfloat16 tl.dot is wrong. Every case also runs as the core launches the kernel's device binary: offs
+NULL in the 3-D form, the strides the core reads, the manifest's grid rule below the baked-in program count."""
 
 import pytest
 from _interpreter_runs import run_interpreter_worker
@@ -19,6 +18,6 @@ def test_every_config_matches_the_reference_in_the_interpreter() -> None:
     report = run_interpreter_worker("grouped_interpreter_worker.py", timeout=900)
     assert not report["failures"], "\n".join(report["failures"])
     # (config, dtype) pairs (the first config in 3 dtypes, the others in float32) x 8 cases x 2 layouts, then the
-    # worker's 3 KNOB_VARIANTS in its 2 KNOB_DTYPES x 8 cases x 2 layouts (not imported: importing the worker sets
+    # worker's TAIL_CONFIG in its 2 TAIL_DTYPES x 8 cases x 2 layouts (not imported: importing the worker sets
     # TRITON_INTERPRET in this process)
-    assert report["runs"] == (3 + len(GROUPED_CONFIGS) - 1) * 8 * 2 + 3 * 2 * 8 * 2
+    assert report["runs"] == (3 + len(GROUPED_CONFIGS) - 1) * 8 * 2 + 2 * 8 * 2

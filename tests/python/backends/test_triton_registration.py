@@ -26,6 +26,7 @@ def test_configs_are_hashable_values():
     assert len({config, MatmulConfig(128, 128, 64, num_warps=8, num_stages=3)}) == 1
     assert config.tag == "bm128_bn128_bk64_w8_s3_g8"
     assert MatmulConfig(16, 64, 128, num_warps=4, num_stages=4, split_k=4).tag.endswith("_sk4")
+    assert MatmulConfig(128, 256, 64, num_warps=8, num_stages=3, tail_m=32).tag == "bm128_bn256_bk64_w8_s3_g8_t32"
     with pytest.raises(AttributeError):
         config.block_m = 64
     for configs in (TILED_CONFIGS, HOPPER_CONFIGS, SMALL_M_CONFIGS):
@@ -40,6 +41,8 @@ def test_configs_are_hashable_values():
         (dict(num_warps=3), "num_warps must be one of"),
         (dict(num_stages=0), "num_stages must be >= 1"),
         (dict(split_k=0), "split_k must be >= 1"),
+        (dict(tail_m=24), "tail_m must be 0 or a power of two from 16"),
+        (dict(tail_m=128), r"tail_m must be .* to block_m \(64"),
     ],
 )
 def test_bad_configs_are_refused(fields, message):

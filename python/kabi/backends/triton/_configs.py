@@ -23,7 +23,8 @@ class MatmulConfig:
 
     block_m/block_n/block_k: the tile of c one program computes and the K step; num_warps: 32-thread warps per
     program; num_stages: software-pipeline depth (operand buffers in shared memory); group_m: tile rows walked
-    together for L2 reuse; split_k: K slices computed by separate programs (small-M family only).
+    together for L2 reuse; split_k: K slices computed by separate programs (small-M family only); tail_m: rows past
+    BLOCK_M that a group's last row tile absorbs, 0 for none (grouped family only).
     """
 
     block_m: int
@@ -33,6 +34,7 @@ class MatmulConfig:
     num_stages: int
     group_m: int = 8
     split_k: int = 1
+    tail_m: int = 0
 
     def __post_init__(self) -> None:
         for field_name in ("block_m", "block_n", "block_k"):
@@ -48,22 +50,28 @@ class MatmulConfig:
             raise ValueError(f"MatmulConfig.group_m must be >= 1; got {self.group_m}")
         if self.split_k < 1:
             raise ValueError(f"MatmulConfig.split_k must be >= 1; got {self.split_k}")
+        if self.tail_m and (self.tail_m < 16 or self.tail_m & (self.tail_m - 1) or self.tail_m > self.block_m):
+            raise ValueError(f"MatmulConfig.tail_m must be 0 or a power of two from 16 (tl.dot's minimum) to block_m "
+                             f"({self.block_m}: a remainder is never taller); got {self.tail_m}")
 
     @property
     def tag(self) -> str:
-        """A short unique name for kernel names and file names, e.g. ``bm64_bn64_bk128_w4_s4_g8_sk4``."""
+        """A short unique name for kernel names and file names, e.g. ``bm64_bn64_bk128_w4_s4_g8_sk4`` (split-K) or
+        ``bm128_bn256_bk64_w8_s3_g8_t32`` (a 32-row tail)."""
         tag = (f"bm{self.block_m}_bn{self.block_n}_bk{self.block_k}_w{self.num_warps}_s{self.num_stages}"
                f"_g{self.group_m}")
-        return tag if self.split_k == 1 else f"{tag}_sk{self.split_k}"
+        if self.split_k > 1:
+            tag += f"_sk{self.split_k}"
+        return f"{tag}_t{self.tail_m}" if self.tail_m else tag
 
     @property
     def num_threads(self) -> int:
         return 32 * self.num_warps
 
     def shared_memory_bytes(self, element_size: int) -> int:
-        """An estimate of the shared memory the pipelined operand tiles need (Triton's own figure comes with the
-        compiled kernel; this one is for pruning before compiling)."""
-        return self.num_stages * (self.block_m + self.block_n) * self.block_k * element_size
+        """An estimate of the shared memory the pipelined operand tiles need, a tail's rows included (Triton's own
+        figure comes with the compiled kernel; this one is for pruning before compiling)."""
+        return self.num_stages * (self.block_m + self.tail_m + self.block_n) * self.block_k * element_size
 
 
 def next_power_of_two(value: int) -> int:

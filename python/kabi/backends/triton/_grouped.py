@@ -8,8 +8,8 @@ the transposed view of an nn.Linear [E, N, K] weight. On sm_90 with TMA-compatib
 Importing this module imports no Triton: the launcher imports the kernel (and Triton) at its first call.
 
 ``GROUPED_FAMILY`` compiles the same kernel to device binaries (``compile_to_binary``), one per config, dtype, weight
-layout and arch, each serving both forms: the core passes NULL for an absent offs, and the kernel reads the 3-D form
-from that.
+layout and arch (where the config's buffers fit the arch's shared memory), each serving both forms: the core passes
+NULL for an absent offs, and the kernel reads the 3-D form from that.
 
 Example::
 
@@ -40,9 +40,17 @@ _OFFSETS_LAYOUTS = ("contiguous",)
 # Prefill tiles (wgmma-sized: the dense kernels' Hopper tiles, since prefill routes hundreds of rows to each expert
 # and the 128x128 tile alone reached only 0.5 of the roof there on the H200), a narrower one for groups of a few
 # dozen rows, and a 16-row tile for decode routing (a handful of rows per expert), whose wide K step streams the
-# weights.
+# weights. The 128x256 tiles' variants are there for what scripts/debug/grouped_prefill_probe.py measured on the H200
+# (fraction of the roof, gate_up / down, T = 32768): on DeepSeek-V3 (~128 rows per expert, 92-180) 128-row tiles
+# compute 1.48x the rows routed and 128x256 in 3 stages reached 0.729 / 0.706; a last row tile absorbing the remainder
+# (``tail_m``) computes 1.11-1.13x: 0.810 / 0.773 with a 32-row tail, 0.792 / 0.775 with 16 rows and 4 stages. On Qwen3
+# (256 rows per expert, compute-bound) tails lose (0.48-0.50) and 4 stages without one is best: 0.578 / 0.528 (3
+# stages: 0.547 / 0.500).
 GROUPED_CONFIGS = (
     MatmulConfig(128, 256, 64, num_warps=8, num_stages=3),
+    MatmulConfig(128, 256, 64, num_warps=8, num_stages=3, tail_m=32),
+    MatmulConfig(128, 256, 64, num_warps=8, num_stages=4, tail_m=16),
+    MatmulConfig(128, 256, 64, num_warps=8, num_stages=4),
     MatmulConfig(128, 128, 64, num_warps=4, num_stages=4),
     MatmulConfig(128, 128, 64, num_warps=8, num_stages=3),
     MatmulConfig(64, 128, 64, num_warps=4, num_stages=4),
@@ -57,6 +65,11 @@ def grouped_unsupported_reason(config: MatmulConfig, rows: int, n: int, k: int, 
     CPU interpreter)."""
     if config.block_m > max(16, next_power_of_two(rows)):
         return f"BLOCK_M={config.block_m} is above the rows ({rows}) rounded up to a power of two"
+    return _shared_memory_reason(config, element_size, arch)
+
+
+def _shared_memory_reason(config: MatmulConfig, element_size: int, arch: int | None) -> str:
+    """Why ``config``'s operand buffers (a tail's rows included) do not fit the arch's shared memory, or ""."""
     needed = config.shared_memory_bytes(element_size)
     limit = shared_memory_limit(arch)
     if needed > limit:
@@ -67,7 +80,8 @@ def grouped_unsupported_reason(config: MatmulConfig, rows: int, n: int, k: int, 
 def grouped_work_items(config: MatmulConfig, groups: int, rows: int, n: int, has_offsets: bool) -> int:
     """The most (group, tile) items a launch has: in the 2-D form cdiv(rows, BLOCK_M) + groups row tiles (each group
     and the tail past the last offset end at most one partial tile), in the 3-D form groups * cdiv(rows, BLOCK_M);
-    times the column tiles. The persistent grid is the smaller of this and the SM count."""
+    times the column tiles. A config's ``tail_m`` only merges a group's last two row tiles, so this bounds its items
+    too. The persistent grid is the smaller of this and the SM count."""
     row_tiles = ceil_div(rows, config.block_m) + groups if has_offsets else groups * ceil_div(rows, config.block_m)
     return row_tiles * ceil_div(n, config.block_n)
 
@@ -88,21 +102,10 @@ def _tma_ready(x: torch.Tensor, w: torch.Tensor, w_n_by_k: bool) -> bool:
 
 
 def launch_grouped_mm(config: MatmulConfig, x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor | None = None,
-                      *, out: torch.Tensor | None = None, tail_m: int = 0, column_major_items: bool = False,
-                      programs_per_multiprocessor: int = 1) -> torch.Tensor:
+                      *, out: torch.Tensor | None = None) -> torch.Tensor:
     """``grouped_mm(x, w, offs)`` through the persistent kernel (float16, bfloat16 or float32); written into ``out``
-    and returned when it is given.
-
-    The keyword-only knobs are off by default; scripts/debug/grouped_prefill_probe.py times them: ``tail_m`` (0 or a
-    power of two >= 16) lets a group's last row tile absorb up to that many rows past BLOCK_M, ``column_major_items``
-    puts the row tiles of one column tile next to each other in the work list, ``programs_per_multiprocessor`` > 1
-    runs that many persistent programs per SM (where registers and shared memory let them share one)."""
-    if tail_m and (tail_m < 16 or tail_m & (tail_m - 1)):
-        raise ValueError(f"launch_grouped_mm: tail_m must be 0 or a power of two >= 16 (tl.dot's minimum); got "
-                         f"{tail_m}")
-    if programs_per_multiprocessor < 1:
-        raise ValueError(f"launch_grouped_mm: programs_per_multiprocessor must be >= 1; got "
-                         f"{programs_per_multiprocessor}")
+    and returned when it is given. A config with a ``tail_m`` lets a group's last row tile absorb up to that many
+    rows past BLOCK_M."""
     groups, k, n = w.shape
     rows = x.shape[-2]
     shape = (rows, n) if offs is not None else (groups, rows, n)
@@ -120,7 +123,7 @@ def launch_grouped_mm(config: MatmulConfig, x: torch.Tensor, w: torch.Tensor, of
     out_strides = (0, *result.stride()) if offs is not None else result.stride()
     work_items = grouped_work_items(config, groups, rows, n, offs is not None)
     if x.device.type == "cuda":
-        num_programs = min(programs_per_multiprocessor * device_facts(x.device)[1], work_items)
+        num_programs = min(device_facts(x.device)[1], work_items)
     else:
         num_programs = min(_INTERPRETER_PROGRAMS, work_items)
     with _TorchScratchAllocator(x.device):
@@ -128,16 +131,17 @@ def launch_grouped_mm(config: MatmulConfig, x: torch.Tensor, w: torch.Tensor, of
             x, w, offs, result, groups, rows, n, k, *x_strides, *w.stride(), *out_strides, num_programs,
             USE_TMA=use_tma, W_N_BY_K=w_n_by_k, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
             BLOCK_K=config.block_k, DOT_IN_FLOAT32=x.dtype == torch.bfloat16 and x.device.type == "cpu",
-            INPUT_PRECISION=_INPUT_PRECISION, COLUMN_MAJOR_ITEMS=column_major_items, TAIL_M=tail_m,
+            INPUT_PRECISION=_INPUT_PRECISION, TAIL_M=config.tail_m,
             num_warps=config.num_warps, num_stages=config.num_stages, enable_fp_fusion=True)
     return result
 
 
 class GroupedFamily(KernelFamily):
-    """The persistent grouped GEMM as device binaries: one per (config, dtype, weight layout, arch), serving both
-    forms of grouped_mm (an absent offs reaches the kernel as NULL). ``row_column`` reads w as the transposed view of
-    an nn.Linear [E, N, K] weight, ``row_major`` as a row-major [E, K, N]; x is row-major either way. sm_90 reads
-    through TMA (device-side tensor descriptors: Triton's global scratch), sm_80 through pointers.
+    """The persistent grouped GEMM as device binaries: one per (config, dtype, weight layout, arch) whose buffers fit
+    the arch's shared memory, serving both forms of grouped_mm (an absent offs reaches the kernel as NULL).
+    ``row_column`` reads w as the transposed view of an nn.Linear [E, N, K] weight, ``row_major`` as a row-major
+    [E, K, N]; x is row-major either way. sm_90 reads through TMA (device-side tensor descriptors: Triton's global
+    scratch), sm_80 through pointers.
 
     What the image assumes, the manifest declares, so the core declines (with a reason) what it would compute wrong:
     the unit strides folded in (per-input layouts, offs dense), 16-byte aligned data, and K, N and every pitch and
@@ -149,7 +153,8 @@ class GroupedFamily(KernelFamily):
     kernel_source = (GROUPED_KERNELS, "grouped_mm_kernel")
     configs = GROUPED_CONFIGS
     # float32 stays with the Python kernel: without tensor cores (IEEE float32 tl.dot) it runs at a small fraction
-    # of the 16-bit rate, and three of the five configs' float32 tiles overflow sm_80's shared memory.
+    # of the 16-bit rate, and the float32 tiles of six of the eight configs overflow sm_90's shared memory (of every
+    # config, sm_80's).
     dtypes = (torch.float16, torch.bfloat16)
     layout_variants = ("row_major", "row_column")
 
@@ -161,6 +166,11 @@ class GroupedFamily(KernelFamily):
         if w_layout in _COLUMN_MAJOR:
             return "row_column"
         return "row_major" if w_layout in _ROW_MAJOR else None
+
+    def binary_rows(self, config: MatmulConfig, dtype: torch.dtype, arch: int) -> tuple:
+        # Only configs whose buffers fit the arch's shared memory (grouped_unsupported_reason's rule): a binary of
+        # another would decline every problem.
+        return () if _shared_memory_reason(config, dtype.itemsize, arch) else (0,)
 
     def binary_unsupported_reason(self, n: int, k: int) -> str:
         """Why a binary declines a problem its Python kernel takes, judged from the sizes (dense pitches assumed)."""
@@ -186,12 +196,12 @@ class GroupedFamily(KernelFamily):
                      "stride_oe": "i64", "stride_om": "i32", "stride_on": "constexpr", "num_programs": "i32",
                      "USE_TMA": "constexpr", "W_N_BY_K": "constexpr", "BLOCK_M": "constexpr",
                      "BLOCK_N": "constexpr", "BLOCK_K": "constexpr", "DOT_IN_FLOAT32": "constexpr",
-                     "INPUT_PRECISION": "constexpr", "COLUMN_MAJOR_ITEMS": "constexpr", "TAIL_M": "constexpr"}
+                     "INPUT_PRECISION": "constexpr", "TAIL_M": "constexpr"}
         signature[w_pitch] = "i32"
         constexprs = {"stride_xk": 1, "stride_on": 1, ("stride_wk" if w_n_by_k else "stride_wn"): 1,
                       "USE_TMA": use_tma, "W_N_BY_K": w_n_by_k, "BLOCK_M": config.block_m, "BLOCK_N": config.block_n,
                       "BLOCK_K": config.block_k, "DOT_IN_FLOAT32": False, "INPUT_PRECISION": _INPUT_PRECISION,
-                      "COLUMN_MAJOR_ITEMS": False, "TAIL_M": 0}
+                      "TAIL_M": config.tail_m}
         divisible = ("N", "K", "stride_xe", "stride_xm", "stride_we", w_pitch, "stride_oe", "stride_om")
 
         def stride(index: int, dim: int, name: str) -> ManifestParam:
@@ -207,7 +217,8 @@ class GroupedFamily(KernelFamily):
                   stride(3, -3, "stride_oe"), stride(3, -2, "stride_om"),
                   ManifestParam.constant(multiprocessors))
         # One rule for both forms, which the grid cannot tell apart: the larger of their item counts
-        # (grouped_work_items). The loop strides by num_programs, so the grid must not exceed it.
+        # (grouped_work_items; a tail only lowers them). The loop strides by num_programs, so the grid must not
+        # exceed it.
         row_tiles = f"max(cdiv(R, {config.block_m}) + E, E * cdiv(R, {config.block_m}))"
         grid = (f"min({multiprocessors}, {row_tiles} * cdiv(N, {config.block_n}))", "1", "1")
         w_layouts = _COLUMN_MAJOR if w_n_by_k else _ROW_MAJOR

@@ -19,12 +19,10 @@ zeros), which only feed output rows the masked store drops. w is [E, K, N] or th
 [E, N, K] weight (``W_N_BY_K``), read in place either way. Offsets into a group are 64-bit, so no size of x, w or out
 overflows them.
 
-Two work-list variants, both off by default (the probe scripts/debug/grouped_prefill_probe.py times them):
-``COLUMN_MAJOR_ITEMS`` numbers a group's items column tile first, so the row tiles that read one weight slice are
-adjacent in the list and run at the same time (the slice is then read once from memory, the rest from L2);
-``TAIL_M`` > 0 lets a group's last row tile take up to TAIL_M rows past its BLOCK_M, computed in the same K loop as
-a swapped product (the weight tile as the MMA's M side, the extra rows as its N side), so a group a little taller
-than BLOCK_M costs one tile and one pass over its weights instead of two tiles, the second nearly empty.
+``TAIL_M`` > 0 (a config's ``tail_m``) lets a group's last row tile take up to TAIL_M rows past its BLOCK_M, computed
+in the same K loop as a swapped product (the weight tile as the MMA's M side, the extra rows as its N side), so a
+group a little taller than BLOCK_M costs one tile and one pass over its weights instead of two tiles, the second
+nearly empty. Absorbing only removes items, so the item counts of a launch without a tail bound those with one.
 
 Example (interpreter on CPU, or a GPU)::
 
@@ -124,8 +122,7 @@ def grouped_mm_kernel(x_ptr, w_ptr, offs_ptr, out_ptr, E, R, N, K,
                       stride_oe, stride_om, stride_on, num_programs,
                       USE_TMA: tl.constexpr, W_N_BY_K: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                      DOT_IN_FLOAT32: tl.constexpr, INPUT_PRECISION: tl.constexpr,
-                      COLUMN_MAJOR_ITEMS: tl.constexpr = False, TAIL_M: tl.constexpr = 0):
+                      DOT_IN_FLOAT32: tl.constexpr, INPUT_PRECISION: tl.constexpr, TAIL_M: tl.constexpr):
     # 2-D form (offsets given): x [R, K] and out [R, N] (stride_xe and stride_oe unused), group g's rows from offs.
     # 3-D form: x [E, R, K] and out [E, R, N], every group R rows.
     pid = tl.program_id(0)
@@ -188,12 +185,8 @@ def grouped_mm_kernel(x_ptr, w_ptr, offs_ptr, out_ptr, E, R, N, K,
         first = tile_base + ((pid - tile_base) % num_programs + num_programs) % num_programs
         for item in range(first, tile_base + group_tiles, num_programs):
             local = item - tile_base
-            if COLUMN_MAJOR_ITEMS:
-                tile_m = local % tiles_m
-                tile_n = local // tiles_m
-            else:
-                tile_m = local // tiles_n
-                tile_n = local % tiles_n
+            tile_m = local // tiles_n
+            tile_n = local % tiles_n
             row_start = start + tile_m * BLOCK_M
             col_start = tile_n * BLOCK_N
             w_base = w_ptr + tl.cast(group, tl.int64) * stride_we
