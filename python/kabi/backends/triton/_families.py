@@ -500,9 +500,9 @@ class DecodeFamily(MatmulFamily):
     name = "decode"
     kernel_source = (DECODE_KERNELS, "matmul_decode_kernel")
     configs = DECODE_CONFIGS
-    # Above the general small-M kernel (10, less its config rank), so that an untuned decode call starts from a
-    # kernel built for it.
-    priority = 30
+    # Above the general small-M kernel (10, less its config rank) for every one of its configs (40 less theirs), so
+    # that an untuned decode call starts from a kernel built for it.
+    priority = 40
     layout_variants = ("row_major", "row_column")
     _DOT_ROWS = (16, 32, 64)
 
