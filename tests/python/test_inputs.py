@@ -128,25 +128,6 @@ def test_kinds_declared_in_the_op_file(toy, tmp_path):
     assert bool((offsets[1:] >= offsets[:-1]).all()) and int(offsets.min()) >= 0
 
 
-def test_offsets_route_rows_as_a_balanced_router_does(toy, tmp_path):
-    """Tuning times grouped kernels on these: groups of about total / G rows, not uniformly random cut points (which
-    give groups from empty to several times the mean)."""
-    spec = toy_file(tmp_path, '''
-        [inputs.offsets]
-        kind = "offsets"
-        total = "K"
-        ''')
-    offsets = problem_inputs(spec, {"K": 32768, "N": 2, "G": 256}, (), "float32", generator=3)[4]
-    sizes = torch.diff(offsets, prepend=offsets.new_zeros(1)).double()
-    assert int(offsets[-1]) == 32768 and bool((sizes >= 0).all())
-    # Binomial(32768, 1/256): mean 128, standard deviation 11.3.
-    assert abs(float(sizes.mean()) - 128) < 1e-9 and 8 < float(sizes.std()) < 15
-    assert 70 < int(sizes.min()) and int(sizes.max()) < 190
-    small = problem_inputs(spec, {"K": 3, "N": 2, "G": 8}, (), "float32", generator=3)[4]
-    assert int(small[-1]) == 3 and bool((small[1:] >= small[:-1]).all())
-    assert problem_inputs(spec, {"K": 5, "N": 2, "G": 0}, (), "float32")[4].shape == (0,)
-
-
 def test_a_whole_op_generator_is_called_with_the_problem(toy, tmp_path):
     spec = toy_file(tmp_path, '''
         [inputs]
