@@ -66,9 +66,7 @@ def main() -> None:
             print(f"copy bandwidth {float(fields[1]):.0f} GB/s, {fields[2]} multiprocessors; "
                   f"variant cCwWrR: C chunks of 32 k per step, W warps, R resident blocks asked (got: after '@'), "
                   f"s: splits of K;")
-            print("then t2: 32 columns per warp (else 64), s3: three steps in flight (else two), f: splits added by "
-                  "the kernel's last block (else by a second kernel), fz: its counters zeroed before each launch "
-                  "(else left zero by the last)")
+            print("then t2: 32 columns per warp (else 64)")
         elif fields[:1] == ["check"]:
             checks += 1
             if fields[-1] != "ok":

@@ -22,8 +22,7 @@
 // K is split over the warps of a block (warp w: steps w, w + kWarps, ...: together they stream adjacent bytes) and,
 // where a single block per 64 columns would leave multiprocessors idle, over blocks. The warps' sums meet in shared
 // memory and are added in warp order; with several splits each block writes its float32 sums to its split's slice of
-// the workspace and split_sums.cu adds them in split order (or, in a variant the probe times, the last block of the
-// column block to finish does: Tiling's SumsInKernel). Nothing depends on timing.
+// the workspace and split_sums.cu adds them in split order. Nothing depends on timing.
 #pragma once
 
 #include <algorithm>
@@ -46,16 +45,12 @@ constexpr int64_t kMinSplitK = 256;
 // (4.2 TB/s over some 400 blocks, 128 bytes of b per k).
 constexpr int64_t kBlockStartK = 128;
 
-// The plugin's tiling takes the defaults of the last three parameters; scripts/debug/decode_mma_probe.cu times the
-// others against it:
-// - Tiles: 16-row MMA tiles per warp. With 2 (32 columns) a chunk holds half the words of b, so two chunks cost the
-//   registers one does with 4, a column-major row is read 128 contiguous bytes per step instead of 64, and there are
-//   twice the column blocks to fill the grid with before K must be split.
-// - Stages: warp steps in flight. 2: the next step's loads are issued before this step's products; 3: the two next.
-// - SumsInKernel: where K is split, the last block of a column block to arrive adds every split's sums, in split
-//   order, and finishes out itself, instead of a second kernel (split_sums.cu). It learns it is last from a counter
-//   per column block that follows the sums in the workspace: zero when the kernel starts, zero again when it ends.
-template <int Chunks, int Warps, int ResidentBlocks, int Tiles = 4, int Stages = 2, bool SumsInKernel = false>
+// Tiles: 16-row MMA tiles per warp. The plugin's tiling takes 4 (64 columns); scripts/debug/decode_mma_probe.cu times
+// 2 against it (32 columns): a chunk then holds half the words of b, so two chunks cost the registers one does with 4,
+// a column-major row is read 128 contiguous bytes per step instead of 64, and there are twice the column blocks to
+// fill the grid with before K must be split. (Three steps in flight, and the splits added by the kernel's last block
+// instead of a second launch, were timed there too, on 2026-12-04, and gained nothing: debug-decode-mma-probe.)
+template <int Chunks, int Warps, int ResidentBlocks, int Tiles = 4>
 struct Tiling {
   // Chunks of 32 k per warp step (the k-unroll: 256 x Tiles bytes of b per chunk).
   static constexpr int kChunks = Chunks;
@@ -64,8 +59,6 @@ struct Tiling {
   static constexpr int kTiles = Tiles;
   // Columns n of out per warp, and per block: its warps split K.
   static constexpr int kColumns = 16 * Tiles;
-  static constexpr int kStages = Stages;
-  static constexpr bool kSumsInKernel = SumsInKernel;
   static constexpr int64_t kStepK = int64_t{Chunks} * kChunkK;
   // A split's K is a multiple of this, so that its warps take equal steps.
   static constexpr int64_t kSplitGranule = int64_t{Warps} * kStepK;
@@ -78,7 +71,6 @@ struct Tiling {
   // the splits where only shapes are known (workspace_floats).
   static constexpr int kMostResidentBlocks = 2048 / kThreads;
   static_assert(Tiles == 2 || Tiles == 4, "a row-major load holds 2 columns per tile: 8 or 16 bytes");
-  static_assert(Stages >= 2, "the next step's loads are in flight while this step multiplies");
   static_assert(int64_t{ResidentBlocks} * Warps * 16 * (kColumns + 4) * 4 <= 227 * 1024,
                 "the resident blocks' shared memory fits a multiprocessor");
 };
@@ -214,41 +206,9 @@ __device__ inline void multiply_step(float (&sums)[kTiles][kRowGroups][4],
   }
 }
 
-// SumsInKernel: the block's split sums are in `partials`; the last block of its column block to count itself in
-// adds every split's, in split order (so the result does not depend on which arrived last), and writes out. It
-// finds the counter after the sums: partials[splits][m][n], then one per column block.
-template <bool kBfloat16, class Tile>
-__device__ void add_splits_if_last(const float* partials, int64_t m, int64_t n, int64_t first_column,
-                                   int64_t stored_rows, uint16_t* __restrict__ out, const Epilogue& epilogue) {
-  __shared__ bool last;
-  const int64_t splits = gridDim.y;
-  unsigned* counter = reinterpret_cast<unsigned*>(const_cast<float*>(partials) + splits * m * n) + blockIdx.x;
-  // Every thread's sums reach L2 before the block counts itself in, so the last block reads them all.
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    last = atomicAdd(counter, 1u) == splits - 1;
-    // Every split has counted itself in and none reads the counter again: zero for the next launch.
-    if (last) *counter = 0;
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  for (int element = static_cast<int>(threadIdx.x); element < stored_rows * Tile::kColumns;
-       element += Tile::kThreads) {
-    const int row = element / Tile::kColumns;
-    const int64_t column = first_column + element % Tile::kColumns;
-    if (column >= n) continue;
-    float total = 0.0f;
-    // Through L2 (ld.global.cg): the other blocks' sums never passed this multiprocessor's L1.
-    for (int64_t split = 0; split < splits; ++split) total += __ldcg(partials + (split * m + row) * n + column);
-    out[row * n + column] = finish<kBfloat16>(total, column, epilogue);
-  }
-}
-
 // Grid: (blocks of Tile::kColumns columns, splits of K). kRowGroups: groups of 8 rows of a (1 for M <= 8, 2 for
 // M <= 16). With `partials` NULL (one split), the block writes out through the epilogue; otherwise its split's float32
-// sums (and with Tile::kSumsInKernel the last block of a column block adds them into out).
+// sums.
 template <bool kBfloat16, MatrixOrder kOrder, int kRowGroups, class Tile>
 __global__ void __launch_bounds__(Tile::kThreads, Tile::kResidentBlocks)
     decode_mma_kernel(const uint16_t* __restrict__ a, int64_t lda, const uint16_t* __restrict__ b, int64_t ldb,
@@ -267,39 +227,15 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kResidentBlocks)
   const int64_t k_begin = static_cast<int64_t>(blockIdx.y) * k_per_split;
   const int64_t k_end = k_begin + k_per_split < k ? k_begin + k_per_split : k;
 
-  // The next kStages - 1 steps' loads are issued before this step's products wait for its words: kStages steps of
-  // b in flight.
+  // The next step's loads are issued before this step's products wait for its words: two steps of b in flight.
   const int64_t stride = Tile::kWarps * Tile::kStepK;
-  const int64_t first_step = k_begin + warp * Tile::kStepK;
-  // Two stages keep one step's words while the next ones load (the plugin's kernel: this order, the first load
-  // before the sums are zeroed, compiles to the same SASS as before there were stages to choose); more keep a ring.
-  Step ring[Tile::kStages == 2 ? 1 : Tile::kStages];
-  load_step(ring[0], a, lda, b, ldb, m, n, first_step, k_end, first_column, group, quad);
+  Step next;
+  load_step(next, a, lda, b, ldb, m, n, k_begin + warp * Tile::kStepK, k_end, first_column, group, quad);
   float sums[kTiles][kRowGroups][4] = {};
-  if constexpr (Tile::kStages == 2) {
-    Step& next = ring[0];
-    for (int64_t step = first_step; step < k_end; step += stride) {
-      const Step current = next;
-      load_step(next, a, lda, b, ldb, m, n, step + stride, k_end, first_column, group, quad);
-      multiply_step<kBfloat16>(sums, current);
-    }
-  } else {
-    // A ring of steps, unrolled so that each slot keeps its registers: shifting the words down a queue instead
-    // compiled to register moves that wait for the loads still in flight, leaving two steps in flight, not three.
-#pragma unroll
-    for (int ahead = 1; ahead + 1 < Tile::kStages; ++ahead) {
-      load_step(ring[ahead], a, lda, b, ldb, m, n, first_step + ahead * stride, k_end, first_column, group, quad);
-    }
-    for (int64_t round = first_step; round < k_end; round += Tile::kStages * stride) {
-#pragma unroll
-      for (int slot = 0; slot < Tile::kStages; ++slot) {
-        const int64_t step = round + slot * stride;
-        if (step >= k_end) break;
-        load_step(ring[(slot + Tile::kStages - 1) % Tile::kStages], a, lda, b, ldb, m, n,
-                  step + (Tile::kStages - 1) * stride, k_end, first_column, group, quad);
-        multiply_step<kBfloat16>(sums, ring[slot]);
-      }
-    }
+  for (int64_t step = k_begin + warp * Tile::kStepK; step < k_end; step += stride) {
+    const Step current = next;
+    load_step(next, a, lda, b, ldb, m, n, step + stride, k_end, first_column, group, quad);
+    multiply_step<kBfloat16>(sums, current);
   }
 
   // Accumulator c0, c1: fragment row g, columns (rows of a) 2t, 2t + 1; c2, c3: row g + 8.
@@ -331,11 +267,6 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kResidentBlocks)
       out[row * n + column] = finish<kBfloat16>(total, column, epilogue);
     }
   }
-  if constexpr (Tile::kSumsInKernel) {
-    if (partials != nullptr) {
-      add_splits_if_last<kBfloat16, Tile>(partials, m, n, first_column, stored_rows, out, epilogue);
-    }
-  }
 }
 
 // The splits of K for a product of m x n x k where `capacity` blocks run at once (resident blocks per multiprocessor x
@@ -344,13 +275,6 @@ template <class Tile>
 KSplits k_splits(int64_t m, int64_t n, int64_t k, int64_t capacity) {
   return wave_k_splits(k, ceil_div(n, Tile::kColumns), capacity > 0 ? capacity : 1, Tile::kSplitGranule, kMinSplitK,
                        kBlockStartK, Tile::kColumns * sizeof(uint16_t), 2 * m * n * int64_t{sizeof(float)});
-}
-
-// The workspace floats a launch of `splits` splits uses: their sums, and with Tile::kSumsInKernel a counter per
-// column block after them.
-template <class Tile>
-int64_t split_floats(int64_t m, int64_t n, int64_t splits) {
-  return splits > 1 ? splits * m * n + (Tile::kSumsInKernel ? ceil_div(n, Tile::kColumns) : 0) : 0;
 }
 
 // The float32 sums the launch may write on `multiprocessors` (0 where K is never split): shapes only, as a workspace
@@ -363,7 +287,7 @@ int64_t workspace_floats(int64_t m, int64_t n, int64_t k, int32_t multiprocessor
     const int64_t capacity = int64_t{resident} * (multiprocessors > 0 ? multiprocessors : 1);
     most_splits = std::max(most_splits, k_splits<Tile>(m, n, k, capacity).splits);
   }
-  return split_floats<Tile>(m, n, most_splits);
+  return most_splits > 1 ? most_splits * m * n : 0;
 }
 
 // The blocks of the kernel (kThreads threads, static shared memory only) a multiprocessor of the current device holds
@@ -399,16 +323,12 @@ KSplits launch_splits(int64_t m, int64_t n, int64_t k, int32_t multiprocessors, 
                                      (multiprocessors > 0 ? multiprocessors : 1));
 }
 
-// Whether a launch with Tile::kSumsInKernel zeroes its counters first (a cudaMemsetAsync before the kernel), or
-// finds them zero: a workspace zeroed once and used by these launches alone, each leaving them zero.
-enum class Counters { kZeroFirst, kAlreadyZero };
-
-// Queues the product (and, with several splits and not Tile::kSumsInKernel, their sum) on `stream`. partials: the
-// workspace, at least workspace_floats floats.
+// Queues the product (and, with several splits, their sum) on `stream`. partials: the workspace, at least
+// workspace_floats floats.
 template <bool kBfloat16, MatrixOrder kOrder, int kRowGroups, class Tile>
 cudaError_t launch_tiled(const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, int64_t m, int64_t n,
                          int64_t k, const Epilogue& epilogue, uint16_t* out, float* partials,
-                         int32_t multiprocessors, cudaStream_t stream, Counters counters = Counters::kZeroFirst) {
+                         int32_t multiprocessors, cudaStream_t stream) {
   cudaError_t query_error = cudaSuccess;
   const KSplits split = launch_splits<kBfloat16, kOrder, kRowGroups, Tile>(m, n, k, multiprocessors, &query_error);
   if (query_error != cudaSuccess) return query_error;
@@ -416,16 +336,10 @@ cudaError_t launch_tiled(const uint16_t* a, int64_t lda, const uint16_t* b, int6
   if (column_blocks > INT32_MAX || split.splits > 65535) return cudaErrorInvalidConfiguration;
   const dim3 grid(static_cast<unsigned>(column_blocks), static_cast<unsigned>(split.splits));
   float* split_sums = split.splits > 1 ? partials : nullptr;
-  if (Tile::kSumsInKernel && split_sums != nullptr && counters == Counters::kZeroFirst) {
-    const int64_t sums = split.splits * m * n;
-    const cudaError_t error =
-        cudaMemsetAsync(split_sums + sums, 0, (split_floats<Tile>(m, n, split.splits) - sums) * sizeof(float), stream);
-    if (error != cudaSuccess) return error;
-  }
   decode_mma_kernel<kBfloat16, kOrder, kRowGroups, Tile><<<grid, Tile::kThreads, 0, stream>>>(
       a, lda, b, ldb, m, n, k, split.rows_per_split, split_sums, out, epilogue);
   const cudaError_t error = cudaGetLastError();
-  if (error != cudaSuccess || split_sums == nullptr || Tile::kSumsInKernel) return error;
+  if (error != cudaSuccess || split_sums == nullptr) return error;
   return launch_sum_splits(kBfloat16, split_sums, split.splits, m, n, epilogue, out, stream);
 }
 
