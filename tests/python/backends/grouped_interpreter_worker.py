@@ -67,6 +67,27 @@ def launch_as_binary(config, x, w, offs):
     return out
 
 
+def check_cases(config, dtype, *, with_out: bool) -> tuple[int, list[str]]:
+    """Every case in both weight layouts through ``config`` in ``dtype``, launched directly (also into a given out,
+    with ``with_out``) and as the core launches a binary: the cases that ran, and the failures."""
+    runs, failures = 0, []
+    for case in GROUPED_CASES:
+        for transposed_weight, (k, n) in ((True, SIZES[0]), (False, SIZES[1])):
+            x, w, offs = make_inputs(case, dtype, transposed_weight=transposed_weight, k=k, n=n)
+            where = f"{config.tag} {dtype} {case.name} transposed={transposed_weight}"
+            try:
+                assert_matches(launch_grouped_mm(config, x, w, offs), x, w, offs)
+                if with_out:
+                    out = torch.full_like(launch_grouped_mm(config, x, w, offs), float("nan"))
+                    assert launch_grouped_mm(config, x, w, offs, out=out) is out
+                    assert_matches(out, x, w, offs)
+                assert_matches(launch_as_binary(config, x, w, offs), x, w, offs)
+                runs += 1
+            except Exception as error:  # recorded, and failed by the test, with its message
+                failures.append(f"{where}: {type(error).__name__}: {error}")
+    return runs, failures
+
+
 def main() -> None:
     names = register_triton_kernels(device="cpu")
     failures, runs = [], 0
@@ -76,19 +97,9 @@ def main() -> None:
         name = grouped_kernel_name(config.tag, "cpu")
         if name not in names:
             failures.append(f"{name} was not registered")
-        for case in GROUPED_CASES:
-            for transposed_weight, (k, n) in ((True, SIZES[0]), (False, SIZES[1])):
-                x, w, offs = make_inputs(case, dtype, transposed_weight=transposed_weight, k=k, n=n)
-                where = f"{config.tag} {dtype} {case.name} transposed={transposed_weight}"
-                try:
-                    assert_matches(launch_grouped_mm(config, x, w, offs), x, w, offs)
-                    out = torch.full_like(launch_grouped_mm(config, x, w, offs), float("nan"))
-                    assert launch_grouped_mm(config, x, w, offs, out=out) is out
-                    assert_matches(out, x, w, offs)
-                    assert_matches(launch_as_binary(config, x, w, offs), x, w, offs)
-                    runs += 1
-                except Exception as error:  # recorded, and failed by the test, with its message
-                    failures.append(f"{where}: {type(error).__name__}: {error}")
+        config_runs, config_failures = check_cases(config, dtype, with_out=True)
+        runs += config_runs
+        failures += config_failures
         # Enough rows for the tallest tile, which declines fewer (its supports predicate).
         many_rows = next(case for case in GROUPED_CASES if case.name == "many-rows")
         x, w, offs = make_inputs(many_rows, dtype, transposed_weight=True)
@@ -98,16 +109,9 @@ def main() -> None:
         except Exception as error:
             failures.append(f"{name} through kabi.ops: {type(error).__name__}: {error}")
     for dtype in TAIL_DTYPES:
-        for case in GROUPED_CASES:
-            for transposed_weight, (k, n) in ((True, SIZES[0]), (False, SIZES[1])):
-                x, w, offs = make_inputs(case, dtype, transposed_weight=transposed_weight, k=k, n=n)
-                where = f"{TAIL_CONFIG.tag} {dtype} {case.name} transposed={transposed_weight}"
-                try:
-                    assert_matches(launch_grouped_mm(TAIL_CONFIG, x, w, offs), x, w, offs)
-                    assert_matches(launch_as_binary(TAIL_CONFIG, x, w, offs), x, w, offs)
-                    runs += 1
-                except Exception as error:  # recorded, and failed by the test, with its message
-                    failures.append(f"{where}: {type(error).__name__}: {error}")
+        tail_runs, tail_failures = check_cases(TAIL_CONFIG, dtype, with_out=False)
+        runs += tail_runs
+        failures += tail_failures
     print(json.dumps({"runs": runs, "failures": failures}))
 
 
