@@ -59,10 +59,16 @@ else
 fi
 
 status=()
+# Only what this run wrote comes back, copied after every step: a call that runs past the device's limit still
+# brings back the results of the steps that finished.
+collect_results() {
+  find benchmarks/results -maxdepth 1 -name '*.json' -newer "$started_marker" -exec cp {} "$out"/ \; 2>/dev/null || true
+}
 run_step() {
   local name=$1; shift
   local t0=$(date +%s)
   if "$@"; then status+=("$name|ok|$(( $(date +%s) - t0 ))s"); else status+=("$name|FAILED|$(( $(date +%s) - t0 ))s"); fi
+  collect_results
 }
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(tests cuda memcheck repro overhead bench:llm-decode triton decode cpp fp8)
@@ -145,8 +151,6 @@ for step in "${steps[@]}"; do
     *) echo "unknown step $step"; status+=("$step|UNKNOWN|0s") ;;
   esac
 done
-# Only what this run wrote comes back.
-find benchmarks/results -maxdepth 1 -name '*.json' -newer "$started_marker" -exec cp {} "$out"/ \; 2>/dev/null || true
 
 printf '\n%-36s %-8s %s\n' step result time
 for row in "${status[@]}"; do IFS='|' read -r a b c <<< "$row"; printf '%-36s %-8s %s\n' "$a" "$b" "$c"; done
