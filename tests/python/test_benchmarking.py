@@ -9,6 +9,7 @@ import json
 import math
 import os
 import statistics
+import subprocess
 import sys
 
 import pytest
@@ -368,3 +369,19 @@ def test_fast_accum_layouts_pass_the_attribute_and_meet_torchs_fast_peer(monkeyp
     assert fast["torch._scaled_mm (fast accum)"]["status"] == "ok" and "torch._scaled_mm" not in fast
     assert accurate["torch._scaled_mm"]["status"] == "ok" and "torch._scaled_mm (fast accum)" not in accurate
     assert "auto/torch._scaled_mm (fast accum)" in by_layout["row_scales_fast_accum"]["ratios"]["cpu"]
+
+
+def test_grouped_routing_is_the_same_in_every_process():
+    # Python salts str hashes per process: a routing seeded through hash() would change from run to run, and with it
+    # the problems a suite's figures describe.
+    script = ("from kabi._benchmarking._grouped import routed_offsets\n"
+              "from kabi._benchmarking._problems import BenchProblem\n"
+              "print(routed_offsets(BenchProblem((16, 512, 64, 32), 'bfloat16', 'transposed_b', 'zipf')).tolist())")
+    outputs = set()
+    for hash_seed in ("1", "2"):
+        environment = dict(os.environ, PYTHONHASHSEED=hash_seed)
+        outputs.add(subprocess.run([sys.executable, "-c", script], env=environment, check=True, capture_output=True,
+                                   text=True).stdout)
+    assert len(outputs) == 1
+    offsets = json.loads(outputs.pop())
+    assert offsets[-1] == 512 and offsets == sorted(offsets)
