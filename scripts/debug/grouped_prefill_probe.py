@@ -1,26 +1,29 @@
-"""How close does each prefill config of the persistent Triton grouped GEMM get to the roof on MoE prefill, and which
-other tile, pipeline depth or tail gets closer (the goal: 0.75)?
+"""How close does each config of the persistent Triton grouped GEMM get to the roof on MoE prefill (the goal: 0.75)?
 
-For the four prefill problems of the moe-deepseek-v3 and moe-qwen3-30b-a3b suites (T = 32768 tokens, balanced random
-routing, bfloat16, weights in nn.Linear layout [E, N, K] passed as their transposed view) this times with kabi.bench
-(L2 flushed, one event pair per call): F.grouped_mm, kabi's prefill configs as shipped, and configs of the same
-kernel that are not: other tiles and stage counts, and last row tiles absorbing up to 16 or 32 extra rows (a
-config's ``tail_m``, ``_t16`` and ``_t32`` in its tag: a group of 130 rows costs one tile and one pass over its
-weights, not two tiles). Two work-list variants it timed once, the items column tile first and two programs per SM,
-gained nothing and are gone from the kernel. Each is first checked against a float32 reference (norm error) and its
-memory beyond the output is recorded (a copy of the weights would show there). Per problem it prints the routing,
+For the four prefill problems of the moe-deepseek-v3 and moe-qwen3-30b-a3b suites (T = 32768 tokens, bfloat16,
+weights in nn.Linear layout [E, N, K] passed as their transposed view), each in the suites' two routings (every
+row's expert drawn uniformly, "balanced", or with probability 1 / rank over a random order of the experts, "zipf": a
+few hot experts with thousands of rows, many with a few dozen), this times with kabi.bench (L2 flushed, one event
+pair per call): F.grouped_mm, kabi's prefill configs as shipped, and configs of the same kernel that are not. The
+shipped ones include last row tiles absorbing up to 16 or 32 extra rows (a config's ``tail_m``, ``_t16`` and
+``_t32`` in its tag: a group of 130 rows costs one tile and one pass over its weights, not two tiles) and short last
+row tiles (``short_m``, ``_short64``: a last row tile with at most 64 rows left runs as a 64-row tile, full tiles as
+without it). Other tiles and stage counts, and two work-list variants (the items column tile first, two programs per
+SM), were timed in earlier runs (benchmarks/results/debug-grouped-prefill-probe-nvidia-h200.txt) and are gone from
+the list. Each implementation is first checked against a float32 reference (norm error) and its memory beyond the
+output is recorded (a copy of the weights would show there). Per problem and routing it prints the rows per expert,
 whether the TMA path reads both operands, and per implementation: us per call, the fraction of the roof (max(bytes /
 bandwidth, FLOPs / the bfloat16 matrix rate measured here with an 8192^3 torch.matmul), bytes counting only experts
 with tokens), F.grouped_mm's time over its time (above 1: faster), the rows its tiles compute over the rows routed,
 and its work items per program (the waves of the persistent loop).
 
-    python scripts/debug/grouped_prefill_probe.py [--problems deepseek-v3-gate_up ...] [--only SUBSTRING ...]
-        [--rounds 2]
+    python scripts/debug/grouped_prefill_probe.py [--problems deepseek-v3-gate_up ...] [--routings balanced zipf]
+        [--only SUBSTRING ...] [--rounds 2]
     python scripts/debug/grouped_prefill_probe.py --compile-only
 
 --compile-only needs no GPU: it compiles every config for sm_90 as the family's binaries are (TMA, nn.Linear
 layout) and prints its registers, stack (spills), shared memory, the programs that fit on one SM, and its TMA loads
-(UTMALDG) and wgmma (HGMMA) instructions.
+(UTMALDG), wgmma (HGMMA) and mma.sync (HMMA) instructions.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import argparse
 import statistics
 import subprocess
 import tempfile
+import zlib
 from pathlib import Path
 
 import torch
@@ -53,27 +57,28 @@ _SHARED_BYTES_PER_SM = 228 * 1024
 
 def _rows_and_items(config: MatmulConfig, counts: list[int], n: int) -> tuple[int, int]:
     """Rows the tiles compute (padding included) and work items, for groups of ``counts`` rows."""
-    block_m, tail_m, rows, items = config.block_m, config.tail_m, 0, 0
+    block_m, tail_m, short_m, rows, items = config.block_m, config.tail_m, config.short_m, 0, 0
     for count in counts:
         tiles = ceil_div(count, block_m)
-        absorbed = tail_m and tiles > 1 and count - (tiles - 1) * block_m <= tail_m
+        left = count - (tiles - 1) * block_m
+        absorbed = tail_m and tiles > 1 and left <= tail_m
         tiles -= bool(absorbed)
         rows += tiles * block_m + (tail_m if absorbed else 0)
+        if short_m and tiles and left <= short_m:
+            rows -= block_m - short_m
         items += tiles * ceil_div(n, config.block_n)
     return rows, items
 
 
 def _variants() -> list[tuple[str, MatmulConfig]]:
-    """("shipped", config) for each prefill config of GROUPED_CONFIGS, then ("new", config) for the others timed."""
+    """("shipped", config) for each prefill config of GROUPED_CONFIGS, then ("new", config) for the others timed:
+    32-row short last tiles (their short tile runs mma.sync: wgmma wants 64 rows per warpgroup) and a 64-row one on
+    the 128x128 tile, whose 32-row tail came close to the best on DeepSeek-V3."""
     shipped = [config for config in GROUPED_CONFIGS if config.block_m >= 64]
     new = [
-        MatmulConfig(64, 256, 64, num_warps=4, num_stages=4),
-        MatmulConfig(64, 256, 64, num_warps=8, num_stages=4),
-        MatmulConfig(256, 128, 64, num_warps=8, num_stages=3),
-        MatmulConfig(128, 256, 64, num_warps=8, num_stages=3, tail_m=16),
-        MatmulConfig(64, 256, 64, num_warps=8, num_stages=4, tail_m=16),
-        MatmulConfig(128, 128, 64, num_warps=4, num_stages=4, tail_m=32),
-        MatmulConfig(128, 128, 64, num_warps=8, num_stages=4, tail_m=32),
+        MatmulConfig(128, 256, 64, num_warps=8, num_stages=3, short_m=32),
+        MatmulConfig(128, 256, 64, num_warps=8, num_stages=4, short_m=32),
+        MatmulConfig(128, 128, 64, num_warps=4, num_stages=4, short_m=64),
     ]
     return [("shipped", config) for config in shipped] + [("new", config) for config in new if config not in shipped]
 
@@ -106,15 +111,24 @@ def _compile_only(variants: list[tuple[str, MatmulConfig]]) -> None:
         print(f"{config.tag:<34} {registers:>5} {stack:>5} {shared:>7} {per_sm:>6}  {instructions}")
 
 
-def _problem(experts: int, tokens: int, n: int, k: int, generator: torch.Generator):
-    """x, the transposed view of an nn.Linear weight, offsets of balanced random routing, and the row counts."""
-    device = torch.device("cuda")
-    x = torch.randn(tokens, k, device=device, dtype=torch.bfloat16, generator=generator)
-    w = (torch.randn(experts, n, k, device=device, dtype=torch.bfloat16, generator=generator) * k ** -0.5).mT
-    counts = torch.bincount(torch.randint(0, experts, (tokens,), device=device, generator=generator),
-                            minlength=experts)
-    offs = torch.cumsum(counts, 0).to(torch.int32)
-    return x, w, offs, counts.tolist()
+def _operands(experts: int, tokens: int, n: int, k: int, generator: torch.Generator):
+    """x and the transposed view of an nn.Linear weight, on the GPU."""
+    x = torch.randn(tokens, k, device="cuda", dtype=torch.bfloat16, generator=generator)
+    w = (torch.randn(experts, n, k, device="cuda", dtype=torch.bfloat16, generator=generator) * k ** -0.5).mT
+    return x, w
+
+
+def _routing(experts: int, tokens: int, routing: str, seed: int) -> tuple[torch.Tensor, list[int]]:
+    """The offsets (on the GPU) and rows per expert of a routing drawn by the suites' rule
+    (kabi._benchmarking._grouped.routed_offsets), from this probe's own seed: every row's expert uniformly
+    ("balanced") or with probability proportional to 1 / rank over a random order of the experts ("zipf")."""
+    generator = torch.Generator().manual_seed(seed)
+    weights = torch.ones(experts, dtype=torch.float64)
+    if routing == "zipf":
+        weights = 1.0 / torch.arange(1, experts + 1, dtype=torch.float64)[torch.randperm(experts, generator=generator)]
+    chosen = torch.multinomial(weights, tokens, replacement=True, generator=generator)
+    counts = torch.bincount(chosen, minlength=experts)
+    return torch.cumsum(counts, 0).to(torch.int32).cuda(), counts.tolist()
 
 
 def _reference(x, w, counts) -> torch.Tensor:
@@ -144,17 +158,21 @@ def _matrix_rate() -> float:
     return 2 * 8192 ** 3 / (kabi.bench(lambda: a @ b, repeat=11).median_us * 1e-6)
 
 
-def _time_problem(name: str, experts: int, tokens: int, n: int, k: int, variants, args, matrix_rate: float,
-                  multiprocessors: int, generator: torch.Generator) -> None:
-    """Checks and times every implementation on one problem; prints its heading and its rows of the table."""
-    x, w, offs, counts = _problem(experts, tokens, n, k, generator)
+def _time_problem(name: str, routing: str, x: torch.Tensor, w: torch.Tensor, variants, args, matrix_rate: float,
+                  multiprocessors: int) -> dict[str, float]:
+    """Checks and times every implementation on one problem in one routing; prints its heading and its rows of the
+    table, and returns each timed implementation's fraction of the roof."""
+    (tokens, k), (experts, _, n) = x.shape, w.shape
+    # Seeded by the experts, rows and routing only: a layer's gate_up and down products see the same routing.
+    offs, counts = _routing(experts, tokens, routing, seed=zlib.crc32(f"{experts} {tokens} {routing}".encode()))
     used = sum(1 for count in counts if count)
     byte_count = 2 * (used * n * k + tokens * k + tokens * n)
     memory_us, compute_us = byte_count / _HBM_BYTES_PER_S * 1e6, 2 * tokens * n * k / matrix_rate * 1e6
     roof_us = max(memory_us, compute_us)
-    print(f"{name}: E={experts} T={tokens} N={n} K={k}; tokens per expert {tokens / experts:.0f} (min {min(counts)}, "
-          f"max {max(counts)}), {used} experts with tokens; roof {roof_us:.0f} us (memory {memory_us:.0f}: "
-          f"{byte_count / 1e9:.2f} GB; compute {compute_us:.0f}); TMA for x and w: {_tma_ready(x, w, True)}")
+    print(f"{name}, {routing} routing: E={experts} T={tokens} N={n} K={k}; tokens per expert {tokens / experts:.0f} "
+          f"(min {min(counts)}, max {max(counts)}), {used} experts with tokens; roof {roof_us:.0f} us (memory "
+          f"{memory_us:.0f}: {byte_count / 1e9:.2f} GB; compute {compute_us:.0f}); TMA for x and w: "
+          f"{_tma_ready(x, w, True)}")
     reference = _reference(x, w, counts)
     subjects = {"F.grouped_mm": (lambda: F.grouped_mm(x, w, offs=offs), None)}
     for origin, config in variants:
@@ -171,6 +189,7 @@ def _time_problem(name: str, experts: int, tokens: int, n: int, k: int, variants
         for label in timed if round_index % 2 == 0 else timed[::-1]:
             medians[label].append(kabi.bench(subjects[label][0], repeat=11, min_time_s=0.05).median_us)
     peer_us = statistics.median(medians["F.grouped_mm"]) if "F.grouped_mm" in medians else float("nan")
+    roof_fractions = {}
     for label, (error, extra) in checks.items():
         config = subjects[label][1]
         rows_x = waves = ""
@@ -182,14 +201,29 @@ def _time_problem(name: str, experts: int, tokens: int, n: int, k: int, variants
             print(f"  {label:<42} FAILED: error {error:.2e} {extra}")
             continue
         us = statistics.median(medians[label])
+        roof_fractions[label] = roof_us / us
         print(f"  {label:<42} {us:8.1f} {roof_us / us:6.3f} {peer_us / us:7.2f} {rows_x:>6} {waves:>6} "
               f"{error:8.1e} {extra:8.1f}")
+    return roof_fractions
+
+
+def _print_summary(fractions: dict[str, dict[str, float]]) -> None:
+    """The fraction of the roof of every implementation (rows) on every problem and routing timed (columns), and its
+    worst over them."""
+    columns = list(fractions)
+    labels = list(dict.fromkeys(label for column in fractions.values() for label in column))
+    print("fraction of the roof: " + "; ".join(f"{index}: {column}" for index, column in enumerate(columns)))
+    print(f"  {'implementation':<42} " + " ".join(f"{index:>6}" for index in range(len(columns))) + "  worst")
+    for label in labels:
+        values = [fractions[column].get(label, float("nan")) for column in columns]
+        print(f"  {label:<42} " + " ".join(f"{value:6.3f}" for value in values) + f" {min(values):6.3f}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--problems", nargs="*", default=[name for name, *_ in PROBLEMS],
                         choices=[name for name, *_ in PROBLEMS])
+    parser.add_argument("--routings", nargs="*", default=["balanced", "zipf"], choices=["balanced", "zipf"])
     parser.add_argument("--only", nargs="*", default=[],
                         help="time only the configs whose tag contains one of these")
     parser.add_argument("--rounds", type=int, default=2, help="timings per implementation, in alternating order")
@@ -208,10 +242,16 @@ def main() -> None:
           f"{_HBM_BYTES_PER_S / 1e12:.2f} TB/s; {torch.cuda.get_device_name()}, {multiprocessors} SMs")
     print(f"  {'implementation':<42} {'us':>8} {'roof':>6} {'vs F.gm':>7} {'rows x':>6} {'waves':>6} "
           f"{'error':>8} {'extra MB':>8}")
+    fractions = {}
     for name, experts, tokens, n, k in PROBLEMS:
         if name in args.problems:
-            _time_problem(name, experts, tokens, n, k, variants, args, matrix_rate, multiprocessors, generator)
+            x, w = _operands(experts, tokens, n, k, generator)
+            for routing in args.routings:
+                fractions[f"{name} {routing}"] = _time_problem(name, routing, x, w, variants, args, matrix_rate,
+                                                               multiprocessors)
+            del x, w
             torch.cuda.empty_cache()
+    _print_summary(fractions)
 
 
 if __name__ == "__main__":

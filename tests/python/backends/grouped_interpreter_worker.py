@@ -5,8 +5,9 @@ Started by test_triton_grouped_interpreter.py in a fresh process, because TRITON
 is first imported, and other test modules import Triton for real. Not a test module itself (no ``test_`` prefix).
 Every case runs through the first config (directly, and through kabi.ops with the kernel forced); every other config
 runs every case in float32. bfloat16 runs too: the launcher widens its operands to float32 before tl.dot on the CPU.
-Each case also runs as the core launches a device binary of the kernel (``launch_as_binary``), and through a small
-config with a tail (``TAIL_CONFIG``) in float32 and bfloat16.
+Each case also runs as the core launches a device binary of the kernel (``launch_as_binary``), and through small
+configs that compute a group's last rows their own way (``LAST_TILE_CONFIGS``: a tail, a short last tile) in float32
+and bfloat16, with cases of their own (``LAST_TILE_CASES``) added.
 """
 
 import json
@@ -19,7 +20,7 @@ import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from _grouped_checks import GROUPED_CASES, SIZES, assert_matches, make_inputs  # noqa: E402
+from _grouped_checks import GROUPED_CASES, SIZES, GroupedCase, assert_matches, make_inputs  # noqa: E402
 
 import kabi  # noqa: E402
 from kabi.backends.triton import grouped_kernel_name, register_triton_kernels  # noqa: E402
@@ -27,11 +28,19 @@ from kabi.backends.triton._configs import MatmulConfig, ceil_div  # noqa: E402
 from kabi.backends.triton._grouped import GROUPED_CONFIGS, launch_grouped_mm  # noqa: E402
 from kabi.backends.triton._kernel_modules import GROUPED_KERNELS  # noqa: E402
 
-# A 32-row tile absorbing up to 16 more rows, so that the many-rows case has a group whose last tile absorbs its
-# remainder (70 = 32 + 38) and one whose remainder is too large (61 = 32 + 29): the shipped tails' tiles are taller
-# than these cases' groups.
-TAIL_CONFIG = MatmulConfig(32, 16, 16, num_warps=4, num_stages=2, tail_m=16)
-TAIL_DTYPES = (torch.float32, torch.bfloat16)
+# 32-row tiles whose last row tile absorbs up to 16 more rows (a tail), or runs as a 16-row tile when at most 16 rows
+# are left for it (a short last tile): the shipped ones are taller than these cases' groups.
+LAST_TILE_CONFIGS = (MatmulConfig(32, 16, 16, num_warps=4, num_stages=2, tail_m=16),
+                     MatmulConfig(32, 16, 16, num_warps=4, num_stages=2, short_m=16))
+LAST_TILE_DTYPES = (torch.float32, torch.bfloat16)
+# Groups whose last row tile has fewer than, exactly and more than 16 rows left, after one or two full tiles or as
+# their only tile, with empty groups between them and rows past the last offset; every row in one group of three
+# tiles; the 3-D form with 16 rows left in each group.
+LAST_TILE_CASES = (
+    GroupedCase("last-tile-remainders", group_rows=(38, 0, 48, 49, 0, 16, 17, 80, 0), tail=5),
+    GroupedCase("all-rows-in-one-group-of-three-tiles", group_rows=(0, 0, 70, 0)),
+    GroupedCase("3d-last-tile", groups=2, rows_per_group=48),
+)
 
 # The SM count a binary bakes in (its num_programs constant): the grid is min(this, the manifest's item bound), so
 # the small cases here run fewer programs than num_programs, as a binary does on small problems.
@@ -63,15 +72,15 @@ def launch_as_binary(config, x, w, offs):
         _core_stride(w, -3), w.stride(1), w.stride(2), _core_stride(out, -3), out.stride(-2), out.stride(-1),
         _BINARY_PROGRAMS, USE_TMA=False, W_N_BY_K=w.stride(1) == 1, BLOCK_M=config.block_m,
         BLOCK_N=config.block_n, BLOCK_K=config.block_k, DOT_IN_FLOAT32=x.dtype == torch.bfloat16,
-        INPUT_PRECISION="ieee", TAIL_M=config.tail_m)
+        INPUT_PRECISION="ieee", TAIL_M=config.tail_m, SHORT_M=config.short_m)
     return out
 
 
-def check_cases(config, dtype, *, with_out: bool) -> tuple[int, list[str]]:
+def check_cases(config, dtype, *, with_out: bool, cases=GROUPED_CASES) -> tuple[int, list[str]]:
     """Every case in both weight layouts through ``config`` in ``dtype``, launched directly (also into a given out,
     with ``with_out``) and as the core launches a binary: the cases that ran, and the failures."""
     runs, failures = 0, []
-    for case in GROUPED_CASES:
+    for case in cases:
         for transposed_weight, (k, n) in ((True, SIZES[0]), (False, SIZES[1])):
             x, w, offs = make_inputs(case, dtype, transposed_weight=transposed_weight, k=k, n=n)
             where = f"{config.tag} {dtype} {case.name} transposed={transposed_weight}"
@@ -108,10 +117,12 @@ def main() -> None:
                 assert_matches(kabi.ops.grouped_mm(x, w, offs), x, w, offs)
         except Exception as error:
             failures.append(f"{name} through kabi.ops: {type(error).__name__}: {error}")
-    for dtype in TAIL_DTYPES:
-        tail_runs, tail_failures = check_cases(TAIL_CONFIG, dtype, with_out=False)
-        runs += tail_runs
-        failures += tail_failures
+    for config in LAST_TILE_CONFIGS:
+        for dtype in LAST_TILE_DTYPES:
+            config_runs, config_failures = check_cases(config, dtype, with_out=False,
+                                                       cases=GROUPED_CASES + LAST_TILE_CASES)
+            runs += config_runs
+            failures += config_failures
     print(json.dumps({"runs": runs, "failures": failures}))
 
 

@@ -2,14 +2,17 @@
 parameters against the PTX entry and the cubin's own parameter table, every assumption the image bakes in declared
 (per-input layouts, 16-byte alignment, K, N, pitches and group strides multiples of 16, archs, the features the PTX
 uses), TMA into wgmma on sm_90a (UTMALDG, HGMMA) and 16-byte cp.async into mma.sync on sm_80, each tail config
-(``tail_m``) on both archs where it fits their shared memory; the binaries loaded by
+(``tail_m``) and short-last-tile config (``short_m``) on both archs where it fits their shared memory (a short tile's
+in that of the config without it, and on sm_90 without more spills); the binaries loaded by
 the core (kernel info equal to the manifest), which refuses to launch the problems the image would compute wrong,
 saying why, and takes the others in both forms (2-D with offsets, 3-D with offs absent); the binary variants the
 native registration compiles, and the Python kernel leaving to its binary the problems that binary serves."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import subprocess
 from types import SimpleNamespace
 
 import pytest
@@ -30,6 +33,7 @@ from kabi.backends.triton._manifest import ptx_entry_params  # noqa: E402
 from kabi.backends.triton._registration import _GroupedSupports  # noqa: E402
 
 _TAILS = [config for config in GROUPED_CONFIGS if config.tail_m]
+_LAST_TILES = [config for config in GROUPED_CONFIGS if config.tail_m or config.short_m]
 _PREFILL = _TAILS[0]
 _MID = next(config for config in GROUPED_CONFIGS if config.block_m == 64)
 _DECODE = next(config for config in GROUPED_CONFIGS if config.block_m == 16)
@@ -136,13 +140,22 @@ def test_sm90_reads_through_tma_into_wgmma_and_sm80_in_16_byte_copies(binaries):
     assert "LDGSTS.E.BYPASS.LTC128B.128" in ampere and "LDG.E.U16" not in ampere
 
 
+def _stack_bytes(manifest_path) -> int:
+    """The stack frame of a binary's kernel (its register spills), as cuobjdump reports its resource usage."""
+    image = manifest_path.parent / read_manifest(manifest_path).image
+    usage = subprocess.run([str(CUOBJDUMP), "--dump-resource-usage", str(image)], capture_output=True, text=True,
+                           check=True).stdout
+    return int(re.search(r"STACK:(\d+)", usage).group(1))
+
+
 @pytest.mark.parametrize("arch", [90, 80])
-@pytest.mark.parametrize("config", _TAILS, ids=[config.tag for config in _TAILS])
-def test_each_tail_config_compiles_for_its_archs(config, arch, tmp_path):
-    """A last row tile absorbing ``tail_m`` rows (its swapped product: the weight tile as the MMA's M side) reads both
-    operands through TMA into wgmma on sm_90 and through 16-byte cp.async into mma.sync on sm_80, in the shared
-    memory the arch allows; where the config's buffers overflow it, the family ships no binary, as its supports
-    predicate would decline every problem there."""
+@pytest.mark.parametrize("config", _LAST_TILES, ids=[config.tag for config in _LAST_TILES])
+def test_each_last_tile_config_compiles_for_its_archs(config, arch, tmp_path):
+    """A last row tile absorbing ``tail_m`` rows (its swapped product: the weight tile as the MMA's M side), or run as
+    a ``short_m``-row tile (its own accumulator, TMA descriptor and buffers, which share the full tile's shared
+    memory), reads both operands through TMA into wgmma on sm_90 and through 16-byte cp.async into mma.sync on sm_80,
+    in the shared memory the arch allows; where the config's buffers overflow it, the family ships no binary, as its
+    supports predicate would decline every problem there."""
     if not GROUPED_FAMILY.binary_rows(config, torch.bfloat16, arch):
         assert "shared memory" in grouped_unsupported_reason(config, 4096, 4096, 4096, 2, arch)
         assert not [variant for variant in _native.binary_variants(arch, ["grouped"]) if variant.config == config]
@@ -150,8 +163,15 @@ def test_each_tail_config_compiles_for_its_archs(config, arch, tmp_path):
     manifest_path = compile_to_binary("grouped", config, "bfloat16", arch, tmp_path, layout="row_column")
     manifest = read_manifest(manifest_path)
     assert manifest.name == f"triton.grouped_mm.{config.tag}.row_column.bfloat16.sm{arch}"
-    assert manifest.name.split(".")[2].endswith(f"_t{config.tail_m}")
+    suffix = f"_t{config.tail_m}" if config.tail_m else f"_short{config.short_m}"
+    assert manifest.name.split(".")[2].endswith(suffix)
     assert manifest.shared_memory_bytes <= shared_memory_limit(arch)
+    if config.short_m:
+        full_tile_path = compile_to_binary("grouped", dataclasses.replace(config, short_m=0), "bfloat16", arch,
+                                           tmp_path, layout="row_column")
+        assert manifest.shared_memory_bytes == read_manifest(full_tile_path).shared_memory_bytes
+        if arch == 90 and CUOBJDUMP.exists():
+            assert _stack_bytes(manifest_path) <= _stack_bytes(full_tile_path)
     if CUOBJDUMP.exists():
         listing = sass(manifest_path.parent / manifest.image)
         if arch == 90:
@@ -225,7 +245,8 @@ def test_the_native_set_holds_every_config_that_fits_in_both_weight_layouts():
     # Every config on sm_90; on sm_80 (163 KiB) not the 4-stage 128x256 tiles, and on sm_89 (99 KiB) only the two
     # whose buffers fit: a binary of another would decline every problem there (grouped_unsupported_reason).
     fitting_sm89 = {"bm128_bn128_bk64_w8_s3_g8", "bm64_bn128_bk64_w4_s4_g8"}
-    missing = {90: set(), 80: {"bm128_bn256_bk64_w8_s4_g8", "bm128_bn256_bk64_w8_s4_g8_t16"},
+    missing = {90: set(), 80: {"bm128_bn256_bk64_w8_s4_g8", "bm128_bn256_bk64_w8_s4_g8_t16",
+                               "bm128_bn256_bk64_w8_s4_g8_short64"},
                89: {config.tag for config in GROUPED_CONFIGS} - fitting_sm89}
     for arch, tags in missing.items():
         grouped = {(variant.config, variant.dtype, variant.layout)

@@ -27,6 +27,8 @@ def test_configs_are_hashable_values():
     assert config.tag == "bm128_bn128_bk64_w8_s3_g8"
     assert MatmulConfig(16, 64, 128, num_warps=4, num_stages=4, split_k=4).tag.endswith("_sk4")
     assert MatmulConfig(128, 256, 64, num_warps=8, num_stages=3, tail_m=32).tag == "bm128_bn256_bk64_w8_s3_g8_t32"
+    assert MatmulConfig(128, 256, 64, num_warps=8, num_stages=3, short_m=64).tag == \
+        "bm128_bn256_bk64_w8_s3_g8_short64"
     with pytest.raises(AttributeError):
         config.block_m = 64
     for configs in (TILED_CONFIGS, HOPPER_CONFIGS, SMALL_M_CONFIGS):
@@ -43,6 +45,9 @@ def test_configs_are_hashable_values():
         (dict(split_k=0), "split_k must be >= 1"),
         (dict(tail_m=24), "tail_m must be 0 or a power of two from 16"),
         (dict(tail_m=128), r"tail_m must be .* to block_m \(64"),
+        (dict(short_m=24), "short_m must be 0 or a power of two from 16"),
+        (dict(short_m=64), r"short_m must be .* to half of block_m \(64"),
+        (dict(tail_m=16, short_m=16), "tail_m .* and short_m .* set one of them"),
     ],
 )
 def test_bad_configs_are_refused(fields, message):

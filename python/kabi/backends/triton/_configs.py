@@ -24,7 +24,9 @@ class MatmulConfig:
     block_m/block_n/block_k: the tile of c one program computes and the K step; num_warps: 32-thread warps per
     program; num_stages: software-pipeline depth (operand buffers in shared memory); group_m: tile rows walked
     together for L2 reuse; split_k: K slices computed by separate programs (small-M family only); tail_m: rows past
-    BLOCK_M that a group's last row tile absorbs, 0 for none (grouped family only).
+    BLOCK_M that a group's last row tile absorbs, 0 for none (grouped family only); short_m: the rows of a shorter
+    tile that a group's last row tile runs as when its remainder fits in it, 0 for none (grouped family only; not
+    with tail_m: it is the other way to pay less for a remainder, without the tail's second accumulator).
     """
 
     block_m: int
@@ -35,6 +37,7 @@ class MatmulConfig:
     group_m: int = 8
     split_k: int = 1
     tail_m: int = 0
+    short_m: int = 0
 
     def __post_init__(self) -> None:
         for field_name in ("block_m", "block_n", "block_k"):
@@ -53,16 +56,27 @@ class MatmulConfig:
         if self.tail_m and (self.tail_m < 16 or self.tail_m & (self.tail_m - 1) or self.tail_m > self.block_m):
             raise ValueError(f"MatmulConfig.tail_m must be 0 or a power of two from 16 (tl.dot's minimum) to block_m "
                              f"({self.block_m}: a remainder is never taller); got {self.tail_m}")
+        if self.short_m and (self.short_m < 16 or self.short_m & (self.short_m - 1)
+                             or self.short_m > self.block_m // 2):
+            raise ValueError(f"MatmulConfig.short_m must be 0 or a power of two from 16 (tl.dot's minimum) to half "
+                             f"of block_m ({self.block_m}); got {self.short_m}")
+        if self.short_m and self.tail_m:
+            raise ValueError(f"MatmulConfig: tail_m ({self.tail_m}) and short_m ({self.short_m}) are two ways to "
+                             f"compute a group's last rows (absorbed into the tile before them, or in a shorter tile "
+                             f"of their own); set one of them")
 
     @property
     def tag(self) -> str:
-        """A short unique name for kernel names and file names, e.g. ``bm64_bn64_bk128_w4_s4_g8_sk4`` (split-K) or
-        ``bm128_bn256_bk64_w8_s3_g8_t32`` (a 32-row tail)."""
+        """A short unique name for kernel names and file names, e.g. ``bm64_bn64_bk128_w4_s4_g8_sk4`` (split-K),
+        ``bm128_bn256_bk64_w8_s3_g8_t32`` (a 32-row tail) or ``bm128_bn256_bk64_w8_s3_g8_short64`` (a 64-row short
+        last tile)."""
         tag = (f"bm{self.block_m}_bn{self.block_n}_bk{self.block_k}_w{self.num_warps}_s{self.num_stages}"
                f"_g{self.group_m}")
         if self.split_k > 1:
             tag += f"_sk{self.split_k}"
-        return f"{tag}_t{self.tail_m}" if self.tail_m else tag
+        if self.tail_m:
+            tag += f"_t{self.tail_m}"
+        return f"{tag}_short{self.short_m}" if self.short_m else tag
 
     @property
     def num_threads(self) -> int:
@@ -70,7 +84,8 @@ class MatmulConfig:
 
     def shared_memory_bytes(self, element_size: int) -> int:
         """An estimate of the shared memory the pipelined operand tiles need, a tail's rows included (Triton's own
-        figure comes with the compiled kernel; this one is for pruning before compiling)."""
+        figure comes with the compiled kernel; this one is for pruning before compiling). A short last tile's buffers
+        are smaller than the full tile's and share their memory, so they add nothing."""
         return self.num_stages * (self.block_m + self.tail_m + self.block_n) * self.block_k * element_size
 
 

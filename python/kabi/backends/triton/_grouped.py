@@ -45,12 +45,17 @@ _OFFSETS_LAYOUTS = ("contiguous",)
 # compute 1.48x the rows routed and 128x256 in 3 stages reached 0.729 / 0.706; a last row tile absorbing the remainder
 # (``tail_m``) computes 1.11-1.13x: 0.810 / 0.773 with a 32-row tail, 0.792 / 0.775 with 16 rows and 4 stages. On Qwen3
 # (256 rows per expert, compute-bound) tails lose (0.48-0.50) and 4 stages without one is best: 0.578 / 0.528 (3
-# stages: 0.547 / 0.500).
+# stages: 0.547 / 0.500). A tail's second accumulator costs every tile registers (255 and a spill at 128x256 in 3
+# stages), so it also loses on Zipf routing (mostly full tiles): 0.51 against 0.62. The short last tile (``short_m``)
+# is the other way to pay less for a remainder: a group's last row tile with at most 64 rows left runs as a 64-row
+# tile, while full tiles run the code without it: 1.24x the rows routed on DeepSeek-V3 (balanced), not 1.48x.
 GROUPED_CONFIGS = (
     MatmulConfig(128, 256, 64, num_warps=8, num_stages=3),
     MatmulConfig(128, 256, 64, num_warps=8, num_stages=3, tail_m=32),
+    MatmulConfig(128, 256, 64, num_warps=8, num_stages=3, short_m=64),
     MatmulConfig(128, 256, 64, num_warps=8, num_stages=4, tail_m=16),
     MatmulConfig(128, 256, 64, num_warps=8, num_stages=4),
+    MatmulConfig(128, 256, 64, num_warps=8, num_stages=4, short_m=64),
     MatmulConfig(128, 128, 64, num_warps=4, num_stages=4),
     MatmulConfig(128, 128, 64, num_warps=8, num_stages=3),
     MatmulConfig(64, 128, 64, num_warps=4, num_stages=4),
@@ -81,7 +86,7 @@ def grouped_work_items(config: MatmulConfig, groups: int, rows: int, n: int, has
     """The most (group, tile) items a launch has: in the 2-D form cdiv(rows, BLOCK_M) + groups row tiles (each group
     and the tail past the last offset end at most one partial tile), in the 3-D form groups * cdiv(rows, BLOCK_M);
     times the column tiles. A config's ``tail_m`` only merges a group's last two row tiles, so this bounds its items
-    too. The persistent grid is the smaller of this and the SM count."""
+    too; its ``short_m`` changes no count. The persistent grid is the smaller of this and the SM count."""
     row_tiles = ceil_div(rows, config.block_m) + groups if has_offsets else groups * ceil_div(rows, config.block_m)
     return row_tiles * ceil_div(n, config.block_n)
 
@@ -105,7 +110,7 @@ def launch_grouped_mm(config: MatmulConfig, x: torch.Tensor, w: torch.Tensor, of
                       *, out: torch.Tensor | None = None) -> torch.Tensor:
     """``grouped_mm(x, w, offs)`` through the persistent kernel (float16, bfloat16 or float32); written into ``out``
     and returned when it is given. A config with a ``tail_m`` lets a group's last row tile absorb up to that many
-    rows past BLOCK_M."""
+    rows past BLOCK_M; one with a ``short_m`` runs a last row tile of at most that many rows as a tile that tall."""
     groups, k, n = w.shape
     rows = x.shape[-2]
     shape = (rows, n) if offs is not None else (groups, rows, n)
@@ -131,7 +136,7 @@ def launch_grouped_mm(config: MatmulConfig, x: torch.Tensor, w: torch.Tensor, of
             x, w, offs, result, groups, rows, n, k, *x_strides, *w.stride(), *out_strides, num_programs,
             USE_TMA=use_tma, W_N_BY_K=w_n_by_k, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
             BLOCK_K=config.block_k, DOT_IN_FLOAT32=x.dtype == torch.bfloat16 and x.device.type == "cpu",
-            INPUT_PRECISION=_INPUT_PRECISION, TAIL_M=config.tail_m,
+            INPUT_PRECISION=_INPUT_PRECISION, TAIL_M=config.tail_m, SHORT_M=config.short_m,
             num_warps=config.num_warps, num_stages=config.num_stages, enable_fp_fusion=True)
     return result
 
@@ -153,7 +158,7 @@ class GroupedFamily(KernelFamily):
     kernel_source = (GROUPED_KERNELS, "grouped_mm_kernel")
     configs = GROUPED_CONFIGS
     # float32 stays with the Python kernel: without tensor cores (IEEE float32 tl.dot) it runs at a small fraction
-    # of the 16-bit rate, and the float32 tiles of six of the eight configs overflow sm_90's shared memory (of every
+    # of the 16-bit rate, and the float32 tiles of eight of the ten configs overflow sm_90's shared memory (of every
     # config, sm_80's).
     dtypes = (torch.float16, torch.bfloat16)
     layout_variants = ("row_major", "row_column")
@@ -196,12 +201,12 @@ class GroupedFamily(KernelFamily):
                      "stride_oe": "i64", "stride_om": "i32", "stride_on": "constexpr", "num_programs": "i32",
                      "USE_TMA": "constexpr", "W_N_BY_K": "constexpr", "BLOCK_M": "constexpr",
                      "BLOCK_N": "constexpr", "BLOCK_K": "constexpr", "DOT_IN_FLOAT32": "constexpr",
-                     "INPUT_PRECISION": "constexpr", "TAIL_M": "constexpr"}
+                     "INPUT_PRECISION": "constexpr", "TAIL_M": "constexpr", "SHORT_M": "constexpr"}
         signature[w_pitch] = "i32"
         constexprs = {"stride_xk": 1, "stride_on": 1, ("stride_wk" if w_n_by_k else "stride_wn"): 1,
                       "USE_TMA": use_tma, "W_N_BY_K": w_n_by_k, "BLOCK_M": config.block_m, "BLOCK_N": config.block_n,
                       "BLOCK_K": config.block_k, "DOT_IN_FLOAT32": False, "INPUT_PRECISION": _INPUT_PRECISION,
-                      "TAIL_M": config.tail_m}
+                      "TAIL_M": config.tail_m, "SHORT_M": config.short_m}
         divisible = ("N", "K", "stride_xe", "stride_xm", "stride_we", w_pitch, "stride_oe", "stride_om")
 
         def stride(index: int, dim: int, name: str) -> ManifestParam:

@@ -24,6 +24,12 @@ in the same K loop as a swapped product (the weight tile as the MMA's M side, th
 group a little taller than BLOCK_M costs one tile and one pass over its weights instead of two tiles, the second
 nearly empty. Absorbing only removes items, so the item counts of a launch without a tail bound those with one.
 
+``SHORT_M`` > 0 (a config's ``short_m``, not with a tail) runs a group's last row tile, when at most SHORT_M rows are
+left for it, as a separate SHORT_M x BLOCK_N tile (its own accumulator and, with TMA, its own x descriptor), so a
+remainder of a few rows costs a half or quarter tile of MMA work. Every other tile runs the code of the config without
+it, with no second accumulator beside its own (a tail's costs every tile registers: 255 and a spill for 32 rows past
+a 128x256 tile); the work items are the same.
+
 Example (interpreter on CPU, or a GPU)::
 
     grouped_mm_kernel[(num_programs,)](x, w, offs, out, E, T, N, K, 0, *x.stride(), *w.stride(), 0,
@@ -122,7 +128,8 @@ def grouped_mm_kernel(x_ptr, w_ptr, offs_ptr, out_ptr, E, R, N, K,
                       stride_oe, stride_om, stride_on, num_programs,
                       USE_TMA: tl.constexpr, W_N_BY_K: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                      DOT_IN_FLOAT32: tl.constexpr, INPUT_PRECISION: tl.constexpr, TAIL_M: tl.constexpr):
+                      DOT_IN_FLOAT32: tl.constexpr, INPUT_PRECISION: tl.constexpr, TAIL_M: tl.constexpr,
+                      SHORT_M: tl.constexpr):
     # 2-D form (offsets given): x [R, K] and out [R, N] (stride_xe and stride_oe unused), group g's rows from offs.
     # 3-D form: x [E, R, K] and out [E, R, N], every group R rows.
     pid = tl.program_id(0)
@@ -140,6 +147,7 @@ def grouped_mm_kernel(x_ptr, w_ptr, offs_ptr, out_ptr, E, R, N, K,
     w_shared = stride_we == 0
     x_desc = None
     x_tail_desc = None
+    x_short_desc = None
     w_desc = None
     if USE_TMA:
         # TMA takes no stride of 0: a shared group dimension becomes one group, read at coordinate 0, with the stride
@@ -152,6 +160,10 @@ def grouped_mm_kernel(x_ptr, w_ptr, offs_ptr, out_ptr, E, R, N, K,
             x_tail_desc = tl.make_tensor_descriptor(x_ptr, shape=[x_groups, R, K],
                                                     strides=[x_group_pitch, stride_xm, 1],
                                                     block_shape=[1, TAIL_M, BLOCK_K])
+        if SHORT_M > 0:
+            x_short_desc = tl.make_tensor_descriptor(x_ptr, shape=[x_groups, R, K],
+                                                     strides=[x_group_pitch, stride_xm, 1],
+                                                     block_shape=[1, SHORT_M, BLOCK_K])
         if W_N_BY_K:
             w_desc = tl.make_tensor_descriptor(
                 w_ptr, shape=[tl.where(w_shared, 1, E), N, K],
@@ -198,6 +210,16 @@ def grouped_mm_kernel(x_ptr, w_ptr, offs_ptr, out_ptr, E, R, N, K,
                     _item(x_base, w_base, out_base, x_desc, x_tail_desc, w_desc, x_group, w_group, row_start, end,
                           col_start, N, K, stride_xm, stride_xk, stride_wk, stride_wn, stride_om, stride_on, k_blocks,
                           BLOCK_M, BLOCK_N, BLOCK_K, TAIL_M, USE_TMA, W_N_BY_K, DOT_IN_FLOAT32, INPUT_PRECISION)
+                else:
+                    _item(x_base, w_base, out_base, x_desc, x_tail_desc, w_desc, x_group, w_group, row_start, end,
+                          col_start, N, K, stride_xm, stride_xk, stride_wk, stride_wn, stride_om, stride_on, k_blocks,
+                          BLOCK_M, BLOCK_N, BLOCK_K, 0, USE_TMA, W_N_BY_K, DOT_IN_FLOAT32, INPUT_PRECISION)
+            elif SHORT_M > 0:
+                # Only a group's last row tile (or the tail's) can have SHORT_M rows or fewer left.
+                if end - row_start <= SHORT_M:
+                    _item(x_base, w_base, out_base, x_short_desc, x_tail_desc, w_desc, x_group, w_group, row_start,
+                          end, col_start, N, K, stride_xm, stride_xk, stride_wk, stride_wn, stride_om, stride_on,
+                          k_blocks, SHORT_M, BLOCK_N, BLOCK_K, 0, USE_TMA, W_N_BY_K, DOT_IN_FLOAT32, INPUT_PRECISION)
                 else:
                     _item(x_base, w_base, out_base, x_desc, x_tail_desc, w_desc, x_group, w_group, row_start, end,
                           col_start, N, K, stride_xm, stride_xk, stride_wk, stride_wn, stride_om, stride_on, k_blocks,
