@@ -175,7 +175,9 @@ def test_each_last_tile_config_compiles_for_its_archs(config, arch, tmp_path):
     if CUOBJDUMP.exists():
         listing = sass(manifest_path.parent / manifest.image)
         if arch == 90:
-            assert "HGMMA" in listing and "UTMALDG" in listing and "HMMA" not in listing
+            assert "HGMMA" in listing and "UTMALDG" in listing
+            # wgmma takes 64 rows per warpgroup: a shorter last tile runs mma.sync, every other tile wgmma.
+            assert ("HMMA" in listing) == (0 < config.short_m < 64)
         else:
             # 16-byte cp.async copies (without the L2 prefetch hint of the tile without a tail).
             assert "HMMA" in listing and "HGMMA" not in listing and "LDG.E.U16" not in listing
@@ -242,11 +244,12 @@ def test_the_core_refuses_what_the_image_would_compute_wrong_and_says_why(loaded
 
 
 def test_the_native_set_holds_every_config_that_fits_in_both_weight_layouts():
-    # Every config on sm_90; on sm_80 (163 KiB) not the 4-stage 128x256 tiles, and on sm_89 (99 KiB) only the two
-    # whose buffers fit: a binary of another would decline every problem there (grouped_unsupported_reason).
+    # Every config on sm_90; on sm_80 (163 KiB) not the 4-stage 128x256 tiles nor the 16x256x128 decode tile, and on
+    # sm_89 (99 KiB) only the two whose buffers fit: a binary of another would decline every problem there
+    # (grouped_unsupported_reason).
     fitting_sm89 = {"bm128_bn128_bk64_w8_s3_g8", "bm64_bn128_bk64_w4_s4_g8"}
     missing = {90: set(), 80: {"bm128_bn256_bk64_w8_s4_g8", "bm128_bn256_bk64_w8_s4_g8_t16",
-                               "bm128_bn256_bk64_w8_s4_g8_short64"},
+                               "bm128_bn256_bk64_w8_s4_g8_short32", "bm16_bn256_bk128_w4_s3_g8"},
                89: {config.tag for config in GROUPED_CONFIGS} - fitting_sm89}
     for arch, tags in missing.items():
         grouped = {(variant.config, variant.dtype, variant.layout)
@@ -265,7 +268,7 @@ def test_compile_all_takes_the_grouped_family(tmp_path, monkeypatch):
     compile_all(80, tmp_path, dtypes=["float16", "float32"], layouts=["row_major", "row_column"],
                 families=["grouped"])
     assert compiled == [("grouped", config, torch.float16, 80, layout)
-                        for config in GROUPED_CONFIGS if config.num_stages == 3 or config.block_n < 256
+                        for config in GROUPED_CONFIGS if GROUPED_FAMILY.binary_rows(config, torch.float16, 80)
                         for layout in ("row_major", "row_column")]
     monkeypatch.undo()
     with pytest.raises(TypeError, match="dtype: the grouped family compiles for float16, bfloat16"):

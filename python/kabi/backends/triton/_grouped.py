@@ -47,19 +47,26 @@ _OFFSETS_LAYOUTS = ("contiguous",)
 # (256 rows per expert, compute-bound) tails lose (0.48-0.50) and 4 stages without one is best: 0.578 / 0.528 (3
 # stages: 0.547 / 0.500). A tail's second accumulator costs every tile registers (255 and a spill at 128x256 in 3
 # stages), so it also loses on Zipf routing (mostly full tiles): 0.51 against 0.62. The short last tile (``short_m``)
-# is the other way to pay less for a remainder: a group's last row tile with at most 64 rows left runs as a 64-row
-# tile, while full tiles run the code without it: 1.24x the rows routed on DeepSeek-V3 (balanced), not 1.48x.
+# is the other way to pay less for a remainder, while full tiles run the code without it. On DeepSeek-V3 its tiles
+# compute 1.25x the rows routed (128-row tiles 1.50-1.63x) but gain nothing there: a remainder's tile, short or not,
+# reads its weights once more, and that read is what a tail saves (64 rows, balanced / Zipf: 0.653 / 0.646 on
+# gate_up against 0.676 / 0.653). On Qwen3 a 32-row short tile in 4 stages is the best prefill config measured:
+# 0.591 / 0.564 on gate_up and 0.552 / 0.544 on down, against 0.565 / 0.558 and 0.515 / 0.519
+# (debug-grouped-prefill-probe-nvidia-h200.txt, 2026-12-04). For decode routing (T = 512),
+# scripts/debug/grouped_decode_sweep.py found a 16x256 tile with a 128-wide K step in 3 stages at least as fast as
+# 16x128x128 on all eight MoE decode cases and up to 12% faster (Qwen3 down, Zipf: 0.808 of the roof, from 0.719;
+# debug-grouped-decode-sweep-nvidia-h200.txt).
 GROUPED_CONFIGS = (
     MatmulConfig(128, 256, 64, num_warps=8, num_stages=3),
     MatmulConfig(128, 256, 64, num_warps=8, num_stages=3, tail_m=32),
-    MatmulConfig(128, 256, 64, num_warps=8, num_stages=3, short_m=64),
     MatmulConfig(128, 256, 64, num_warps=8, num_stages=4, tail_m=16),
     MatmulConfig(128, 256, 64, num_warps=8, num_stages=4),
-    MatmulConfig(128, 256, 64, num_warps=8, num_stages=4, short_m=64),
+    MatmulConfig(128, 256, 64, num_warps=8, num_stages=4, short_m=32),
     MatmulConfig(128, 128, 64, num_warps=4, num_stages=4),
     MatmulConfig(128, 128, 64, num_warps=8, num_stages=3),
     MatmulConfig(64, 128, 64, num_warps=4, num_stages=4),
     MatmulConfig(16, 128, 128, num_warps=4, num_stages=4),
+    MatmulConfig(16, 256, 128, num_warps=4, num_stages=3),
 )
 
 
