@@ -1,10 +1,11 @@
-// Files on disk for libkabi's persistent state (the tuning cache): whole-file reads, complete writes, atomic
-// replacement, and flock() locks. Every failure is an Error(KABI_STATUS_IO_ERROR) naming the path and the system's
-// reason.
+// Files on disk for libkabi's persistent state (the tuning cache) and device binaries (manifests, images): whole-file
+// reads, complete writes, atomic replacement, and flock() locks. Every failure is an Error(KABI_STATUS_IO_ERROR)
+// naming the path and the system's reason.
 #pragma once
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -20,13 +21,8 @@ inline Error io_error(const std::string& what, const std::string& path, int erro
   return Error(KABI_STATUS_IO_ERROR, "cannot " + what + " " + path + ": " + std::strerror(error_number));
 }
 
-// The whole file, or "" when it does not exist.
-inline std::string read_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return {};
-    throw io_error("open", path, errno);
-  }
+// The rest of the open file fd, which it closes.
+inline std::string read_and_close(int fd, const std::string& path) {
   std::string text;
   char buffer[1 << 16];
   while (true) {
@@ -42,6 +38,30 @@ inline std::string read_file(const std::string& path) {
   }
   ::close(fd);
   return text;
+}
+
+// The whole file, or "" when it does not exist.
+inline std::string read_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return {};
+    throw io_error("open", path, errno);
+  }
+  return read_and_close(fd, path);
+}
+
+// The whole regular file at path; an Error naming path when it is absent or not a regular file. One open and fstat,
+// not a stat before the open: a process's first CUDA dispatch reads hundreds of manifests. O_NONBLOCK keeps the open
+// of a FIFO from waiting for a writer before fstat refuses it; it changes nothing for a regular file.
+inline std::string read_regular_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0 && errno != ENOENT && errno != ENOTDIR) throw io_error("open", path, errno);
+  struct stat status {};
+  if (fd < 0 || ::fstat(fd, &status) != 0 || !S_ISREG(status.st_mode)) {
+    if (fd >= 0) ::close(fd);
+    throw Error(KABI_STATUS_IO_ERROR, path + " is not a file");
+  }
+  return read_and_close(fd, path);
 }
 
 inline void write_all(int fd, std::string_view data, const std::string& path) {

@@ -5,9 +5,11 @@
 // its kernel's first launch (device_binary.cpp), not here. A kernel already registered under the same op,
 // name and fingerprint is skipped, so loading a directory twice is harmless.
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <filesystem>
 #include <map>
+#include <string_view>
 
 #include "device_binary.hpp"
 #include "error.hpp"
@@ -29,13 +31,20 @@ const char* const kFormatAbi[] = {"2.0", "2.4", "2.5"};
 constexpr int kNewestFormat = 3;
 constexpr char kManifestSuffix[] = ".kabi-manifest";
 
-const char* const kRequiredKeys[] = {"abi_major", "op",      "name",  "backend",      "device",
-                                     "dtypes",    "layouts", "image", "image_format", "image_fnv1a64",
-                                     "arch",      "entry",   "grid",  "block"};
-const char* const kOptionalKeys[] = {"archs",        "arch_min",    "arch_max",         "priority",
-                                     "features",     "alignment",   "batch_mode",       "fingerprint",
-                                     "shared_memory_bytes", "cluster_size", "type_constraints", "param",
-                                     "input_layouts"};
+// Every key a manifest may have: the kRequiredKeyCount required ones, then the optional ones. A key's position is its
+// slot in Manifest::lines_by_key_.
+constexpr std::string_view kKeys[] = {
+    "abi_major", "op", "name", "backend", "device", "dtypes", "layouts", "image", "image_format", "image_fnv1a64",
+    "arch", "entry", "grid", "block",
+    "archs", "arch_min", "arch_max", "priority", "features", "alignment", "batch_mode", "fingerprint",
+    "shared_memory_bytes", "cluster_size", "type_constraints", "param", "input_layouts"};
+constexpr size_t kRequiredKeyCount = 14;
+constexpr size_t kKeyCount = std::size(kKeys);
+
+// The slot of a known key, or kKeyCount. string_view compares lengths first, so most keys differ at no cost.
+size_t key_slot(std::string_view key) {
+  return static_cast<size_t>(std::find(std::begin(kKeys), std::end(kKeys), key) - std::begin(kKeys));
+}
 
 struct Line {
   std::string key;
@@ -43,71 +52,76 @@ struct Line {
   int number = 0;
 };
 
-std::string trim(const std::string& text) {
+std::string_view trim(std::string_view text) {
   const size_t begin = text.find_first_not_of(" \t");
-  if (begin == std::string::npos) return {};
+  if (begin == std::string_view::npos) return {};
   return text.substr(begin, text.find_last_not_of(" \t") - begin + 1);
 }
 
 std::vector<std::string> split_trimmed(const std::string& text, char separator) {
   std::vector<std::string> items = split(text, separator);
-  for (std::string& item : items) item = trim(item);
+  for (std::string& item : items) item = std::string(trim(item));
   return items;
 }
 
-// The whitespace-separated words of text.
-std::vector<std::string> words(const std::string& text) {
-  std::vector<std::string> found;
+// The whitespace-separated words of text, as views into it.
+std::vector<std::string_view> words(std::string_view text) {
+  std::vector<std::string_view> found;
   size_t begin = text.find_first_not_of(" \t");
-  while (begin != std::string::npos) {
+  while (begin != std::string_view::npos) {
     const size_t end = text.find_first_of(" \t", begin);
-    found.push_back(text.substr(begin, end == std::string::npos ? std::string::npos : end - begin));
-    begin = end == std::string::npos ? end : text.find_first_not_of(" \t", end);
+    found.push_back(text.substr(begin, end == std::string_view::npos ? std::string_view::npos : end - begin));
+    begin = end == std::string_view::npos ? end : text.find_first_not_of(" \t", end);
   }
   return found;
-}
-
-bool is_known_key(const std::string& key) {
-  const auto matches = [&](const char* known) { return key == known; };
-  return std::any_of(std::begin(kRequiredKeys), std::end(kRequiredKeys), matches) ||
-         std::any_of(std::begin(kOptionalKeys), std::end(kOptionalKeys), matches);
 }
 
 // One manifest file being read; every error names the file, the line and the field.
 class Manifest {
  public:
   explicit Manifest(std::filesystem::path path) : path_(std::move(path)) {}
+  // lines_by_key_ points into lines_.
+  Manifest(const Manifest&) = delete;
+  Manifest& operator=(const Manifest&) = delete;
 
   void read() {
-    std::error_code error;
-    if (!std::filesystem::is_regular_file(path_, error)) {
-      throw Error(KABI_STATUS_IO_ERROR, path_.string() + ": cannot be read");
-    }
-    const std::string contents = read_file(path_.string());
-    std::vector<std::string> text_lines = split(contents, '\n');
-    if (!contents.empty() && contents.back() == '\n') text_lines.pop_back();
+    const std::string contents = read_regular_file(path_.string());
+    // Each line is a view into contents, up to its '\n'; a last line without one counts too.
+    std::string_view rest = contents;
     int number = 0;
-    for (std::string& text : text_lines) {
+    while (!rest.empty()) {
+      const size_t end = rest.find('\n');
+      std::string_view text = rest.substr(0, end);
+      rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
       ++number;
-      if (!text.empty() && text.back() == '\r') text.pop_back();
+      if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
       if (number == 1) {
         for (int format = 1; format <= kNewestFormat; ++format) {
           if (text == kFormatLines[format - 1]) format_ = format;
         }
         if (format_ == 0) {
           fail(1, "",
-               "first line is \"" + text + "\"; expected \"" + kFormatLines[0] + "\", \"" + kFormatLines[1] +
-                   "\" or \"" + kFormatLines[2] + "\" (a newer format needs a newer kabi)");
+               "first line is \"" + std::string(text) + "\"; expected \"" + kFormatLines[0] + "\", \"" +
+                   kFormatLines[1] + "\" or \"" + kFormatLines[2] + "\" (a newer format needs a newer kabi)");
         }
         continue;
       }
-      const std::string content = trim(text);
+      const std::string_view content = trim(text);
       if (content.empty() || content[0] == '#') continue;
       const size_t equals = content.find('=');
-      if (equals == std::string::npos) fail(number, "", "expected `key = value`, got \"" + content + "\"");
-      lines_.push_back(Line{trim(content.substr(0, equals)), trim(content.substr(equals + 1)), number});
+      if (equals == std::string_view::npos) {
+        fail(number, "", "expected `key = value`, got \"" + std::string(content) + "\"");
+      }
+      lines_.push_back(
+          Line{std::string(trim(content.substr(0, equals))), std::string(trim(content.substr(equals + 1))), number});
     }
     if (number == 0) fail(1, "", std::string("file is empty; expected \"") + kFormatLines[0] + "\"");
+    // Each known key's first line (param repeats: all() reads it), for required() and find(), before the loop below
+    // refuses unknown and repeated keys: abi_major is read in between.
+    for (const Line& line : lines_) {
+      const size_t slot = key_slot(line.key);
+      if (slot != kKeyCount && line.key != "param" && lines_by_key_[slot] == nullptr) lines_by_key_[slot] = &line;
+    }
     // The ABI major first: a manifest for another major may use keys this reader does not know.
     const Line& abi = required("abi_major");
     if (integer(abi, 0, INT32_MAX) != KABI_ABI_VERSION_MAJOR) {
@@ -116,28 +130,26 @@ class Manifest {
                ": rebuild the binary and its manifest against this kabi (kabi binaries compile)",
            KABI_STATUS_ABI_MISMATCH);
     }
-    std::map<std::string, int> seen;
     for (const Line& line : lines_) {
-      if (!is_known_key(line.key)) fail(line.number, line.key, "unknown key");
-      if (line.key == "param") continue;
-      const auto previous = seen.emplace(line.key, line.number);
-      if (!previous.second) {
-        fail(line.number, line.key, "repeats the key of line " + std::to_string(previous.first->second));
+      const size_t slot = key_slot(line.key);
+      if (slot == kKeyCount) fail(line.number, line.key, "unknown key");
+      const Line* first = lines_by_key_[slot];
+      if (first != nullptr && first != &line) {
+        fail(line.number, line.key, "repeats the key of line " + std::to_string(first->number));
       }
     }
-    for (const char* key : kRequiredKeys) required(key);
+    for (size_t slot = 0; slot < kRequiredKeyCount; ++slot) required(kKeys[slot]);
   }
 
-  const Line& required(const std::string& key) const {
+  const Line& required(std::string_view key) const {
     if (const Line* line = find(key)) return *line;
-    throw Error(KABI_STATUS_INVALID_ARGUMENT, path_.string() + ": missing required key " + key);
+    throw Error(KABI_STATUS_INVALID_ARGUMENT, path_.string() + ": missing required key " + std::string(key));
   }
 
-  const Line* find(const std::string& key) const {
-    for (const Line& line : lines_) {
-      if (line.key == key) return &line;
-    }
-    return nullptr;
+  // The line of a key other than param (which repeats: all()), or nullptr.
+  const Line* find(std::string_view key) const {
+    const size_t slot = key_slot(key);
+    return slot == kKeyCount ? nullptr : lines_by_key_[slot];
   }
 
   std::vector<const Line*> all(const std::string& key) const {
@@ -152,12 +164,12 @@ class Manifest {
     return parse_integer(line, line.value, line.key, minimum, maximum);
   }
 
-  int64_t parse_integer(const Line& line, const std::string& text, const std::string& field, int64_t minimum,
+  int64_t parse_integer(const Line& line, std::string_view text, const std::string& field, int64_t minimum,
                         int64_t maximum) const {
     int64_t value = 0;
     const auto result = std::from_chars(text.data(), text.data() + text.size(), value);
     if (text.empty() || result.ec != std::errc() || result.ptr != text.data() + text.size()) {
-      fail(line.number, field, "\"" + text + "\" is not an integer");
+      fail(line.number, field, "\"" + std::string(text) + "\" is not an integer");
     }
     if (value < minimum || value > maximum) {
       fail(line.number, field,
@@ -186,6 +198,8 @@ class Manifest {
  private:
   std::filesystem::path path_;
   std::vector<Line> lines_;
+  // Each key's line by its slot in kKeys (param's stays empty): the reader looks up some 30 keys per manifest.
+  std::array<const Line*, kKeyCount> lines_by_key_{};
   int format_ = 0;  // read from the first line
 };
 
@@ -275,9 +289,9 @@ void read_image(const Manifest& manifest, Declaration& declaration) {
 }
 
 void read_param(const Manifest& manifest, const Line& line, const Op& op, Declaration& declaration) {
-  const std::vector<std::string> items = words(line.value);
-  const std::string kind_name = items.empty() ? std::string() : items.front();
-  static const std::map<std::string, std::pair<int32_t, std::vector<std::string>>> kinds = {
+  const std::vector<std::string_view> items = words(line.value);
+  const std::string kind_name = items.empty() ? std::string() : std::string(items.front());
+  static const std::map<std::string, std::pair<int32_t, std::vector<std::string>>, std::less<>> kinds = {
       {"tensor", {KABI_PARAM_TENSOR_DATA, {"index"}}},
       {"dim", {KABI_PARAM_DIM, {"name", "size"}}},
       {"stride", {KABI_PARAM_STRIDE, {"index", "dim", "size"}}},
@@ -294,21 +308,31 @@ void read_param(const Manifest& manifest, const Line& line, const Op& op, Declar
   }
   if (kind->second.first == KABI_PARAM_ZEROED_SCRATCH) manifest.require_format(line, "param zeroed_scratch", 3);
   const bool takes_divisor = kind->second.first == KABI_PARAM_DIM || kind->second.first == KABI_PARAM_STRIDE;
-  std::map<std::string, std::string> fields;
+  // (field, value) views into the line, in its order: a handful per line, so a scan beats a map's allocations.
+  std::vector<std::pair<std::string_view, std::string_view>> fields;
   for (size_t position = 1; position < items.size(); ++position) {
-    const std::string& item = items[position];
+    const std::string_view item = items[position];
     const size_t equals = item.find('=');
-    const std::string field = item.substr(0, equals);
+    const std::string_view field = item.substr(0, equals);
     const auto& allowed = kind->second.second;
-    if (field == "divisible_by" && equals != std::string::npos) {
+    if (field == "divisible_by" && equals != std::string_view::npos) {
       if (!takes_divisor) {
         manifest.fail(line.number, "param divisible_by", "only dim and stride parameters take one, not " + kind_name);
       }
-    } else if (equals == std::string::npos || std::find(allowed.begin(), allowed.end(), field) == allowed.end()) {
-      manifest.fail(line.number, "param", "\"" + item + "\" is not a field of a " + kind_name + " parameter");
+    } else if (equals == std::string_view::npos ||
+               std::find(allowed.begin(), allowed.end(), field) == allowed.end()) {
+      manifest.fail(line.number, "param",
+                    "\"" + std::string(item) + "\" is not a field of a " + kind_name + " parameter");
     }
-    fields[field] = item.substr(equals + 1);
+    fields.emplace_back(field, item.substr(equals + 1));
   }
+  // A field given twice keeps its last value.
+  const auto value_of = [&fields](std::string_view field) -> const std::string_view* {
+    for (auto given = fields.rbegin(); given != fields.rend(); ++given) {
+      if (given->first == field) return &given->second;
+    }
+    return nullptr;
+  };
   kabi_launch_param param{};
   param.struct_size = sizeof param;
   param.kind = kind->second.first;
@@ -318,28 +342,28 @@ void read_param(const Manifest& manifest, const Line& line, const Op& op, Declar
                               ? static_cast<int64_t>(op.schema.attributes.size())
                               : static_cast<int64_t>(op.schema.inputs.size() + op.schema.outputs.size());
   for (const std::string& field : kind->second.second) {
-    const auto found = fields.find(field);
-    if (found == fields.end()) manifest.fail(line.number, "param", kind_name + " needs " + field + "=");
+    const std::string_view* found = value_of(field);
+    if (found == nullptr) manifest.fail(line.number, "param", kind_name + " needs " + field + "=");
     const std::string label = "param " + field;
     if (field == "index")
-      param.index = static_cast<int32_t>(manifest.parse_integer(line, found->second, label, 0, indexed - 1));
-    if (field == "dim") param.dim = static_cast<int32_t>(manifest.parse_integer(line, found->second, label, -16, 15));
+      param.index = static_cast<int32_t>(manifest.parse_integer(line, *found, label, 0, indexed - 1));
+    if (field == "dim") param.dim = static_cast<int32_t>(manifest.parse_integer(line, *found, label, -16, 15));
     if (field == "value") {
       // A constant is any integer; scratch of either kind is a count of bytes.
       const bool bytes = param.kind == KABI_PARAM_SCRATCH || param.kind == KABI_PARAM_ZEROED_SCRATCH;
-      param.value = manifest.parse_integer(line, found->second, label, bytes ? 0 : INT64_MIN, INT64_MAX);
+      param.value = manifest.parse_integer(line, *found, label, bytes ? 0 : INT64_MIN, INT64_MAX);
     }
     if (field == "size") {
-      param.size_bytes = static_cast<int32_t>(manifest.parse_integer(line, found->second, label, 4, 8));
+      param.size_bytes = static_cast<int32_t>(manifest.parse_integer(line, *found, label, 4, 8));
       if (param.size_bytes != 4 && param.size_bytes != 8) manifest.fail(line.number, label, "expected 4 or 8");
     }
-    if (field == "name") param.name = declaration.keep(found->second);
+    if (field == "name") param.name = declaration.keep(std::string(*found));
   }
-  if (const auto divisor = fields.find("divisible_by"); divisor != fields.end()) {
+  if (const std::string_view* divisor = value_of("divisible_by")) {
     manifest.require_format(line, "param divisible_by", 2);
-    param.divisible_by = manifest.parse_integer(line, divisor->second, "param divisible_by", 0, INT64_C(1) << 62);
+    param.divisible_by = manifest.parse_integer(line, *divisor, "param divisible_by", 0, INT64_C(1) << 62);
     if ((param.divisible_by & (param.divisible_by - 1)) != 0) {
-      manifest.fail(line.number, "param divisible_by", divisor->second + " is not a power of two");
+      manifest.fail(line.number, "param divisible_by", std::string(*divisor) + " is not a power of two");
     }
   }
   if (param.kind == KABI_PARAM_DIM) {
@@ -532,12 +556,7 @@ Kernel* load_binary(const std::string& manifest_path, kabi_supports_fn supports,
                     void (*user_data_free)(void*)) {
   // Until the kernel holds user_data, freeing it on the way out is this function's job.
   std::unique_ptr<void, void (*)(void*)> owned(user_data, user_data_free != nullptr ? user_data_free : [](void*) {});
-  const std::filesystem::path path(manifest_path);
-  std::error_code error;
-  if (!std::filesystem::is_regular_file(path, error)) {
-    throw Error(KABI_STATUS_IO_ERROR, "kabi_binary_load: " + manifest_path + " is not a file");
-  }
-  KernelPtr kernel = read_kernel(path);
+  KernelPtr kernel = read_kernel(manifest_path);
   Registry& registry = Registry::instance();
   if (KernelPtr existing = registry.find_kernel(kernel->op->name, kernel->name)) {
     if (existing->fingerprint == kernel->fingerprint) return existing.get();

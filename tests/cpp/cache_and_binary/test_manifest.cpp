@@ -221,6 +221,14 @@ void test_refusals() {
                  ":" + std::to_string(line_of(bundle, "abi_major")) + ": abi_major: is 3; this libkabi implements ABI "
                  "major 2");
 
+  // The ABI major is checked before the keys: a manifest for another major may have keys this reader does not know.
+  bundle = write_bundle([](Fields& fields) {
+    set_field(fields, "abi_major", "3");
+    fields.emplace_back("colour", "blue");
+  });
+  expect_refused(bundle, KABI_STATUS_ABI_MISMATCH,
+                 ":" + std::to_string(line_of(bundle, "abi_major")) + ": abi_major: is 3");
+
   expect_refused(write_bundle([](Fields& fields) { set_field(fields, "image_fnv1a64", "0123456789ABCDEF"); }), invalid,
                  "image_fnv1a64: \"0123456789ABCDEF\" is not 16 lower-case hex digits");
   expect_refused(write_bundle([](Fields& fields) { remove_field(fields, "entry"); }), invalid,
@@ -254,6 +262,10 @@ void test_refusals() {
                  "param index: 3 is outside [0, 2]");
   expect_refused(write_bundle([](Fields& fields) { fields.emplace_back("param", "dim name=Z size=4"); }), invalid,
                  "param name: op matmul has no dimension Z");
+  expect_refused(write_bundle([](Fields& fields) { fields.emplace_back("param", "dim name=M"); }), invalid,
+                 "param: dim needs size=");
+  expect_refused(write_bundle([](Fields& fields) { fields.emplace_back("param", "dim name=M size"); }), invalid,
+                 "param: \"size\" is not a field of a dim parameter");
   expect_refused(write_bundle([](Fields& fields) { set_field(fields, "archs", "80,90"); }), invalid,
                  "archs: a cubin built for sm_90 cannot run on arch 80");
   expect_refused(write_bundle([](Fields& fields) { set_field(fields, "op", "convolution"); }), KABI_STATUS_NOT_FOUND,
@@ -437,6 +449,21 @@ void test_image_is_checked_at_its_first_launch() {
   KABI_CHECK(std::string(kabi_last_error()).find(intact.manifest.string()) == std::string::npos);
 }
 
+// Windows line ends, and a last line without one, read as any other manifest does.
+void test_line_ends() {
+  const Bundle bundle = write_bundle([](Fields&) {});
+  std::ifstream written(bundle.manifest);
+  std::string text;
+  for (std::string line; std::getline(written, line);) text += line + "\r\n";
+  text.resize(text.size() - 2);
+  std::ofstream(bundle.manifest, std::ios::binary | std::ios::trunc) << text;
+  int32_t registered = -1;
+  KABI_CHECK_EQ(kabi_binaries_load(bundle.directory.c_str(), &registered), KABI_STATUS_OK);
+  KABI_CHECK_EQ(registered, 1);
+  kabi_kernel kernel = nullptr;
+  KABI_CHECK_EQ(kabi_kernel_find("matmul", bundle.kernel_name.c_str(), &kernel), KABI_STATUS_OK);
+}
+
 void test_directory_loads_all_or_nothing() {
   const Bundle good = write_bundle([](Fields&) {});
   const Bundle bad = write_bundle([](Fields& fields) { set_field(fields, "block", "256, 1"); });
@@ -541,6 +568,10 @@ void test_one_manifest_loads_with_a_supports_predicate() {
   KABI_CHECK(std::string(kabi_last_error()).find("image_fnv1a64") != std::string::npos);
   KABI_CHECK_EQ(kabi_binary_load(nullptr, &never_supports, &token, &count_free, nullptr), KABI_STATUS_INVALID_ARGUMENT);
   KABI_CHECK_EQ(kabi_binary_load(damaged.directory.c_str(), nullptr, nullptr, nullptr, nullptr), KABI_STATUS_IO_ERROR);
+  KABI_CHECK_EQ(std::string(kabi_last_error()), damaged.directory.string() + " is not a file");
+  const std::string absent = (damaged.directory / "absent.kabi-manifest").string();
+  KABI_CHECK_EQ(kabi_binary_load(absent.c_str(), nullptr, nullptr, nullptr, nullptr), KABI_STATUS_IO_ERROR);
+  KABI_CHECK_EQ(std::string(kabi_last_error()), absent + " is not a file");
   KABI_CHECK_EQ(g_freed, 4);
   KABI_CHECK_EQ(kabi_kernel_count("matmul"), before);
 }
@@ -557,6 +588,7 @@ int main() {
   test_refusals();
   test_format_2_fields();
   test_format_3_fields();
+  test_line_ends();
   test_image_is_checked_at_its_first_launch();
   test_directory_loads_all_or_nothing();
   test_environment_directories_load_with_the_plugins();

@@ -108,7 +108,16 @@ def test_a_complete_packaged_directory_is_used_without_compiling(tmp_path, monke
         raise AssertionError("the packaged binaries were compiled again")
 
     monkeypatch.setattr(_native, "_compile_request", no_compiling)
-    assert packaged_root in _native.ensure_binaries(variants, 90, 132, workers=1).parents
+    packaged = _native.ensure_binaries(variants, 90, 132, workers=1)
+    assert packaged_root in packaged.parents
+    # Registration reads every manifest from there.
+    read = []
+    monkeypatch.setattr(_native, "register_binary", lambda path, op, supports: read.append(path) or path)
+    _native.register_native_binaries(90, 132, _supports_for, families=["tiled"], dtypes=["float16"], tags=[TAG])
+    assert sorted(read) == sorted(str(packaged / f"{variant.name(90)}.kabi-manifest") for variant in variants)
+    # One manifest short, the packaged directory is passed over for the cache's, complete.
+    (packaged / f"{variants[0].name(90)}.kabi-manifest").unlink()
+    assert _native.ensure_binaries(variants, 90, 132, workers=1) == cache_directory
 
 
 def test_a_variant_that_fails_to_compile_is_logged_and_left_to_python(monkeypatch, caplog) -> None:

@@ -107,9 +107,8 @@ def _present_manifests(directory: Path) -> frozenset[str]:
         return frozenset()
 
 
-def _complete(directory: Path, names: list[str]) -> bool:
-    present = _present_manifests(directory)
-    return all(f"{name}{MANIFEST_SUFFIX}" in present for name in names)
+def _manifest_names(variants: list[BinaryVariant], arch: int) -> list[str]:
+    return [f"{variant.name(arch)}{MANIFEST_SUFFIX}" for variant in variants]
 
 
 def _compile_request(variants: list[BinaryVariant], arch: int, multiprocessors: int, directory: Path) -> list[str]:
@@ -152,7 +151,8 @@ def compile_binaries(variants: list[BinaryVariant], arch: int, multiprocessors: 
     wheel."""
     directory = Path(root) / _directory_name(arch, multiprocessors)
     present = _present_manifests(directory)
-    missing = [variant for variant in variants if f"{variant.name(arch)}{MANIFEST_SUFFIX}" not in present]
+    missing = [variant for variant, manifest in zip(variants, _manifest_names(variants, arch))
+               if manifest not in present]
     if not missing:
         return directory
     workers = max(1, min(workers or os.cpu_count() or 1, len(missing)))
@@ -169,11 +169,25 @@ def ensure_binaries(variants: list[BinaryVariant], arch: int, multiprocessors: i
                     workers: int | None = None) -> Path:
     """The directory holding the binaries of the variants: the packaged one when complete, else the cache's, where
     the missing ones are compiled first."""
+    return _ensure(variants, _manifest_names(variants, arch), arch, multiprocessors, workers)[0]
+
+
+def _ensure(variants: list[BinaryVariant], manifests: list[str], arch: int, multiprocessors: int,
+            workers: int | None) -> tuple[Path, frozenset[str]]:
+    """ensure_binaries given each variant's manifest name, returning the manifests the directory holds as well: a warm
+    registration names each variant once and lists the directory it registers from once."""
     packaged = _PACKAGED_ROOT / _directory_name(arch, multiprocessors)
-    if _complete(packaged, [variant.name(arch) for variant in variants]):
-        return packaged
-    return compile_binaries(variants, arch, multiprocessors, Path(_core.cache_default_directory()) / _CACHE_SUBDIRECTORY,
-                            workers)
+    present = _present_manifests(packaged)
+    if present.issuperset(manifests):
+        return packaged, present
+    cache_root = Path(_core.cache_default_directory()) / _CACHE_SUBDIRECTORY
+    directory = cache_root / _directory_name(arch, multiprocessors)
+    present = _present_manifests(directory)
+    if not present.issuperset(manifests):
+        # It lists and names again, which only compiling, seconds a binary, pays for.
+        compile_binaries(variants, arch, multiprocessors, cache_root, workers)
+        present = _present_manifests(directory)
+    return directory, present
 
 
 def register_native_binaries(arch: int, multiprocessors: int,
@@ -187,17 +201,16 @@ def register_native_binaries(arch: int, multiprocessors: int,
     from ._compile import binary_families
 
     variants = binary_variants(arch, families, dtypes, tags)
-    directory = ensure_binaries(variants, arch, multiprocessors, workers)
-    present = _present_manifests(directory)
+    manifests = _manifest_names(variants, arch)
+    directory, present = _ensure(variants, manifests, arch, multiprocessors, workers)
     # Joined as strings: a pathlib join and str() per manifest cost a warm first call 12 ms for ~220 of them.
     prefix = os.path.join(directory, "")
     families = binary_families()
     registered = {}
-    for variant in variants:
-        manifest_name = f"{variant.name(arch)}{MANIFEST_SUFFIX}"
-        if manifest_name not in present:
+    for variant, manifest in zip(variants, manifests):
+        if manifest not in present:
             continue
         registered[(variant.family, variant.config.tag, variant.dtype, variant.layout, variant.rows)] = \
-            register_binary(prefix + manifest_name, families[variant.family].op,
+            register_binary(prefix + manifest, families[variant.family].op,
                             supports_for(variant.family, variant.config, variant.rows))
     return registered
