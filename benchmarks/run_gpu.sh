@@ -8,16 +8,16 @@
 # step has its own time limit so that one hanging step still leaves the others' results and the table.
 # bench:[OP/]SUITE[:DTYPE] runs `kabi bench OP --suite SUITE [--dtype DTYPE]` (OP: matmul when not given) for 240 s
 # at most (then interrupts it, which still plots what was measured, and the step shows FAILED), writing
-# benchmarks/results/nvidia-h200-OP-SUITE[-DTYPE].json and .png. Each benchmark step starts over (--fresh): the
+# benchmarks/results/GPU-OP-SUITE[-DTYPE].json and .png (GPU: the card's name, e.g. nvidia-h200). Each benchmark step starts over (--fresh): the
 # JSON committed from an earlier run would otherwise be resumed, or refused when its peers or timing differ. With
 # RESUME=1 a step resumes instead: the JSON is written after every problem, so a suite that needs longer than one
 # device call goes on where the previous call stopped.
 # fp8 runs `kabi bench scaled_mm --suite fp8` (the issue's FP8 suite, both kinds of scales) the same way, 540 s at
-# most, into benchmarks/results/nvidia-h200-scaled_mm-fp8.json and .png.
+# most, into benchmarks/results/GPU-scaled_mm-fp8.json and .png.
 # fp8peak times 8192^3 FP8 GEMMs (torch._scaled_mm and kabi's pick) flushed, back to back and in a burst, into
-# benchmarks/results/fp8-peak-nvidia-h200.json.
+# benchmarks/results/fp8-peak-GPU.json.
 # moe:SUITE likewise runs `kabi bench grouped_mm --suite SUITE` (moe-mixtral-8x7b, moe-deepseek-v3,
-# moe-qwen3-30b-a3b) for 420 s at most, writing benchmarks/results/nvidia-h200-grouped_mm-SUITE.json and .png.
+# moe-qwen3-30b-a3b) for 420 s at most, writing benchmarks/results/GPU-grouped_mm-SUITE.json and .png.
 # pytest:PATH[,PATH...] runs those GPU test files only (junit XML in $out/gpu-tests-subset.xml).
 # py:FILE runs a script of this tree (e.g. py:scripts/debug/aligned_copies.py, arguments in PY_ARGS) with the same
 # environment, its output also in $out/<stem>.txt.
@@ -38,6 +38,9 @@ if compgen -G ".whl/*.whl" > /dev/null; then
     && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader || true
+# Results are named after the GPU that produced them (nvidia-h200, nvidia-h100): the device tool may lend either.
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr 'A-Z' 'a-z' | awk '{print $1 "-" $2}')
+[ -n "$gpu" ] || gpu=unknown-gpu
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, "cuda", torch.version.cuda)'
 
 # The device tool copies the tree afresh for every call, with new modification times, so ninja would rebuild all of
@@ -88,28 +91,28 @@ for step in "${steps[@]}"; do
     # The first CUDA dispatch with tuning on (a failure seen here once, inside the tuner's second selection).
     repro) run_step "first tuned CUDA dispatch" timeout 120 python3 scripts/gpu_tuning_repro.py ;;
     overhead) run_step "overhead" timeout 120 python3 benchmarks/overhead.py \
-                --output benchmarks/results/overhead-nvidia-h200.json ;;
+                --output benchmarks/results/overhead-$gpu.json ;;
     bench:*) IFS=: read -r _ target dtype <<< "$step"
              op=matmul; suite=$target
              [[ $target == */* ]] && { op=${target%%/*}; suite=${target#*/}; }
-             name="nvidia-h200-$op-$suite${dtype:+-$dtype}"
+             name="$gpu-$op-$suite${dtype:+-$dtype}"
              run_step "bench $op $suite ${dtype:-}" timeout -s INT ${BENCH_TIMEOUT:-240} python3 -m kabi.cli bench "$op" --suite "$suite" \
                ${dtype:+--dtype "$dtype"} --device cuda "${fresh_run[@]}" --out "benchmarks/results/$name.json" \
                --plot "benchmarks/results/$name.png"
              cp "benchmarks/results/$name.png" "$out"/ 2>/dev/null || true ;;
-    fp8) name="nvidia-h200-scaled_mm-fp8"
+    fp8) name="$gpu-scaled_mm-fp8"
          run_step "bench scaled_mm fp8" timeout -s INT ${BENCH_TIMEOUT:-540} python3 -m kabi.cli bench scaled_mm --suite fp8 \
            --device cuda "${fresh_run[@]}" --out "benchmarks/results/$name.json" --plot "benchmarks/results/$name.png"
          cp "benchmarks/results/$name.png" "$out"/ 2>/dev/null || true ;;
     moe:*) IFS=: read -r _ suite <<< "$step"
-           name="nvidia-h200-grouped_mm-$suite"
+           name="$gpu-grouped_mm-$suite"
            run_step "bench grouped_mm $suite" timeout -s INT ${BENCH_TIMEOUT:-420} python3 -m kabi.cli bench grouped_mm --suite "$suite" \
              --device cuda "${fresh_run[@]}" --out "benchmarks/results/$name.json" --plot "benchmarks/results/$name.png"
            cp "benchmarks/results/$name.png" "$out"/ 2>/dev/null || true ;;
     # 8192^3 FP8 GEMMs timed three ways (L2 flushed per call, back to back, a burst after idling) with the SM clock
     # and power sampled: where the FP8 target's figure depends on the method rather than the kernel.
     fp8peak) run_step "fp8 peak" timeout 240 python3 benchmarks/fp8_peak.py \
-               --output benchmarks/results/fp8-peak-nvidia-h200.json ;;
+               --output benchmarks/results/fp8-peak-$gpu.json ;;
     # A script of this tree (scripts/debug/*.py, a probe) with the environment the other steps get (the wheels'
     # path, the fresh build): py:FILE runs `python3 FILE $PY_ARGS`, its output also in $out/<FILE's stem>.txt.
     py:*) script=${step#py:}
@@ -121,23 +124,23 @@ for step in "${steps[@]}"; do
                 "${test_paths[@]}" --junitxml="$out/gpu-tests-subset.xml" ;;
     triton) run_step "triton matmul" timeout 240 python3 benchmarks/triton_matmul.py --out benchmarks/results ;;
     decode) run_step "decode at the memory roof" timeout 300 python3 benchmarks/decode.py \
-              --output benchmarks/results/decode-nvidia-h200.json ;;
+              --output benchmarks/results/decode-$gpu.json ;;
     # Twice: as a build without shipped Triton binaries (each cold call compiles them), then as a wheel that ships
     # them (kabi binaries compile --native into the package, as a release build for sm_90 would). firstcall-shipped:
     # the second only.
     firstcall|firstcall-shipped)
                [[ $step == firstcall ]] && run_step "first call" timeout 300 python3 benchmarks/first_call.py --runs 2 \
-                 --output benchmarks/results/first-call-nvidia-h200.json
+                 --output benchmarks/results/first-call-$gpu.json
                run_step "ship binaries" timeout 240 python3 -m kabi.cli binaries compile --native --arch 90 \
                  --out python/kabi/binaries/triton
                run_step "first call, binaries shipped" timeout 300 python3 benchmarks/first_call.py --runs 2 \
-                 --output benchmarks/results/first-call-shipped-binaries-nvidia-h200.json \
-                 --profile benchmarks/results/first-call-shipped-binaries-profile-nvidia-h200.txt \
-                 --profile-warm benchmarks/results/first-call-shipped-binaries-warm-profile-nvidia-h200.txt
-               cp benchmarks/results/first-call-shipped-binaries-*profile-nvidia-h200.txt "$out"/ 2>/dev/null || true ;;
+                 --output benchmarks/results/first-call-shipped-binaries-$gpu.json \
+                 --profile benchmarks/results/first-call-shipped-binaries-profile-$gpu.txt \
+                 --profile-warm benchmarks/results/first-call-shipped-binaries-warm-profile-$gpu.txt
+               cp benchmarks/results/first-call-shipped-binaries-*profile-$gpu.txt "$out"/ 2>/dev/null || true ;;
     # Needs 2 GPUs (the nvidia-h200-x2 kind): tuning time on 1 and 2 ranks, NCCL.
     distributed) run_step "tuning on 1 and 2 ranks" timeout 420 python3 benchmarks/distributed_tuning.py --worlds 1 2 \
-                   --output benchmarks/results/distributed-tuning-nvidia-h200-x2.json ;;
+                   --output benchmarks/results/distributed-tuning-$gpu-x2.json ;;
     # The app's build and binaries stay on the machine (the device tool brings back only a few files); its logs
     # come back as one archive.
     cpp) run_step "cpp app on cuda" timeout 180 bash examples/cpp_app/run_gpu_example.sh /tmp/kabi-cpp-app
