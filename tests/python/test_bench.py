@@ -285,5 +285,5 @@ def test_cuda_events_time_the_device_alone_when_the_host_is_slower_than_the_flus
             pass
         torch.cuda._sleep(int(device_us * cycles_per_us))
 
-    result = bench(call, warmup=3, repeat=50, min_time_s=0)
+    result = bench(call, warmup=3, repeat=50, min_time_s=0, device=device)
     assert device_us * 0.9 <= result.median_us <= device_us * 1.15, result
