@@ -151,23 +151,15 @@ def test_the_l2_flush_reads_a_buffer_twice_the_l2_and_never_writes_it():
 
 class FakeCudaTiming:
     """torch.cuda's stream and event API as bench uses it, on a CPU: counts the stream lookups and device-wide
-    synchronizations, records which stream each event was recorded on (each event pair then reads ``device_ms``)
-    and the cycles of every torch.cuda._sleep."""
+    synchronizations, and records which stream each event was recorded on (each event then reads 1 ms)."""
 
-    def __init__(self, monkeypatch, device_ms=1.0):
-        from kabi._selection import bench as bench_module
-
+    def __init__(self, monkeypatch):
         self.stream = object()
         self.lookups = 0
         self.device_synchronizations = 0
         self.recorded_on = []
         self.waited = []
-        self.slept_cycles = []
         timing = self
-        # Measured once per device and process: each test starts without them.
-        monkeypatch.setattr(bench_module, "_sleep_rates", {})
-        monkeypatch.setattr(bench_module, "_flush_times", {})
-        monkeypatch.setattr(bench_module, "_flush_buffers", {})
 
         class Event:
             def __init__(self, enable_timing=False):
@@ -180,7 +172,7 @@ class FakeCudaTiming:
                 timing.waited.append(self)
 
             def elapsed_time(self, end):
-                return device_ms
+                return 1.0
 
         class DeviceScope:
             def __init__(self, device):
@@ -199,7 +191,6 @@ class FakeCudaTiming:
         def synchronize(device=None):
             timing.device_synchronizations += 1
 
-        monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: timing.slept_cycles.append(cycles))
         monkeypatch.setattr(torch.cuda, "Event", Event)
         monkeypatch.setattr(torch.cuda, "device", DeviceScope)
         monkeypatch.setattr(torch.cuda, "current_stream", current_stream)
@@ -213,77 +204,6 @@ def test_cuda_events_record_on_the_stream_looked_up_once_per_bench(monkeypatch):
     assert (result.mode, result.count, result.median_us) == ("cuda-events", 7, 1000.0)
     assert len(calls) == 1 + 1 + 7, "warm-up, the estimate, the samples"
     assert timing.lookups == 1
-    assert timing.recorded_on == [timing.stream] * 2 * (1 + 1 + 7), "the estimate, the sleep's calibration, the samples"
+    assert timing.recorded_on == [timing.stream] * 2 * (1 + 7)
     # Once before timing; after the samples, waiting for the last event is enough (every sample ran on its stream).
-    assert timing.device_synchronizations == 1 and len(timing.waited) == 3
-
-
-def _host_taking(clock, host_us):
-    def call():
-        clock.now_ns += int(host_us * 1e3)
-    return call
-
-
-@pytest.mark.parametrize("host_us", [3000.0, 10.0])
-def test_a_per_call_sample_holds_the_device_as_long_as_the_host_took_for_the_previous_one(monkeypatch, fake_clock,
-                                                                                        host_us):
-    """The device (1 ms a sample here) is held before each sample by a sleep 1.5x the host's time to issue the
-    previous one, so that the events time the device alone; the first sample has no previous one to go by."""
-    timing = FakeCudaTiming(monkeypatch, device_ms=1.0)
-    bench(_host_taking(fake_clock, host_us), warmup=1, repeat=5, min_time_s=0, device="cuda:0", flush_l2=False)
-    calibration = timing.slept_cycles[:2]
-    # The calibration sleeps 1e6 cycles, timed at 1 ms: 1000 cycles per microsecond.
-    assert calibration == [1_000_000, 1_000_000]
-    assert timing.slept_cycles[2:] == [int(1.5 * host_us * 1000)] * 4
-
-
-def test_the_flush_keeps_the_device_busy_so_a_host_that_keeps_up_issues_no_sleep(monkeypatch, fake_clock):
-    from kabi._selection import bench as bench_module
-
-    timing = FakeCudaTiming(monkeypatch, device_ms=1.0)
-    bench_module._flush_buffers[0] = torch.zeros(16, dtype=torch.int64)
-    bench(_host_taking(fake_clock, 600.0), warmup=1, repeat=5, min_time_s=0, device="cuda:0")
-    assert timing.slept_cycles[2:] == [], "1.5 x 600 us of host time is within the flush's 1 ms"
-    timing.slept_cycles.clear()
-    bench(_host_taking(fake_clock, 1000.0), warmup=1, repeat=5, min_time_s=0, device="cuda:0")
-    assert timing.slept_cycles == [500 * 1000] * 4, "the sleep covers what the flush does not"
-
-
-@pytest.mark.parametrize(("host_us", "expected_us"), [(3000.0, 3000.0), (10.0, 1000.0)])
-def test_a_per_call_sample_is_the_larger_of_the_device_and_the_host_time(monkeypatch, fake_clock, host_us,
-                                                                          expected_us):
-    """A call whose launches take longer than its kernels costs its host time per call in a stream of such calls."""
-    FakeCudaTiming(monkeypatch, device_ms=1.0)
-    result = bench(_host_taking(fake_clock, host_us), warmup=1, repeat=5, min_time_s=0, device="cuda:0",
-                   flush_l2=False)
-    assert (result.mode, result.median_us, result.min_us) == ("cuda-events", expected_us, expected_us)
-
-
-def test_back_to_back_samples_are_not_held(monkeypatch, fake_clock):
-    """Back to back, the host's overhead is what is measured: no sleep may hide it."""
-    timing = FakeCudaTiming(monkeypatch, device_ms=1.0)
-    bench(_host_taking(fake_clock, 3000.0), warmup=1, repeat=5, min_time_s=0, device="cuda:0", flush_l2=False,
-          back_to_back=True)
-    assert timing.slept_cycles == []
-
-
-@pytest.mark.gpu
-@cuda
-def test_cuda_events_time_the_device_alone_when_the_host_is_slower_than_the_flush():
-    """A call whose host takes 60 us before launching 100 us of device work: unheld, the device ran dry after the
-    flush and the events timed part of the host's 60 us too; held, a sample is the device's 100 us."""
-    from kabi._selection import bench as bench_module
-
-    device = torch.device("cuda", torch.cuda.current_device())
-    stream = torch.cuda.current_stream(device)
-    cycles_per_us = bench_module._sleep_cycles_per_us(device, stream)
-    device_us, host_us = 100.0, 60.0
-
-    def call():
-        deadline = time.perf_counter() + host_us * 1e-6
-        while time.perf_counter() < deadline:
-            pass
-        torch.cuda._sleep(int(device_us * cycles_per_us))
-
-    result = bench(call, warmup=3, repeat=50, min_time_s=0, device=device)
-    assert device_us * 0.9 <= result.median_us <= device_us * 1.15, result
+    assert timing.device_synchronizations == 1 and len(timing.waited) == 2

@@ -11,10 +11,7 @@ How it measures depends on where the work runs:
   The flush reads rather than writes: a written buffer leaves the L2 full of dirty lines, and the timed call paid
   their write-back as its reads evicted them (7-8 us a call on an H200, the same for every kernel, so it pulled
   every ratio of short calls toward 1: benchmarks/results/debug-eager-flush-nvidia-h200.txt). A call in a model
-  finds the L2 holding what earlier kernels read, mostly clean. The device is kept ahead of the host (a sleeping
-  kernel before a sample whose host would otherwise fall behind), so the events time the device's work alone, and
-  a sample is the larger of that and the host's time to issue the call: a call whose launches take longer than its
-  kernels costs its host time per call in a stream of such calls.
+  finds the L2 holding what earlier kernels read, mostly clean.
 - **CUDA, back-to-back** (``back_to_back=True``): one event pair around N consecutive calls, divided by N. Host
   overhead counts whenever it exceeds the device time, which is the honest number for tiny, launch-bound problems.
 - **CUDA graph** (``cuda_graph=True``): N calls captured once into a graph, the replays timed; what a decode step
@@ -93,7 +90,10 @@ def bench(
         device: where ``fn`` runs. ``None`` takes the device of the first tensor ``fn`` returns during warm-up,
             else the CPU.
         flush_l2: CUDA: flush the L2 cache before each sample (not timed). Ignored on the CPU and within a
-            back-to-back or graph sample, where the calls after the first find warm caches by design.
+            back-to-back or graph sample, where the calls after the first find warm caches by design. The flush
+            also keeps the device busy while the host launches the next call; without it, per-call events time
+            the launch latency too whenever the device runs dry (use back_to_back to count host overhead on
+            purpose, cuda_graph to exclude it).
         cuda_graph: CUDA: capture the calls of one sample into a graph and time its replays.
         back_to_back: CUDA: time several consecutive calls with one event pair, so host overhead counts.
         min_time_s: the samples together last at least this long: the CPU, back-to-back and graph modes put more
@@ -240,8 +240,7 @@ def _calls_per_sample(repeat: int, min_time_s: float, estimate_ms: float) -> int
 
 def _bench_cuda_events(fn, repeat, min_time_s, estimate_ms, flush_l2, device, stream) -> BenchResult:
     samples = max(repeat, math.ceil(min_time_s * 1e3 / estimate_ms))
-    per_call_us = [ms * 1e3 for ms in _event_timed_samples(fn, samples, flush_l2, device, stream, hold=True,
-                                                          host_floor=True)]
+    per_call_us = [ms * 1e3 for ms in _event_timed_samples(fn, samples, flush_l2, device, stream)]
     return _summarize(per_call_us, "cuda-events", 1)
 
 
@@ -256,119 +255,26 @@ def _bench_cuda_back_to_back(fn, repeat, min_time_s, estimate_ms, flush_l2, devi
     return _summarize(per_call_us, "cuda-back-to-back", calls)
 
 
-def _event_timed_samples(run, repeat, flush_l2, device, stream, *, hold: bool = False,
-                          host_floor: bool = False) -> list[float]:
+def _event_timed_samples(run, repeat, flush_l2, device, stream) -> list[float]:
     """Milliseconds of ``repeat`` runs on ``stream`` (the device's current one), each between two CUDA events, with
     the L2 flush (when asked) before each sample and outside the timed region.
 
-    ``hold``: the device is kept ahead of the host (:class:`_DeviceHold`), so that the events time the device's work
-    alone. ``host_floor``: a sample is at least the host's time to issue the run, what a stream of such calls costs
-    per call when their launches take longer than their kernels.
-
     The stream is looked up once by the caller: an event recorded without one looks up the current stream itself,
     which cost more host time than the rest of a short sample (9,798 lookups, 0.36 s of a cold first call's 1.6 s
-    under cProfile on an H200)."""
+    under cProfile on an H200), and a host that falls behind the device times its own overhead."""
     flush = _flush_buffer(device) if flush_l2 else None
-    device_hold = _DeviceHold(device, stream, flush) if hold else None
-    clock = time.perf_counter_ns
-    pairs, host_ms = [], []
+    pairs = []
     for _ in range(repeat):
-        sample_start = clock()
-        if device_hold is not None:
-            device_hold.before_sample()
         if flush is not None:
             _flush_l2(flush)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record(stream)
-        run_start = clock()
         run()
-        run_end = clock()
         end.record(stream)
         pairs.append((start, end))
-        host_ms.append((run_end - run_start) / 1e6)
-        if device_hold is not None:
-            device_hold.after_sample((clock() - sample_start) / 1e3)
     # The last event ends the stream's work of every sample.
     pairs[-1][1].synchronize()
-    device_ms = [start.elapsed_time(end) for start, end in pairs]
-    if host_floor:
-        return [max(device, host) for device, host in zip(device_ms, host_ms)]
-    return device_ms
-
-
-class _DeviceHold:
-    """Keeps the device ahead of the host across a series of samples timed one event pair each.
-
-    Between two samples the device runs dry whenever the host takes longer to issue a sample (the flush, the two
-    events, the call's own launches) than the device takes to run what is queued; the start event then fires before
-    the call's first kernel is even launched, and the sample times the host's lag as well. How often that happens
-    depends on the host's load, so such a subject's samples split into two groups: on an H200 a three-launch
-    cuBLASLt call measured 22.9 us in every round forced by hand and 23.7-37.2 us per round as kabi's choice, and
-    multi-launch Python candidates 74-217 us (benchmarks/results/nvidia-h200-matmul-odd-bfloat16.json, 1001x1003x1005).
-    Before each sample the stream therefore gets a sleeping kernel as long as the host took to issue the previous
-    sample (with a margin), less the time the flush keeps the device busy anyway; a host that keeps up issues none.
-    """
-
-    # Host time varies from one sample to the next (the allocator, the interpreter); the margin absorbs it, and a
-    # clock running faster than at calibration, which shortens a sleep of so many cycles.
-    MARGIN = 1.5
-    # A sleep shorter than this is not worth its launch.
-    MIN_SLEEP_US = 2.0
-
-    def __init__(self, device: torch.device, stream: Any, flush: torch.Tensor | None) -> None:
-        self._cycles_per_us = _sleep_cycles_per_us(device, stream)
-        self._covered_us = _flush_device_us(device, stream, flush) if flush is not None else 0.0
-        self._host_us: float | None = None
-
-    def before_sample(self) -> None:
-        if self._host_us is None or self._cycles_per_us is None:
-            return
-        sleep_us = self.MARGIN * self._host_us - self._covered_us
-        if sleep_us >= self.MIN_SLEEP_US:
-            torch.cuda._sleep(int(sleep_us * self._cycles_per_us))
-
-    def after_sample(self, host_us: float) -> None:
-        self._host_us = host_us
-
-
-_sleep_rates: dict[int, float | None] = {}
-_flush_times: dict[int, float] = {}
-
-
-def _sleep_cycles_per_us(device: torch.device, stream: Any) -> float | None:
-    """Clock cycles per microsecond of ``torch.cuda._sleep`` on ``device``, measured once (None where torch lacks
-    it)."""
-    if device.index not in _sleep_rates:
-        sleep = getattr(torch.cuda, "_sleep", None)
-        rate = None
-        if sleep is not None:
-            cycles = 1_000_000
-            sleep(cycles)
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record(stream)
-            sleep(cycles)
-            end.record(stream)
-            end.synchronize()
-            rate = cycles / max(start.elapsed_time(end) * 1e3, 1e-3)
-        _sleep_rates[device.index] = rate
-    return _sleep_rates[device.index]
-
-
-def _flush_device_us(device: torch.device, stream: Any, flush: torch.Tensor) -> float:
-    """The device time of one L2 flush on ``device``, measured once (the least of a few, so that a sleep is never
-    shortened by a flush that once ran slow)."""
-    if device.index not in _flush_times:
-        times = []
-        for _ in range(5):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            _flush_l2(flush)
-            start.record(stream)
-            _flush_l2(flush)
-            end.record(stream)
-            end.synchronize()
-            times.append(start.elapsed_time(end) * 1e3)
-        _flush_times[device.index] = min(times)
-    return _flush_times[device.index]
+    return [start.elapsed_time(end) for start, end in pairs]
 
 
 def _bench_cuda_graph(fn, repeat, min_time_s, estimate_ms, flush_l2, device) -> BenchResult:
@@ -389,7 +295,7 @@ class CapturedCalls:
         _check_count("repeat", repeat, minimum=1)
         with torch.cuda.device(self.device):
             samples = _event_timed_samples(self.graph.replay, repeat, flush_l2, self.device,
-                                           torch.cuda.current_stream(self.device), hold=True)
+                                           torch.cuda.current_stream(self.device))
         return _summarize([ms * 1e3 / self.calls for ms in samples], "cuda-graph", self.calls)
 
 
