@@ -34,7 +34,7 @@ from ...ops._kernel_registration import arch_bounds
 from ._nvrtc import compile_source, nvrtc_version
 
 if TYPE_CHECKING:
-    from ..triton._manifest import ManifestParam
+    from ..triton._manifest_params import ManifestParam
 
 # Under kabi's default cache directory (KABI_CACHE_DIR, else $XDG_CACHE_HOME/kabi, else ~/.cache/kabi), which
 # kabi.cache.set_directory does not move: compiled images stay valid whatever tuning cache is in use.
@@ -73,7 +73,8 @@ def _axes(value, argument: str, kind: type, fill) -> tuple:
 
 def _params(params: Sequence[str | ManifestParam]) -> tuple[ManifestParam, ...]:
     # The manifest writer lives with the Triton backend, whose package costs import time: read it on first use.
-    from ..triton._manifest import ManifestError, ManifestParam, parse_param
+    from ..triton._manifest import ManifestError, parse_param
+    from ..triton._manifest_params import ManifestParam
 
     if isinstance(params, str) or not params:
         raise InvalidArgumentError("params must be a non-empty list of the entry's parameters, each a "

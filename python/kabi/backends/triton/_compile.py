@@ -13,7 +13,6 @@ Example (on any machine with Triton)::
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import torch
@@ -22,6 +21,7 @@ from ._configs import MatmulConfig
 from ._decode_configs import DecodeConfig
 from ._manifest import Manifest, ManifestParam, check_against_ptx, fnv1a64, ptx_entry_params, write_binary
 from ._names import binary_name, kernels_fingerprint
+from ._native import binary_families
 
 # Hopper persistent scheduling bakes the SM count into the grid rule; an H100/H200 SXM has 132.
 DEFAULT_MULTIPROCESSORS = 132
@@ -29,19 +29,6 @@ DEFAULT_MULTIPROCESSORS = 132
 
 # What a cubin's PTX shows of the device features it needs (kabi's feature names).
 _PTX_FEATURES = (("tma", "cp.async.bulk.tensor"), ("wgmma", "wgmma."))
-
-
-@functools.cache
-def binary_families() -> dict:
-    """Every family that compiles to device binaries, by name: matmul's (``FAMILIES``), grouped_mm's, linear's and
-    scaled_mm's two (the pointer and the persistent TMA kernel)."""
-    from ._families import FAMILIES
-    from ._grouped import GROUPED_FAMILY
-    from ._linear import LINEAR_FAMILY
-    from ._scaled_mm import SCALED_MM_FAMILY, SCALED_MM_TMA_FAMILY
-
-    return {**FAMILIES, **{family.name: family for family in (GROUPED_FAMILY, LINEAR_FAMILY, SCALED_MM_FAMILY,
-                                                               SCALED_MM_TMA_FAMILY)}}
 
 
 def _family(kernel_family):

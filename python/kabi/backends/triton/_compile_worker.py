@@ -15,8 +15,9 @@ import sys
 
 def compile_request(request: dict) -> list[str]:
     """Compile every variant of a request; return why each failure failed."""
-    from ._compile import binary_families, compile_to_binary
+    from ._compile import compile_to_binary
     from ._names import binary_name
+    from ._native import binary_families
 
     failures = []
     for family_name, tag, dtype, layout, rows in request["variants"]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import abc
 import functools
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -30,7 +30,7 @@ from ._configs import (HOPPER_CONFIGS, SMALL_M_CONFIGS, TILED_CONFIGS, MatmulCon
                        shared_memory_limit)
 from ._decode_configs import DECODE_CONFIGS, DecodeConfig, decode_unsupported_reason
 from ._kernel_modules import DECODE_KERNELS, MATMUL_KERNELS, KernelModule
-from ._manifest import ManifestParam
+from ._manifest_params import ManifestParam
 
 _TRITON_DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
 DTYPE_NAMES = {torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32"}
@@ -57,8 +57,7 @@ _UNIT_STRIDE_DIMS = {"row_major": (-1, -1), "column_major": (-2, -2), "row_colum
 _DECLARED_DIVISOR = 16
 
 
-@dataclass(frozen=True)
-class MatmulProblem:
+class MatmulProblem(NamedTuple):
     """What a supports predicate knows of a call: sizes, element size, the device's arch (None on the CPU
     interpreter) and whether each input is a column-major view."""
 
@@ -71,8 +70,7 @@ class MatmulProblem:
     b_column_major: bool = False
 
 
-@dataclass(frozen=True)
-class BinarySpec:
+class BinarySpec(NamedTuple):
     """How to specialize a family's kernel for a binary: the ASTSource inputs and the launch spec of the result,
     except the scratch parameters, which come from the compiled kernel's metadata. ``input_layouts`` holds the
     layout classes of each input of the op (the manifest's per-input layouts); ``batch_mode`` the leading dimensions

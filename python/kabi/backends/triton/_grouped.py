@@ -25,7 +25,7 @@ from ._configs import MatmulConfig, ceil_div, next_power_of_two, shared_memory_l
 from ._families import (_COLUMN_MAJOR, _DECLARED_DIVISOR, _ROW_MAJOR, _TRITON_DTYPES, BinarySpec, KernelFamily,
                         _divisibility_reason, _pointer_attrs, _TorchScratchAllocator, device_facts)
 from ._kernel_modules import GROUPED_KERNELS
-from ._manifest import ManifestParam
+from ._manifest_params import ManifestParam
 from ._names import GROUPED_FAMILY_NAME
 
 __all__ = ["GROUPED_CONFIGS", "GROUPED_FAMILY", "grouped_unsupported_reason", "launch_grouped_mm"]

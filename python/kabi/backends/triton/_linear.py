@@ -29,7 +29,7 @@ from ._configs import MatmulConfig, ceil_div, next_power_of_two, shared_memory_l
 from ._families import (_DECLARED_DIVISOR, _INPUT_PRECISION, _MAX_ELEMENTS, _ROW_MAJOR, _TRITON_DTYPES, BinarySpec,
                         KernelFamily, _divisibility_reason, _pointer_attrs)
 from ._kernel_modules import LINEAR_KERNELS
-from ._manifest import ManifestParam
+from ._manifest_params import ManifestParam
 from ._names import LINEAR_FAMILY_NAME
 
 __all__ = ["LINEAR_CONFIGS", "LINEAR_FAMILY", "launch_linear", "linear_unsupported_reason"]

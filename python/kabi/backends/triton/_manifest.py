@@ -21,6 +21,8 @@ from pathlib import Path
 
 from ... import _core
 from ..._base.errors import NotFoundError
+from ._manifest_params import SCRATCH_KINDS, ManifestParam
+from ._names import MANIFEST_SUFFIX
 
 FORMAT_LINE = "kabi-manifest 1"
 # Format 1 plus the fields of ABI 2.4 (input_layouts, a param's divisible_by): written only on a manifest that uses
@@ -33,7 +35,6 @@ _FORMAT_LINES = (FORMAT_LINE, FORMAT_2_LINE, FORMAT_3_LINE)
 # The ABI version that introduced each format's fields.
 _FORMAT_ABI = {2: "2.4", 3: "2.5"}
 ABI_MAJOR = 2
-MANIFEST_SUFFIX = ".kabi-manifest"
 _REQUIRED_KEYS = ("abi_major", "op", "name", "backend", "device", "priority", "dtypes", "layouts", "alignment",
                   "batch_mode", "image", "image_format", "image_fnv1a64", "arch", "entry", "grid", "block",
                   "shared_memory_bytes", "cluster_size")
@@ -43,8 +44,6 @@ _PARAM_FIELDS = {"tensor": ("index",), "dim": ("name", "size"), "stride": ("inde
                  "attribute": ("index", "size"), "workspace": ()}
 # The optional field of the kinds that take it (format 2).
 _DIVISIBLE_KINDS = ("dim", "stride")
-# The kinds whose value is bytes of device memory per program.
-_SCRATCH_KINDS = ("scratch", "zeroed_scratch")
 _LAYOUT_NAMES = ("contiguous", "row_strided", "col_strided", "general")
 _DTYPE_NAMES = ("float16", "bfloat16", "float32", "float64", "int8", "int32", "int64", "float8_e4m3fn",
                 "float8_e5m2")
@@ -62,65 +61,6 @@ def fnv1a64(data: bytes) -> str:
     return f"{value:016x}"
 
 
-@dataclass(frozen=True)
-class ManifestParam:
-    """One ``param`` line: a kind and its ``field=value`` items, e.g. ``stride index=0 dim=-2 size=4``."""
-
-    kind: str
-    fields: tuple
-
-    def text(self) -> str:
-        return " ".join([self.kind] + [f"{key}={value}" for key, value in self.fields])
-
-    def get(self, key: str, default=None):
-        return dict(self.fields).get(key, default)
-
-    @property
-    def size_bytes(self) -> int:
-        """Width of the argument: 8 for pointers (tensor, scratch, zeroed_scratch, workspace), else its ``size``."""
-        return 8 if self.kind in ("tensor", "workspace") + _SCRATCH_KINDS else self.get("size")
-
-    @classmethod
-    def tensor(cls, index: int) -> ManifestParam:
-        return cls("tensor", (("index", index),))
-
-    @property
-    def divisible_by(self) -> int:
-        """The power of two the image assumes the value is a multiple of (dim and stride); 0 for none."""
-        return self.get("divisible_by", 0)
-
-    @classmethod
-    def dim(cls, name: str, size: int = 4, divisible_by: int = 0) -> ManifestParam:
-        """A problem dimension; ``divisible_by`` (> 1) says the image assumes it is a multiple of that."""
-        return cls("dim", (("name", name), ("size", size)) + _divisor_field(divisible_by))
-
-    @classmethod
-    def stride(cls, index: int, dim: int, size: int = 4, divisible_by: int = 0) -> ManifestParam:
-        """A tensor's stride; ``divisible_by`` (> 1) says the image assumes it is a multiple of that, as Triton's
-        ``tt.divisibility=16`` does."""
-        return cls("stride", (("index", index), ("dim", dim), ("size", size)) + _divisor_field(divisible_by))
-
-    @classmethod
-    def constant(cls, value: int, size: int = 4) -> ManifestParam:
-        return cls("constant", (("value", value), ("size", size)))
-
-    @classmethod
-    def attribute(cls, index: int, size: int = 4) -> ManifestParam:
-        """Attribute ``index`` of the op, in schema order: an enum as its value's index, an integer, or a float (4
-        bytes: a float; 8: a double)."""
-        return cls("attribute", (("index", index), ("size", size)))
-
-    @classmethod
-    def scratch(cls, bytes_per_program: int) -> ManifestParam:
-        return cls("scratch", (("value", bytes_per_program),))
-
-    @classmethod
-    def zeroed_scratch(cls, bytes_per_program: int) -> ManifestParam:
-        """Device memory of ``bytes_per_program`` per program that is zero when the kernel starts and that the
-        kernel must leave zero (format 3): serial split-K's tile counters."""
-        return cls("zeroed_scratch", (("value", bytes_per_program),))
-
-
 def _format_needed(input_layouts: tuple, params) -> tuple[int, str]:
     """(the oldest format holding these fields, the first field that needs it, "" for format 1)."""
     zeroed = [f"param {param.text()!r}" for param in params if param.kind == "zeroed_scratch"]
@@ -129,13 +69,6 @@ def _format_needed(input_layouts: tuple, params) -> tuple[int, str]:
     format_2 = (["input_layouts"] if input_layouts else []) + [
         f"param {param.text()!r}" for param in params if param.divisible_by > 1]
     return (2, format_2[0]) if format_2 else (1, "")
-
-
-def _divisor_field(divisible_by: int) -> tuple:
-    """The ``divisible_by`` item, written only where it assumes something, so other params read as before 2.4."""
-    if not isinstance(divisible_by, int) or divisible_by < 0 or divisible_by & (divisible_by - 1):
-        raise ValueError(f"divisible_by must be 0 (no assumption) or a power of two, got {divisible_by!r}")
-    return (("divisible_by", divisible_by),) if divisible_by > 1 else ()
 
 
 @dataclass(frozen=True)
@@ -282,7 +215,7 @@ def _parse_param(where: str, text: str) -> ManifestParam:
                                 f"{', '.join(key + '=...' for key in _PARAM_FIELDS[kind])})")
         if key != "name" and not re.fullmatch(r"-?\d+", value):
             raise ManifestError(f"{where}: param {kind}: {key} must be an integer, got {value!r}")
-        if kind in _SCRATCH_KINDS and int(value) < 0:
+        if kind in SCRATCH_KINDS and int(value) < 0:
             raise ManifestError(f"{where}: param {kind}: value must be a count of bytes >= 0, got {value}")
         fields.append((key, value if key == "name" else int(value)))
     missing = set(_PARAM_FIELDS[kind]) - {key for key, _ in fields}

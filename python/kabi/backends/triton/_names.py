@@ -33,6 +33,8 @@ GROUPED_FAMILY_NAME = "grouped"
 LINEAR_FAMILY_NAME = "linear"
 SCALED_MM_FAMILY_NAME = "scaled_mm"
 SCALED_MM_TMA_FAMILY_NAME = "scaled_mm_tma"
+# A device binary's manifest is ``<binary_name(...)><MANIFEST_SUFFIX>`` beside its image (docs/manifest.md).
+MANIFEST_SUFFIX = ".kabi-manifest"
 
 
 def kernel_name(family_name: str, config_tag: str, device: str = "cuda") -> str:

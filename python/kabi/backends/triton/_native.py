@@ -26,6 +26,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -33,13 +34,12 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from ... import _core
 from ...ops._kernel_registration import register_binary
-from ._manifest import MANIFEST_SUFFIX
-from ._names import binary_name, kernels_fingerprint
+from ._names import MANIFEST_SUFFIX, binary_name, kernels_fingerprint
 
 # The layout variants a binary serves here: both inputs row-major, both column-major, and a row-major a with a
 # column-major b (``x @ w.T``, the nn.Linear call). "strided" binaries run slower than the JIT kernel (docs/triton.md,
@@ -50,8 +50,7 @@ _CACHE_SUBDIRECTORY = Path("binaries", "triton")
 _logger = logging.getLogger("kabi")
 
 
-@dataclass(frozen=True)
-class BinaryVariant:
+class BinaryVariant(NamedTuple):
     """One device binary of a (family, config): the dtype, the layout variant and, for a family that compiles one
     binary per row count of a program (decode), that count (``rows``; 0 for one binary serving every M)."""
 
@@ -69,12 +68,24 @@ class BinaryVariant:
         return [self.family, self.config.tag, self.dtype, self.layout, self.rows]
 
 
+@functools.cache
+def binary_families() -> dict:
+    """Every family that compiles to device binaries, by name: matmul's (``FAMILIES``), grouped_mm's, linear's and
+    scaled_mm's two (the pointer and the persistent TMA kernel)."""
+    from ._families import FAMILIES
+    from ._grouped import GROUPED_FAMILY
+    from ._linear import LINEAR_FAMILY
+    from ._scaled_mm import SCALED_MM_FAMILY, SCALED_MM_TMA_FAMILY
+
+    return {**FAMILIES, **{family.name: family for family in (GROUPED_FAMILY, LINEAR_FAMILY, SCALED_MM_FAMILY,
+                                                               SCALED_MM_TMA_FAMILY)}}
+
+
 def binary_variants(arch: int, families: Iterable[str] | None = None, dtypes: Iterable[str] | None = None,
                     tags: Iterable[str] | None = None) -> list[BinaryVariant]:
     """Every (family, config) that compiles for ``arch``, per native dtype of its family, layout and row count
     (split-K configs too: they add their slices in the same launch; grouped_mm's grouped GEMM, linear's kernel and
     scaled_mm's FP8 kernels too); or those of the named ``families``, ``dtypes`` and config ``tags``."""
-    from ._compile import binary_families
     from ._families import DTYPE_NAMES
 
     wanted_families = set(binary_families() if families is None else families)
@@ -198,7 +209,6 @@ def register_native_binaries(arch: int, multiprocessors: int,
     """Compile (or find) and register the device binaries of every variant for ``arch``, each for its family's op
     with the supports predicate ``supports_for(family name, config, rows)``; return {(family, config tag, dtype,
     layout, rows): kernel name}."""
-    from ._compile import binary_families
 
     variants = binary_variants(arch, families, dtypes, tags)
     manifests = _manifest_names(variants, arch)

@@ -26,7 +26,7 @@ from ._configs import MatmulConfig, ceil_div, next_power_of_two, shared_memory_l
 from ._families import (_ANY_STRIDES, _COLUMN_MAJOR, _DECLARED_DIVISOR, _ROW_MAJOR, BinarySpec, KernelFamily,
                         _divisibility_reason, _pointer_attrs, _TorchScratchAllocator, device_facts)
 from ._kernel_modules import SCALED_MM_KERNELS
-from ._manifest import ManifestParam
+from ._manifest_params import ManifestParam
 from ._names import SCALED_MM_FAMILY_NAME, SCALED_MM_TMA_FAMILY_NAME
 
 __all__ = ["SCALED_MM_CONFIGS", "SCALED_MM_FAMILY", "SCALED_MM_TMA_CONFIGS", "SCALED_MM_TMA_FAMILY",

@@ -19,9 +19,9 @@ from pathlib import Path
 from rich.table import Table
 
 from ..._base.errors import InvalidArgumentError, UnavailableError
+from ...backends.triton._names import MANIFEST_SUFFIX
 
 _ARCHS = (80, 90)
-_MANIFEST_SUFFIX = ".kabi-manifest"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -75,7 +75,7 @@ def _unknown(requested: list[str] | None, known: list[str]) -> list[str]:
 
 def _compile(arguments: argparse.Namespace, console) -> int:
     try:
-        from ...backends.triton._compile import binary_families
+        from ...backends.triton._native import binary_families
         from ...backends.triton._families import DTYPE_NAMES
     except ImportError as error:
         raise UnavailableError(f"kabi binaries compile needs Triton ({error}); pip install triton") from None
@@ -97,7 +97,7 @@ def _compile(arguments: argparse.Namespace, console) -> int:
 
             directory = compile_binaries(binary_variants(arguments.arch, arguments.families, dtypes),
                                          arguments.arch, multiprocessors, arguments.out)
-            paths = sorted(directory.glob(f"*{_MANIFEST_SUFFIX}"))
+            paths = sorted(directory.glob(f"*{MANIFEST_SUFFIX}"))
         else:
             directory = arguments.out
             paths = compile_all(arguments.arch, arguments.out, dtypes=dtypes, families=arguments.families,
@@ -123,9 +123,9 @@ def _list(arguments: argparse.Namespace, console) -> int:
     directory: Path = arguments.directory
     if not directory.is_dir():
         raise InvalidArgumentError(f"DIRECTORY: {directory} is not a directory")
-    paths = sorted(directory.glob(f"*{_MANIFEST_SUFFIX}"))
+    paths = sorted(directory.glob(f"*{MANIFEST_SUFFIX}"))
     if not paths:
-        console.print(f"no {_MANIFEST_SUFFIX} files in {directory}")
+        console.print(f"no {MANIFEST_SUFFIX} files in {directory}")
         return 0
     table = Table(title=f"{directory}: {len(paths)} manifests", title_justify="left")
     for header in ("name", "arch", "dtypes", "entry"):
