@@ -15,8 +15,8 @@ extern const CutlassConfig kSm90Fp8Cooperative128x128;
 extern const CutlassConfig kSm90Fp8Pingpong64x128;
 extern const CutlassConfig kSm90Fp8FastAccumCooperative128x256;
 extern const CutlassConfig kSm90Fp8FastAccumPingpong128x128;
-extern const CutlassGroupedConfig kSm90GroupedCooperative128x256;
 extern const CutlassGroupedConfig kSm90GroupedPingpong64x256;
+extern const CutlassGroupedConfig kSm90GroupedCooperative128x256;
 extern const CutlassGroupedConfig kSm90GroupedCooperative128x128;
 
 const CutlassConfig* const* cutlass_configs(size_t* count) {
@@ -33,7 +33,9 @@ const CutlassConfig* const* cutlass_configs(size_t* count) {
 }
 
 const CutlassGroupedConfig* const* cutlass_grouped_configs(size_t* count) {
-  static const CutlassGroupedConfig* const kConfigs[] = {&kSm90GroupedCooperative128x256, &kSm90GroupedPingpong64x256,
+  // Same arch, same priority: where nothing was tuned, selection's heuristic takes the first registered, the ping-pong
+  // 64-row tiles, which waste the fewest rows on MoE routings (cutlass_sm90_grouped_pingpong.cu).
+  static const CutlassGroupedConfig* const kConfigs[] = {&kSm90GroupedPingpong64x256, &kSm90GroupedCooperative128x256,
                                                          &kSm90GroupedCooperative128x128};
   *count = sizeof(kConfigs) / sizeof(kConfigs[0]);
   return kConfigs;
