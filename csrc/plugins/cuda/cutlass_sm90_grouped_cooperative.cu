@@ -1,8 +1,9 @@
 // sm_90a grouped GEMM, cooperative warp-specialized schedule (two consumer warpgroups share one 128x256 tile), 1x2
 // cluster (the x tile is multicast to the pair of CTAs on neighbouring column tiles of the same group): groups of a
-// few hundred rows or more (MoE prefill with up to ~64 experts per 32k rows), where the wide tile reads the least per
-// product. Clustering along N, not M, because a group's rows fill few row tiles and its columns many: MoE layers'
-// N is a multiple of 512, so no group's tiles round up to an idle CTA.
+// few hundred rows or more (Qwen3-30B-A3B's prefill routes ~256 rows to an expert at T = 32768), where the wide tile
+// reads the least per product. Clustering along N, not M, because a group's rows fill few row tiles and its columns
+// many: every N of the MoE suites (registry/ops/grouped_mm.toml) is a multiple of 512, so no group's tiles round up
+// to an idle CTA.
 #include "cutlass_sm90_grouped.cuh"
 
 namespace kabi::cuda {
