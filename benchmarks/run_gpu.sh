@@ -81,7 +81,7 @@ for step in "${steps[@]}"; do
     # The CUDA plugin (libkabi_cuda.so): its build checks (SASS, registration) and every kernel on this GPU.
     cuda) run_step "cuda plugin" timeout 420 python3 -m pytest -q -rs tests/python/test_cuda_plugin.py \
             tests/python/test_cuda_plugin_gpu.py tests/python/test_cuda_plugin_fp8_gpu.py \
-            tests/python/test_cuda_plugin_fp8_fast_accum_gpu.py \
+            tests/python/test_cuda_plugin_fp8_fast_accum_gpu.py tests/python/test_cuda_plugin_grouped_gpu.py \
             --junitxml="$out/cuda-plugin-tests.xml" ;;
     # compute-sanitizer memcheck over a small suite of every CUDA plugin kernel (the guard-region checks of the same
     # tests are the fallback where the tool refuses the device).

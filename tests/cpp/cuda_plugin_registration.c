@@ -6,7 +6,9 @@
  *
  * With --scaled-mm-supports after the archs, it instead asks each scaled_mm kernel's supports predicate about the
  * scaled_mm calls of the table below (tensors with addresses but no memory: a predicate reads only their metadata)
- * and prints one JSON line per kernel and call: {"call", "kernel", "supported", "reason"}.
+ * and prints one JSON line per kernel and call: {"call", "kernel", "supported", "reason"}. With --grouped-mm-supports
+ * it does the same for the grouped_mm kernels and the grouped_mm calls of the second table, and adds the workspace
+ * each kernel asks for the call's problem: {"call", "kernel", "supported", "reason", "workspace"}.
  *
  * Exits 0 after a successful init, 1 otherwise (with the plugin's message on stderr). */
 #include <dlfcn.h>
@@ -22,14 +24,16 @@ static int32_t device_archs[MAX_DEVICES];
 static int32_t device_count = 0;
 static char error_message[1024] = "";
 
-/* The scaled_mm kernels registered, for --scaled-mm-supports. */
+/* The scaled_mm and grouped_mm kernels registered, for --scaled-mm-supports and --grouped-mm-supports. */
 enum { MAX_KERNELS = 16 };
-static struct {
+typedef struct {
   char name[256];
   kabi_supports_fn supports;
+  kabi_workspace_fn workspace;
   void* user_data;
-} scaled_mm_kernels[MAX_KERNELS];
-static int scaled_mm_kernel_count = 0;
+} RegisteredKernel;
+static RegisteredKernel scaled_mm_kernels[MAX_KERNELS], grouped_mm_kernels[MAX_KERNELS];
+static int scaled_mm_kernel_count = 0, grouped_mm_kernel_count = 0;
 static int print_registrations = 1;
 
 static kabi_status count_devices(int32_t device_type, int32_t* out_count) {
@@ -56,14 +60,19 @@ static kabi_status refuse_op(const kabi_op_desc* desc, kabi_op* out_op) {
   return KABI_STATUS_UNAVAILABLE;
 }
 
+static void remember(RegisteredKernel* kernels, int* count, const kabi_kernel_desc* desc) {
+  if (desc->supports == NULL || *count >= MAX_KERNELS) return;
+  snprintf(kernels[*count].name, sizeof kernels[0].name, "%s", desc->name);
+  kernels[*count].supports = desc->supports;
+  kernels[*count].workspace = desc->workspace;
+  kernels[*count].user_data = desc->user_data;
+  ++*count;
+}
+
 static kabi_status print_kernel(const kabi_kernel_desc* desc, kabi_kernel* out_kernel) {
   *out_kernel = NULL;
-  if (strcmp(desc->op, "scaled_mm") == 0 && desc->supports != NULL && scaled_mm_kernel_count < MAX_KERNELS) {
-    snprintf(scaled_mm_kernels[scaled_mm_kernel_count].name, sizeof scaled_mm_kernels[0].name, "%s", desc->name);
-    scaled_mm_kernels[scaled_mm_kernel_count].supports = desc->supports;
-    scaled_mm_kernels[scaled_mm_kernel_count].user_data = desc->user_data;
-    ++scaled_mm_kernel_count;
-  }
+  if (strcmp(desc->op, "scaled_mm") == 0) remember(scaled_mm_kernels, &scaled_mm_kernel_count, desc);
+  if (strcmp(desc->op, "grouped_mm") == 0) remember(grouped_mm_kernels, &grouped_mm_kernel_count, desc);
   if (!print_registrations) return KABI_STATUS_OK;
   if (desc->num_input_layouts > 0) {
     /* This host knows no op schema, so it cannot name the inputs that kernel_list() pairs with their masks. */
@@ -202,15 +211,109 @@ static void ask_scaled_mm_kernels(void) {
   }
 }
 
+/* One grouped_mm call: x [T, K] with offs [E] (the 2-D form), or x [E, M, K] without (the 3-D form, rows = M); w
+ * [E, K, N], the transposed view of an [E, N, K] tensor unless w_row_major; out [T, N] or [E, M, N]. Paddings are
+ * elements added to a stride, x_offset bytes added to x's (aligned) address. */
+typedef struct {
+  const char* name;
+  int three_d;
+  int64_t groups, rows, n, k;
+  int w_row_major, x_column_major;
+  int64_t x_row_padding, w_group_padding, offs_stride;
+  uint32_t dtype; /* KABI_DTYPE_BFLOAT16 or FLOAT16 */
+  uintptr_t x_offset;
+} GroupedMmCall;
+
+enum { BF16 = KABI_DTYPE_BFLOAT16, FP16 = KABI_DTYPE_FLOAT16 };
+static const GroupedMmCall grouped_calls[] = {
+    {"linear_weight", 0, 4, 77, 136, 264, 0, 0, 0, 0, 1, BF16, 0},
+    {"row_major_weight", 0, 4, 77, 136, 264, 1, 0, 0, 0, 1, FP16, 0},
+    {"three_d", 1, 3, 40, 128, 64, 0, 0, 0, 0, 1, BF16, 0},
+    {"three_d_row_major_weight", 1, 3, 40, 128, 64, 1, 0, 0, 0, 1, FP16, 0},
+    {"one_group_one_row", 0, 1, 1, 8, 8, 0, 0, 0, 0, 1, BF16, 0},
+    {"deepseek_v3_gate_up", 0, 256, 32768, 4096, 7168, 0, 0, 0, 0, 1, BF16, 0},
+    {"k_100", 0, 4, 77, 136, 100, 0, 0, 0, 0, 1, BF16, 0},
+    {"n_100", 0, 4, 77, 100, 264, 0, 0, 0, 0, 1, BF16, 0},
+    {"n_100_row_major_weight", 0, 4, 77, 100, 264, 1, 0, 0, 0, 1, BF16, 0},
+    {"x_column_major", 0, 4, 77, 136, 264, 0, 1, 0, 0, 1, BF16, 0},
+    {"x_rows_off_16_bytes", 0, 4, 77, 136, 264, 0, 0, 4, 0, 1, BF16, 0},
+    {"w_groups_off_16_bytes", 0, 4, 77, 136, 264, 0, 0, 0, 4, 1, BF16, 0},
+    {"x_off_16_bytes", 0, 4, 77, 136, 264, 0, 0, 0, 0, 1, BF16, 8},
+    {"strided_offs", 0, 4, 77, 136, 264, 0, 0, 0, 0, 2, BF16, 0},
+    {"no_rows", 0, 4, 0, 136, 264, 0, 0, 0, 0, 1, BF16, 0},
+};
+
+static void ask_grouped_mm_kernels(void) {
+  for (size_t c = 0; c < sizeof grouped_calls / sizeof grouped_calls[0]; ++c) {
+    const GroupedMmCall* call = &grouped_calls[c];
+    const DLDataType type = dtype_of(call->dtype), int32 = {kDLInt, 32, 1};
+    const int64_t groups = call->groups, rows = call->rows, n = call->n, k = call->k;
+    const int64_t x_row_stride = k + call->x_row_padding;
+    /* x: [T, K] or [E, M, K]; column-major: each [rows, K] matrix transposed in memory. */
+    int64_t x_shape[3] = {groups, rows, k}, x_strides[3] = {rows * x_row_stride, x_row_stride, 1};
+    if (call->x_column_major) x_strides[1] = 1, x_strides[2] = rows;
+    const int x_rank = call->three_d ? 3 : 2;
+    int64_t* x_dims = call->three_d ? x_shape : x_shape + 1;
+    int64_t* x_steps = call->three_d ? x_strides : x_strides + 1;
+    const int64_t w_group_stride = k * n + call->w_group_padding;
+    int64_t w_shape[3] = {groups, k, n}, w_strides[3] = {w_group_stride, 1, k};
+    if (call->w_row_major) w_strides[1] = n, w_strides[2] = 1;
+    int64_t offs_shape[1] = {groups}, offs_strides[1] = {call->offs_stride};
+    int64_t out_shape[3] = {groups, rows, n}, out_strides[3] = {rows * n, n, 1};
+    DLTensor inputs[3], out;
+    inputs[0] = tensor(0x1000000 + call->x_offset, type, x_rank, x_dims, x_steps);
+    inputs[1] = tensor(0x2000000, type, 3, w_shape, w_strides);
+    memset(&inputs[2], 0, sizeof inputs[2]);
+    if (!call->three_d) inputs[2] = tensor(0x3000000, int32, 1, offs_shape, offs_strides);
+    out = tensor(0x4000000, type, x_rank, call->three_d ? out_shape : out_shape + 1,
+                 call->three_d ? out_strides : out_strides + 1);
+    kabi_args args;
+    memset(&args, 0, sizeof args);
+    args.struct_size = sizeof args;
+    args.inputs = inputs;
+    args.num_inputs = call->three_d ? 2 : 3;
+    args.outputs = &out;
+    args.num_outputs = 1;
+    /* The op's dims in schema order ("x: [E?, R, K] T, w: [E, K, N] T, ..."). */
+    static const char* const dim_names[4] = {"E", "R", "K", "N"};
+    kabi_problem problem;
+    memset(&problem, 0, sizeof problem);
+    problem.struct_size = sizeof problem;
+    problem.device_type = kDLCUDA;
+    problem.dtype = call->dtype;
+    problem.num_dims = 4;
+    problem.dims[0] = groups, problem.dims[1] = rows, problem.dims[2] = k, problem.dims[3] = n;
+    for (int d = 0; d < 4; ++d) problem.dim_names[d] = dim_names[d];
+    for (int i = 0; i < grouped_mm_kernel_count; ++i) {
+      const RegisteredKernel* kernel = &grouped_mm_kernels[i];
+      char reason[512] = "";
+      size_t workspace = 0;
+      const int32_t supported = kernel->supports(kernel->user_data, &problem, &args, reason, sizeof reason);
+      if (kernel->workspace != NULL && kernel->workspace(kernel->user_data, &problem, &workspace) != KABI_STATUS_OK) {
+        fprintf(stderr, "%s: the workspace function failed on %s: %s\n", kernel->name, call->name, error_message);
+        exit(1);
+      }
+      printf("{\"call\": \"%s\", \"kernel\": \"%s\", \"supported\": %s, \"workspace\": %zu, \"reason\": ",
+             call->name, kernel->name, supported ? "true" : "false", workspace);
+      print_json_string(reason);
+      printf("}\n");
+    }
+  }
+}
+
 int main(int argc, char** argv) {
   if (argc < 2 || argc - 2 > MAX_DEVICES) {
-    fprintf(stderr, "usage: %s PLUGIN [ARCH...] [--scaled-mm-supports] (at most %d archs)\n", argv[0], MAX_DEVICES);
+    fprintf(stderr, "usage: %s PLUGIN [ARCH...] [--scaled-mm-supports | --grouped-mm-supports] (at most %d archs)\n",
+            argv[0], MAX_DEVICES);
     return 1;
   }
-  int ask_supports = 0;
+  int ask_scaled_mm = 0, ask_grouped_mm = 0;
   for (int i = 2; i < argc; ++i) {
     if (strcmp(argv[i], "--scaled-mm-supports") == 0) {
-      ask_supports = 1;
+      ask_scaled_mm = 1;
+      print_registrations = 0;
+    } else if (strcmp(argv[i], "--grouped-mm-supports") == 0) {
+      ask_grouped_mm = 1;
       print_registrations = 0;
     } else {
       device_archs[device_count++] = (int32_t)atoi(argv[i]);
@@ -245,6 +348,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "kabi_plugin_init returned %d: %s\n", (int)status, error_message);
     return 1;
   }
-  if (ask_supports) ask_scaled_mm_kernels();
+  if (ask_scaled_mm) ask_scaled_mm_kernels();
+  if (ask_grouped_mm) ask_grouped_mm_kernels();
   return 0;
 }

@@ -1,8 +1,10 @@
 """The built-in CUDA plugin (kabi-cuda, libkabi_cuda.so) on a machine without a GPU: it is built where nvcc and
-CUTLASS's headers are found, its sm_90a code really uses wgmma (FP8 wgmma in the scaled_mm kernels) and TMA, it loads
-and registers nothing when there is no CUDA device, a host reporting GPUs this machine lacks gets the kernels
-registry/kernels/cuda declares for them, and a build with CUDA disabled still configures and says what it lacks. Its
-kernels are checked on a GPU by test_cuda_plugin_gpu.py and test_cuda_plugin_fp8_gpu.py."""
+CUTLASS's headers are found, its sm_90a code really uses wgmma (FP8 wgmma in the scaled_mm kernels) and TMA (loads, and
+stores in the grouped GEMMs), it loads and registers nothing when there is no CUDA device, a host reporting GPUs this
+machine lacks gets the kernels registry/kernels/cuda declares for them, their supports predicates decline what they
+cannot compute, and a build with CUDA disabled still configures and says what it lacks. Its kernels are checked on a
+GPU by test_cuda_plugin_gpu.py, test_cuda_plugin_fp8_gpu.py, test_cuda_plugin_fp8_fast_accum_gpu.py and
+test_cuda_plugin_grouped_gpu.py."""
 
 from __future__ import annotations
 
@@ -189,6 +191,61 @@ def test_fp8_kernels_decline_what_they_cannot_compute(plugin_record: dict, tmp_p
             assert not answer["supported"] and CUBLASLT_FP8_DECLINES[answer["call"]] in answer["reason"], answer
 
 
+GROUPED_PREFIX = "cuda.cutlass.sm90.grouped."
+
+
+def test_grouped_cutlass_kernels_serve_grouped_mm_on_sm90_only(registered_on) -> None:
+    on_sm90 = [name for op, name in registered_on(90) if op == "grouped_mm"]
+    assert len(on_sm90) == 3 and all(name.startswith(GROUPED_PREFIX) for name in on_sm90), on_sm90
+    for arch in (89, 80):
+        assert not [name for op, name in registered_on(arch) if op == "grouped_mm"]
+    assert not [name for op, name in registered_on(90) if op != "grouped_mm" and name.startswith(GROUPED_PREFIX)]
+
+
+# What each grouped_mm call of tests/cpp/cuda_plugin_registration.c gets from the CUTLASS grouped kernels' supports
+# predicates: None (supported) or a fragment of the reason they decline it. Every reason names the argument.
+GROUPED_SUPPORTS = {
+    "linear_weight": None, "row_major_weight": None, "three_d": None, "three_d_row_major_weight": None,
+    "one_group_one_row": None, "deepseek_v3_gate_up": None,
+    "k_100": "K is 100, not a multiple of 8 elements (16 bytes)",
+    "n_100": "N is 100, not a multiple of 8 elements (16 bytes)",
+    "n_100_row_major_weight": "N is 100, not a multiple of 8 elements (16 bytes)",
+    "x_column_major": "read x's rows with unit stride along K",
+    "x_rows_off_16_bytes": "x's row stride is 268, not a multiple of 8",
+    "w_groups_off_16_bytes": "w's group stride is 35908, not a multiple of 8",
+    "x_off_16_bytes": "the data of x is not 16-byte aligned",
+    "strided_offs": "offs has stride 2",
+    "no_rows": "the product is empty",
+}
+# The groups of each call (the host's table), and the multiprocessors the host reports.
+GROUPS = {"deepseek_v3_gate_up": 256, "three_d": 3, "three_d_row_major_weight": 3, "one_group_one_row": 1}
+HOST_MULTIPROCESSORS = 132
+
+
+def test_grouped_kernels_decline_what_they_cannot_compute(plugin_record: dict, tmp_path: Path) -> None:
+    program = compile_c_caller(tmp_path, REGISTRATION_HOST_SOURCE)
+    result = subprocess.run([str(program), plugin_record["path"], "90", "--grouped-mm-supports"], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    answers = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len({answer["kernel"] for answer in answers}) == 3
+    assert {answer["call"] for answer in answers} == set(GROUPED_SUPPORTS)
+    workspaces: dict[tuple[str, str], int] = {}
+    for answer in answers:
+        expected = GROUPED_SUPPORTS[answer["call"]]
+        what = f"{answer['kernel']} on {answer['call']}: {answer['reason']!r}"
+        assert answer["supported"] == (expected is None), what
+        assert expected is None or expected in answer["reason"], what
+        workspaces[answer["kernel"], answer["call"]] = answer["workspace"]
+        # The setup kernel's arrays (a shape of three ints, then three addresses and three strides of 8 bytes: 60
+        # bytes a group) and CUTLASS's TMA descriptors (128 bytes each, at least one for x, w and out per
+        # multiprocessor, which the kernel rewrites for each group).
+        groups = GROUPS.get(answer["call"], 4)
+        assert answer["workspace"] >= 60 * groups + 3 * 128 * HOST_MULTIPROCESSORS, what
+    for kernel in {answer["kernel"] for answer in answers}:
+        assert workspaces[kernel, "deepseek_v3_gate_up"] > workspaces[kernel, "linear_weight"], kernel
+
+
 @pytest.fixture(scope="module")
 def cuobjdump() -> str:
     """The cuobjdump to read the plugin's code with."""
@@ -231,6 +288,20 @@ def test_sm90a_fp8_kernels_use_fp8_wgmma_and_tma(sass: dict[str, str]) -> None:
     for name, body in fp8.items():
         assert "QGMMA" in body, f"{name} issues no FP8 warpgroup MMA (QGMMA)"
         assert "UTMALDG" in body, f"{name} issues no TMA loads (UTMALDG)"
+
+
+def test_sm90a_grouped_kernels_use_wgmma_and_tma(sass: dict[str, str]) -> None:
+    # CUTLASS's grouped GEMMs (their kernel's name carries GroupProblemShape): 3 configurations x 2 dtypes x 2 w orders,
+    # each multiplying with warpgroup MMAs, loading x and w with TMA and storing out with TMA (the stores' descriptor,
+    # rewritten per group, is what keeps a tile's rows past its group out of the next group's rows).
+    functions = re.split(r"^\s*Function : ", sass["sm_90a"], flags=re.MULTILINE)[1:]
+    grouped = {body.split(maxsplit=1)[0]: body for body in functions
+               if "GroupProblemShape" in body.split(maxsplit=1)[0]}
+    assert len(grouped) == 12, f"expected 12 grouped GEMMs in the sm_90a code, found {len(grouped)}"
+    for name, body in grouped.items():
+        assert "HGMMA" in body, f"{name} issues no warpgroup MMA (HGMMA)"
+        assert "UTMALDG" in body, f"{name} issues no TMA loads (UTMALDG)"
+        assert "UTMASTG" in body, f"{name} issues no TMA stores (UTMASTG)"
 
 
 def test_no_kernel_spills_registers(plugin_record: dict, cuobjdump: str) -> None:

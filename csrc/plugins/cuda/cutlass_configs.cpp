@@ -2,6 +2,7 @@
 #include "cutlass/version.h"
 #include <string>
 
+#include "cutlass_grouped_kernels.hpp"
 #include "cutlass_kernels.hpp"
 
 namespace kabi::cuda {
@@ -14,6 +15,9 @@ extern const CutlassConfig kSm90Fp8Cooperative128x128;
 extern const CutlassConfig kSm90Fp8Pingpong64x128;
 extern const CutlassConfig kSm90Fp8FastAccumCooperative128x256;
 extern const CutlassConfig kSm90Fp8FastAccumPingpong128x128;
+extern const CutlassGroupedConfig kSm90GroupedPingpong64x256;
+extern const CutlassGroupedConfig kSm90GroupedCooperative128x256;
+extern const CutlassGroupedConfig kSm90GroupedCooperative128x128;
 
 const CutlassConfig* const* cutlass_configs(size_t* count) {
   static const CutlassConfig* const kConfigs[] = {&kSm90Cooperative128x256,
@@ -24,6 +28,15 @@ const CutlassConfig* const* cutlass_configs(size_t* count) {
                                                   &kSm90Fp8Pingpong64x128,
                                                   &kSm90Fp8FastAccumCooperative128x256,
                                                   &kSm90Fp8FastAccumPingpong128x128};
+  *count = sizeof(kConfigs) / sizeof(kConfigs[0]);
+  return kConfigs;
+}
+
+const CutlassGroupedConfig* const* cutlass_grouped_configs(size_t* count) {
+  // Same arch, same priority: where nothing was tuned, selection's heuristic takes the first registered, the ping-pong
+  // 64-row tiles, which waste the fewest rows on MoE routings (cutlass_sm90_grouped_pingpong.cu).
+  static const CutlassGroupedConfig* const kConfigs[] = {&kSm90GroupedPingpong64x256, &kSm90GroupedCooperative128x256,
+                                                         &kSm90GroupedCooperative128x128};
   *count = sizeof(kConfigs) / sizeof(kConfigs[0]);
   return kConfigs;
 }

@@ -102,20 +102,9 @@ bool a_operand(int64_t m, int64_t k, int64_t row_stride, int64_t col_stride, Gem
   return true;
 }
 
-// b as the GEMMs read it: row-major [K, N] (unit stride along N) or column-major (unit stride along K). The stride of
-// an extent-1 dimension is never used.
+// b as the GEMMs read it: row-major [K, N] (unit stride along N) or column-major (unit stride along K).
 bool b_operand(int64_t k, int64_t n, int64_t row_stride, int64_t col_stride, GemmCall* call) {
-  if ((n == 1 || col_stride == 1) && (k == 1 || row_stride >= n)) {
-    call->b_order = MatrixOrder::kRowMajor;
-    call->ldb = k == 1 ? n : row_stride;
-    return true;
-  }
-  if ((k == 1 || row_stride == 1) && (n == 1 || col_stride >= k)) {
-    call->b_order = MatrixOrder::kColumnMajor;
-    call->ldb = n == 1 ? k : col_stride;
-    return true;
-  }
-  return false;
+  return matrix_order(k, n, row_stride, col_stride, &call->b_order, &call->ldb);
 }
 
 // The bias of linear and scaled_mm (given or not, and its address): the CUDA GEMMs read a contiguous [N] vector.
@@ -360,6 +349,21 @@ std::string plan_scaled_mm(const kabi_problem& problem, const kabi_args& args, b
     call->out = nullptr;
   }
   return check_extents(*call);
+}
+
+bool matrix_order(int64_t rows, int64_t columns, int64_t row_stride, int64_t column_stride, MatrixOrder* order,
+                  int64_t* leading_dimension) {
+  if ((columns == 1 || column_stride == 1) && (rows == 1 || row_stride >= columns)) {
+    *order = MatrixOrder::kRowMajor;
+    *leading_dimension = rows == 1 ? columns : row_stride;
+    return true;
+  }
+  if ((rows == 1 || row_stride == 1) && (columns == 1 || column_stride >= rows)) {
+    *order = MatrixOrder::kColumnMajor;
+    *leading_dimension = columns == 1 ? rows : column_stride;
+    return true;
+  }
+  return false;
 }
 
 const char* op_name(GemmOp op) {

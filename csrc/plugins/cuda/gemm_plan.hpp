@@ -38,6 +38,12 @@ std::string plan_scaled_mm(const kabi_problem& problem, const kabi_args& args, b
 // matmul, folded picks the batch folded into the rows (plan_matmul may fold it), so the larger need can be asked for.
 GemmCall workspace_call(const kabi_problem& problem, GemmOp op, bool folded);
 
+// How a [rows, columns] matrix with these element strides is read in place: row-major (unit stride along the
+// columns, leading dimension the row stride) or column-major (unit stride along the rows, leading dimension the column
+// stride); false when neither. The stride of an extent-1 dimension is never used.
+bool matrix_order(int64_t rows, int64_t columns, int64_t row_stride, int64_t column_stride, MatrixOrder* order,
+                  int64_t* leading_dimension);
+
 // Whether an address is a multiple of 16 bytes, as TMA and 16-byte vector loads need (NULL is).
 inline bool aligned_to_16_bytes(const void* address) { return reinterpret_cast<uintptr_t>(address) % 16 == 0; }
 

@@ -1,8 +1,8 @@
 // kabi-cuda: the built-in CUDA plugin. CUTLASS GEMMs (sm_90a warp-specialized, sm_80 multistage) and cuBLASLt's
-// heuristic algorithms for matmul and linear in bfloat16 and float16, and a split-K GEMV for few rows, registered only
-// through the host table that kabi_plugin_init receives, as a vendor's plugin would (this library does not link
-// libkabi). Kernels are registered only for the devices present: on a machine without a CUDA device or driver the
-// plugin loads and registers nothing.
+// heuristic algorithms for matmul and linear in bfloat16 and float16, CUTLASS's sm_90a grouped GEMMs for grouped_mm,
+// and a split-K GEMV for few rows, registered only through the host table that kabi_plugin_init receives, as a
+// vendor's plugin would (this library does not link libkabi). Kernels are registered only for the devices present: on
+// a machine without a CUDA device or driver the plugin loads and registers nothing.
 #include <dlfcn.h>
 
 #include <cstddef>
@@ -61,6 +61,7 @@ kabi_status initialize(const kabi_host_api* host, kabi_plugin_info* out_info) {
   }
   context.plugin_directory = plugin_directory();
   kabi_status status = register_cutlass_kernels(host, context);
+  if (status == KABI_STATUS_OK) status = register_cutlass_grouped_kernels(host, context);
   if (status == KABI_STATUS_OK) status = register_split_k_gemv_kernels(host, context);
   if (status == KABI_STATUS_OK) status = register_decode_mma_kernels(host, context);
   if (status != KABI_STATUS_OK) return status;

@@ -59,9 +59,10 @@ class DeviceGuard {
   std::string error_;
 };
 
-// Registration of each kernel family (cutlass_registration.cpp, cublaslt_kernels.cpp): kernels only for the
+// Registration of each kernel family (cutlass_registration.cpp, cutlass_grouped_registration.cpp, cublaslt_kernels.cpp, ...): kernels only for the
 // devices present, every one through the host table.
 kabi_status register_cutlass_kernels(const kabi_host_api* host, PluginContext& context);
+kabi_status register_cutlass_grouped_kernels(const kabi_host_api* host, PluginContext& context);
 kabi_status register_cublaslt_kernels(const kabi_host_api* host, PluginContext& context);
 kabi_status register_split_k_gemv_kernels(const kabi_host_api* host, PluginContext& context);
 kabi_status register_decode_mma_kernels(const kabi_host_api* host, PluginContext& context);
