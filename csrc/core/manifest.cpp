@@ -8,8 +8,13 @@
 #include <array>
 #include <charconv>
 #include <filesystem>
+#include <atomic>
+#include <exception>
 #include <map>
 #include <string_view>
+#include <system_error>
+#include <thread>
+#include <vector>
 
 #include "device_binary.hpp"
 #include "error.hpp"
@@ -17,6 +22,7 @@
 #include "manifest.hpp"
 #include "names.hpp"
 #include "registry.hpp"
+#include "struct_io.hpp"
 
 namespace kabi::core {
 namespace {
@@ -513,6 +519,60 @@ KernelPtr read_kernel(const std::filesystem::path& path) {
   }
 }
 
+// Reads the manifests in parallel: each read is independent (the table is only looked up), and a backend's first
+// call registers some 300 of them, whose reads (file, parse, checks) would otherwise run one after another. The
+// results stay in `paths`' order; the error of the first failing path in that order is rethrown.
+std::vector<KernelPtr> read_kernels(const std::vector<std::filesystem::path>& paths) {
+  constexpr size_t kManifestsPerThread = 32;  // below this a thread's start costs more than the reads it takes over
+  constexpr size_t kMaxThreads = 8;
+  std::vector<KernelPtr> kernels(paths.size());
+  std::vector<std::exception_ptr> errors(paths.size());
+  std::atomic<size_t> next{0};
+  auto read_some = [&] {
+    for (size_t index = next.fetch_add(1); index < paths.size(); index = next.fetch_add(1)) {
+      try {
+        kernels[index] = read_kernel(paths[index]);
+      } catch (...) {
+        errors[index] = std::current_exception();
+      }
+    }
+  };
+  const size_t hardware = std::max<size_t>(std::thread::hardware_concurrency(), 1);
+  const size_t helpers = std::min({hardware, kMaxThreads, paths.size() / kManifestsPerThread + 1}) - 1;
+  std::vector<std::thread> threads;
+  threads.reserve(helpers);
+  try {
+    for (size_t i = 0; i < helpers; ++i) threads.emplace_back(read_some);
+  } catch (const std::system_error&) {
+    // No more threads to be had: the ones started and this one read the rest.
+  }
+  read_some();
+  for (std::thread& thread : threads) thread.join();
+  for (const std::exception_ptr& error : errors) {
+    if (error) std::rethrow_exception(error);
+  }
+  return kernels;
+}
+
+// The kernel a staged one duplicates: one of this load's earlier ones (`staged`, by op and name) or one of the table,
+// with the same fingerprint; nullptr when it is new. Another fingerprint under the same name is an error.
+KernelPtr same_kernel(const Kernel& kernel, const std::map<std::string, std::pair<KernelPtr, std::string>>& staged,
+                      const std::string& path) {
+  const std::string key = kernel.op->name + "/" + kernel.name;
+  if (auto earlier = staged.find(key); earlier != staged.end()) {
+    if (earlier->second.first->fingerprint == kernel.fingerprint) return earlier->second.first;
+    throw Error(KABI_STATUS_ALREADY_EXISTS, path + ": kernel " + key + " is also declared by " +
+                                                earlier->second.second + " with fingerprint " +
+                                                earlier->second.first->fingerprint + ", not " + kernel.fingerprint);
+  }
+  if (KernelPtr existing = Registry::instance().find_kernel(kernel.op->name, kernel.name)) {
+    if (existing->fingerprint == kernel.fingerprint) return existing;
+    throw Error(KABI_STATUS_ALREADY_EXISTS, path + ": kernel " + key + " is already registered with fingerprint " +
+                                                existing->fingerprint + ", not " + kernel.fingerprint);
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 int32_t load_binaries(const std::string& directory) {
@@ -529,48 +589,69 @@ int32_t load_binaries(const std::string& directory) {
     }
   }
   std::sort(paths.begin(), paths.end());
-  Registry& registry = Registry::instance();
+  std::vector<KernelPtr> kernels = read_kernels(paths);
   Staging staging;
-  std::map<std::string, std::filesystem::path> names;
-  for (const std::filesystem::path& path : paths) {
-    KernelPtr kernel = read_kernel(path);
-    const std::string key = kernel->op->name + "/" + kernel->name;
-    const auto clash = names.emplace(key, path);
-    if (!clash.second) {
-      throw Error(KABI_STATUS_ALREADY_EXISTS,
-                  path.string() + ": kernel " + key + " is also declared by " + clash.first->second.string());
+  std::map<std::string, std::pair<KernelPtr, std::string>> staged;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const std::string path = paths[i].string();
+    // Two files of one directory declaring one kernel is an error even with equal fingerprints: one is a stray copy.
+    const std::string key = kernels[i]->op->name + "/" + kernels[i]->name;
+    if (auto clash = staged.find(key); clash != staged.end()) {
+      throw Error(KABI_STATUS_ALREADY_EXISTS, path + ": kernel " + key + " is also declared by " + clash->second.second);
     }
-    if (KernelPtr existing = registry.find_kernel(kernel->op->name, kernel->name)) {
-      if (existing->fingerprint == kernel->fingerprint) continue;
-      throw Error(KABI_STATUS_ALREADY_EXISTS, path.string() + ": kernel " + key + " is already registered with " +
-                                                  "fingerprint " + existing->fingerprint + ", not " +
-                                                  kernel->fingerprint);
-    }
-    staging.kernels.push_back(std::move(kernel));
+    if (same_kernel(*kernels[i], staged, path) != nullptr) continue;
+    staged.emplace(key, std::pair{kernels[i], path});
+    staging.kernels.push_back(std::move(kernels[i]));
   }
-  registry.commit(staging, "");
+  Registry::instance().commit(staging, "");
   return static_cast<int32_t>(staging.kernels.size());
+}
+
+std::vector<Kernel*> load_binaries(const std::vector<BinaryLoadRequest>& requests) {
+  // Until a kernel holds its request's user_data, freeing it on the way out is this function's job.
+  std::vector<std::unique_ptr<void, void (*)(void*)>> owned;
+  owned.reserve(requests.size());
+  for (const BinaryLoadRequest& request : requests) {
+    owned.emplace_back(request.user_data,
+                       request.user_data_free != nullptr ? request.user_data_free : [](void*) {});
+  }
+  std::vector<std::filesystem::path> paths;
+  paths.reserve(requests.size());
+  for (const BinaryLoadRequest& request : requests) paths.emplace_back(request.manifest_path);
+  std::vector<KernelPtr> kernels = read_kernels(paths);
+  std::vector<Kernel*> result(requests.size());
+  Staging staging;
+  std::map<std::string, std::pair<KernelPtr, std::string>> staged;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const BinaryLoadRequest& request = requests[i];
+    KernelPtr& kernel = kernels[i];
+    if (!request.op.empty() && kernel->op->name != request.op) {
+      throw Error(KABI_STATUS_INVALID_ARGUMENT, request.manifest_path + ": declares op " + kernel->op->name +
+                                                    ", not " + request.op);
+    }
+    if (KernelPtr same = same_kernel(*kernel, staged, request.manifest_path)) {
+      result[i] = same.get();
+      continue;
+    }
+    result[i] = kernel.get();
+    staged.emplace(kernel->op->name + "/" + kernel->name, std::pair{kernel, request.manifest_path});
+    staging.kernels.push_back(kernel);
+  }
+  // Every check passed: the staged kernels take their user_data (freed with them should the commit still fail).
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    if (result[i] != kernels[i].get()) continue;
+    kernels[i]->supports = requests[i].supports;
+    kernels[i]->user_data = owned[i].release();
+    kernels[i]->user_data_free = requests[i].user_data_free;
+  }
+  kernels.clear();
+  Registry::instance().commit(staging, "");
+  return result;
 }
 
 Kernel* load_binary(const std::string& manifest_path, kabi_supports_fn supports, void* user_data,
                     void (*user_data_free)(void*)) {
-  // Until the kernel holds user_data, freeing it on the way out is this function's job.
-  std::unique_ptr<void, void (*)(void*)> owned(user_data, user_data_free != nullptr ? user_data_free : [](void*) {});
-  KernelPtr kernel = read_kernel(manifest_path);
-  Registry& registry = Registry::instance();
-  if (KernelPtr existing = registry.find_kernel(kernel->op->name, kernel->name)) {
-    if (existing->fingerprint == kernel->fingerprint) return existing.get();
-    throw Error(KABI_STATUS_ALREADY_EXISTS, manifest_path + ": kernel " + kernel->op->name + "/" + kernel->name +
-                                                " is already registered with fingerprint " + existing->fingerprint +
-                                                ", not " + kernel->fingerprint);
-  }
-  kernel->supports = supports;
-  kernel->user_data = owned.release();
-  kernel->user_data_free = user_data_free;
-  Staging staging;
-  staging.kernels.push_back(kernel);
-  registry.commit(staging, "");
-  return kernel.get();
+  return load_binaries({BinaryLoadRequest{manifest_path, "", supports, user_data, user_data_free}}).front();
 }
 
 }  // namespace kabi::core
@@ -585,6 +666,48 @@ extern "C" KABI_EXPORT kabi_status kabi_binary_load(const char* manifest_path, k
     }
     kabi::core::Kernel* kernel = kabi::core::load_binary(manifest_path, supports, user_data, user_data_free);
     if (out_kernel != nullptr) *out_kernel = kernel;
+  });
+}
+
+extern "C" KABI_EXPORT kabi_status kabi_binary_load_many(const kabi_binary_load_request* requests, int32_t count,
+                                                         kabi_kernel* out_kernels) {
+  return kabi::core::c_boundary([&] {
+    // Whatever is refused below, the caller handed over every request's user_data: it is freed.
+    std::vector<kabi::core::BinaryLoadRequest> loads;
+    auto free_unread = [&](size_t from) {
+      for (size_t i = from; i < static_cast<size_t>(count); ++i) {
+        if (requests[i].struct_size >= KABI_STRUCT_SIZE_THROUGH(kabi_binary_load_request, user_data_free) &&
+            requests[i].user_data_free != nullptr) {
+          requests[i].user_data_free(requests[i].user_data);
+        }
+      }
+    };
+    kabi::core::require(count >= 0, KABI_STATUS_INVALID_ARGUMENT,
+                        "kabi_binary_load_many: count is " + std::to_string(count) + "; expected >= 0");
+    kabi::core::require(count == 0 || requests != nullptr, KABI_STATUS_INVALID_ARGUMENT,
+                        "kabi_binary_load_many: requests is NULL but count is " + std::to_string(count));
+    loads.reserve(static_cast<size_t>(count));
+    for (int32_t i = 0; i < count; ++i) {
+      const std::string what = "kabi_binary_load_many: requests[" + std::to_string(i) + "]";
+      try {
+        const kabi_binary_load_request request = kabi::core::read_input_struct(
+            &requests[i], what.c_str(), KABI_STRUCT_SIZE_THROUGH(kabi_binary_load_request, user_data_free));
+        kabi::core::walk_extensions(request.extensions, what.c_str());
+        kabi::core::require(request.manifest_path != nullptr, KABI_STATUS_INVALID_ARGUMENT,
+                            what + ".manifest_path is NULL");
+        loads.push_back({request.manifest_path, request.op != nullptr ? request.op : "", request.supports,
+                         request.user_data, request.user_data_free});
+      } catch (...) {
+        // The requests read so far own their user_data in `loads`, which frees nothing: free them here too.
+        for (const kabi::core::BinaryLoadRequest& load : loads) {
+          if (load.user_data_free != nullptr) load.user_data_free(load.user_data);
+        }
+        free_unread(static_cast<size_t>(i));
+        throw;
+      }
+    }
+    const std::vector<kabi::core::Kernel*> kernels = kabi::core::load_binaries(loads);
+    if (out_kernels != nullptr) std::copy(kernels.begin(), kernels.end(), out_kernels);
   });
 }
 

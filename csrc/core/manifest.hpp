@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kabi/kabi.h"
 
@@ -18,5 +19,18 @@ int32_t load_binaries(const std::string& directory);
 struct Kernel;
 Kernel* load_binary(const std::string& manifest_path, kabi_supports_fn supports, void* user_data,
                     void (*user_data_free)(void*));
+
+// One manifest of a list loaded together: load_binary's arguments, and the op it must declare (empty: any).
+struct BinaryLoadRequest {
+  std::string manifest_path;
+  std::string op;
+  kabi_supports_fn supports = nullptr;
+  void* user_data = nullptr;
+  void (*user_data_free)(void*) = nullptr;
+};
+
+// load_binary for each request, all or nothing: the manifests are read in parallel and committed together in the
+// requests' order. Every request's user_data is freed on an error, or at once where its kernel was already there.
+std::vector<Kernel*> load_binaries(const std::vector<BinaryLoadRequest>& requests);
 
 }  // namespace kabi::core

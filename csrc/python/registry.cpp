@@ -6,6 +6,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -348,33 +349,50 @@ void register_external_kernel(const std::string& op, const std::string& name, co
   }
 }
 
-// A device binary from its manifest file, with a Python supports predicate (None: the declared filters only). The
-// op names the manifest's op: the predicate decodes the problem's attributes with it.
-std::string load_binary(const std::string& manifest_path, const std::string& op, const py::object& supports) {
-  PythonPredicate* predicate = nullptr;
-  if (!supports.is_none()) {
-    if (!PyCallable_Check(supports.ptr())) {
-      raise_status(KABI_STATUS_INVALID_ARGUMENT, manifest_path + ": supports must be callable");
+// Device binaries from their manifest files, each (path, op, supports or None) with a Python supports predicate
+// (None: the declared filters only), registered all or nothing through kabi_binary_load_many; returns the kernels'
+// names. The op names the manifest's op: the predicate decodes the problem's attributes with it.
+std::vector<std::string> load_binaries(const std::vector<std::tuple<std::string, std::string, py::object>>& loads) {
+  std::vector<kabi_binary_load_request> requests(loads.size());
+  try {
+    for (size_t i = 0; i < loads.size(); ++i) {
+      const auto& [manifest_path, op, supports] = loads[i];
+      kabi_binary_load_request& request = requests[i];
+      request.struct_size = sizeof(request);
+      request.manifest_path = manifest_path.c_str();
+      request.op = op.c_str();
+      if (supports.is_none()) continue;
+      if (!PyCallable_Check(supports.ptr())) {
+        raise_status(KABI_STATUS_INVALID_ARGUMENT, manifest_path + ": supports must be callable");
+      }
+      const kabi_op op_handle = find_op(op);
+      auto* predicate = new PythonPredicate{supports.inc_ref().ptr(), op_handle};
+      predicate->remember_verdicts = true;
+      request.supports = &python_supports;
+      request.user_data = predicate;
+      request.user_data_free = &release_python_predicate;
     }
-    predicate = new PythonPredicate{supports.inc_ref().ptr(), find_op(op)};
-    predicate->remember_verdicts = true;
+  } catch (...) {
+    // libkabi was handed nothing yet: release the predicates made so far.
+    for (const kabi_binary_load_request& request : requests) {
+      if (request.user_data != nullptr) release_python_predicate(request.user_data);
+    }
+    throw;
   }
-  kabi_kernel kernel = nullptr;
-  // libkabi owns the predicate from here on, and frees it itself when the load fails.
-  check(kabi_binary_load(manifest_path.c_str(), predicate != nullptr ? &python_supports : nullptr, predicate,
-                         predicate != nullptr ? &release_python_predicate : nullptr, &kernel));
-  // The declaration itself, not its Python record: the Triton backend loads some 200 manifests in a first call.
-  kabi_kernel_info info{};
-  info.struct_size = sizeof(info);
-  check(kabi_kernel_info_get(kernel, &info));
-  const std::string declared_op = info.op;
-  const std::string name = info.name;
-  if (declared_op != op) {
-    // The predicate was bound to the wrong op's attributes: the kernel must not stay.
-    kabi_kernel_unregister(declared_op.c_str(), name.c_str());
-    raise_status(KABI_STATUS_INVALID_ARGUMENT, manifest_path + ": declares op " + declared_op + ", not " + op);
+  std::vector<kabi_kernel> kernels(loads.size());
+  // libkabi owns the predicates from here on, and frees them itself when the load fails.
+  check(kabi_binary_load_many(requests.data(), static_cast<int32_t>(requests.size()), kernels.data()));
+  // The declarations themselves, not their Python records: the Triton backend loads some 300 manifests in a first
+  // call.
+  std::vector<std::string> names;
+  names.reserve(kernels.size());
+  for (kabi_kernel kernel : kernels) {
+    kabi_kernel_info info{};
+    info.struct_size = sizeof(info);
+    check(kabi_kernel_info_get(kernel, &info));
+    names.emplace_back(info.name);
   }
-  return name;
+  return names;
 }
 
 }  // namespace
@@ -484,9 +502,9 @@ void bind_registry(py::module_& m) {
         py::arg("fingerprint"),
         "Register an EXTERNAL kernel (its code runs in Python); input_layouts are the per-input layout masks "
         "(kabi_kernel_desc.input_layouts); supports(problem_dict) -> True | reason str.");
-  m.def("binary_load", &load_binary, py::arg("manifest_path"), py::arg("op"), py::arg("supports") = py::none(),
-        "Register the device binary one manifest file describes, with an optional Python supports predicate "
-        "(supports(problem_dict) -> True | reason str); returns the kernel's name.");
+  m.def("binary_load_many", &load_binaries, py::arg("loads"),
+        "Register the device binaries that manifest files describe, all or nothing: loads is a list of (manifest "
+        "path, op, supports or None), supports(problem_dict) -> True | reason str; returns the kernels' names.");
   m.def(
       "kernel_unregister", [](const std::string& op, const std::string& name) {
         check(kabi_kernel_unregister(op.c_str(), name.c_str()));

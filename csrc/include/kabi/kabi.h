@@ -49,6 +49,9 @@
  * ABI 2.6 reads a STRIDE parameter of a dimension counted from the end that the tensor does not have as 0 (2.5
  * refused the launch): a broadcast dimension, as torch aligns shapes from the end, so that one image reads a
  * per-tensor scale [] and a row-wise one [M, 1] through the same stride.
+ *
+ * ABI 2.7 appends: kabi_binary_load_many, which registers a list of manifests all or nothing, reading them in
+ * parallel (a backend registers some 300 at a process's first call).
  */
 #ifndef KABI_KABI_H_
 #define KABI_KABI_H_
@@ -59,7 +62,7 @@
 #include <dlpack/dlpack.h>
 
 #define KABI_ABI_VERSION_MAJOR 2
-#define KABI_ABI_VERSION_MINOR 6
+#define KABI_ABI_VERSION_MINOR 7
 /** The version this header describes, as (MAJOR << 16) | MINOR. */
 #define KABI_ABI_VERSION ((uint32_t)((KABI_ABI_VERSION_MAJOR << 16) | KABI_ABI_VERSION_MINOR))
 /** The MAJOR part of a packed version. */
@@ -1264,6 +1267,28 @@ KABI_EXPORT kabi_status kabi_binaries_load(const char* directory, int32_t* out_r
  *  user_data is freed at once); on an error user_data is freed too. *out_kernel may be NULL. Since ABI 2.1. */
 KABI_EXPORT kabi_status kabi_binary_load(const char* manifest_path, kabi_supports_fn supports, void* user_data,
                                          void (*user_data_free)(void* user_data), kabi_kernel* out_kernel);
+
+/** One manifest of kabi_binary_load_many: kabi_binary_load's arguments, and the op the manifest must declare.
+ *  Since ABI 2.7. */
+typedef struct kabi_binary_load_request {
+  size_t struct_size;
+  const kabi_extension* extensions;
+  const char* manifest_path;
+  /** The op the manifest must declare (a supports predicate is written for one op's problem), or NULL: any. */
+  const char* op;
+  kabi_supports_fn supports;
+  void* user_data;
+  void (*user_data_free)(void* user_data);
+} kabi_binary_load_request;
+
+/** Register the kernels that `count` manifest files describe, each as kabi_binary_load would, all or nothing. The
+ *  manifests are read in parallel and committed together, in the requests' order (the order breaks ties between
+ *  equal priorities, so it is the caller's). A request naming a kernel that an earlier request or the table already
+ *  holds with the same fingerprint gets that kernel, and its user_data is freed at once. On any error nothing is
+ *  registered, every request's user_data is freed, and the message names the first failing request in order and its
+ *  file. out_kernels (may be NULL) receives `count` kernels. Since ABI 2.7. */
+KABI_EXPORT kabi_status kabi_binary_load_many(const kabi_binary_load_request* requests, int32_t count,
+                                              kabi_kernel* out_kernels);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -25,7 +25,7 @@ from .. import _core
 from .._base.tensors import DEVICE_TYPES
 from .discovery import PluginRecord, complete_registry, plugin_records
 
-__all__ = ["PluginRecord", "load_binaries", "load_binary", "load_builtin_plugin", "load_plugin", "plugins"]
+__all__ = ["PluginRecord", "load_binaries", "load_binaries_with", "load_builtin_plugin", "load_plugin", "plugins"]
 
 
 def _point_at_scipy_openblas() -> None:
@@ -76,8 +76,9 @@ def load_binaries(directory: str | os.PathLike[str]) -> int:
     return _core.binaries_load(os.fspath(directory))
 
 
-def load_binary(manifest_path: str | os.PathLike[str], op: str, supports=None) -> str:
-    """Register the device binary that one manifest file of ``op`` describes, with an optional supports predicate
-    (called with the problem, returning True or why the kernel declines), and return the kernel's name. A kernel
-    already registered with the same fingerprint is kept, and its name returned."""
-    return _core.binary_load(os.fspath(manifest_path), op, supports)
+def load_binaries_with(loads: list[tuple[str, str, object]]) -> list[str]:
+    """Register the device binaries that manifest files describe, all or nothing, each ``(manifest path, op,
+    supports or None)`` with an optional supports predicate (called with the problem, returning True or why the kernel
+    declines); return the kernels' names in order. A kernel already registered with the same fingerprint is kept, and
+    its name returned."""
+    return _core.binary_load_many(loads)

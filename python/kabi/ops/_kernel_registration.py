@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import os
 import threading
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, TypeVar
@@ -42,6 +43,7 @@ __all__ = [
     "layout_declaration",
     "python_implementation",
     "register_binary",
+    "register_binaries",
     "register_declared",
     "register_kernel",
     "unregister_kernel",
@@ -130,10 +132,22 @@ def register_binary(manifest_path: str | Path, op: str, supports: Callable[[Prob
     an optional ``supports(problem)`` predicate like a Python kernel's; return its name. A kernel already registered
     with the same fingerprint is kept. The core launches it, and applies what the manifest declares (its layouts,
     per input too, and the divisibility its parameters assume) before the predicate, the one part run in Python."""
-    if supports is not None and not callable(supports):
-        raise ArgumentTypeError(f"{manifest_path}: supports must be callable or None, got {type(supports).__name__}")
-    predicate = _problem_predicate(supports, str(manifest_path)) if supports is not None else None
-    return loading.load_binary(manifest_path, op, predicate)
+    return register_binaries([(manifest_path, op, supports)])[0]
+
+
+def register_binaries(
+        binaries: Iterable[tuple[str | Path, str, Callable[[Problem], bool | str] | None]]) -> list[str]:
+    """``register_binary`` for each ``(manifest path, op, supports or None)``, all or nothing: the core reads the
+    manifests in parallel and registers them together, in this order (which breaks ties between equal priorities).
+    Return the kernels' names, in the same order."""
+    loads = []
+    for manifest_path, op, supports in binaries:
+        if supports is not None and not callable(supports):
+            raise ArgumentTypeError(
+                f"{manifest_path}: supports must be callable or None, got {type(supports).__name__}")
+        predicate = _problem_predicate(supports, str(manifest_path)) if supports is not None else None
+        loads.append((os.fspath(manifest_path), op, predicate))
+    return loading.load_binaries_with(loads)
 
 
 def _problem_predicate(supports: Callable[[Problem], Any], owner: str) -> Callable[[dict], bool | str]:

@@ -112,7 +112,8 @@ def test_a_complete_packaged_directory_is_used_without_compiling(tmp_path, monke
     assert packaged_root in packaged.parents
     # Registration reads every manifest from there.
     read = []
-    monkeypatch.setattr(_native, "register_binary", lambda path, op, supports: read.append(path) or path)
+    monkeypatch.setattr(_native, "register_binaries",
+                        lambda binaries: [read.append(path) or path for path, op, supports in binaries])
     _native.register_native_binaries(90, 132, _supports_for, families=["tiled"], dtypes=["float16"], tags=[TAG])
     assert sorted(read) == sorted(str(packaged / f"{variant.name(90)}.kabi-manifest") for variant in variants)
     # One manifest short, the packaged directory is passed over for the cache's, complete.

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ... import _core
-from ...ops._kernel_registration import register_binary
+from ...ops._kernel_registration import register_binaries
 from ._names import MANIFEST_SUFFIX, binary_name, kernels_fingerprint
 
 # The layout variants a binary serves here: both inputs row-major, both column-major, and a row-major a with a
@@ -216,11 +216,9 @@ def register_native_binaries(arch: int, multiprocessors: int,
     # Joined as strings: a pathlib join and str() per manifest cost a warm first call 12 ms for ~220 of them.
     prefix = os.path.join(directory, "")
     families = binary_families()
-    registered = {}
-    for variant, manifest in zip(variants, manifests):
-        if manifest not in present:
-            continue
-        registered[(variant.family, variant.config.tag, variant.dtype, variant.layout, variant.rows)] = \
-            register_binary(prefix + manifest, families[variant.family].op,
-                            supports_for(variant.family, variant.config, variant.rows))
-    return registered
+    held = [(variant, manifest) for variant, manifest in zip(variants, manifests) if manifest in present]
+    names = register_binaries([(prefix + manifest, families[variant.family].op,
+                                supports_for(variant.family, variant.config, variant.rows))
+                               for variant, manifest in held])
+    return {(variant.family, variant.config.tag, variant.dtype, variant.layout, variant.rows): name
+            for (variant, _), name in zip(held, names)}
