@@ -576,6 +576,84 @@ void test_one_manifest_loads_with_a_supports_predicate() {
   KABI_CHECK_EQ(kabi_kernel_count("matmul"), before);
 }
 
+kabi_binary_load_request load_request(const Bundle& bundle, int* token, const char* op = "matmul") {
+  kabi_binary_load_request request{};
+  request.struct_size = sizeof request;
+  request.manifest_path = bundle.manifest.c_str();
+  request.op = op;
+  request.supports = &never_supports;
+  request.user_data = token;
+  request.user_data_free = &count_free;
+  return request;
+}
+
+void test_many_manifests_load_together_all_or_nothing() {
+  // More than one reader thread's share, so that the reads run in parallel.
+  std::vector<Bundle> bundles;
+  for (int i = 0; i < 100; ++i) bundles.push_back(write_bundle([](Fields&) {}));
+  static int token = 1;
+  std::vector<kabi_binary_load_request> requests;
+  for (const Bundle& bundle : bundles) requests.push_back(load_request(bundle, &token));
+  const int32_t before = kabi_kernel_count("matmul");
+  g_freed = 0;
+
+  // One damaged manifest (not the first) refuses the list, names that file, and frees every user_data.
+  const Bundle damaged = write_bundle([](Fields& fields) { set_field(fields, "image_fnv1a64", "not a hash"); });
+  std::vector<kabi_binary_load_request> with_damage = requests;
+  with_damage.insert(with_damage.begin() + 57, load_request(damaged, &token));
+  KABI_CHECK_EQ(kabi_binary_load_many(with_damage.data(), static_cast<int32_t>(with_damage.size()), nullptr),
+                KABI_STATUS_INVALID_ARGUMENT);
+  KABI_CHECK(std::string(kabi_last_error()).find(damaged.manifest.string()) != std::string::npos);
+  KABI_CHECK_EQ(g_freed, static_cast<int>(with_damage.size()));
+  KABI_CHECK_EQ(kabi_kernel_count("matmul"), before);
+
+  // A manifest of another op than its request names is refused the same way.
+  g_freed = 0;
+  std::vector<kabi_binary_load_request> wrong_op = requests;
+  wrong_op[3].op = "linear";
+  KABI_CHECK_EQ(kabi_binary_load_many(wrong_op.data(), static_cast<int32_t>(wrong_op.size()), nullptr),
+                KABI_STATUS_INVALID_ARGUMENT);
+  KABI_CHECK(std::string(kabi_last_error()).find("declares op matmul, not linear") != std::string::npos);
+  KABI_CHECK_EQ(g_freed, static_cast<int>(wrong_op.size()));
+  KABI_CHECK_EQ(kabi_kernel_count("matmul"), before);
+
+  // A request too small to be read is named, and the others' user_data freed.
+  g_freed = 0;
+  std::vector<kabi_binary_load_request> truncated = requests;
+  truncated[9].struct_size = sizeof(size_t);
+  KABI_CHECK_EQ(kabi_binary_load_many(truncated.data(), static_cast<int32_t>(truncated.size()), nullptr),
+                KABI_STATUS_INVALID_ARGUMENT);
+  KABI_CHECK(std::string(kabi_last_error()).find("requests[9]->struct_size") != std::string::npos);
+  KABI_CHECK_EQ(g_freed, static_cast<int>(truncated.size()) - 1);
+
+  // The list loads, each kernel in its request's place; the first repeated at the end gets the same kernel and its
+  // user_data is freed at once.
+  g_freed = 0;
+  requests.push_back(requests.front());
+  std::vector<kabi_kernel> kernels(requests.size());
+  KABI_CHECK_EQ(kabi_binary_load_many(requests.data(), static_cast<int32_t>(requests.size()), kernels.data()),
+                KABI_STATUS_OK);
+  KABI_CHECK_EQ(g_freed, 1);
+  KABI_CHECK_EQ(kabi_kernel_count("matmul"), before + static_cast<int32_t>(bundles.size()));
+  for (size_t i = 0; i < bundles.size(); ++i) {
+    kabi_kernel found = nullptr;
+    KABI_CHECK_EQ(kabi_kernel_find("matmul", bundles[i].kernel_name.c_str(), &found), KABI_STATUS_OK);
+    KABI_CHECK(kernels[i] == found);
+  }
+  KABI_CHECK(kernels.back() == kernels.front());
+
+  // Bad arguments.
+  KABI_CHECK_EQ(kabi_binary_load_many(nullptr, 2, nullptr), KABI_STATUS_INVALID_ARGUMENT);
+  KABI_CHECK_EQ(kabi_binary_load_many(requests.data(), -1, nullptr), KABI_STATUS_INVALID_ARGUMENT);
+  KABI_CHECK(std::string(kabi_last_error()).find("count is -1") != std::string::npos);
+  KABI_CHECK_EQ(kabi_binary_load_many(nullptr, 0, nullptr), KABI_STATUS_OK);
+
+  for (const Bundle& bundle : bundles) {
+    KABI_CHECK_EQ(kabi_kernel_unregister("matmul", bundle.kernel_name.c_str()), KABI_STATUS_OK);
+  }
+  KABI_CHECK_EQ(g_freed, 1 + static_cast<int>(bundles.size()));
+}
+
 int main() {
   std::string pattern = (fs::temp_directory_path() / "kabi-manifest-test-XXXXXX").string();
   if (::mkdtemp(pattern.data()) == nullptr) {
@@ -593,6 +671,7 @@ int main() {
   test_directory_loads_all_or_nothing();
   test_environment_directories_load_with_the_plugins();
   test_one_manifest_loads_with_a_supports_predicate();
+  test_many_manifests_load_together_all_or_nothing();
   fs::remove_all(g_root);
   return kabi_test::finish("test_manifest");
 }

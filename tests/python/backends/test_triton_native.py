@@ -17,7 +17,7 @@ pytest.importorskip("triton")
 import kabi  # noqa: E402
 from kabi.backends.triton import TILED_CONFIGS  # noqa: E402
 from kabi.backends.triton import _families, _native, _registration  # noqa: E402
-from kabi.backends.triton._native import binary_families  # noqa: E402
+from kabi.backends.triton._binary_families import binary_families  # noqa: E402
 from kabi.backends.triton._families import FAMILIES, MatmulProblem  # noqa: E402
 from kabi.backends.triton._registration import _Supports  # noqa: E402
 

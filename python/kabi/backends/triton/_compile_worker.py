@@ -17,7 +17,7 @@ def compile_request(request: dict) -> list[str]:
     """Compile every variant of a request; return why each failure failed."""
     from ._compile import compile_to_binary
     from ._names import binary_name
-    from ._native import binary_families
+    from ._binary_families import binary_families
 
     failures = []
     for family_name, tag, dtype, layout, rows in request["variants"]:

@@ -26,7 +26,6 @@ Example::
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import logging
@@ -39,6 +38,7 @@ from typing import NamedTuple
 
 from ... import _core
 from ...ops._kernel_registration import register_binaries
+from ._binary_families import binary_families
 from ._names import MANIFEST_SUFFIX, binary_name, kernels_fingerprint
 
 # The layout variants a binary serves here: both inputs row-major, both column-major, and a row-major a with a
@@ -66,19 +66,6 @@ class BinaryVariant(NamedTuple):
     def request(self) -> list:
         """The variant as a compile worker reads it (``_compile_worker``)."""
         return [self.family, self.config.tag, self.dtype, self.layout, self.rows]
-
-
-@functools.cache
-def binary_families() -> dict:
-    """Every family that compiles to device binaries, by name: matmul's (``FAMILIES``), grouped_mm's, linear's and
-    scaled_mm's two (the pointer and the persistent TMA kernel)."""
-    from ._families import FAMILIES
-    from ._grouped import GROUPED_FAMILY
-    from ._linear import LINEAR_FAMILY
-    from ._scaled_mm import SCALED_MM_FAMILY, SCALED_MM_TMA_FAMILY
-
-    return {**FAMILIES, **{family.name: family for family in (GROUPED_FAMILY, LINEAR_FAMILY, SCALED_MM_FAMILY,
-                                                               SCALED_MM_TMA_FAMILY)}}
 
 
 def binary_variants(arch: int, families: Iterable[str] | None = None, dtypes: Iterable[str] | None = None,

@@ -75,7 +75,7 @@ def _unknown(requested: list[str] | None, known: list[str]) -> list[str]:
 
 def _compile(arguments: argparse.Namespace, console) -> int:
     try:
-        from ...backends.triton._native import binary_families
+        from ...backends.triton._binary_families import binary_families
         from ...backends.triton._families import DTYPE_NAMES
     except ImportError as error:
         raise UnavailableError(f"kabi binaries compile needs Triton ({error}); pip install triton") from None
