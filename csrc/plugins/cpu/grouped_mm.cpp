@@ -8,6 +8,7 @@
 #include <exception>
 #include <string>
 
+#include "../grouped_mm_operands.hpp"
 #include "registration.hpp"
 #include "tensors.hpp"
 
@@ -48,15 +49,14 @@ struct GroupedPlan {
 };
 
 std::string plan_grouped(const kabi_args& args, bool require_output, GroupedPlan* plan) {
-  if (args.inputs == nullptr || args.num_inputs < 2) return "grouped_mm takes the inputs x, w and optional offs";
-  const DLTensor& x = args.inputs[0];
-  const DLTensor& w = args.inputs[1];
-  const DLTensor* offs = args.num_inputs > 2 && args.inputs[2].dtype.bits != 0 ? &args.inputs[2] : nullptr;
-  const bool has_output = args.num_outputs > 0 && args.outputs != nullptr;
-  if (require_output && !has_output) return "the call has no output tensor";
-  if (w.ndim != 3) return "w has rank " + std::to_string(w.ndim) + "; expected [E, K, N]";
-  if (x.ndim != (offs != nullptr ? 2 : 3)) return "x has rank " + std::to_string(x.ndim) + "; expected [T, K] "
-                                                  "with offs or [E, M, K] without";
+  kabi::plugins::GroupedOperands operands;
+  if (std::string refusal = kabi::plugins::find_grouped_operands(args, require_output, &operands); !refusal.empty()) {
+    return refusal;
+  }
+  const DLTensor& x = *operands.x;
+  const DLTensor& w = *operands.w;
+  const DLTensor* offs = operands.offs;
+  const bool has_output = operands.out != nullptr;
   plan->dtype = dtype_bit(x.dtype);
   if (plan->dtype == 0) return "x's dtype is not float32 or float64";
   if (dtype_bit(w.dtype) != plan->dtype) return "w's dtype differs from x's";

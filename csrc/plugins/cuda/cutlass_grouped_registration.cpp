@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "../dlpack_tensors.hpp"
+#include "../grouped_mm_operands.hpp"
 #include "cutlass_grouped_kernels.hpp"
 #include "cutlass_kernels.hpp"
 #include "gemm_plan.hpp"
@@ -20,6 +21,8 @@
 namespace kabi::cuda {
 namespace {
 
+using plugins::find_grouped_operands;
+using plugins::GroupedOperands;
 using plugins::is_c_contiguous;
 using plugins::list_text;
 using plugins::strides_of;
@@ -59,19 +62,14 @@ int64_t dim_of(const kabi_problem& problem, const char* name) {
 // out dense. With require_output, a call without an output fails; otherwise the output is checked when present.
 std::string plan_grouped(const kabi_problem& problem, const kabi_args& args, bool require_output,
                          GroupedGemmCall* call) {
-  if (args.inputs == nullptr || args.num_inputs < 2) return "grouped_mm takes the inputs x, w and optional offs";
-  const DLTensor& x = args.inputs[0];
-  const DLTensor& w = args.inputs[1];
-  // An absent optional input is a zero-filled DLTensor, or left out of num_inputs.
-  const DLTensor* offs = args.num_inputs > 2 && args.inputs[2].dtype.bits != 0 ? &args.inputs[2] : nullptr;
-  const bool has_output = args.num_outputs > 0 && args.outputs != nullptr;
-  if (require_output && !has_output) return "the call has no output tensor";
+  GroupedOperands operands;
+  if (std::string refusal = find_grouped_operands(args, require_output, &operands); !refusal.empty()) return refusal;
   if (dtype_row(problem.dtype) < 0) return "the dtype is not bfloat16 or float16 (the CUTLASS grouped GEMMs' dtypes)";
-  if (w.ndim != 3) return "w has rank " + std::to_string(w.ndim) + "; expected [E, K, N]";
-  const int form = offs != nullptr ? 2 : 3;
-  if (x.ndim != form) {
-    return "x has rank " + std::to_string(x.ndim) + "; expected [T, K] with offs or [E, M, K] without";
-  }
+  const DLTensor& x = *operands.x;
+  const DLTensor& w = *operands.w;
+  const DLTensor* offs = operands.offs;
+  const bool has_output = operands.out != nullptr;
+  const int form = x.ndim;
   for (const DLTensor* tensor : {&x, &w, offs}) {
     if (tensor != nullptr && tensor->device.device_type != kDLCUDA) return "an input is not on a CUDA device";
   }
