@@ -170,12 +170,17 @@ CUBLASLT_FP8_DECLINES = {
 }
 
 
-def test_fp8_kernels_decline_what_they_cannot_compute(plugin_record: dict, tmp_path: Path) -> None:
+def _registration_host_answers(plugin_record: dict, tmp_path: Path, question: str) -> list[dict]:
+    """What the registration host prints, a JSON object a line, when it asks the plugin's sm_90 kernels `question`."""
     program = compile_c_caller(tmp_path, REGISTRATION_HOST_SOURCE)
-    result = subprocess.run([str(program), plugin_record["path"], "90", "--scaled-mm-supports"], capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run([str(program), plugin_record["path"], "90", question], capture_output=True, text=True,
+                            timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
-    answers = [json.loads(line) for line in result.stdout.splitlines()]
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def test_fp8_kernels_decline_what_they_cannot_compute(plugin_record: dict, tmp_path: Path) -> None:
+    answers = _registration_host_answers(plugin_record, tmp_path, "--scaled-mm-supports")
     for prefix, table in (("cuda.cutlass.sm90.fp8.", CUTLASS_FP8_SUPPORTS),
                           ("cuda.cutlass.sm90.fp8_fast_accum.", CUTLASS_FP8_FAST_ACCUM_SUPPORTS)):
         cutlass = [answer for answer in answers if answer["kernel"].startswith(prefix)]
@@ -223,11 +228,7 @@ HOST_MULTIPROCESSORS = 132
 
 
 def test_grouped_kernels_decline_what_they_cannot_compute(plugin_record: dict, tmp_path: Path) -> None:
-    program = compile_c_caller(tmp_path, REGISTRATION_HOST_SOURCE)
-    result = subprocess.run([str(program), plugin_record["path"], "90", "--grouped-mm-supports"], capture_output=True,
-                            text=True, timeout=120)
-    assert result.returncode == 0, result.stdout + result.stderr
-    answers = [json.loads(line) for line in result.stdout.splitlines()]
+    answers = _registration_host_answers(plugin_record, tmp_path, "--grouped-mm-supports")
     assert len({answer["kernel"] for answer in answers}) == 3
     assert {answer["call"] for answer in answers} == set(GROUPED_SUPPORTS)
     workspaces: dict[tuple[str, str], int] = {}
