@@ -293,11 +293,16 @@ def test_sm90a_code_uses_wgmma_and_tma(sass: dict[str, str]) -> None:
     assert "UTMALDG" in code, "the sm_90a kernels issue no TMA loads (UTMALDG)"
 
 
+def _sass_functions(code: str, name_part: str) -> dict[str, str]:
+    """{mangled name: SASS} of the kernels in one arch's cuobjdump output whose names contain ``name_part``
+    (cuobjdump prints each kernel's SASS after a "Function : <mangled name>" line)."""
+    functions = re.split(r"^\s*Function : ", code, flags=re.MULTILINE)[1:]
+    return {body.split(maxsplit=1)[0]: body for body in functions if name_part in body.split(maxsplit=1)[0]}
+
+
 def test_sm90a_fp8_kernels_use_fp8_wgmma_and_tma(sass: dict[str, str]) -> None:
-    # cuobjdump prints each kernel's SASS after a "Function : <mangled name>" line; the FP8 GEMMs' names carry
-    # CUTLASS's float_e4m3_t.
-    functions = re.split(r"^\s*Function : ", sass["sm_90a"], flags=re.MULTILINE)[1:]
-    fp8 = {body.split(maxsplit=1)[0]: body for body in functions if "float_e4m3_t" in body.split(maxsplit=1)[0]}
+    # The FP8 GEMMs' names carry CUTLASS's float_e4m3_t.
+    fp8 = _sass_functions(sass["sm_90a"], "float_e4m3_t")
     assert fp8, "no FP8 (float_e4m3_t) kernel in the plugin's sm_90a code"
     for name, body in fp8.items():
         assert "QGMMA" in body, f"{name} issues no FP8 warpgroup MMA (QGMMA)"
@@ -308,9 +313,7 @@ def test_sm90a_grouped_kernels_use_wgmma_and_tma(sass: dict[str, str]) -> None:
     # CUTLASS's grouped GEMMs (their kernel's name carries GroupProblemShape): 3 configurations x 2 dtypes x 2 w orders,
     # each multiplying with warpgroup MMAs, loading x and w with TMA and storing out with TMA (the stores' descriptor,
     # rewritten per group, is what keeps a tile's rows past its group out of the next group's rows).
-    functions = re.split(r"^\s*Function : ", sass["sm_90a"], flags=re.MULTILINE)[1:]
-    grouped = {body.split(maxsplit=1)[0]: body for body in functions
-               if "GroupProblemShape" in body.split(maxsplit=1)[0]}
+    grouped = _sass_functions(sass["sm_90a"], "GroupProblemShape")
     assert len(grouped) == 12, f"expected 12 grouped GEMMs in the sm_90a code, found {len(grouped)}"
     for name, body in grouped.items():
         assert "HGMMA" in body, f"{name} issues no warpgroup MMA (HGMMA)"
@@ -336,9 +339,7 @@ def test_decode_mma_kernels_use_tensor_cores_and_no_local_memory(sass: dict[str,
     # touch local memory (LDL/STL): a spill there would put the weight's bytes through memory twice.
     for arch in ("sm_80", "sm_90"):
         assert arch in sass, f"no {arch} code in the plugin; architectures: {sorted(sass)}"
-        functions = re.split(r"^\s*Function : ", sass[arch], flags=re.MULTILINE)[1:]
-        decode = {body.split(maxsplit=1)[0]: body for body in functions
-                  if "decode_mma_kernel" in body.split(maxsplit=1)[0]}
+        decode = _sass_functions(sass[arch], "decode_mma_kernel")
         assert len(decode) == 8, f"{arch}: expected 8 decode MMA kernels, found {sorted(decode)}"
         for name, body in decode.items():
             assert "HMMA.16816.F32" in body, f"{arch} {name} issues no m16n8k16 mma.sync (HMMA.16816.F32)"
