@@ -90,7 +90,10 @@ for step in "${steps[@]}"; do
     # tests are the fallback where the tool refuses the device).
     memcheck) run_step "cuda plugin memcheck" timeout 540 compute-sanitizer --tool memcheck --error-exitcode 1 \
                 --target-processes all python3 -m pytest -q -x -p no:cacheprovider tests/python/test_cuda_plugin_gpu.py \
-                -k "bfloat16 and (every_matmul_kernel and transposed or every_linear_kernel and relu or misaligned or aligned_copies_pad or split_k_gemv or decode_mma)" ;;
+                -k "bfloat16 and (every_matmul_kernel and transposed or every_linear_kernel and relu or misaligned or aligned_copies_pad or split_k_gemv or decode_mma)"
+              run_step "cuda plugin grouped memcheck" timeout 300 compute-sanitizer --tool memcheck --error-exitcode 1 \
+                --target-processes all python3 -m pytest -q -x -p no:cacheprovider \
+                tests/python/test_cuda_plugin_grouped_gpu.py -k "bfloat16 and (empty-groups or rows-past or single-row or clamped or 3d_form)" ;;
     # The first CUDA dispatch with tuning on (a failure seen here once, inside the tuner's second selection).
     repro) run_step "first tuned CUDA dispatch" timeout 120 python3 scripts/gpu_tuning_repro.py ;;
     overhead) run_step "overhead" timeout 120 python3 benchmarks/overhead.py \
