@@ -6,10 +6,10 @@
 // name and fingerprint is skipped, so loading a directory twice is harmless.
 #include <algorithm>
 #include <array>
-#include <charconv>
-#include <filesystem>
 #include <atomic>
+#include <charconv>
 #include <exception>
+#include <filesystem>
 #include <map>
 #include <string_view>
 #include <system_error>

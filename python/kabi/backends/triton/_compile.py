@@ -17,11 +17,11 @@ from pathlib import Path
 
 import torch
 
+from ._binary_families import binary_families
 from ._configs import MatmulConfig
 from ._decode_configs import DecodeConfig
 from ._manifest import Manifest, ManifestParam, check_against_ptx, fnv1a64, ptx_entry_params, write_binary
 from ._names import binary_name, kernels_fingerprint
-from ._binary_families import binary_families
 
 # Hopper persistent scheduling bakes the SM count into the grid rule; an H100/H200 SXM has 132.
 DEFAULT_MULTIPROCESSORS = 132

@@ -196,7 +196,6 @@ def register_native_binaries(arch: int, multiprocessors: int,
     """Compile (or find) and register the device binaries of every variant for ``arch``, each for its family's op
     with the supports predicate ``supports_for(family name, config, rows)``; return {(family, config tag, dtype,
     layout, rows): kernel name}."""
-
     variants = binary_variants(arch, families, dtypes, tags)
     manifests = _manifest_names(variants, arch)
     directory, present = _ensure(variants, manifests, arch, multiprocessors, workers)
