@@ -32,9 +32,6 @@ log="$out/run_gpu.log"
 started_marker=$(mktemp)
 exec > >(tee -a "$log") 2>&1
 export PYTHONUNBUFFERED=1
-# The CUDA plugin's CUTLASS grouped GEMMs are opt-in until their GPU test has passed (docs/cuda_plugin.md): this pass
-# is where they are tested and measured.
-export KABI_CUDA_GROUPED_GEMMS=1
 
 if compgen -G ".whl/*.whl" > /dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \

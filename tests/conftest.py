@@ -7,15 +7,9 @@ an earlier run recorded.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
-# The CUDA plugin's CUTLASS grouped GEMMs are opt-in until they have passed their GPU test on an sm_90 device
-# (docs/cuda_plugin.md); the suite tests them, so it opts in before anything loads the plugin.
-os.environ["KABI_CUDA_GROUPED_GEMMS"] = "1"
-
-import kabi  # noqa: E402
+import kabi
 
 
 @pytest.fixture(autouse=True)

@@ -97,6 +97,23 @@ def test_a_tensor_is_never_all_zeros(dtype):
         assert int(input_like(torch.empty(1000, dtype=torch.uint8), 1).max()) <= 8  # small, not wrapped negatives
 
 
+def test_large_inputs_are_drawn_a_chunk_at_a_time(monkeypatch):
+    # A float32 draw of a whole MoE weight (7.5e9 elements) needs 28 GiB of scratch beside the bf16 result; the
+    # draws stay within a chunk, and every element is still written.
+    monkeypatch.setattr(_inputs, "_DRAW_CHUNK_ELEMENTS", 7)
+    sizes = []
+    draw = _inputs._draw
+    monkeypatch.setattr(_inputs, "_draw", lambda kind, count, *rest: sizes.append(count) or draw(kind, count, *rest))
+    like = torch.full((10, 10), float("nan"), dtype=torch.bfloat16)[:, :9]
+    values = input_like(like, 3)
+    assert max(sizes) == 7 and sum(sizes) == 9 * 10 + 9  # the view spans nine rows of 10 and a last one of 9
+    assert values.stride() == like.stride() and bool(torch.isfinite(values).all())
+    assert values.float().unique().numel() > 60 and torch.equal(values, input_like(like, 3))
+    sizes.clear()
+    integers = input_like(torch.empty(20, dtype=torch.int32), 4)
+    assert max(sizes) == 7 and sum(sizes) == 20 and bool((integers != 0).any())
+
+
 def test_same_seed_same_values_another_seed_other_values(toy):
     def make(seed):
         return problem_inputs(toy, {"K": 7, "N": 5, "G": 3}, (4,), "float32", present={"bias"}, generator=seed)

@@ -4,7 +4,6 @@
 // predicate declines, naming why, whatever the declaration cannot express.
 #include <algorithm>
 #include <climits>
-#include <cstdlib>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -33,7 +32,6 @@ using plugins::strides_of;
 constexpr int32_t kPriority = 5;
 // sm_90a code runs on sm_90 only.
 constexpr int32_t kArch = 90;
-constexpr char kOptInVariable[] = "KABI_CUDA_GROUPED_GEMMS";
 // 16 bytes of the 16-bit dtypes: TMA's unit for addresses and row pitches.
 constexpr int64_t kElementsPer16Bytes = 8;
 
@@ -237,11 +235,6 @@ kabi_status workspace(void* user_data, const kabi_problem* problem, size_t* out_
 
 kabi_status register_cutlass_grouped_kernels(const kabi_host_api* host, PluginContext& context) {
   if (std::none_of(context.archs.begin(), context.archs.end(), [](int32_t arch) { return arch == kArch; })) {
-    return KABI_STATUS_OK;
-  }
-  // Opt-in until their GPU test (tests/python/test_cuda_plugin_grouped_gpu.py) has passed on an sm_90 device: the
-  // correctness gate keeps a wrong answer from being picked, but not a fault that takes the CUDA context with it.
-  if (const char* enabled = std::getenv(kOptInVariable); enabled == nullptr || std::string(enabled) != "1") {
     return KABI_STATUS_OK;
   }
   size_t count = 0;

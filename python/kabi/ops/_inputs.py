@@ -77,6 +77,7 @@ DEFAULT_SEED = 0x6B616269
 _ALIGNMENT_PERIOD_BYTES = 256
 # Kinds that fill each element on its own, so a tensor's storage can be filled whatever its layout.
 _ELEMENTWISE_KINDS = ("normal", "uniform", "positive", "integers")
+_DRAW_CHUNK_ELEMENTS = 1 << 26
 
 
 def _generator(generator: torch.Generator | int | None) -> torch.Generator:
@@ -103,24 +104,37 @@ def _default_kind(dtype: torch.dtype) -> str:
 def _elementwise_values(kind: str, count: int, dtype: torch.dtype, device: torch.device,
                         generator: torch.Generator) -> torch.Tensor:
     """``count`` values of an elementwise kind, in ``dtype``."""
-    generator = _on_device(generator, device)
-    if kind == "integers":
-        low, high = (0, 2) if dtype == torch.bool else (0, 9) if _unsigned(dtype) else (-8, 9)
-        values = torch.randint(low, high, (count,), device=device, generator=generator)
-        if count and not bool(values.any()):
-            values[0] = 1  # never all zeros: a kernel that ignores its input must not pass on a tensor of zeros
-        return values.to(dtype=dtype)
-    if not (dtype.is_floating_point or dtype.is_complex):
+    values = torch.empty(count, dtype=dtype, device=device)
+    _fill_elementwise(values, kind, generator)
+    return values
+
+
+def _fill_elementwise(target: torch.Tensor, kind: str, generator: torch.Generator) -> None:
+    """Fills the 1-D ``target`` with values of an elementwise kind. They are drawn in float32 (int64 for integers),
+    a chunk at a time, so the draw's scratch stays small beside an input the size of an MoE layer's weights."""
+    dtype, device, count = target.dtype, target.device, target.numel()
+    if kind != "integers" and not (dtype.is_floating_point or dtype.is_complex):
         raise InvalidArgumentError(f"kind {kind!r} fills floating-point tensors; a {_name(dtype)} tensor takes "
                                    f"\"integers\" or \"offsets\"")
+    generator = _on_device(generator, device)
+    for start in range(0, count, _DRAW_CHUNK_ELEMENTS):
+        size = min(_DRAW_CHUNK_ELEMENTS, count - start)
+        target[start:start + size] = _draw(kind, size, dtype, device, generator)
+    if kind == "integers" and count and not bool(target.any()):
+        target[0] = 1  # never all zeros: a kernel that ignores its input must not pass on a tensor of zeros
+
+
+def _draw(kind: str, count: int, dtype: torch.dtype, device: torch.device,
+          generator: torch.Generator) -> torch.Tensor:
+    if kind == "integers":
+        low, high = (0, 2) if dtype == torch.bool else (0, 9) if _unsigned(dtype) else (-8, 9)
+        return torch.randint(low, high, (count,), device=device, generator=generator)
     if kind == "normal":
         # Both parts random for complex: a kernel that drops or conjugates the imaginary part must not pass.
-        values = torch.randn(count, dtype=torch.complex64 if dtype.is_complex else torch.float32, device=device,
-                             generator=generator)
-    else:
-        values = torch.rand(count, dtype=torch.float32, device=device, generator=generator)
-        values = values * 2 - 1 if kind == "uniform" else values * 1.5 + 0.5
-    return values.to(dtype=dtype)
+        return torch.randn(count, dtype=torch.complex64 if dtype.is_complex else torch.float32, device=device,
+                           generator=generator)
+    values = torch.rand(count, dtype=torch.float32, device=device, generator=generator)
+    return values * 2 - 1 if kind == "uniform" else values * 1.5 + 0.5
 
 
 def _unsigned(dtype: torch.dtype) -> bool:
@@ -367,8 +381,7 @@ def input_like(tensor: torch.Tensor, generator: torch.Generator | int | None = N
     if kind not in _ELEMENTWISE_KINDS:
         raise InvalidArgumentError(f"input_like: kind must be one of {', '.join(_ELEMENTWISE_KINDS)}, got {kind!r}")
     storage, offset, needed = _aligned_storage(tensor)
-    storage[offset : offset + needed] = _elementwise_values(kind, needed, tensor.dtype, tensor.device,
-                                                            _generator(generator))
+    _fill_elementwise(storage[offset : offset + needed], kind, _generator(generator))
     return storage.as_strided(tensor.shape, tensor.stride(), offset)
 
 
