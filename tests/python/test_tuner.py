@@ -219,6 +219,31 @@ def test_a_candidate_that_fails_only_while_timed_is_rejected():
     assert result.note == "raised ValueError while being timed: second call breaks"
 
 
+def _out_of_memory(a, b, out=None):
+    raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 28.00 GiB")
+
+
+def test_a_candidate_out_of_memory_is_rejected_for_this_process_only():
+    calls = []
+
+    def out_of_memory_when_timed(a, b):
+        calls.append(1)
+        return a @ b if len(calls) == 1 else _out_of_memory(a, b)
+
+    candidates = [("gate", _out_of_memory), ("timed", out_of_memory_when_timed), ("torch.mm", torch.mm),
+                  ("raises", _raises)]
+    results = {result.kernel: result for result in
+               measure_candidates(candidates, _matmul_inputs, torch.matmul, FLOAT32, QUICK)}
+    assert results["gate"].note.startswith("raised OutOfMemoryError while being gated: CUDA out of memory")
+    assert results["timed"].note.startswith("raised OutOfMemoryError while being timed")
+    for name in ("gate", "timed"):
+        result = results[name]
+        assert math.isinf(result.time_us) and result.out_of_memory and result.for_this_process_only
+        assert result.note.endswith("kept for this process only")
+    assert results["torch.mm"].passed and not results["torch.mm"].for_this_process_only
+    assert not results["raises"].out_of_memory and not results["raises"].for_this_process_only
+
+
 def test_candidates_are_timed_in_interleaved_rounds_with_changing_predecessors():
     calls = []
 
@@ -429,6 +454,49 @@ def test_wrong_raising_and_nan_kernels_are_never_picked_and_say_why(cache_dir, r
     tuner._reports.clear()  # a later process knows only what the tuning cache kept
     assert gate_notes("matmul", explanation.problem) == rejected
     assert kabi.explain(kabi.ops.matmul, a, b).gate_failures == rejected
+
+
+def test_a_kernel_out_of_memory_while_tuned_is_not_recorded_beyond_this_process(cache_dir, registered):
+    registered(_out_of_memory, "test.out_of_memory", priority=1000)
+    a, b = torch.randn(24, 16), torch.randn(16, 8)
+    with kabi.tuning("first-call", **QUICK_TUNING):
+        torch.testing.assert_close(kabi.ops.matmul(a, b), a @ b)
+    explanation = kabi.explain(kabi.ops.matmul, a, b)
+    assert explanation.pick in ("torch.matmul.cpu", "cpu.openblas.gemm")
+    [record] = [record for record in cache.show("matmul") if record.kernel == "test.out_of_memory"]
+    assert record.memory_only and math.isinf(record.time_us) and "out of memory" in record.note
+    log = (cache_dir / "tuning-v4.log").read_text()  # what a later process reads: it measures the kernel again
+    assert "torch.matmul.cpu" in log and "test.out_of_memory" not in log
+
+
+def test_a_gate_out_of_memory_raises_and_records_no_verdict(cache_dir, registered):
+    registered(_out_of_memory, "test.out_of_memory", priority=1000)
+    a, b = torch.randn(20, 12), torch.randn(12, 6)
+    with kabi.use(matmul="test.out_of_memory"), pytest.raises(torch.OutOfMemoryError) as raised:
+        kabi.ops.matmul(a, b)
+    assert any("no verdict was recorded" in note for note in raised.value.__notes__)
+    assert [record.kernel for record in cache.show("matmul")] == []
+
+
+def test_tuning_that_runs_out_of_memory_leaves_the_untuned_pick_and_is_not_retried(cache_dir, monkeypatch):
+    attempts = []
+
+    def no_memory_for_fresh_inputs(*arguments, **keywords):
+        attempts.append(1)
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 28.00 GiB")
+
+    monkeypatch.setattr(tuner, "inputs_like", no_memory_for_fresh_inputs)
+    monkeypatch.setattr(tuner, "_out_of_memory_problems", set())  # this test's memory of the problem, not the process's
+    a, b = torch.randn(28, 16), torch.randn(16, 8)
+    with kabi.tuning("first-call", **QUICK_TUNING), pytest.warns(RuntimeWarning, match="ran out of device memory"):
+        first = kabi.ops.matmul(a, b)
+    torch.testing.assert_close(first, a @ b)
+    assert len(attempts) == 1
+    with kabi.tuning("first-call", **QUICK_TUNING):
+        torch.testing.assert_close(kabi.ops.matmul(a, b), a @ b)
+    assert len(attempts) == 1, "a problem whose tuning ran out of memory is not tried again in this process"
+    records = cache.show("matmul")
+    assert records and all(record.gate_only for record in records), "only the untuned pick's gate verdict"
 
 
 def test_forced_and_off_selections_do_not_tune_but_gate_their_pick_once(cache_dir):

@@ -201,7 +201,7 @@ def measure_together(timer: CandidateTimer, kernels: Sequence[str], strategy: st
 
 
 def _as_row(result: CandidateMeasurement) -> tuple[str, float, str, float, bool]:
-    return (result.kernel, result.time_us, result.note, result.spread, result.noisy)
+    return (result.kernel, result.time_us, result.note, result.spread, result.for_this_process_only)
 
 
 def _measured_everywhere(timer: CandidateTimer, kernels: Sequence[str]) -> tuple[CandidateMeasurement, ...]:

@@ -56,10 +56,14 @@ def bound_reference(front: OpFront, selection: Selection) -> Callable[..., Any]:
 
 def gate_kernel(front: OpFront, inputs: Sequence[torch.Tensor | None], selection: Selection) -> str | None:
     """Run the selection's kernel once, untimed, on fresh inputs like ``inputs``, through the implementation the
-    front would cache, and check it against the reference. Returns why it failed, or None when it passed."""
+    front would cache, and check it against the reference. Returns why it failed, or None when it passed. Running
+    out of device memory is no verdict on the kernel: ``torch.OutOfMemoryError`` propagates, and nothing is
+    recorded."""
     make_inputs = lambda: inputs_like(front.spec, inputs, front.attribute_map(selection.attributes))
     try:
         implementation = front.implementation(selection, tuple(make_inputs()))
+    except torch.OutOfMemoryError as error:
+        raise _without_verdict(error, selection)
     except Exception as error:
         return f"cannot be prepared: {type(error).__name__}: {error}"
     token = inside_measurement.set(True)
@@ -67,8 +71,17 @@ def gate_kernel(front: OpFront, inputs: Sequence[torch.Tensor | None], selection
         return gate_once(implementation, make_inputs, bound_reference(front, selection),
                          front.spec.tolerance[selection.problem.dtype],
                          expected_dtype=front.output_dtypes(selection.problem))
+    except torch.OutOfMemoryError as error:
+        raise _without_verdict(error, selection)
     finally:
         inside_measurement.reset(token)
+
+
+def _without_verdict(error: torch.OutOfMemoryError, selection: Selection) -> torch.OutOfMemoryError:
+    problem = selection.problem
+    error.add_note(f"kabi: gating {selection.kernel.name} on {problem.dtype} {problem.key} on {problem.device} (fresh "
+                   f"inputs like the call's, and the op's reference) ran out of device memory; no verdict was recorded")
+    return error
 
 
 def record_verdicts(front: OpFront, inputs: Sequence[torch.Tensor | None], verdicts: dict[str, str | None],

@@ -2,7 +2,9 @@
 
 A candidate that raises, returns the wrong shape or dtype, returns NaN/Inf where the reference is finite, is outside
 the op's tolerance, or writes into its inputs gets ``time_us = inf`` and a note saying why; it can never win, and
-nothing it does escapes as an exception.
+nothing it does escapes as an exception. One that runs out of device memory gets the same with ``out_of_memory`` set:
+that is the process's state at the moment (the tuner holds fresh inputs beside the caller's), not a fault of the
+kernel, so the tuner keeps that rejection for this process only.
 
 Most candidates of a large set are far from the fastest, and measuring them in full buys nothing. So the
 survivors of the gate are first **screened**: each is timed for one round (as below, one sample), and only those
@@ -96,7 +98,9 @@ class CandidateMeasurement:
     why its time is not final ("" when it passed cleanly), each round's time, the relative spread of the rounds
     ((slowest - fastest) / median; 0 with fewer than two rounds), whether that spread stayed above the bound, and
     whether the time is a screened one (cut by the screen, or a noisy clear loser): then it passed the gate but
-    never wins."""
+    never wins; and whether the candidate ran out of device memory (``out_of_memory``): a state of the process at
+    that moment rather than a verdict on the kernel, so its rejection, like a noisy time, is kept for this process
+    only."""
 
     kernel: str
     time_us: float
@@ -105,6 +109,11 @@ class CandidateMeasurement:
     spread: float = 0.0
     noisy: bool = False
     screened: bool = False
+    out_of_memory: bool = False
+
+    @property
+    def for_this_process_only(self) -> bool:
+        return self.noisy or self.out_of_memory
 
     @property
     def passed(self) -> bool:
@@ -136,12 +145,19 @@ def _synchronize(device: torch.device) -> None:
 
 
 def _gate(fn, inputs, expected, tolerance, expected_dtype, device) -> str | None:
+    """Why ``fn`` fails the gate on ``inputs``, or None. Running out of device memory is no verdict: it propagates."""
     try:
         output = fn(*inputs)
         _synchronize(device)
         return check_output(output, expected, tolerance, expected_dtype)
+    except torch.OutOfMemoryError:
+        raise
     except Exception as error:
         return _describe_exception(error, "")
+
+
+def _out_of_memory_note(error: torch.OutOfMemoryError, when: str) -> str:
+    return f"{_describe_exception(error, when)}; kept for this process only"
 
 
 def measure_candidates(
@@ -220,8 +236,12 @@ class CandidateTimer:
             self._gated.add(name)
             if self._expected is None:
                 self._expected = reference_output(self._reference, timing.inputs)
-            note = _gate(self._functions[name], timing.inputs, self._expected, self._tolerance,
-                         self._expected_dtype, timing.device)
+            try:
+                note = _gate(self._functions[name], timing.inputs, self._expected, self._tolerance,
+                             self._expected_dtype, timing.device)
+            except torch.OutOfMemoryError as error:
+                note = _out_of_memory_note(error, " while being gated")
+                timing.out_of_memory.add(name)
             if not timing.inputs_unchanged():
                 note = "wrote into its inputs" + (f"; {note}" if note else "")
                 timing.rebuild_inputs()
@@ -348,6 +368,8 @@ class _Timing:
         self.snapshots = [item.clone() if isinstance(item, torch.Tensor) else item for item in self.inputs]
         self.device = next((item.device for item in self.inputs if isinstance(item, torch.Tensor)), torch.device("cpu"))
         self.notes: dict[str, str] = {}
+        self.out_of_memory: set[str] = set()
+        """The candidates that ran out of device memory (their notes say so)."""
         self.captured: dict[str, CapturedCalls] = {}
         self.call_us: dict[str, float] = {}
         """Each candidate's time per call in its latest sample: how long its conditioning runs."""
@@ -411,6 +433,10 @@ class _Timing:
             for name, fn in _round_order(active, round_index):
                 try:
                     sample = self._sample(name, fn, warmup if round_index == 0 else 1)
+                except torch.OutOfMemoryError as error:
+                    self.notes[name] = _out_of_memory_note(error, " while being timed")
+                    self.out_of_memory.add(name)
+                    continue
                 except Exception as error:
                     self.notes[name] = _describe_exception(error, " while being timed")
                     continue
@@ -444,7 +470,7 @@ class _Timing:
 
     def result(self, name: str, rounds: _Rounds | None) -> CandidateMeasurement:
         if name in self.notes:
-            return CandidateMeasurement(name, math.inf, self.notes[name])
+            return CandidateMeasurement(name, math.inf, self.notes[name], out_of_memory=name in self.out_of_memory)
         spread = _spread(rounds.times_us)
         if rounds.cut:
             return CandidateMeasurement(name, statistics.median(rounds.times_us), rounds.cut, tuple(rounds.times_us),
@@ -487,7 +513,8 @@ def gate_once(
     expected_dtype: torch.dtype | None = None,
 ) -> str | None:
     """The correctness gate alone: one untimed run of ``fn`` on ``make_inputs()``, checked as
-    :func:`measure_candidates` checks it. Returns why it failed, or None when it passed."""
+    :func:`measure_candidates` checks it. Returns why it failed, or None when it passed; running out of device memory
+    raises ``torch.OutOfMemoryError``, which is no verdict."""
     inputs = make_inputs()
     snapshots = [item.clone() if isinstance(item, torch.Tensor) else item for item in inputs]
     device = next((item.device for item in inputs if isinstance(item, torch.Tensor)), torch.device("cpu"))

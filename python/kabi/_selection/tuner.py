@@ -40,6 +40,7 @@ import dataclasses
 import math
 import threading
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -65,6 +66,8 @@ MEASUREMENT_MODES = {"eager": ("eager",), "graph": ("graph",), "both": ("eager",
 _REPORTS_KEPT = 512
 _reports: collections.OrderedDict[tuple[str, str, str], TuningReport] = collections.OrderedDict()
 _reports_lock = threading.Lock()
+# Problems whose tuning ran out of device memory in this process (_give_up_out_of_memory); set.add is atomic.
+_out_of_memory_problems: set[tuple] = set()
 
 
 @dataclass(frozen=True)
@@ -159,6 +162,8 @@ def _prepare(front: OpFront, inputs: Sequence[torch.Tensor], selection: Selectio
         try:
             implementation = front.implementation(dataclasses.replace(selection, kernel=by_name[name].kernel), template)
             candidates.append((name, implementation))
+        except torch.OutOfMemoryError:
+            raise
         except Exception as error:
             unavailable[name] = f"cannot be prepared: {type(error).__name__}: {error}"
     gate = {"reference": bound_reference(front, selection), "tolerance": front.spec.tolerance[problem.dtype],
@@ -201,7 +206,7 @@ def _measure(front: OpFront, inputs: Sequence[torch.Tensor], selection: Selectio
 
 
 def _flags(item: CandidateMeasurement, mode_flag: int) -> int:
-    return (mode_flag | (_core.TUNING_RECORD_MEMORY_ONLY if item.noisy else 0)
+    return (mode_flag | (_core.TUNING_RECORD_MEMORY_ONLY if item.for_this_process_only else 0)
             | (_core.TUNING_RECORD_SCREENED if item.screened and item.passed else 0))
 
 
@@ -219,7 +224,8 @@ def _record(front: OpFront, inputs: Sequence[torch.Tensor], selection: Selection
     else:
         unjudged = {candidate.name for candidate in selection.candidates if candidate.gate == "none"}
         eager_records = [
-            (item.kernel, 0.0, "", _core.TUNING_RECORD_GATE_ONLY, 0.0) if item.passed else (item.kernel, item.time_us, item.note, 0, 0.0)
+            (item.kernel, 0.0, "", _core.TUNING_RECORD_GATE_ONLY, 0.0) if item.passed
+            else (item.kernel, item.time_us, item.note, _flags(item, 0), 0.0)
             for item in measurements if item.kernel in unjudged or not item.passed
         ]
     graph_records = [(item.kernel, item.time_us, item.note, _flags(item, _core.TUNING_RECORD_GRAPH_MODE), item.spread)
@@ -312,6 +318,8 @@ def _tune(front: OpFront, inputs: tuple, out: torch.Tensor | None, selection: Se
     if blocked is not None:
         _stats.count("tuning_skipped")
         return None
+    if _problem_identity(front, selection) in _out_of_memory_problems:
+        return None
     mode = selection.execution_mode
     with measurement_lock:
         attributes = selection.attributes
@@ -320,11 +328,32 @@ def _tune(front: OpFront, inputs: tuple, out: torch.Tensor | None, selection: Se
             inputs, out, execution_mode=mode, attributes=attributes)
         if _needs_measuring(again, inputs):
             kernels, losers = kernels_to_measure(again, inputs)
-            _measure_and_record(front, inputs, selection, kernels, settings,
-                                "measured" if not losers else "measured the unrecorded and the recorded pick")
+            try:
+                _measure_and_record(front, inputs, selection, kernels, settings,
+                                    "measured" if not losers else "measured the unrecorded and the recorded pick")
+            except torch.OutOfMemoryError as error:
+                _give_up_out_of_memory(front, selection, error)
+                return None
             _demote(front, inputs, again, losers)
             again = front.select(inputs, out, execution_mode=mode, attributes=attributes)
     return again
+
+
+def _problem_identity(front: OpFront, selection: Selection) -> tuple:
+    problem = selection.problem
+    return front.name, problem.device, problem.dtype, problem.key, selection.attributes
+
+
+def _give_up_out_of_memory(front: OpFront, selection: Selection, error: torch.OutOfMemoryError) -> None:
+    """Tuning a problem needs fresh inputs beside the caller's, and the reference's output: where the device has no
+    room for them, the call goes on with the untuned pick, and this process does not try the problem again (each
+    call would otherwise allocate until it fails). Nothing is recorded: another process may have the memory."""
+    _out_of_memory_problems.add(_problem_identity(front, selection))
+    problem = selection.problem
+    message = " ".join(str(error).split())[:300]
+    warnings.warn(f"kabi: tuning {front.name} on {problem.dtype} {problem.key} on {problem.device} ran out of device "
+                  f"memory ({message}); this process uses the untuned pick for it. With more memory free, "
+                  f"kabi.tune(kabi.ops.{front.name}, ...) measures it.", RuntimeWarning, stacklevel=2)
 
 
 def kernels_to_measure(selection: Selection, inputs: tuple) -> tuple[list[str], list[Any]]:
