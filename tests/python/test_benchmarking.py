@@ -186,6 +186,31 @@ def test_failing_wrong_and_missing_peers_are_recorded_not_fatal(monkeypatch, tmp
         assert set(problem["ratios"]["cpu"]) == {"auto/oracle", "auto/torch.matmul"}
 
 
+def test_a_failing_automatic_call_is_recorded_and_misses_every_target(monkeypatch, tmp_path):
+    real_tuning, entered = _problem_run.tuning, []
+
+    def tuning_that_runs_out_of_memory_once(policy):
+        entered.append(policy)
+        if len(entered) == 1:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 28.00 GiB")
+        return real_tuning(policy)
+
+    monkeypatch.setattr(_problem_run, "tuning", tuning_that_runs_out_of_memory_once)
+    results = kabi.benchmark("matmul", "quick", dtypes=["float32"], settings=QUICK_SETTINGS, peers=["torch.matmul"],
+                             out=tmp_path / "auto.json")
+    assert results.complete and validation_errors(results.document) == []
+    failed, *others = results.problems
+    by_name = {item["name"]: item for item in failed["implementations"]}
+    assert by_name["auto"]["status"] == "failed" and "OutOfMemoryError" in by_name["auto"]["error"]
+    assert failed["kabi"]["pick"] is None and "OutOfMemoryError" in failed["kabi"]["reason"]
+    assert by_name["torch.matmul"]["status"] == "ok" and failed["ratios"]["cpu"] == {}
+    assert any(item["kind"] == "candidate" and item["status"] == "ok" for item in failed["implementations"])
+    assert others and all(problem["ratios"]["cpu"] for problem in others)
+    for target in results.summary["targets"]:
+        if target["statistic"] in ("geomean", "min"):
+            assert target["met"] is False and failed["key"] in target["misses"], target
+
+
 @pytest.mark.parametrize(("arguments", "error", "message"), [
     ({"suite": "no-such-suite"}, kabi.NotFoundError, "suite must be one of .*quick"),
     ({"suite": "quick", "dtypes": ["int3"]}, kabi.InvalidArgumentError, "dtype must be among .*float32"),

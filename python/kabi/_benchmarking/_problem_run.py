@@ -61,20 +61,28 @@ def _gate(subject: Subject, reference: torch.Tensor, tolerance: Any, dtype: torc
 
 
 def _kabi_subjects(benchmark: OpBenchmark, inputs: tuple[Any, ...], attributes: dict[str, Any],
-                   device: torch.device) -> tuple[list[Subject], dict[str, Any]]:
-    """Tune through the public call (timing it), then the automatic choice and each eligible candidate forced."""
+                   device: torch.device) -> tuple[list[Subject], dict[str, Any], str]:
+    """Tune through the public call (timing it), then the automatic choice and each eligible candidate forced; and
+    why the public call failed ("" when it did not). A failing call is a finding of the run, recorded as the
+    automatic choice's failure, not the end of the suite: its candidates and the peers are still measured."""
     function = front_of(benchmark.op).function
     before = stats().tuning_seconds
-    with tuning("first-call"):
-        function(*inputs, **attributes)
-        synchronize(device)
+    failure = ""
+    try:
+        with tuning("first-call"):
+            function(*inputs, **attributes)
+            synchronize(device)
+    except Exception as error:
+        failure = f"raised {describe_error(error)}"
     tuning_s = stats().tuning_seconds - before
     explanation = explain(function, *inputs, **attributes)
     call = lambda: function(*inputs, **attributes)
-    subjects = [Subject("auto", "auto", call)]
+    subjects = [] if failure else [Subject("auto", "auto", call)]
     subjects += [Subject(candidate.name, "candidate", call, scope=lambda name=candidate.name: use(**{benchmark.op: name}))
                  for candidate in explanation.candidates if candidate.eligible]
-    return subjects, {"pick": explanation.pick, "reason": explanation.reason, "tuning_s": tuning_s}
+    kabi = {"pick": None, "reason": f"the automatic call {failure}", "tuning_s": tuning_s} if failure else \
+        {"pick": explanation.pick, "reason": explanation.reason, "tuning_s": tuning_s}
+    return subjects, kabi, failure
 
 
 def _peer_subject(peer: Peer, inputs: tuple[Any, ...], device: torch.device) -> tuple[Subject | None, dict[str, Any]]:
@@ -101,8 +109,9 @@ def measure_problem(benchmark: OpBenchmark, problem: BenchProblem, device: torch
     reference = reference_output(resolve_callable(spec.reference), inputs)
     output_dtype = benchmark.output_dtype(problem)
     dtype, tolerance = getattr(torch, output_dtype), spec.tolerance[output_dtype]
-    subjects, kabi = _kabi_subjects(benchmark, inputs, benchmark.attributes(problem), device)
-    records = {subject.name: _record(subject.name, subject.kind) for subject in subjects}
+    subjects, kabi, failure = _kabi_subjects(benchmark, inputs, benchmark.attributes(problem), device)
+    records = {"auto": _record("auto", "auto", "failed", failure)} if failure else {}
+    records.update((subject.name, _record(subject.name, subject.kind)) for subject in subjects)
     for peer in peers:
         if peer.applies(problem, device):
             subject, records[peer.name] = _peer_subject(peer, inputs, device)

@@ -85,13 +85,16 @@ def summarize(problems: list[Mapping[str, Any]],
                 by_mode.setdefault(label, {}).setdefault(ratio, {})[problem["key"]] = value
     ratios = {label: {ratio: _statistics(values) for ratio, values in table.items()} for label, table in by_mode.items()}
     primary = by_mode.get("primary", {})
+    # A problem whose automatic call failed has no ratio, and misses every target.
+    auto_failed = [problem["key"] for problem in problems if _auto_failed(problem)]
     targets = []
     for ratio, statistic, goal in TARGETS if targets_declared is None else targets_declared:
         values = primary.get(ratio, {})
         value = ratios["primary"][ratio][statistic] if values else None
-        misses = sorted(key for key, item in values.items() if item < goal)
-        targets.append({"ratio": ratio, "statistic": statistic, "goal": goal, "value": value,
-                        "met": None if value is None else value >= goal, "misses": misses})
+        misses = sorted([key for key, item in values.items() if item < goal] + auto_failed)
+        met = False if auto_failed else None if value is None else value >= goal
+        targets.append({"ratio": ratio, "statistic": statistic, "goal": goal, "value": value, "met": met,
+                        "misses": misses})
     headroom = [problem["key"] for problem in problems if _beats_cublas(problem)]
     missed = [key for key in headroom if primary.get(f"auto/{CUBLAS_PEER}", {}).get(key, 0.0) < CAPTURE_MARGIN]
     targets.append({"ratio": f"auto/{CUBLAS_PEER}", "statistic": f"where the oracle beats {CUBLAS_PEER} by > 3%",
@@ -107,6 +110,10 @@ def summarize(problems: list[Mapping[str, Any]],
         },
         "targets": targets,
     }
+
+
+def _auto_failed(problem: Mapping[str, Any]) -> bool:
+    return any(item["kind"] == "auto" and item["status"] == "failed" for item in problem["implementations"])
 
 
 def _beats_cublas(problem: Mapping[str, Any]) -> bool:
