@@ -111,6 +111,9 @@ def benchmark(
 ) -> BenchmarkResults:
     """Benchmark every problem of ``op``'s ``suite`` against its peers and return the results.
 
+    An implementation that raises or answers wrongly, kabi's automatic call included, is recorded as failed with
+    why, and the run goes on; a problem whose automatic call failed misses every ratio target.
+
     Args:
         op: an op name or a ``kabi.ops`` function.
         suite: a suite of the op's registry file (``registry/ops/<op>.toml``, ``[suites.<name>]``).
