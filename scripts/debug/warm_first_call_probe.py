@@ -14,7 +14,10 @@ start-up, time:
 - ``lt_then_kabi``: ``lt``'s start-up first, then kabi's first call: what kabi's first call pays once cuBLASLt has
   started in the process;
 - ``torch_then_kabi``: torch.matmul's first call, then kabi's first call: a served model's case, where torch has run
-  GEMMs before kabi's first one.
+  GEMMs before kabi's first one;
+- ``thread_lt_then_lt``: ``lt``'s start-up on another thread, joined, then ``lt`` again on the main thread: whether
+  the start-up is the process's (the main thread's first query then costs what a second one does) or each thread's;
+- ``thread_lt_then_kabi``: the same start-up on another thread, joined, then kabi's first call.
 
     python scripts/debug/warm_first_call_probe.py [--problem 37x4096x4096] [--runs 3]
 """
@@ -29,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from typing import Any
 
@@ -98,14 +102,20 @@ def _child(mode: str, m: int, n: int, k: int) -> dict[str, Any]:
     w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
     torch.cuda.synchronize()
     figures: dict[str, Any] = {"mode": mode}
-    if mode in ("lt", "lt_then_kabi"):
+    if mode in ("thread_lt_then_lt", "thread_lt_then_kabi"):
+        started: dict[str, Any] = {}
+        thread = threading.Thread(target=lambda: started.update(_start_cublaslt(m, n, k)))
+        thread.start()
+        thread.join()
+        figures["cublaslt_other_thread"] = started
+    if mode in ("lt", "lt_then_kabi", "thread_lt_then_lt"):
         figures["cublaslt"] = _start_cublaslt(m, n, k)
     if mode == "torch_then_kabi":
         start = time.perf_counter()
         torch.matmul(a, w.T)
         torch.cuda.synchronize()
         figures["torch_first_call_s"] = time.perf_counter() - start
-    if mode == "lt":
+    if mode in ("lt", "thread_lt_then_lt"):
         return figures
     import kabi
     from kabi.ops import _front
@@ -155,12 +165,16 @@ def main() -> None:
         print(f"cold (tunes): first call {cold['kabi_first_call_s']:.3f} s, pick {cold['pick']}")
         runs: dict[str, list[dict[str, Any]]] = {}
         for _ in range(args.runs):
-            for mode in ("lt", "kabi", "lt_then_kabi", "torch_then_kabi"):
+            for mode in ("lt", "kabi", "lt_then_kabi", "torch_then_kabi", "thread_lt_then_lt", "thread_lt_then_kabi"):
                 runs.setdefault(mode, []).append(_run(mode, (m, n, k), environment))
     for mode, results in runs.items():
         print(f"{mode}:")
         for result in results:
             fields = []
+            if "cublaslt_other_thread" in result:
+                fields.append("other thread: " + " ".join(
+                    f"{key} {value:.4f}" if isinstance(value, float) else f"{key} {value}"
+                    for key, value in result["cublaslt_other_thread"].items()))
             if "cublaslt" in result:
                 fields.append(" ".join(f"{key} {value:.4f}" if isinstance(value, float) else f"{key} {value}"
                                        for key, value in result["cublaslt"].items()))
