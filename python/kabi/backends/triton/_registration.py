@@ -123,11 +123,12 @@ class _Supports:
         return self._family.unsupported_reason(self._config, matmul_problem) or True
 
 
-class _LinearSupports:
-    """The supports predicate of one linear config, or of one of its device binaries (no ``binaries``): the rows are
-    x's leading dimensions flattened (the problem's batch size), N and K the op's dimensions. The Python kernel
+class _ConfigSupports:
+    """The supports predicate of one config of a kernel with device binaries (linear's, the grouped GEMM's,
+    scaled_mm's), or of one of those binaries (no ``binaries``): the config's own rules first; then the Python kernel
     leaves to its binaries (``binaries``: {(arch, dtype, layout variant, 0): device binary name}) the problems they
-    serve."""
+    serve. Subclasses give the rules (``unsupported_reason``), the family whose binaries serve, and what those
+    binaries decline beyond the config's rules (``binary_declines``)."""
 
     def __init__(self, config, binaries: dict | None = None) -> None:
         self._config = config
@@ -137,92 +138,93 @@ class _LinearSupports:
         import torch
 
         from ._families import device_facts
-        from ._linear import LINEAR_FAMILY, linear_unsupported_reason
 
         arch = None
         if problem.device_type == DEVICE_TYPES["cuda"]:
             arch, _ = device_facts(torch.device("cuda", problem.device_index))
-        dims = problem.dims
-        reason = linear_unsupported_reason(self._config, problem.batch_size, dims["N"], dims["K"],
-                                           _ELEMENT_SIZES[problem.dtype], arch)
+        reason = self.unsupported_reason(problem, arch)
         if reason:
             return reason
-        binary = self._binaries.get((arch, problem.dtype, LINEAR_FAMILY.covering_layout(problem.layouts), 0))
-        if binary and not LINEAR_FAMILY.binary_unsupported_reason(dims["N"], dims["K"]):
+        family = self.binary_family()
+        binary = self._binaries.get((arch, problem.dtype, family.covering_layout(problem.layouts), 0))
+        if binary and not self.binary_declines(family, problem):
             return f"runs as its device binary {binary}"
         return True
 
+    def unsupported_reason(self, problem, arch: int | None) -> str | None:
+        raise NotImplementedError
 
-class _GroupedSupports:
-    """The supports predicate of one grouped config, or of one of its device binaries (no ``binaries``): R is every
-    row in the 2-D form, a group's rows in the 3-D. The Python kernel leaves to its binaries (``binaries``: {(arch,
-    dtype, layout variant, 0): device binary name}) the problems they serve."""
+    def binary_family(self):
+        raise NotImplementedError
 
-    def __init__(self, config, binaries: dict | None = None) -> None:
-        self._config = config
-        self._binaries = binaries or {}
+    def binary_declines(self, family, problem) -> str | None:
+        return family.binary_unsupported_reason(problem.dims["N"], problem.dims["K"])
 
-    def __call__(self, problem) -> bool | str:
-        import torch
 
-        from ._families import device_facts
-        from ._grouped import GROUPED_FAMILY, grouped_unsupported_reason
+class _LinearSupports(_ConfigSupports):
+    """Linear's: the rows are x's leading dimensions flattened (the problem's batch size), N and K the op's
+    dimensions."""
 
-        arch = None
-        if problem.device_type == DEVICE_TYPES["cuda"]:
-            arch, _ = device_facts(torch.device("cuda", problem.device_index))
+    def unsupported_reason(self, problem, arch: int | None) -> str | None:
+        from ._linear import linear_unsupported_reason
+
         dims = problem.dims
-        reason = grouped_unsupported_reason(self._config, dims["R"], dims["N"], dims["K"],
-                                            _ELEMENT_SIZES[problem.dtype], arch)
-        if reason:
-            return reason
-        binary = self._binaries.get((arch, problem.dtype, GROUPED_FAMILY.covering_layout(problem.layouts), 0))
-        if binary and not GROUPED_FAMILY.binary_unsupported_reason(dims["N"], dims["K"]):
-            return f"runs as its device binary {binary}"
-        return True
+        return linear_unsupported_reason(self._config, problem.batch_size, dims["N"], dims["K"],
+                                         _ELEMENT_SIZES[problem.dtype], arch)
+
+    def binary_family(self):
+        from ._linear import LINEAR_FAMILY
+
+        return LINEAR_FAMILY
 
 
-class _ScaledMMSupports:
-    """The supports predicate of one scaled_mm config of the pointer or the persistent TMA kernel (``tma``), or of
-    one of its device binaries (no ``binaries``): a row-major, b column-major on a GPU (the FP8 operand layout of
-    wgmma), and the config's fit to M, N, K. The Python kernel leaves to its binaries (``binaries``: {(arch, output
-    dtype, layout variant, 0): device binary name}) the problems they serve."""
+class _GroupedSupports(_ConfigSupports):
+    """The grouped GEMM's: R is every row in the 2-D form, a group's rows in the 3-D."""
+
+    def unsupported_reason(self, problem, arch: int | None) -> str | None:
+        from ._grouped import grouped_unsupported_reason
+
+        dims = problem.dims
+        return grouped_unsupported_reason(self._config, dims["R"], dims["N"], dims["K"],
+                                          _ELEMENT_SIZES[problem.dtype], arch)
+
+    def binary_family(self):
+        from ._grouped import GROUPED_FAMILY
+
+        return GROUPED_FAMILY
+
+
+class _ScaledMMSupports(_ConfigSupports):
+    """scaled_mm's, of the pointer or the persistent TMA kernel (``tma``): a row-major, b column-major on a GPU (the
+    FP8 operand layout of wgmma), and the config's fit to M, N, K. The binaries are keyed by the output dtype."""
 
     def __init__(self, config, tma: bool, binaries: dict | None = None) -> None:
-        self._config = config
+        super().__init__(config, binaries)
         self._tma = tma
-        self._binaries = binaries or {}
 
-    def __call__(self, problem) -> bool | str:
-        import torch
+    def unsupported_reason(self, problem, arch: int | None) -> str | None:
+        from ._scaled_mm import scaled_mm_tma_unsupported_reason, scaled_mm_unsupported_reason
 
-        from ._families import device_facts
-        from ._scaled_mm import (SCALED_MM_FAMILY, scaled_mm_tma_unsupported_reason,
-                                 scaled_mm_unsupported_reason)
-
-        arch = None
-        on_cuda = problem.device_type == DEVICE_TYPES["cuda"]
-        if on_cuda:
-            arch, _ = device_facts(torch.device("cuda", problem.device_index))
         # TMA reads the tiles K-major on any device; the pointer kernel needs it only for speed.
-        if on_cuda or self._tma:
+        if problem.device_type == DEVICE_TYPES["cuda"] or self._tma:
             a_layout, b_layout = problem.layouts[:2]
             if a_layout == "col_strided" or b_layout != "col_strided":
                 return (f"the FP8 tiles are read K-major: a row-major and b column-major (a transposed [N, K] "
                         f"weight); a is {a_layout}, b is {b_layout}")
         dims = problem.dims
         if self._tma:
-            reason = scaled_mm_tma_unsupported_reason(self._config, dims["M"], dims["N"], dims["K"],
-                                                      _SCALED_MM_OUT_SIZES[problem.dtype], arch)
-        else:
-            reason = scaled_mm_unsupported_reason(self._config, dims["M"], dims["N"], dims["K"], arch)
-        if reason:
-            return reason
+            return scaled_mm_tma_unsupported_reason(self._config, dims["M"], dims["N"], dims["K"],
+                                                    _SCALED_MM_OUT_SIZES[problem.dtype], arch)
+        return scaled_mm_unsupported_reason(self._config, dims["M"], dims["N"], dims["K"], arch)
+
+    def binary_family(self):
         # Both families declare the same layouts and rules; the pointer family's judge them.
-        binary = self._binaries.get((arch, problem.dtype, SCALED_MM_FAMILY.covering_layout(problem.layouts), 0))
-        if binary and not SCALED_MM_FAMILY.binary_unsupported_reason(dims["N"], dims["K"], problem.type_bindings[1:]):
-            return f"runs as its device binary {binary}"
-        return True
+        from ._scaled_mm import SCALED_MM_FAMILY
+
+        return SCALED_MM_FAMILY
+
+    def binary_declines(self, family, problem) -> str | None:
+        return family.binary_unsupported_reason(problem.dims["N"], problem.dims["K"], problem.type_bindings[1:])
 
 
 def register_triton_kernels(device: str = "cuda") -> list[str]:
