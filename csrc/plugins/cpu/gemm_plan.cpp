@@ -4,6 +4,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "../operands.hpp"
 #include "tensors.hpp"
 
 namespace kabi::cpu {
@@ -73,11 +74,14 @@ std::string check_output(const DLTensor& out, const GemmPlan& plan, const int64_
 }  // namespace
 
 std::string plan_gemm(const kabi_problem& problem, const kabi_args& args, bool require_output, GemmPlan* plan) {
-  if (args.inputs == nullptr || args.num_inputs != 2) return "matmul takes exactly two inputs, a and b";
+  if (std::string reason = plugins::check_operand_count(args, 2, 2, "matmul takes exactly two inputs, a and b",
+                                                        require_output);
+      !reason.empty()) {
+    return reason;
+  }
   const DLTensor& a = args.inputs[0];
   const DLTensor& b = args.inputs[1];
-  const bool has_output = args.num_outputs > 0 && args.outputs != nullptr;
-  if (require_output && !has_output) return "the call has no output tensor";
+  const bool has_output = plugins::output_of(args) != nullptr;
 
   for (const DLTensor* tensor : {&a, &b}) {
     const char* name = tensor == &a ? "a" : "b";

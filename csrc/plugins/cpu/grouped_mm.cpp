@@ -8,7 +8,7 @@
 #include <exception>
 #include <string>
 
-#include "../grouped_mm_operands.hpp"
+#include "../operands.hpp"
 #include "registration.hpp"
 #include "tensors.hpp"
 

@@ -9,16 +9,14 @@
 #include <exception>
 #include <string>
 
+#include "../operands.hpp"
 #include "registration.hpp"
 #include "tensors.hpp"
 
 namespace kabi::cpu {
 namespace {
 
-// The activations, in the order of the op's enum(none, relu, gelu, gelu_tanh, silu): the attribute's value is the
-// index (kabi.ops._references.ACTIVATIONS keeps the same order for Python).
-enum class Activation : int64_t { kNone = 0, kRelu = 1, kGelu = 2, kGeluTanh = 3, kSilu = 4 };
-constexpr int64_t kActivationCount = 5;
+using plugins::Activation;
 
 constexpr int kMaxRank = KABI_MAX_BATCH_RANK + 1;
 // Above the torch-native kernel (priority 0), as the plugin's matmul: where no tuning decision exists, native code
@@ -91,19 +89,16 @@ std::string check_output(const DLTensor& out, const DLTensor& x, const LinearPla
 // string means success. With require_output, a call without an output fails; otherwise the output is checked when
 // present. That the output overlaps no input the core checks before every launch.
 std::string plan_linear(const kabi_problem& problem, const kabi_args& args, bool require_output, LinearPlan* plan) {
-  if (args.inputs == nullptr || args.num_inputs < 2) return "linear takes the inputs x, w and an optional bias";
+  if (std::string reason = plugins::check_operand_count(
+          args, 2, 3, "linear takes the inputs x, w and an optional bias", require_output);
+      !reason.empty()) {
+    return reason;
+  }
   const DLTensor& x = args.inputs[0];
   const DLTensor& w = args.inputs[1];
-  // An absent optional input is a zero-filled DLTensor, or left out of num_inputs.
-  const DLTensor* bias = args.num_inputs > 2 && args.inputs[2].dtype.bits != 0 ? &args.inputs[2] : nullptr;
-  const bool has_output = args.num_outputs > 0 && args.outputs != nullptr;
-  if (require_output && !has_output) return "the call has no output tensor";
-  if (problem.num_attributes < 1) return "the problem carries no activation attribute";
-  const int64_t activation = problem.attributes[0].integer;
-  if (activation < 0 || activation >= kActivationCount) {
-    return "activation " + std::to_string(activation) + " is not an index of (none, relu, gelu, gelu_tanh, silu)";
-  }
-  plan->activation = static_cast<Activation>(activation);
+  const DLTensor* bias = plugins::optional_input(args, 2);
+  const bool has_output = plugins::output_of(args) != nullptr;
+  if (std::string reason = plugins::read_activation(problem, &plan->activation); !reason.empty()) return reason;
 
   if (x.ndim < 1 || x.ndim > kMaxRank) {
     return "x has rank " + std::to_string(x.ndim) + "; kabi-cpu takes ranks 1 to " + std::to_string(kMaxRank);

@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "../dlpack_tensors.hpp"
-#include "../grouped_mm_operands.hpp"
+#include "../operands.hpp"
 #include "cutlass_grouped_kernels.hpp"
 #include "cutlass_kernels.hpp"
 #include "gemm_plan.hpp"

@@ -7,12 +7,11 @@
 
 #include <cstdint>
 
+#include "../activation.hpp"
+
 namespace kabi::cuda {
 
-// The activations of linear's enum(none, relu, gelu, gelu_tanh, silu), in that order: the attribute's value is the
-// index. matmul is kNone.
-enum class Activation : int32_t { kNone = 0, kRelu = 1, kGelu = 2, kGeluTanh = 3, kSilu = 4 };
-constexpr int64_t kActivationCount = 5;
+using plugins::Activation;
 
 // How b is stored: row-major [K, N] (unit stride along N), or column-major, i.e. [N, K] row-major read transposed
 // (unit stride along K).

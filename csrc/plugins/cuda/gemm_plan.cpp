@@ -7,6 +7,7 @@
 #include <initializer_list>
 
 #include "../dlpack_tensors.hpp"
+#include "../operands.hpp"
 
 namespace kabi::cuda {
 namespace {
@@ -122,11 +123,14 @@ std::string plan_bias(const DLTensor* bias, GemmCall* call) {
 }  // namespace
 
 std::string plan_matmul(const kabi_problem& problem, const kabi_args& args, bool require_output, GemmCall* call) {
-  if (args.inputs == nullptr || args.num_inputs != 2) return "matmul takes exactly two inputs, a and b";
+  if (std::string reason = plugins::check_operand_count(args, 2, 2, "matmul takes exactly two inputs, a and b",
+                                                        require_output);
+      !reason.empty()) {
+    return reason;
+  }
   const DLTensor& a = args.inputs[0];
   const DLTensor& b = args.inputs[1];
-  const bool has_output = args.num_outputs > 0 && args.outputs != nullptr;
-  if (require_output && !has_output) return "the call has no output tensor";
+  const bool has_output = plugins::output_of(args) != nullptr;
   for (const DLTensor* tensor : {&a, &b}) {
     const char* name = tensor == &a ? "a" : "b";
     if (tensor->ndim < 2 || tensor->ndim > kMaxRank) {
@@ -184,18 +188,16 @@ std::string plan_matmul(const kabi_problem& problem, const kabi_args& args, bool
 }
 
 std::string plan_linear(const kabi_problem& problem, const kabi_args& args, bool require_output, GemmCall* call) {
-  if (args.inputs == nullptr || args.num_inputs < 2) return "linear takes the inputs x, w and an optional bias";
+  if (std::string reason = plugins::check_operand_count(
+          args, 2, 3, "linear takes the inputs x, w and an optional bias", require_output);
+      !reason.empty()) {
+    return reason;
+  }
   const DLTensor& x = args.inputs[0];
   const DLTensor& w = args.inputs[1];
-  // An absent optional input is a zero-filled DLTensor, or left out of num_inputs.
-  const DLTensor* bias = args.num_inputs > 2 && args.inputs[2].dtype.bits != 0 ? &args.inputs[2] : nullptr;
-  const bool has_output = args.num_outputs > 0 && args.outputs != nullptr;
-  if (require_output && !has_output) return "the call has no output tensor";
-  if (problem.num_attributes < 1) return "the problem carries no activation attribute";
-  const int64_t activation = problem.attributes[0].integer;
-  if (activation < 0 || activation >= kActivationCount) {
-    return "activation " + std::to_string(activation) + " is not an index of (none, relu, gelu, gelu_tanh, silu)";
-  }
+  const DLTensor* bias = plugins::optional_input(args, 2);
+  const bool has_output = plugins::output_of(args) != nullptr;
+  if (std::string reason = plugins::read_activation(problem, &call->activation); !reason.empty()) return reason;
   if (x.ndim < 1 || x.ndim > kMaxRank - 1) {
     return "x has rank " + std::to_string(x.ndim) + "; expected 1 to " + std::to_string(kMaxRank - 1);
   }
@@ -209,7 +211,6 @@ std::string plan_linear(const kabi_problem& problem, const kabi_args& args, bool
   call->dtype = call->a_dtype = call->b_dtype = problem.dtype;
   call->device_index = problem.device_index;
   call->stream = args.stream;
-  call->activation = static_cast<Activation>(activation);
   call->k = x.shape[x.ndim - 1];
   call->n = w.shape[0];
   call->batch = 1;
@@ -258,14 +259,15 @@ std::string plan_linear(const kabi_problem& problem, const kabi_args& args, bool
 }
 
 std::string plan_scaled_mm(const kabi_problem& problem, const kabi_args& args, bool require_output, GemmCall* call) {
-  if (args.inputs == nullptr || args.num_inputs < 4) {
-    return "scaled_mm takes the inputs a, b, scale_a, scale_b and an optional bias";
+  if (std::string reason = plugins::check_operand_count(
+          args, 4, 5, "scaled_mm takes the inputs a, b, scale_a, scale_b and an optional bias", require_output);
+      !reason.empty()) {
+    return reason;
   }
   const DLTensor& a = args.inputs[0];
   const DLTensor& b = args.inputs[1];
-  const DLTensor* bias = args.num_inputs > 4 && args.inputs[4].dtype.bits != 0 ? &args.inputs[4] : nullptr;
-  const bool has_output = args.num_outputs > 0 && args.outputs != nullptr;
-  if (require_output && !has_output) return "the call has no output tensor";
+  const DLTensor* bias = plugins::optional_input(args, 4);
+  const bool has_output = plugins::output_of(args) != nullptr;
   if (problem.dtype != KABI_DTYPE_BFLOAT16 && problem.dtype != KABI_DTYPE_FLOAT16 &&
       problem.dtype != KABI_DTYPE_FLOAT32) {
     return "out_dtype is not bfloat16, float16 or float32";
