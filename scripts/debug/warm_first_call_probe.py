@@ -17,7 +17,10 @@ start-up, time:
   GEMMs before kabi's first one;
 - ``thread_lt_then_lt``: ``lt``'s start-up on another thread, joined, then ``lt`` again on the main thread: whether
   the start-up is the process's (the main thread's first query then costs what a second one does) or each thread's;
-- ``thread_lt_then_kabi``: the same start-up on another thread, joined, then kabi's first call.
+- ``thread_lt_then_kabi``: the same start-up on another thread, joined, then kabi's first call;
+- ``thread_small_row_major_lt_then_lt``: the start-up on another thread with a 64x64x64 query of row-major operands,
+  joined, then ``lt`` (the problem, b an nn.Linear weight) on the main thread: whether a query of another size and
+  layout starts the library for the problem's as well.
 
     python scripts/debug/warm_first_call_probe.py [--problem 37x4096x4096] [--runs 3]
 """
@@ -57,8 +60,9 @@ def _libcublaslt() -> ctypes.CDLL:
     raise RuntimeError("torch has not loaded libcublasLt")
 
 
-def _start_cublaslt(m: int, n: int, k: int) -> dict[str, float]:
-    """cublasLtCreate and two heuristic queries for out[m, n] = a[m, k] @ w[n, k].T, each timed."""
+def _start_cublaslt(m: int, n: int, k: int, weight_transposed: bool = True) -> dict[str, float]:
+    """cublasLtCreate and two heuristic queries for out[m, n] = a[m, k] @ w[n, k].T (``weight_transposed``) or
+    a[m, k] @ b[k, n], each timed."""
     lt = _libcublaslt()
     figures = {}
     handle = ctypes.c_void_p()
@@ -67,12 +71,14 @@ def _start_cublaslt(m: int, n: int, k: int) -> dict[str, float]:
     figures["create_s"] = time.perf_counter() - start
     desc = ctypes.c_void_p()
     assert lt.cublasLtMatmulDescCreate(ctypes.byref(desc), _COMPUTE_32F, _CUDA_R_32F) == 0
-    transposed = ctypes.c_int32(_OP_T)
-    lt.cublasLtMatmulDescSetAttribute(desc, _MATMUL_DESC_TRANSA, ctypes.byref(transposed), 4)
-    # cuBLASLt is column-major: out[m, n] row-major is D = op(A) B with A = w, seen as k x n and transposed, B = a
-    # seen as k x m, and D n x m.
+    if weight_transposed:
+        transposed = ctypes.c_int32(_OP_T)
+        lt.cublasLtMatmulDescSetAttribute(desc, _MATMUL_DESC_TRANSA, ctypes.byref(transposed), 4)
+    # cuBLASLt is column-major: out[m, n] row-major is D = op(A) B with A = w, seen as k x n and transposed (or b,
+    # seen as n x k), B = a seen as k x m, and D n x m.
     layouts = []
-    for rows, columns, leading in ((k, n, k), (k, m, k), (n, m, n)):
+    weight_layout = (k, n, k) if weight_transposed else (n, k, n)
+    for rows, columns, leading in (weight_layout, (k, m, k), (n, m, n)):
         layout = ctypes.c_void_p()
         assert lt.cublasLtMatrixLayoutCreate(ctypes.byref(layout), _CUDA_R_16BF, ctypes.c_uint64(rows),
                                              ctypes.c_uint64(columns), ctypes.c_int64(leading)) == 0
@@ -102,20 +108,21 @@ def _child(mode: str, m: int, n: int, k: int) -> dict[str, Any]:
     w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
     torch.cuda.synchronize()
     figures: dict[str, Any] = {"mode": mode}
-    if mode in ("thread_lt_then_lt", "thread_lt_then_kabi"):
+    if mode in ("thread_lt_then_lt", "thread_lt_then_kabi", "thread_small_row_major_lt_then_lt"):
         started: dict[str, Any] = {}
-        thread = threading.Thread(target=lambda: started.update(_start_cublaslt(m, n, k)))
+        query = ((64, 64, 64, False) if mode == "thread_small_row_major_lt_then_lt" else (m, n, k, True))
+        thread = threading.Thread(target=lambda: started.update(_start_cublaslt(*query)))
         thread.start()
         thread.join()
         figures["cublaslt_other_thread"] = started
-    if mode in ("lt", "lt_then_kabi", "thread_lt_then_lt"):
+    if mode in ("lt", "lt_then_kabi", "thread_lt_then_lt", "thread_small_row_major_lt_then_lt"):
         figures["cublaslt"] = _start_cublaslt(m, n, k)
     if mode == "torch_then_kabi":
         start = time.perf_counter()
         torch.matmul(a, w.T)
         torch.cuda.synchronize()
         figures["torch_first_call_s"] = time.perf_counter() - start
-    if mode in ("lt", "thread_lt_then_lt"):
+    if mode in ("lt", "thread_lt_then_lt", "thread_small_row_major_lt_then_lt"):
         return figures
     import kabi
     from kabi.ops import _front
@@ -165,7 +172,8 @@ def main() -> None:
         print(f"cold (tunes): first call {cold['kabi_first_call_s']:.3f} s, pick {cold['pick']}")
         runs: dict[str, list[dict[str, Any]]] = {}
         for _ in range(args.runs):
-            for mode in ("lt", "kabi", "lt_then_kabi", "torch_then_kabi", "thread_lt_then_lt", "thread_lt_then_kabi"):
+            for mode in ("lt", "kabi", "lt_then_kabi", "torch_then_kabi", "thread_lt_then_lt", "thread_lt_then_kabi",
+                         "thread_small_row_major_lt_then_lt"):
                 runs.setdefault(mode, []).append(_run(mode, (m, n, k), environment))
     for mode, results in runs.items():
         print(f"{mode}:")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 
 import pytest
 import torch
@@ -475,3 +476,50 @@ def test_called_from_c(tmp_path) -> None:
     result = subprocess.run([str(program), plugin], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "PASSED" in result.stdout
+
+
+_WARM_UP_SCRIPT = """
+import ctypes, sys
+import torch
+from kabi import _core
+from kabi._base.tensors import descriptor
+from kabi._plugins.discovery import complete_registry
+
+def primary_context_active(device):
+    driver = ctypes.CDLL("libcuda.so.1")
+    assert driver.cuInit(0) == 0
+    flags, active = ctypes.c_uint(), ctypes.c_int()
+    assert driver.cuDevicePrimaryCtxGetState(device, ctypes.byref(flags), ctypes.byref(active)) == 0
+    return bool(active.value)
+
+case = sys.argv[1]
+if case == "no context":
+    # Loaded before anything made a context current: the plugin starts no warm-up, which would have to make one.
+    _core.plugin_load_builtin()
+    print("active after load:", primary_context_active(0))
+    sys.exit(0)
+a = torch.randn(37, 4096, device="cuda", dtype=torch.bfloat16)
+w = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+# Torch's context is current: the plugin's load starts cuBLASLt's warm-up on a thread of its own.
+complete_registry("cuda")
+if case == "exit":
+    sys.exit(0)
+slots = sorted(k["name"] for k in _core.kernel_list() if k["name"].startswith("cuda.cublaslt.algo"))
+out = torch.empty(37, 4096, device="cuda", dtype=torch.bfloat16)
+_core.launch("matmul", slots[0], [descriptor(a), descriptor(w.T)], [descriptor(out)],
+             stream=torch.cuda.current_stream().cuda_stream)
+torch.cuda.synchronize()
+reference = a.double() @ w.T.double()
+print("error:", ((out.double() - reference).norm() / reference.norm()).item())
+"""
+
+
+@pytest.mark.parametrize("case", ["exit", "call", "no context"])
+def test_the_cublaslt_warm_up_neither_blocks_exit_nor_disturbs_a_call_nor_makes_a_context(case) -> None:
+    result = subprocess.run([sys.executable, "-c", _WARM_UP_SCRIPT, case], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    if case == "call":
+        error = float(re.search(r"error: (\S+)", result.stdout).group(1))
+        assert error < 1e-2, result.stdout
+    if case == "no context":
+        assert "active after load: False" in result.stdout, result.stdout + result.stderr

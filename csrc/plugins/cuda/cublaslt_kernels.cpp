@@ -19,6 +19,8 @@
 // scales are its outer-vector scale mode (one float per row of its A, i.e. per column of out, and per column of its
 // B, i.e. per row of out). A call with use_fast_accum sets the descriptor's FAST_ACCUM, so the heuristic offers the
 // algorithms that keep the partial sums in the tensor cores' accumulator; without it they stay off.
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cstring>
 #include <exception>
@@ -26,6 +28,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <tuple>
 #include <vector>
@@ -627,6 +630,87 @@ kabi_status register_aligned_copies(const kabi_host_api* host, GemmOp op, const 
   return register_gemm_kernel(host, desc, std::move(kernel));
 }
 
+// The context a thread has current, its device, and the driver's function that makes it current on another thread.
+struct CurrentContext {
+  void* context = nullptr;
+  int32_t device_index = -1;
+  int (*make_current)(void* context) = nullptr;
+};
+
+// The calling thread's current context, read through the driver: unlike the runtime, it never creates a context to
+// answer. False when there is none (no driver loaded, or no context current).
+bool find_current_context(CurrentContext* found) {
+  // RTLD_NOLOAD: only a driver the process has already loaded. The reference it takes is kept for the warm-up
+  // thread's calls into the driver.
+  void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (driver == nullptr) return false;
+  const auto get_current = reinterpret_cast<int (*)(void**)>(dlsym(driver, "cuCtxGetCurrent"));
+  const auto get_device = reinterpret_cast<int (*)(int*)>(dlsym(driver, "cuCtxGetDevice"));
+  found->make_current = reinterpret_cast<int (*)(void*)>(dlsym(driver, "cuCtxSetCurrent"));
+  int device = -1;
+  if (get_current == nullptr || get_device == nullptr || found->make_current == nullptr ||
+      get_current(&found->context) != 0 || found->context == nullptr || get_device(&device) != 0) {
+    return false;
+  }
+  found->device_index = device;
+  return true;
+}
+
+// cuBLASLt starts up on its first heuristic query in a process: 72-102 ms on the H100 and H200, where a later query
+// takes 0.3 ms, and it is the process's start-up, not a thread's: after a query on another thread, the main thread's
+// first query took 0.2-0.4 ms (benchmarks/results/debug-warm-first-call-probe-threads-nvidia-h100.txt). A process's
+// first selection asks the slots' supports predicates, whose first plan makes that query, so the start-up sat on the
+// process's first call. Started at registration, on a thread of its own, it overlaps the host's registration of its
+// other backends (the Triton binaries: 25-55 ms), and the first plan_of waits on the state's mutex for whatever is
+// left of it. Only in the context the loading thread has current: warming up never creates a context, nor touches a
+// device the process does not use.
+class WarmUp {
+ public:
+  // Once per process; a second plugin load finds the thread started.
+  void start(const CurrentContext& current) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (thread_.joinable()) return;
+    thread_ = std::thread([current] {
+      if (current.make_current(current.context) != 0) return;
+      // bfloat16 matmuls of 64 rows, columns and depth, b column-major (an nn.Linear weight, the common case) first,
+      // then row-major. A single row-major query left the first selection of an nn.Linear problem at 0.107 s on the
+      // H200 (debug-first-call-cublaslt-warm-up-nvidia-h200.json); whether part of the start-up is per layout is not
+      // measured yet (warm_first_call_probe.py's thread_small_row_major_lt_then_lt asks), so each layout gets its
+      // own query. Their plans stay in the table like any other; each query holds the state's mutex alone, so a
+      // selection waits for one query at most.
+      for (MatrixOrder b_order : {MatrixOrder::kColumnMajor, MatrixOrder::kRowMajor}) {
+        GemmCall call;
+        call.dtype = call.a_dtype = call.b_dtype = KABI_DTYPE_BFLOAT16;
+        call.m = call.n = call.k = 64;
+        call.lda = call.ldb = 64;
+        call.b_order = b_order;
+        call.device_index = current.device_index;
+        // A warm-up that fails leaves the same work, and its report, to the first plan_of.
+        try {
+          std::string error;
+          plan_of(call, epilogue_of(call), &error);
+        } catch (...) {
+        }
+      }
+    });
+  }
+
+  // A process that exits before the query ends waits for it, rather than unloading cuBLASLt under it.
+  ~WarmUp() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::thread thread_;
+};
+
+// Constructed after cublaslt()'s state (registration reads that first), so destroyed, and joined, before it.
+WarmUp& warm_up() {
+  static WarmUp instance;
+  return instance;
+}
+
 }  // namespace
 
 kabi_status register_cublaslt_kernels(const kabi_host_api* host, PluginContext& context) {
@@ -670,6 +754,12 @@ kabi_status register_cublaslt_kernels(const kabi_host_api* host, PluginContext& 
       const kabi_status status = register_aligned_copies(host, op, version);
       if (status != KABI_STATUS_OK) return status;
     }
+  }
+  CurrentContext current;
+  if (find_current_context(&current) && current.device_index >= 0 &&
+      static_cast<size_t>(current.device_index) < context.archs.size() &&
+      context.archs[static_cast<size_t>(current.device_index)] >= 80) {
+    warm_up().start(current);
   }
   return KABI_STATUS_OK;
 }
