@@ -479,7 +479,7 @@ def test_called_from_c(tmp_path) -> None:
 
 
 _WARM_UP_SCRIPT = """
-import ctypes, sys
+import ctypes, os, sys
 import torch
 from kabi import _core
 from kabi._base.tensors import descriptor
@@ -504,6 +504,14 @@ w = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
 complete_registry("cuda")
 if case == "exit":
     sys.exit(0)
+if case == "fork":
+    # The child inherits the warm-up's state but not its thread; its normal exit runs the plugin's destructors.
+    child = os.fork()
+    if child == 0:
+        sys.exit(0)
+    _, status = os.waitpid(child, 0)
+    print("child exit status:", os.waitstatus_to_exitcode(status))
+    sys.exit(0)
 slots = sorted(k["name"] for k in _core.kernel_list() if k["name"].startswith("cuda.cublaslt.algo"))
 out = torch.empty(37, 4096, device="cuda", dtype=torch.bfloat16)
 _core.launch("matmul", slots[0], [descriptor(a), descriptor(w.T)], [descriptor(out)],
@@ -514,10 +522,12 @@ print("error:", ((out.double() - reference).norm() / reference.norm()).item())
 """
 
 
-@pytest.mark.parametrize("case", ["exit", "call", "no context"])
+@pytest.mark.parametrize("case", ["exit", "call", "no context", "fork"])
 def test_the_cublaslt_warm_up_neither_blocks_exit_nor_disturbs_a_call_nor_makes_a_context(case) -> None:
     result = subprocess.run([sys.executable, "-c", _WARM_UP_SCRIPT, case], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
+    if case == "fork":
+        assert "child exit status: 0" in result.stdout, result.stdout + result.stderr
     if case == "call":
         error = float(re.search(r"error: (\S+)", result.stdout).group(1))
         assert error < 1e-2, result.stdout

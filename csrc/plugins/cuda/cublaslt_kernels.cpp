@@ -20,8 +20,10 @@
 // B, i.e. per row of out). A call with use_fast_accum sets the descriptor's FAST_ACCUM, so the heuristic offers the
 // algorithms that keep the partial sums in the tensor cores' accumulator; without it they stay off.
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
 #include <exception>
 #include <map>
@@ -669,40 +671,57 @@ class WarmUp {
   // Once per process; a second plugin load finds the thread started.
   void start(const CurrentContext& current) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (thread_.joinable()) return;
-    thread_ = std::thread([current] {
-      if (current.make_current(current.context) != 0) return;
-      // bfloat16 matmuls of 64 rows, columns and depth, b column-major (an nn.Linear weight, the common case) first,
-      // then row-major. A single row-major query left the first selection of an nn.Linear problem at 0.107 s on the
-      // H200 (debug-first-call-cublaslt-warm-up-nvidia-h200.json); whether part of the start-up is per layout is not
-      // measured yet (warm_first_call_probe.py's thread_small_row_major_lt_then_lt asks), so each layout gets its
-      // own query. Their plans stay in the table like any other; each query holds the state's mutex alone, so a
-      // selection waits for one query at most.
-      for (MatrixOrder b_order : {MatrixOrder::kColumnMajor, MatrixOrder::kRowMajor}) {
-        GemmCall call;
-        call.dtype = call.a_dtype = call.b_dtype = KABI_DTYPE_BFLOAT16;
-        call.m = call.n = call.k = 64;
-        call.lda = call.ldb = 64;
-        call.b_order = b_order;
-        call.device_index = current.device_index;
-        // A warm-up that fails leaves the same work, and its report, to the first plan_of.
-        try {
-          std::string error;
-          plan_of(call, epilogue_of(call), &error);
-        } catch (...) {
-        }
-      }
-    });
+    if (owner_ != 0) return;
+    owner_ = getpid();
+    // Detached, with its end kept in done_: a forked child inherits the object but not the thread, and a joinable
+    // std::thread there could be neither joined nor destroyed.
+    std::thread([this, current] {
+      run(current);
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+      // Under the mutex: once a waiting destructor can proceed, this thread no longer touches the object.
+      finished_.notify_all();
+    }).detach();
   }
 
-  // A process that exits before the query ends waits for it, rather than unloading cuBLASLt under it.
+  // A process that exits before the queries end waits for them, rather than unloading cuBLASLt under them; a forked
+  // child, which has no such thread, does not wait.
   ~WarmUp() {
-    if (thread_.joinable()) thread_.join();
+    // Before the mutex: a child forked while the thread held it would find it held forever.
+    if (owner_ != getpid()) return;
+    std::unique_lock<std::mutex> lock(mutex_);
+    finished_.wait(lock, [this] { return done_; });
   }
 
  private:
+  static void run(const CurrentContext& current) {
+    if (current.make_current(current.context) != 0) return;
+    // bfloat16 matmuls of 64 rows, columns and depth, b column-major (an nn.Linear weight, the common case) first,
+    // then row-major. A single row-major query left the first selection of an nn.Linear problem at 0.107 s on the
+    // H200 (debug-first-call-cublaslt-warm-up-nvidia-h200.json); whether part of the start-up is per layout is not
+    // measured yet (warm_first_call_probe.py's thread_small_row_major_lt_then_lt asks), so each layout gets its
+    // own query. Their plans stay in the table like any other; each query holds the state's mutex alone, so a
+    // selection waits for one query at most.
+    for (MatrixOrder b_order : {MatrixOrder::kColumnMajor, MatrixOrder::kRowMajor}) {
+      GemmCall call;
+      call.dtype = call.a_dtype = call.b_dtype = KABI_DTYPE_BFLOAT16;
+      call.m = call.n = call.k = 64;
+      call.lda = call.ldb = 64;
+      call.b_order = b_order;
+      call.device_index = current.device_index;
+      // A warm-up that fails leaves the same work, and its report, to the first plan_of.
+      try {
+        std::string error;
+        plan_of(call, epilogue_of(call), &error);
+      } catch (...) {
+      }
+    }
+  }
+
   std::mutex mutex_;
-  std::thread thread_;
+  std::condition_variable finished_;
+  bool done_ = false;
+  pid_t owner_ = 0;  // the process that started the thread; 0 until one has
 };
 
 // Constructed after cublaslt()'s state (registration reads that first), so destroyed, and joined, before it.
