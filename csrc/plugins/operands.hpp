@@ -11,23 +11,23 @@
 
 namespace kabi::plugins {
 
+// The call's output, or NULL when it has none yet (selection).
+inline const DLTensor* output_of(const kabi_args& args) {
+  return args.num_outputs > 0 && args.outputs != nullptr ? &args.outputs[0] : nullptr;
+}
+
 // An empty string when the call has `required` to `accepted` inputs (and an output, with require_output), else why
 // not; `expected` names the op's inputs for that message.
 inline std::string check_operand_count(const kabi_args& args, int32_t required, int32_t accepted,
                                        const char* expected, bool require_output) {
   if (args.inputs == nullptr || args.num_inputs < required || args.num_inputs > accepted) return expected;
-  if (require_output && (args.num_outputs < 1 || args.outputs == nullptr)) return "the call has no output tensor";
+  if (require_output && output_of(args) == nullptr) return "the call has no output tensor";
   return {};
 }
 
 // Optional input `index`, or NULL where it is absent: a zero-filled DLTensor, or left out of num_inputs.
 inline const DLTensor* optional_input(const kabi_args& args, int32_t index) {
   return args.num_inputs > index && args.inputs[index].dtype.bits != 0 ? &args.inputs[index] : nullptr;
-}
-
-// The call's output, or NULL when it has none yet (selection).
-inline const DLTensor* output_of(const kabi_args& args) {
-  return args.num_outputs > 0 && args.outputs != nullptr ? &args.outputs[0] : nullptr;
 }
 
 // linear's activation, from the problem's first attribute; an empty string, or why it is not one.

@@ -523,7 +523,7 @@ print("error:", ((out.double() - reference).norm() / reference.norm()).item())
 
 
 @pytest.mark.parametrize("case", ["exit", "call", "no context", "fork"])
-def test_the_cublaslt_warm_up_neither_blocks_exit_nor_disturbs_a_call_nor_makes_a_context(case) -> None:
+def test_the_cublaslt_warm_up_blocks_no_exit_disturbs_no_call_and_makes_no_context(case) -> None:
     result = subprocess.run([sys.executable, "-c", _WARM_UP_SCRIPT, case], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     if case == "fork":

@@ -27,6 +27,7 @@ tests can drive them through ``kabi.ops.matmul``::
 
 from __future__ import annotations
 
+import abc
 import functools
 import importlib.util
 import logging
@@ -123,7 +124,7 @@ class _Supports:
         return self._family.unsupported_reason(self._config, matmul_problem) or True
 
 
-class _ConfigSupports:
+class _ConfigSupports(abc.ABC):
     """The supports predicate of one config of a kernel with device binaries (linear's, the grouped GEMM's,
     scaled_mm's), or of one of those binaries (no ``binaries``): the config's own rules first; then the Python kernel
     leaves to its binaries (``binaries``: {(arch, dtype, layout variant, 0): device binary name}) the problems they
@@ -151,11 +152,13 @@ class _ConfigSupports:
             return f"runs as its device binary {binary}"
         return True
 
+    @abc.abstractmethod
     def unsupported_reason(self, problem, arch: int | None) -> str | None:
-        raise NotImplementedError
+        """Why the config declines the problem on ``arch`` (None off the GPU), or None."""
 
+    @abc.abstractmethod
     def binary_family(self):
-        raise NotImplementedError
+        """The family whose device binaries serve the config's problems."""
 
     def binary_declines(self, family, problem) -> str | None:
         return family.binary_unsupported_reason(problem.dims["N"], problem.dims["K"])
