@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One call on the GPU machine does it all: install what its image lacks, build kabi, run the GPU tests and the
 # benchmarks, leave results under benchmarks/results/ (and $OUT when set), print a short table.
-# Usage: bash benchmarks/fetch_gpu_wheels.sh here, then (device tool) bash benchmarks/run_gpu.sh [STEP ...] with
-# carry [".whl"]. Steps: tests cuda memcheck repro overhead bench:llm-decode triton decode cpp fp8 (default: all, in
+# Usage: bash benchmarks/fetch_gpu_wheels.sh here (and, to skip compiling the CUDA plugin there,
+# bash benchmarks/prebuilt_cuda_plugin.sh build), then (device tool) bash benchmarks/run_gpu.sh [STEP ...] with
+# carry [".whl", ".prebuilt"]. Steps: tests cuda memcheck repro overhead bench:llm-decode triton decode cpp fp8 (default: all, in
 # that order), and native (the GPU tests of the Triton binaries, grouped, linear and scaled_mm ones included, and kabi.cuda alone), firstcall (fresh processes' first calls; firstcall-shipped: with shipped binaries only),
 # distributed (2 GPUs). Each
 # step has its own time limit so that one hanging step still leaves the others' results and the table.
@@ -49,14 +50,27 @@ python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", tr
 # pyproject.toml, the registry it installs) by content, and the Python package's file names (the editable install
 # maps those, and reads their contents from the tree).
 start=$(date +%s)
+# The CUDA plugin built on the CPU machine (benchmarks/prebuilt_cuda_plugin.sh build, carry [".prebuilt"]) is
+# installed instead of compiled here where it was built from these very sources and the cuBLASLt it names is here.
+prebuilt_plugin=
+if [ -f .prebuilt/libkabi_cuda.so ] && [ -f .prebuilt/libkabi_cuda.stamp ]; then
+  if [ "$(awk '$1 == "stamp" {print $2}' .prebuilt/libkabi_cuda.stamp)" = "$(bash benchmarks/prebuilt_cuda_plugin.sh stamp)" ] \
+     && [ -e "$(awk '$1 == "cublaslt" {print $2}' .prebuilt/libkabi_cuda.stamp)" ]; then
+    prebuilt_plugin=$PWD/.prebuilt/libkabi_cuda.so
+    echo "build: the CUDA plugin from .prebuilt ($(awk '$1 == "nvcc" {$1 = ""; print}' .prebuilt/libkabi_cuda.stamp))"
+  else
+    echo "build: .prebuilt/libkabi_cuda.so is not from these sources, or names a cuBLASLt not here; compiling the plugin"
+  fi
+fi
 build_stamp=build/gpu/kabi-sources.sha1
 sources=$( { find csrc cmake registry CMakeLists.txt pyproject.toml -type f -print0 | sort -z | xargs -0 sha1sum;
-             find python -type f -name '*.py' | sort; } | sha1sum | cut -d' ' -f1)
+             find python -type f -name '*.py' | sort; echo "prebuilt plugin: $prebuilt_plugin"; } | sha1sum | cut -d' ' -f1)
 if [ -f "$build_stamp" ] && [ "$(cat "$build_stamp")" = "$sources" ] && (cd / && python3 -c 'import kabi._core') 2>/dev/null; then
   echo "build: kept (sources unchanged since the previous call's build)"
 else
   rm -f "$build_stamp"
-  python3 -m pip install -q --no-build-isolation --no-deps -e . -C build-dir=build/gpu || { echo "BUILD FAILED"; exit 1; }
+  python3 -m pip install -q --no-build-isolation --no-deps -e . -C build-dir=build/gpu \
+    -C cmake.define.KABI_CUDA_PLUGIN_PREBUILT="$prebuilt_plugin" || { echo "BUILD FAILED"; exit 1; }
   echo "$sources" > "$build_stamp"
   echo "build: $(( $(date +%s) - start )) s"
 fi

@@ -5,8 +5,22 @@
 option(KABI_ENABLE_CUDA "Build the CUDA plugin libkabi_cuda.so where a CUDA compiler is found" ON)
 set(KABI_CUTLASS_INCLUDE_DIR "" CACHE PATH "Directory holding cutlass/ and cute/ (default: from nvidia-cutlass)")
 
+# A plugin built elsewhere from these same sources (benchmarks/prebuilt_cuda_plugin.sh builds one on a machine with
+# nvcc for a GPU machine) is installed as it is, and no CUDA compiler is needed. The plugin ABI check at load time
+# refuses one built against another ABI.
+set(KABI_CUDA_PLUGIN_PREBUILT "" CACHE FILEPATH "A libkabi_cuda.so built elsewhere, installed instead of building one")
+
 if(NOT KABI_ENABLE_CUDA)
   message(STATUS "kabi: KABI_ENABLE_CUDA is OFF; the CUDA plugin (CUTLASS and cuBLASLt kernels) is not built")
+  return()
+endif()
+if(KABI_CUDA_PLUGIN_PREBUILT)
+  if(NOT EXISTS "${KABI_CUDA_PLUGIN_PREBUILT}")
+    message(FATAL_ERROR "KABI_CUDA_PLUGIN_PREBUILT is ${KABI_CUDA_PLUGIN_PREBUILT}, which does not exist")
+  endif()
+  message(STATUS "kabi: CUDA plugin prebuilt, ${KABI_CUDA_PLUGIN_PREBUILT}; not compiled here")
+  configure_file("${KABI_CUDA_PLUGIN_PREBUILT}" "${PROJECT_BINARY_DIR}/lib/libkabi_cuda.so" COPYONLY)
+  install(PROGRAMS "${PROJECT_BINARY_DIR}/lib/libkabi_cuda.so" DESTINATION "${KABI_INSTALL_LIBDIR}")
   return()
 endif()
 include(CheckLanguage)

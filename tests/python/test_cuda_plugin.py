@@ -350,3 +350,30 @@ def test_a_build_with_cuda_disabled_says_what_it_lacks(tmp_path: Path) -> None:
     targets = subprocess.run([cmake, "--build", str(tmp_path / "build"), "--target", "help"], capture_output=True,
                              text=True, timeout=120)
     assert "kabi_cpu" in targets.stdout and "kabi_cuda" not in targets.stdout
+
+
+def test_a_prebuilt_plugin_is_installed_instead_of_compiled(tmp_path: Path) -> None:
+    cmake = _cmake.require_cmake()
+
+    def configure(build_dir: Path, prebuilt: Path) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [cmake, "-S", str(_cmake.REPOSITORY), "-B", str(build_dir), "-DKABI_BUILD_PYTHON=OFF",
+             "-DKABI_BUILD_TESTS=OFF", f"-DPython_EXECUTABLE={sys.executable}", f"-DKABI_CUDA_PLUGIN_PREBUILT={prebuilt}"],
+            capture_output=True, text=True, timeout=300)
+
+    prebuilt = tmp_path / "elsewhere" / "libkabi_cuda.so"
+    prebuilt.parent.mkdir()
+    prebuilt.write_bytes(os.urandom(4096))
+    result = configure(tmp_path / "build", prebuilt)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "CUDA plugin prebuilt" in result.stdout
+    assert (tmp_path / "build" / "lib" / "libkabi_cuda.so").read_bytes() == prebuilt.read_bytes()
+    targets = subprocess.run([cmake, "--build", str(tmp_path / "build"), "--target", "help"], capture_output=True,
+                             text=True, timeout=120)
+    assert "kabi_cpu" in targets.stdout and "kabi_cuda" not in targets.stdout
+    assert "libkabi_cuda.so" in (tmp_path / "build" / "cmake_install.cmake").read_text()
+
+    missing = tmp_path / "nowhere" / "libkabi_cuda.so"
+    result = configure(tmp_path / "build-missing", missing)
+    assert result.returncode != 0
+    assert "KABI_CUDA_PLUGIN_PREBUILT" in result.stderr and str(missing) in result.stderr
