@@ -31,13 +31,15 @@ case ${1:-} in
     # The libcublasLt the plugin tries first at run time: the GPU machine's, which this machine does not have.
     cublaslt=${KABI_GPU_CUBLASLT:-/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cu13/lib/libcublasLt.so.13}
     build_dir=build/prebuilt-cuda
+    # Taken before compiling, so that a source edited during the build makes the stamp stale rather than wrong.
+    sources_stamp=$(stamp)
     cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKABI_BUILD_PYTHON=OFF -DKABI_BUILD_TESTS=OFF \
       -DKABI_CUDA_PLUGIN_PREBUILT= -DKABI_CUDA_DEFAULT_CUBLASLT="$cublaslt" > "$build_dir.configure.log"
     cmake --build "$build_dir" --target kabi_cuda
     grep -qx '/.prebuilt/' .git/info/exclude 2>/dev/null || echo '/.prebuilt/' >> .git/info/exclude
     mkdir -p .prebuilt
     cp "$build_dir/lib/libkabi_cuda.so" .prebuilt/
-    { echo "stamp $(stamp)"; echo "cublaslt $cublaslt"; echo "nvcc $(nvcc --version | tail -1)"; } > .prebuilt/libkabi_cuda.stamp
+    { echo "stamp $sources_stamp"; echo "cublaslt $cublaslt"; echo "nvcc $(nvcc --version | tail -1)"; } > .prebuilt/libkabi_cuda.stamp
     cat .prebuilt/libkabi_cuda.stamp ;;
   *) echo "usage: $0 build|stamp" >&2; exit 2 ;;
 esac
