@@ -63,14 +63,31 @@ if [ -f .prebuilt/libkabi_cuda.so ] && [ -f .prebuilt/libkabi_cuda.stamp ]; then
   fi
 fi
 build_stamp=build/gpu/kabi-sources.sha1
-sources=$( { find csrc cmake registry CMakeLists.txt pyproject.toml -type f -print0 | sort -z | xargs -0 sha1sum;
-             find python -type f -name '*.py' | sort; echo "prebuilt plugin: $prebuilt_plugin"; } | sha1sum | cut -d' ' -f1)
+sources_stamp() {
+  { find csrc cmake registry CMakeLists.txt pyproject.toml -type f -print0 | sort -z | xargs -0 sha1sum
+    find python -type f -name '*.py' | sort; echo "prebuilt plugin: $prebuilt_plugin"; } | sha1sum | cut -d' ' -f1
+}
+build_kabi() {
+  python3 -m pip install -q --no-build-isolation --no-deps -e . -C build-dir=build/gpu \
+    -C cmake.define.KABI_CUDA_PLUGIN_PREBUILT="$prebuilt_plugin"
+}
+# Whether the installed CUDA plugin loads here and registers kernels for this GPU.
+cuda_plugin_serves() {
+  (cd / && python3 -c 'import sys, kabi
+sys.exit(not any(p.name == "kabi-cuda" and p.loaded and p.num_kernels for p in kabi.plugins()))')
+}
+sources=$(sources_stamp)
 if [ -f "$build_stamp" ] && [ "$(cat "$build_stamp")" = "$sources" ] && (cd / && python3 -c 'import kabi._core') 2>/dev/null; then
   echo "build: kept (sources unchanged since the previous call's build)"
 else
   rm -f "$build_stamp"
-  python3 -m pip install -q --no-build-isolation --no-deps -e . -C build-dir=build/gpu \
-    -C cmake.define.KABI_CUDA_PLUGIN_PREBUILT="$prebuilt_plugin" || { echo "BUILD FAILED"; exit 1; }
+  build_kabi || { echo "BUILD FAILED"; exit 1; }
+  if [ -n "$prebuilt_plugin" ] && ! cuda_plugin_serves; then
+    echo "build: the prebuilt CUDA plugin does not load or registers no kernel here; compiling it"
+    prebuilt_plugin=
+    sources=$(sources_stamp)
+    build_kabi || { echo "BUILD FAILED"; exit 1; }
+  fi
   echo "$sources" > "$build_stamp"
   echo "build: $(( $(date +%s) - start )) s"
 fi
