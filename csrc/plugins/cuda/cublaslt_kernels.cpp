@@ -696,25 +696,22 @@ class WarmUp {
  private:
   static void run(const CurrentContext& current) {
     if (current.make_current(current.context) != 0) return;
-    // bfloat16 matmuls of 64 rows, columns and depth, b column-major (an nn.Linear weight, the common case) first,
-    // then row-major. A single row-major query left the first selection of an nn.Linear problem at 0.107 s on the
-    // H200 (debug-first-call-cublaslt-warm-up-nvidia-h200.json); whether part of the start-up is per layout is not
-    // measured yet (warm_first_call_probe.py's thread_small_row_major_lt_then_lt asks), so each layout gets its
-    // own query. Their plans stay in the table like any other; each query holds the state's mutex alone, so a
-    // selection waits for one query at most.
-    for (MatrixOrder b_order : {MatrixOrder::kColumnMajor, MatrixOrder::kRowMajor}) {
-      GemmCall call;
-      call.dtype = call.a_dtype = call.b_dtype = KABI_DTYPE_BFLOAT16;
-      call.m = call.n = call.k = 64;
-      call.lda = call.ldb = 64;
-      call.b_order = b_order;
-      call.device_index = current.device_index;
-      // A warm-up that fails leaves the same work, and its report, to the first plan_of.
-      try {
-        std::string error;
-        plan_of(call, epilogue_of(call), &error);
-      } catch (...) {
-      }
+    // One bfloat16 matmul of 64 rows, columns and depth, b column-major (an nn.Linear weight, the common case). The
+    // start-up is not per size or layout: after a 64x64x64 row-major query on another thread, the first query of a
+    // 37x4096x4096 nn.Linear problem took 0.5-0.8 ms on the H100
+    // (benchmarks/results/debug-warm-first-call-probe-warm-up-thread-nvidia-h100.txt). Its plan stays in the table
+    // like any other.
+    GemmCall call;
+    call.dtype = call.a_dtype = call.b_dtype = KABI_DTYPE_BFLOAT16;
+    call.m = call.n = call.k = 64;
+    call.lda = call.ldb = 64;
+    call.b_order = MatrixOrder::kColumnMajor;
+    call.device_index = current.device_index;
+    // A warm-up that fails leaves the same work, and its report, to the first plan_of.
+    try {
+      std::string error;
+      plan_of(call, epilogue_of(call), &error);
+    } catch (...) {
     }
   }
 
