@@ -8,8 +8,6 @@ import pytest
 import torch
 
 import kabi
-from _front_isolation import untuned  # noqa: F401  (fixture)
-from _kernel_spy import spy  # noqa: F401  (fixture)
 from kabi.ops._arrays import array_result, call_with_arrays, has_foreign_array, to_tensor
 
 rng = np.random.default_rng()

@@ -5,8 +5,6 @@ import pytest
 import torch
 
 import kabi
-from _front_isolation import untuned  # noqa: F401  (fixture)
-from _kernel_spy import spy  # noqa: F401  (fixture)
 
 # (a, b) shapes: plain, batched, broadcast both ways, one side 2-D (the folded gradients), batch of one.
 SHAPES = [

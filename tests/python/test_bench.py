@@ -1,7 +1,6 @@
 """kabi.bench: argument checks, device inference, and the arithmetic of its CPU mode under a fake clock."""
 
 import dataclasses
-import time
 
 import pytest
 import torch
@@ -9,41 +8,23 @@ import torch
 from kabi._selection.bench import BenchResult, bench
 
 
-class FakeClock:
-    """A perf_counter_ns that advances only when the benchmarked function says so."""
-
-    def __init__(self):
-        self.now_ns = 0
-
-    def __call__(self):
-        return self.now_ns
-
-
-@pytest.fixture
-def fake_clock(monkeypatch):
-    clock = FakeClock()
-    monkeypatch.setattr(time, "perf_counter_ns", clock)
-    monkeypatch.setattr(time, "process_time_ns", clock)  # the work computes all the time it takes
-    return clock
-
-
-def test_cpu_median_min_max_follow_the_measured_call_times(fake_clock):
+def test_cpu_median_min_max_follow_the_measured_call_times(clock):
     durations_ns = iter([25_000] * 2 + [1_000, 3_000, 2_000, 9_000, 4_000])
 
     def work():
-        fake_clock.now_ns += next(durations_ns)
+        clock.advance(next(durations_ns))
 
     result = bench(work, warmup=2, repeat=5, min_time_s=0)
     assert result == BenchResult(median_us=3.0, min_us=1.0, max_us=9.0, count=5, mode="cpu", calls_per_sample=1,
                                  cpu_share=1.0)
 
 
-def test_cpu_batches_grow_until_the_samples_last_min_time(fake_clock):
+def test_cpu_batches_grow_until_the_samples_last_min_time(clock):
     calls = []
 
     def work():
         calls.append(1)
-        fake_clock.now_ns += 100
+        clock.advance(100)
 
     result = bench(work, warmup=1, repeat=4, min_time_s=0.001)
     # 1 ms over 4 samples is 250 us per sample, 2500 calls of 0.1 us each.
@@ -52,9 +33,9 @@ def test_cpu_batches_grow_until_the_samples_last_min_time(fake_clock):
     assert result.median_us == pytest.approx(0.1)
 
 
-def test_a_slow_call_is_timed_once_per_sample(fake_clock):
+def test_a_slow_call_is_timed_once_per_sample(clock):
     def work():
-        fake_clock.now_ns += 50_000_000
+        clock.advance(50_000_000)
 
     result = bench(work, warmup=1, repeat=3, min_time_s=0.01)
     assert (result.calls_per_sample, result.count, result.median_us) == (1, 3, 50_000.0)

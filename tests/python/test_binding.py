@@ -9,7 +9,6 @@ import kabi
 from kabi import _core
 from kabi._base.errors import STATUS_EXCEPTIONS, StaleDecisionError
 from kabi._base.tensors import descriptor, meta_descriptor
-from _front_isolation import untuned  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.usefixtures("untuned")
 

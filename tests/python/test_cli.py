@@ -15,7 +15,6 @@ import kabi
 from kabi import _core
 from kabi._base.decision_cache import invalidate_all
 from kabi.cli import main
-from _front_isolation import untuned  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.usefixtures("untuned")
 

@@ -17,7 +17,6 @@ from kabi._selection.measure import CONDITION_CALLS, measure_candidates
 from kabi._selection.tuning_policy import TuningSettings, current_settings, tuning
 
 from test_measure import FLOAT32, _inputs, _steady
-from test_measure import clock  # noqa: F401  (the fake clock's fixture)
 
 
 def test_each_sample_after_the_first_follows_its_own_calls_for_a_bounded_time(clock, monkeypatch):

@@ -11,7 +11,6 @@ from kabi import _core
 from kabi._base.decision_cache import decision_table, invalidate_all
 from kabi._base.tensors import descriptor, meta_descriptor
 from kabi.ops._front import front_of
-from _front_isolation import untuned  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.usefixtures("untuned")
 

@@ -15,7 +15,6 @@ from kabi.backends import torch_native
 from kabi._base.decision_cache import decision_table, invalidate_all
 from kabi._base.tensors import meta_descriptor
 from kabi.ops._front import front_of
-from _front_isolation import untuned  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.usefixtures("untuned")
 

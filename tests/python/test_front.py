@@ -10,7 +10,6 @@ import kabi
 from kabi._base.declarations import op_spec
 from kabi._selection.correctness import check_output, reference_output
 from kabi.ops._front import front_of
-from _front_isolation import untuned  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.usefixtures("untuned")
 

@@ -7,8 +7,6 @@ import torch
 
 import kabi
 from kabi.ops import _front
-from _front_isolation import untuned  # noqa: F401  (fixture)
-from _kernel_spy import spy  # noqa: F401  (fixture)
 
 # (a, b) shapes: vector @ vector (0-d), matrix @ vector, vector @ matrix, batched both ways, zero-size.
 SHAPES = [((3,), (3,)), ((4, 3), (3,)), ((3,), (3, 5)), ((2, 4, 3), (3,)), ((3,), (2, 3, 5)), ((0,), (0, 5))]

@@ -13,8 +13,6 @@ import pytest
 import torch
 
 import kabi
-from _front_isolation import untuned  # noqa: F401  (fixture)
-from _kernel_spy import spy  # noqa: F401  (fixture)
 from kabi._base.declarations import load_op_file, op_spec
 from kabi._base.gradient_declarations import GRADIENT_FUNCTIONS, parse_gradient
 from kabi._base.registry_fields import RegistryError

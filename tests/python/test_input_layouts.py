@@ -13,7 +13,6 @@ import kabi
 from kabi._base.declarations import load_kernel_file
 from kabi._base.registry_fields import RegistryError
 from kabi.ops._kernel_registration import register_declared
-from _front_isolation import untuned  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.usefixtures("untuned")
 

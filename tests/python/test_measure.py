@@ -17,7 +17,6 @@ import kabi
 from kabi import _core
 from kabi._base.declarations import Tolerance
 from kabi._base.tensors import descriptor
-from kabi._selection import bench as _bench
 from kabi._selection.measure import REMEASUREMENTS, SAMPLES_PER_ROUND, fastest, measure_candidates
 from kabi._selection.tuner import _measure_and_record
 from kabi._selection.tuning_policy import TuningSettings, current_settings, tuning
@@ -27,46 +26,6 @@ FLOAT32 = Tolerance(norm=2e-5, extreme=1e-4)
 # No screen: these tests follow every candidate through the full measurement (tests/python/test_screening.py covers
 # the screen).
 SETTINGS = TuningSettings(warmup=1, repeat=7, min_time_s=0.0, max_spread=0.25, screen_margin=math.inf)
-
-
-class FakeClock:
-    """Monotonic wall and process-CPU clocks in nanoseconds that only the candidates advance; counts every call they
-    make."""
-
-    def __init__(self) -> None:
-        self.now_ns = 0
-        self.cpu_ns = 0
-        self.calls = 0
-
-    def __call__(self) -> int:
-        return self.now_ns
-
-    def process_time_ns(self) -> int:
-        return self.cpu_ns
-
-    def kernel(self, duration_us, log=None, cpu_share=1.0):
-        """A correct matmul whose call number ``n`` (counted over every candidate) takes ``duration_us(n)``, of
-        which the process computes ``cpu_share`` (less than 1: another process had the core the rest of the time)."""
-
-        def run(a, b, out=None):
-            index = self.calls
-            self.calls += 1
-            duration_ns = round(duration_us(index) * 1000)
-            self.now_ns += duration_ns
-            self.cpu_ns += round(duration_ns * cpu_share)
-            if log is not None:
-                log.append(index)
-            return torch.matmul(a, b)
-
-        return run
-
-
-@pytest.fixture
-def clock(monkeypatch):
-    fake = FakeClock()
-    monkeypatch.setattr(_bench.time, "perf_counter_ns", fake)
-    monkeypatch.setattr(_bench.time, "process_time_ns", fake.process_time_ns)
-    return fake
 
 
 def _inputs():

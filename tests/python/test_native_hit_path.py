@@ -12,7 +12,6 @@ import kabi
 from kabi import _core
 from kabi.ops import _scopes
 from kabi.ops._front import front_of
-from _front_isolation import untuned  # noqa: F401  (fixture)
 
 pytestmark = [
     pytest.mark.usefixtures("untuned"),

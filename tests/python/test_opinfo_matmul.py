@@ -20,7 +20,6 @@ with warnings.catch_warnings():
     from torch.testing._internal.common_methods_invocations import op_db  # needs expecttest (the test extra)
 
 import kabi
-from _front_isolation import untuned  # noqa: F401  (fixture)
 from kabi._base.declarations import op_spec
 from kabi._selection.correctness import check_output, reference_output
 

@@ -15,7 +15,6 @@ from kabi import _core
 from kabi._base.declarations import ProblemShape, load_op_file, op_spec, parse_problem_shape
 from kabi.cli import build_parser, main
 from kabi.cli._arguments import problems
-from _front_isolation import untuned  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.usefixtures("untuned")
 

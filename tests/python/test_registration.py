@@ -10,7 +10,6 @@ import torch
 
 import kabi
 from kabi._core import kernel_unregister
-from _front_isolation import untuned  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.usefixtures("untuned")
 

@@ -24,7 +24,6 @@ from kabi._selection.tuning_policy import TuningSettings, current_settings, tuni
 from kabi.ops import _stats
 
 from test_measure import FLOAT32, _alternating_rounds, _inputs, _steady, _tune_only
-from test_measure import clock  # noqa: F401  (the fake clock's fixture)
 
 SETTINGS = TuningSettings(warmup=1, repeat=7, min_time_s=0.0, max_spread=0.25)
 SCREENED = _core.TUNING_RECORD_SCREENED

@@ -9,8 +9,6 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import kabi
-from _front_isolation import untuned  # noqa: F401  (fixture)
-from _kernel_spy import spy  # noqa: F401  (fixture)
 from kabi._base.declarations import op_specs
 from kabi.ops._torch_ops import torch_op
 

@@ -5,7 +5,6 @@ import pytest
 import torch
 
 import kabi
-from _front_isolation import untuned  # noqa: F401  (fixture)
 
 STEPS = 8
 

@@ -12,7 +12,6 @@ import pytest
 import torch
 
 import kabi
-from _front_isolation import untuned  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.usefixtures("untuned")
 
