@@ -16,7 +16,9 @@ from kabi import _core
 from kabi._base.decision_cache import invalidate_all
 from kabi.cli import main
 
-pytestmark = pytest.mark.usefixtures("untuned")
+# The tests that dispatch in-process use the heuristic's picks (the fixture `untuned`), except the first-call test,
+# which turns tuning on itself: tests/python/test_user_cache_untouched.py runs it and test_console_script without
+# the conftest.
 
 
 @pytest.fixture(autouse=True)
@@ -45,18 +47,21 @@ def test_list_shows_every_kernel(capsys):
         assert text in output, text
 
 
+@pytest.mark.usefixtures("untuned")
 def test_explain_prints_the_pick(capsys):
     status, output = run_cli(capsys, "explain", "matmul", "--shape", "64x32x16", "--dtype", "float32", "--device", "cpu")
     assert status == 0
     assert "pick: cpu.openblas.gemm" in output and "torch.matmul.cpu" in output
 
 
+@pytest.mark.usefixtures("untuned")
 def test_explain_with_a_force_that_cannot_run_exits_nonzero(capsys):
     status, output = run_cli(capsys, "explain", "matmul", "--shape", "8x8x8", "--dtype", "float16", "--force", "cpu")
     assert status == 1
     assert "no eligible kernel" in output
 
 
+@pytest.mark.usefixtures("untuned")
 @pytest.mark.parametrize(
     "shape, dtype, extra",
     [("64x48x32", "float32", []), ("3x16x8x24", "float64", ["--transpose", "a"]), ("32x32x32", "bfloat16", ["--transpose", "b"]),
@@ -69,6 +74,7 @@ def test_run_checks_and_times(capsys, shape, dtype, extra):
         assert text in output, text
 
 
+@pytest.mark.usefixtures("untuned")
 def test_run_forced_kernel(capsys):
     status, output = run_cli(capsys, "run", "matmul", "--shape", "16x16x16", "--force", "torch", "--repeat", "3")
     assert status == 0
@@ -113,6 +119,7 @@ def test_run_reports_the_decision_its_first_call_made(capsys, monkeypatch):
     assert "(tuned)" in output and "tuned: fastest of" in output
 
 
+@pytest.mark.usefixtures("untuned")
 def test_run_defaults_to_the_device_present_and_its_dtype(capsys):
     import torch
 
@@ -276,6 +283,7 @@ def test_tune_keeps_the_environments_tuning_settings_beside_its_own_budget(monke
     assert (settings.screen_margin, settings.condition_s, settings.min_cpu_share) == (0.5, 0.01, 0.25)
 
 
+@pytest.mark.usefixtures("untuned")
 def test_run_prints_the_median_once(capsys):
     status, output = run_cli(capsys, "run", "matmul", "--shape", "8x8x8", "--device", "cpu", "--repeat", "3")
     assert status == 0
