@@ -12,14 +12,15 @@
 # headers, the CMake files, DLPack's header and the CUTLASS version. Needs the build requirements (pyproject.toml)
 # importable by python3, nvcc, cmake and ninja.
 set -euo pipefail
+# Paths sorted and globbed bytewise: the GPU machine computes the same stamp whatever its locale's collation.
+export LC_ALL=C
 cd "$(dirname "$0")/.."
 
 stamp() {
   local dlpack
   dlpack=$(python3 -c "import os, tvm_ffi; print(os.path.join(os.path.dirname(tvm_ffi.__file__), 'include', 'dlpack', 'dlpack.h'))")
-  # Paths sorted bytewise: the GPU machine computes the same stamp whatever its locale's collation.
   {
-    find csrc/include csrc/plugins/cuda cmake -type f -print0 | LC_ALL=C sort -z | xargs -0 sha1sum
+    find csrc/include csrc/plugins/cuda cmake -type f -print0 | sort -z | xargs -0 sha1sum
     sha1sum CMakeLists.txt csrc/plugins/*.hpp
     sha1sum < "$dlpack"
     python3 -c "import importlib.metadata as m; print('nvidia-cutlass', m.version('nvidia-cutlass'))"
