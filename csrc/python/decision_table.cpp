@@ -263,6 +263,7 @@ DecisionTable::~DecisionTable() {
   clear();
   for (AttributeSpec& spec : attributes_) {
     for (PyObject* name : spec.enum_values) Py_DECREF(name);
+    for (PyObject* alias : spec.enum_aliases) Py_XDECREF(alias);
   }
   Py_DECREF(facts_);
 }
@@ -320,8 +321,13 @@ bool DecisionTable::push_attribute(const AttributeSpec& spec, PyObject* value, K
       return key.push(bits);
     }
     case AttributeKind::kEnum: {
-      if (!PyUnicode_Check(value)) return false;
       const auto count = static_cast<int64_t>(spec.enum_values.size());
+      if (!PyUnicode_Check(value)) {
+        for (int64_t index = 0; index < static_cast<int64_t>(spec.enum_aliases.size()); ++index) {
+          if (spec.enum_aliases[static_cast<std::size_t>(index)] == value) return key.push(index);
+        }
+        return false;
+      }
       for (int64_t index = 0; index < count; ++index) {
         if (spec.enum_values[static_cast<std::size_t>(index)] == value) return key.push(index);
       }

@@ -67,6 +67,9 @@ enum class AttributeKind { kInt, kFloat, kBool, kEnum };
 struct AttributeSpec {
   AttributeKind kind;
   std::vector<PyObject*> enum_values;  // strong references, interned
+  // Strong references or null, one per enum value: an object that names the value too, matched by identity (the
+  // torch.dtype of a dtype name, for an attribute typed by a type variable), so such a call hits as its name does.
+  std::vector<PyObject*> enum_aliases;
 };
 
 // An implementation that is a functools.partial binding keywords only (a Python kernel with the call's attributes

@@ -443,9 +443,17 @@ std::unique_ptr<DecisionTable> make_table(const std::string& op, const std::vect
                                           const std::vector<py::type>& tensor_types, const py::object& facts) {
   std::vector<AttributeSpec> specs;
   for (const py::tuple& attribute : attributes) {
-    AttributeSpec spec{attribute_kind(attribute[0].cast<std::string>()), {}};
-    for (const std::string& value : attribute[1].cast<std::vector<std::string>>()) {
-      spec.enum_values.push_back(PyUnicode_InternFromString(value.c_str()));
+    AttributeSpec spec{attribute_kind(attribute[0].cast<std::string>()), {}, {}};
+    const auto values = attribute[1].cast<std::vector<std::string>>();
+    std::vector<py::object> aliases;
+    if (attribute.size() > 2) aliases = attribute[2].cast<std::vector<py::object>>();
+    if (attribute.size() > 2 && aliases.size() != values.size()) {
+      throw py::value_error("enum aliases: " + std::to_string(aliases.size()) + " given for " +
+                            std::to_string(values.size()) + " enum values (one each, None for none)");
+    }
+    for (const std::string& value : values) spec.enum_values.push_back(PyUnicode_InternFromString(value.c_str()));
+    for (const py::object& alias : aliases) {
+      spec.enum_aliases.push_back(alias.is_none() ? nullptr : Py_NewRef(alias.ptr()));
     }
     specs.push_back(std::move(spec));
   }
@@ -477,7 +485,8 @@ void bind_front(py::module_& m) {
   py::class_<DecisionTable>(m, "DecisionTable",
                             "An op's decisions: the one table its front's hit path reads (csrc/python/decision_table.hpp).")
       .def(py::init(&make_table), py::arg("op"), py::arg("attributes"), py::arg("tensor_types"), py::arg("facts"),
-           "attributes: (kind, enum values) per attribute, in schema order; tensor_types: the types read through "
+           "attributes: (kind, enum values[, enum aliases]) per attribute, in schema order, an alias being an object "
+           "matched by identity that names the enum value of its index (or None); tensor_types: the types read through "
            "DLPack's C exchange API; facts(tensor) -> (shape, strides, dtype code, dtype bits, device type, device "
            "index, requires_grad) for any other value, raising for one that is not a tensor.")
       .def(

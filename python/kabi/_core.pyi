@@ -105,7 +105,7 @@ class DecisionTable:
     def __init__(
         self,
         op: str,
-        attributes: Sequence[tuple[str, Sequence[str]]],
+        attributes: Sequence[tuple[str, Sequence[str]] | tuple[str, Sequence[str], Sequence[Any]]],
         tensor_types: Sequence[type],
         facts: Callable[[Any], tuple],
     ) -> None: ...

@@ -364,6 +364,21 @@ def test_a_table_stores_only_under_the_ops_current_generation():
     assert not table.store((a, object()), (), None, torch.matmul, outputs, "torch", current)  # not keyable
 
 
+def test_an_enum_alias_keys_its_values_decision_by_identity():
+    alias = object()
+    table = decision_table("scaled_mm", attributes=[("enum", ("float16", "bfloat16"), (None, alias)), ("bool", ())])
+    x = torch.randn(2, 2)
+    outputs = (meta_descriptor((2, 2), torch.float32, torch.device("cpu")),)
+    assert table.store((x,), ("bfloat16", False), None, len, outputs, "k", table.begin_miss())
+    assert table.find((x,), (alias, False), None) is not None
+    assert table.find((x,), (object(), False), None) is None
+    assert table.find((x,), (None, False), None) is None  # the None standing for "no alias" matches nothing
+    assert table.store((x,), (alias, True), None, len, outputs, "k", table.begin_miss())
+    assert table.find((x,), ("bfloat16", True), None) is not None
+    with pytest.raises(ValueError, match="enum aliases: 1 given for 2 enum values"):
+        decision_table("scaled_mm", attributes=[("enum", ("float16", "bfloat16"), (alias,))])
+
+
 def test_attribute_values_are_keyed_by_kind():
     table = decision_table("linear", attributes=[("float", ()), ("enum", ("none", "relu")), ("bool", ()), ("int", ())])
     x = torch.randn(2, 2)

@@ -13,6 +13,7 @@ import torch
 
 import kabi
 from kabi.cli import main
+from kabi.ops._front import front_of
 
 from _scaled_mm_checks import FP8_DTYPES, OUT_DTYPES, SCALE_KINDS, make_inputs, verdict
 
@@ -65,6 +66,28 @@ def test_through_torch_ops_and_torch_compile_fullgraph() -> None:
     doubled = compiled(a, b, scale_a, scale_b, bias)
     assert doubled.dtype == torch.float32
     assert verdict(doubled / 2, a, b, scale_a, scale_b, bias, "float32") is None
+
+
+def test_out_dtype_takes_the_torch_dtype_as_torch_scaled_mm_does() -> None:
+    a, b, scale_a, scale_b, bias = make_inputs(M, N, K, scales=("row", "tensor"), bias_dtype="float16", seed=10)
+    by_dtype = kabi.ops.scaled_mm(a, b, scale_a, scale_b, bias, out_dtype=torch.float16)
+    assert by_dtype.dtype == torch.float16
+    assert verdict(by_dtype, a, b, scale_a, scale_b, bias, "float16") is None
+    assert torch.equal(kabi.ops.scaled_mm(a, b, scale_a, scale_b, bias, out_dtype="float16"), by_dtype)
+    # The dtype keys the name's decision, in the C hit path too: neither form misses again.
+    table = front_of("scaled_mm").cache
+    hits, misses = table.hits, table.misses
+    kabi.ops.scaled_mm(a, b, scale_a, scale_b, bias, out_dtype=torch.float16)
+    kabi.ops.scaled_mm(a, b, scale_a, scale_b, bias, out_dtype="float16")
+    assert (table.hits, table.misses) == (hits + 2, misses)
+    problem = kabi.explain(kabi.ops.scaled_mm, a, b, scale_a, scale_b, bias, out_dtype=torch.float16).problem
+    assert problem.type_bindings[0] == "float16"
+
+    def layer(a, b, scale_a, scale_b, bias):
+        return kabi.ops.scaled_mm(a, b, scale_a, scale_b, bias, out_dtype=torch.float16)
+
+    compiled = torch.compile(layer, fullgraph=True, backend="inductor")
+    assert torch.equal(compiled(a, b, scale_a, scale_b, bias), by_dtype)
 
 
 def test_explain_names_the_dtypes_and_the_kind_of_scales() -> None:
@@ -149,10 +172,13 @@ def _call(**changes):
      "out_dtype is bfloat16 but bias is float16 \\(both have type O\\)"),
     ({"bias": torch.ones(N + 1, dtype=torch.bfloat16)}, kabi.InvalidArgumentError, "bias's dimension N"),
     ({"out_dtype": "float64"}, kabi.InvalidArgumentError,
-     "out_dtype must be one of float16, bfloat16, float32; got 'float64'"),
-    ({"out_dtype": torch.bfloat16}, kabi.ArgumentTypeError, "out_dtype must be one of float16, bfloat16, float32"),
+     r"out_dtype must be one of float16, bfloat16, float32 \(a name or the torch.dtype\); got 'float64'"),
+    ({"out_dtype": torch.float64}, kabi.InvalidArgumentError,
+     r"out_dtype must be one of float16, bfloat16, float32 \(a name or the torch.dtype\); got torch.float64"),
+    ({"out_dtype": 16}, kabi.ArgumentTypeError, "out_dtype must be one of float16, bfloat16, float32"),
 ], ids=["a-float16", "b-int8", "scale-float64", "scale_a-M-by-2", "scale_a-vector", "scale_a-wrong-M",
-        "scale_b-column", "b-wrong-K", "bias-dtype", "bias-wrong-N", "out_dtype-float64", "out_dtype-torch-dtype"])
+        "scale_b-column", "b-wrong-K", "bias-dtype", "bias-wrong-N", "out_dtype-float64", "out_dtype-torch-float64",
+        "out_dtype-int"])
 def test_bad_input_is_refused_naming_the_argument(changes, error, message) -> None:
     with pytest.raises(error, match=message):
         _call(**changes)

@@ -37,12 +37,13 @@ __all__ = ["decision_counts", "decision_table", "invalidate_all", "reset_decisio
 _tables: weakref.WeakSet[_core.DecisionTable] = weakref.WeakSet()
 
 
-def decision_table(op: str, attributes: Sequence[tuple[str, Sequence[str]]]) -> _core.DecisionTable:
-    """A new decision table for ``op``, whose attributes are ``(kind, enum values)`` in schema order: plain tensors
-    (``torch.Tensor``, ``nn.Parameter``) are read in C through DLPack's exchange API, anything else through
-    :func:`kabi._base.tensors.dispatch_facts`."""
-    table = _core.DecisionTable(op, [(kind, list(values)) for kind, values in attributes],
-                                [torch.Tensor, torch.nn.Parameter], dispatch_facts)
+def decision_table(op: str, attributes: Sequence[tuple]) -> _core.DecisionTable:
+    """A new decision table for ``op``, whose attributes are ``(kind, enum values)`` or ``(kind, enum values, enum
+    aliases)`` in schema order (an alias, or None, per enum value: an object a call may pass for it, matched by
+    identity): plain tensors (``torch.Tensor``, ``nn.Parameter``) are read in C through DLPack's exchange API,
+    anything else through :func:`kabi._base.tensors.dispatch_facts`."""
+    specs = [(kind, list(values), *map(list, aliases)) for kind, values, *aliases in attributes]
+    table = _core.DecisionTable(op, specs, [torch.Tensor, torch.nn.Parameter], dispatch_facts)
     _tables.add(table)
     return table
 

@@ -85,6 +85,11 @@ def torch_dtype(name: str) -> torch.dtype:
         ) from None
 
 
+def known_torch_dtype(name: str) -> torch.dtype | None:
+    """The torch dtype of a kabi dtype name, or None for a name outside the vocabulary."""
+    return _DTYPES_BY_NAME.get(name)
+
+
 def device_type_code(name: str) -> int:
     """The DLPack device type of a torch device type name (``"cuda"`` -> 2)."""
     try:

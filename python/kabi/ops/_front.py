@@ -194,7 +194,7 @@ class OpFront:
         self.attribute_names = self.schema.attribute_names
         self.output_count = len(self.schema.outputs)
         check_names(self.name, self.schema)
-        self.cache = decision_table(spec.name, [(attribute.type, attribute.enum_values)
+        self.cache = decision_table(spec.name, [(attribute.type, attribute.enum_values, attribute.enum_aliases)
                                                 for attribute in self.schema.attributes])
         self.signature = signature(self.schema)
         self.function = self._make_function()
@@ -280,14 +280,17 @@ class OpFront:
         bound.apply_defaults()
         values = bound.arguments
         return (tuple(values.get(name) for name in self.input_names),
-                tuple(values[name] for name in self.attribute_names), values.get("out"))
+                self.schema.canonical_attributes(tuple(values[name] for name in self.attribute_names)),
+                values.get("out"))
 
     def attribute_map(self, attributes: tuple) -> dict[str, Any]:
         """Attribute values in schema order as keyword arguments (a Python kernel's or a reference's)."""
         return dict(zip(self.attribute_names, attributes))
 
     def check_attributes(self, attributes: tuple) -> tuple:
-        """The Python-side check of attribute values: each of its declared type (an enum by one of its names)."""
+        """The Python-side check of attribute values: each of its declared type (an enum by one of its names, or by
+        its alias), returned as the schema names them (:meth:`OpSchema.canonical_attributes`)."""
+        attributes = self.schema.canonical_attributes(attributes)
         for attribute, value in zip(self.schema.attributes, attributes):
             attribute.check(self.name, value)
         return attributes
@@ -398,7 +401,7 @@ class OpFront:
         ones took most of a selection."""
         inputs, out, _ = self.full_rank(inputs, out)
         tensors = self.check_inputs(inputs, out)
-        self.check_attributes(attributes)
+        attributes = self.check_attributes(attributes)
         if execution_mode is None:
             execution_mode = self.execution_mode(tensors)
         complete_registry(_device_type(tensors))
@@ -440,6 +443,8 @@ class OpFront:
         (kabi.ops._arrays); a decision for inputs that require grad is wrapped so autograd records it
         (kabi.ops._autograd).
         """
+        # Stored under the names, which key a decision as their aliases do: kernels and the reference get the names.
+        attributes = self.schema.canonical_attributes(attributes)
         if has_foreign_array(inputs, out):
             function = functools.partial(self.function, **self.attribute_map(attributes))
             return call_with_arrays(function, self.name, self.input_names, inputs, out)

@@ -39,6 +39,7 @@ import torch
 
 from .. import _core
 from .._base.errors import ArgumentTypeError, InvalidArgumentError, UnsupportedDtypeError
+from .._base.tensors import dtype_name, known_torch_dtype
 
 __all__ = ["Attribute", "OpSchema", "TensorPattern", "VectorPromotion", "op_schema"]
 
@@ -107,8 +108,25 @@ class Attribute:
     def expected(self) -> str:
         """What a value must be, for error messages: ``"a float"``, ``"one of none, relu"``."""
         if self.type == "enum":
-            return f"one of {', '.join(self.enum_values)}"
+            names = f"one of {', '.join(self.enum_values)}"
+            return f"{names} (a name or the torch.dtype)" if self.type_variable is not None else names
         return {"int": "an int", "float": "a float", "bool": "a bool"}[self.type]
+
+    @property
+    def enum_aliases(self) -> tuple[torch.dtype | None, ...]:
+        """Per enum value, the object a caller may pass for it instead of its name (None for none): an enum of dtype
+        names typed by a type variable (``out_dtype: O``) takes each dtype as torch does, ``torch.bfloat16`` for
+        ``"bfloat16"``, as ``torch._scaled_mm`` callers write it."""
+        if self.type_variable is None:
+            return (None,) * len(self.enum_values)
+        return tuple(known_torch_dtype(name) for name in self.enum_values)
+
+    def canonical(self, value: Any) -> Any:
+        """``value`` as the schema names it: an enum value's alias becomes its name; anything else is returned as
+        given, for :meth:`check` to judge."""
+        if self.type_variable is not None and isinstance(value, torch.dtype) and value in self.enum_aliases:
+            return dtype_name(value)
+        return value
 
     def accepts(self, value: Any) -> bool:
         """Whether ``value`` is a value of this attribute as Python callers pass it (an enum by its name)."""
@@ -125,7 +143,8 @@ class Attribute:
         ``InvalidArgumentError`` for an unknown enum name, ``ArgumentTypeError`` for a value of another type."""
         if self.accepts(value):
             return
-        if self.type == "enum" and isinstance(value, str):
+        if self.type == "enum" and (isinstance(value, str) or
+                                    (self.type_variable is not None and isinstance(value, torch.dtype))):
             raise InvalidArgumentError(f"{op}: {self.name} must be {self.expected}; got {value!r}")
         raise ArgumentTypeError(f"{op}: {self.name} must be {self.expected}, got {value!r}")
 
@@ -198,6 +217,10 @@ class OpSchema:
     @property
     def attribute_names(self) -> tuple[str, ...]:
         return tuple(attribute.name for attribute in self.attributes)
+
+    def canonical_attributes(self, values: Sequence[Any]) -> tuple:
+        """Attribute values in schema order as the schema names them (:meth:`Attribute.canonical`)."""
+        return tuple(attribute.canonical(value) for attribute, value in zip(self.attributes, values))
 
     def generated_dims(self, name: str, present: Any) -> tuple[str, ...]:
         """The dims a made-up input ``name`` has when the optional inputs in ``present`` are given: a first dim that

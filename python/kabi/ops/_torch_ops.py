@@ -83,7 +83,7 @@ def define_ops(fronts: Sequence[Any]) -> None:
         overload = getattr(getattr(torch.ops, LIBRARY_NAME), front.name).default
         _defined[front.name] = overload
         _autograd.register_gradient(front.spec, overload, implementation, _library)
-        _traceable[front.name] = (front.function, _traced_call(front.name, overload))
+        _traceable[front.name] = (front.function, _traced_call(front.name, schema, overload))
     _after_import("torch._dynamo", _register_dynamo_polyfills)
 
 
@@ -165,11 +165,20 @@ def _fake_implementation(op: str, schema: OpSchema) -> Callable[..., Any]:
     return fake
 
 
-def _traced_call(op: str, overload: torch._ops.OpOverload) -> Callable[..., Any]:
-    """What dynamo traces in place of ``kabi.ops.<op>``: the custom op, then ``out=`` written as eager would."""
+def _traced_call(op: str, schema: OpSchema, overload: torch._ops.OpOverload) -> Callable[..., Any]:
+    """What dynamo traces in place of ``kabi.ops.<op>``: the custom op, then ``out=`` written as eager would.
+    Attributes reach the custom op by their names (its schema types an enum as ``str``), aliases named."""
+    # Plain dicts, which dynamo reads as constants (it cannot wrap an Attribute).
+    names_by_alias = {
+        attribute.name: {alias: value for alias, value in zip(attribute.enum_aliases, attribute.enum_values) if alias}
+        for attribute in schema.attributes if any(attribute.enum_aliases)
+    }
 
     def traced(*arguments: torch.Tensor | None, out: Any = None, **keywords: Any) -> Any:
         # The custom op binds the arguments itself: optional tensors by position or name, attributes by name.
+        for name, names in names_by_alias.items():
+            if isinstance(keywords.get(name), torch.dtype) and keywords[name] in names:
+                keywords[name] = names[keywords[name]]
         result = overload(*arguments, **keywords)
         if out is None:
             return result
