@@ -39,7 +39,7 @@ import torch
 
 from .. import _core
 from .._base.errors import ArgumentTypeError, InvalidArgumentError, UnsupportedDtypeError
-from .._base.tensors import dtype_name, known_torch_dtype
+from .._base.tensors import known_torch_dtype
 
 __all__ = ["Attribute", "OpSchema", "TensorPattern", "VectorPromotion", "op_schema"]
 
@@ -112,7 +112,7 @@ class Attribute:
             return f"{names} (a name or the torch.dtype)" if self.type_variable is not None else names
         return {"int": "an int", "float": "a float", "bool": "a bool"}[self.type]
 
-    @property
+    @functools.cached_property
     def enum_aliases(self) -> tuple[torch.dtype | None, ...]:
         """Per enum value, the object a caller may pass for it instead of its name (None for none): an enum of dtype
         names typed by a type variable (``out_dtype: O``) takes each dtype as torch does, ``torch.bfloat16`` for
@@ -121,12 +121,15 @@ class Attribute:
             return (None,) * len(self.enum_values)
         return tuple(known_torch_dtype(name) for name in self.enum_values)
 
+    @functools.cached_property
+    def names_by_alias(self) -> dict[torch.dtype, str]:
+        """Each alias's enum value name (empty for an attribute without aliases)."""
+        return {alias: name for alias, name in zip(self.enum_aliases, self.enum_values) if alias is not None}
+
     def canonical(self, value: Any) -> Any:
         """``value`` as the schema names it: an enum value's alias becomes its name; anything else is returned as
         given, for :meth:`check` to judge."""
-        if self.type_variable is not None and isinstance(value, torch.dtype) and value in self.enum_aliases:
-            return dtype_name(value)
-        return value
+        return self.names_by_alias.get(value, value) if isinstance(value, torch.dtype) else value
 
     def accepts(self, value: Any) -> bool:
         """Whether ``value`` is a value of this attribute as Python callers pass it (an enum by its name)."""

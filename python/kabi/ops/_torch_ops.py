@@ -168,11 +168,9 @@ def _fake_implementation(op: str, schema: OpSchema) -> Callable[..., Any]:
 def _traced_call(op: str, schema: OpSchema, overload: torch._ops.OpOverload) -> Callable[..., Any]:
     """What dynamo traces in place of ``kabi.ops.<op>``: the custom op, then ``out=`` written as eager would.
     Attributes reach the custom op by their names (its schema types an enum as ``str``), aliases named."""
-    # Plain dicts, which dynamo reads as constants (it cannot wrap an Attribute).
-    names_by_alias = {
-        attribute.name: {alias: value for alias, value in zip(attribute.enum_aliases, attribute.enum_values) if alias}
-        for attribute in schema.attributes if any(attribute.enum_aliases)
-    }
+    # The attributes' own tables, as plain dicts, which dynamo reads as constants (it cannot wrap an Attribute).
+    names_by_alias = {attribute.name: attribute.names_by_alias for attribute in schema.attributes
+                      if attribute.names_by_alias}
 
     def traced(*arguments: torch.Tensor | None, out: Any = None, **keywords: Any) -> Any:
         # The custom op binds the arguments itself: optional tensors by position or name, attributes by name.
