@@ -16,12 +16,14 @@ import pytest
 import torch
 
 import kabi
-from kabi._base.declarations import load_op_file, op_spec, op_specs
+from kabi._base.declarations import load_op_file, op_spec, op_specs, resolve_callable
 from kabi._base.registry_fields import RegistryError
 from kabi._benchmarking import _ops, _problem_run, _runner, read_document, validation_errors
 from kabi._benchmarking._peers import Peer
+from kabi._benchmarking._problems import BenchProblem
 from kabi._benchmarking._report import BEGIN_MARKER, END_MARKER
 from kabi._benchmarking._results import summarize
+from kabi._selection.correctness import check_output, reference_output
 from kabi.cli import main
 
 QUICK_TIMING = ["--rounds", "2", "--repeat", "3", "--min-time-s", "0.002"]
@@ -410,3 +412,63 @@ def test_grouped_routing_is_the_same_in_every_process():
     assert len(outputs) == 1
     offsets = json.loads(outputs.pop())
     assert offsets[-1] == 512 and offsets == sorted(offsets)
+
+
+class _DocumentedFlashInfer:
+    """A stand-in for the ``flashinfer`` module computing what FlashInfer's documentation says each call computes, and
+    refusing arguments outside what it documents: b column-major for the GEMMs, int64 ``seg_indptr`` of E + 1 entries
+    starting at 0, weights ``(E, d_out, d_in)`` when column-major and ``(E, d_in, d_out)`` otherwise."""
+
+    @staticmethod
+    def _column_major(b):
+        assert b.stride(-2) == 1, "flashinfer takes b column-major"
+
+    def mm_bf16(self, a, b):
+        self._column_major(b)
+        return a @ b
+
+    def bmm_bf16(self, a, b):
+        self._column_major(b)
+        return a @ b
+
+    def bmm_fp8(self, a, b, a_scale, b_scale, dtype):
+        self._column_major(b)
+        assert a.dim() == b.dim() == 3 and a_scale.numel() == b_scale.numel() == 1
+        return ((a.float() * a_scale) @ (b.float() * b_scale)).to(dtype)
+
+    class SegmentGEMMWrapper:
+        def __init__(self, workspace):
+            assert workspace.dtype == torch.int8
+
+        def run(self, x, weights, batch_size, weight_column_major, out=None, seg_indptr=None):
+            assert seg_indptr.dtype == torch.int64 and seg_indptr.shape == (batch_size + 1,) and seg_indptr[0] == 0
+            assert weights.is_contiguous() and weights.shape[0] == batch_size
+            for group in range(batch_size):
+                start, end = int(seg_indptr[group]), int(seg_indptr[group + 1])
+                weight = weights[group].mT if weight_column_major else weights[group]
+                out[start:end] = x[start:end] @ weight
+            return out
+
+
+@pytest.mark.parametrize("op, peer, layouts, dtype", [
+    ("matmul", "flashinfer.mm_bf16", ("transposed_b",), "bfloat16"),
+    ("grouped_mm", "flashinfer.SegmentGEMMWrapper", ("transposed_b", "row_major"), "bfloat16"),
+    ("scaled_mm", "flashinfer.bmm_fp8", ("tensor_scales",), "float8_e4m3fn"),
+])
+def test_flashinfer_peers_call_flashinfer_as_documented(monkeypatch, op, peer, layouts, dtype):
+    # FlashInfer is not installed where CI runs (and needs a GPU): the stand-in holds each peer to FlashInfer's
+    # documented contract, so that a layout passed the wrong way round fails here rather than as a "wrong result"
+    # peer in a GPU run.
+    monkeypatch.setitem(sys.modules, "flashinfer", _DocumentedFlashInfer())
+    benchmark = _ops.OP_BENCHMARKS[op]
+    by_name = {candidate.name: candidate for candidate in benchmark.peers}
+    assert by_name[peer].requires == "flashinfer"
+    spec = op_spec(op)
+    shape = spec.suites["quick"].shapes[0].positional(spec.shape_order)
+    for layout in layouts:
+        problem = BenchProblem(shape, dtype, layout, "zipf" if op == "grouped_mm" else "")
+        inputs = benchmark.make_inputs(problem, torch.device("cpu"))
+        reference = reference_output(resolve_callable(spec.reference), inputs)
+        output_dtype = benchmark.output_dtype(problem)
+        output = by_name[peer].build(inputs)()
+        assert check_output(output, reference, spec.tolerance[output_dtype], getattr(torch, output_dtype)) is None

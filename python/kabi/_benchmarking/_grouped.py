@@ -16,6 +16,10 @@ Peers:
   of it outlives a call. (Runs before 2026-12-01's second session copied it once, outside the timing, so that the
   loop's launches overlapped the GPU's work as no serving loop's can; kabi's own loop candidate, which differs from
   that peer in this read alone, measured 0.1-4% slower than it on the H200.)
+- ``flashinfer.SegmentGEMMWrapper``: FlashInfer's CUTLASS segment GEMM (its sm_90 kernel on Hopper), bf16 and fp16 on
+  CUDA, where ``flashinfer-python`` is installed. It takes the weights as stored, column-major for the nn.Linear
+  layout, and the segments as int64 ``[0, *offs]``, built once with the peer: FlashInfer's caller keeps its routing
+  on the device in that form.
 
 Traffic counts x, the weights of the experts that received rows only, the offsets and out.
 
@@ -95,6 +99,27 @@ def _expert_loop(inputs: tuple[torch.Tensor, ...]):
     return run
 
 
+# FlashInfer's advice for the segment GEMM's float workspace (its CUTLASS sm_90 kernels keep their arguments there).
+_FLASHINFER_WORKSPACE_BYTES = 128 << 20
+
+
+def _flashinfer_applies(problem: BenchProblem, device: torch.device) -> bool:
+    return device.type == "cuda" and problem.dtype in ("bfloat16", "float16")
+
+
+def _flashinfer_segment_gemm(inputs: tuple[torch.Tensor, ...]):
+    import flashinfer
+
+    x, w, offs = inputs
+    column_major = w.mT.is_contiguous()
+    weights = w.mT if column_major else w
+    segments = torch.cat([offs.new_zeros(1), offs]).to(torch.int64)
+    workspace = torch.empty(_FLASHINFER_WORKSPACE_BYTES, dtype=torch.int8, device=x.device)
+    segment_gemm = flashinfer.SegmentGEMMWrapper(workspace)
+    out = x.new_empty(x.shape[0], w.shape[-1])
+    return lambda: segment_gemm.run(x, weights, w.shape[0], column_major, out=out, seg_indptr=segments)
+
+
 GROUPED_MM = OpBenchmark(
     op="grouped_mm",
     make_inputs=_make_inputs,
@@ -116,5 +141,7 @@ GROUPED_MM = OpBenchmark(
              description="torch.nn.functional.grouped_mm: torch's grouped GEMM"),
         Peer("torch.mm loop", applies=lambda problem, device: True, build=_expert_loop,
              description="one torch.mm per expert that received rows, the offsets read to the host each call"),
+        Peer("flashinfer.SegmentGEMMWrapper", applies=_flashinfer_applies, build=_flashinfer_segment_gemm,
+             requires="flashinfer", description="FlashInfer's CUTLASS segment GEMM, weights as stored"),
     ),
 )

@@ -8,7 +8,9 @@ Peers, each where it applies:
 - ``torch._scaled_mm``: the same call through torch (cuBLASLt on CUDA), accumulating accurately;
 - ``torch._scaled_mm (fast accum)``: the same with ``use_fast_accum=True``, on the ``*_fast_accum`` layouts;
 - ``bf16 torch.matmul``: the same product in bfloat16, what the model runs without FP8; the scales are folded into
-  its bfloat16 operands when it is built, so it computes the same result and passes the same gate.
+  its bfloat16 operands when it is built, so it computes the same result and passes the same gate;
+- ``flashinfer.bmm_fp8``: FlashInfer's FP8 GEMM (cuBLASLt behind its own call), per-tensor scales only, on GPUs with
+  FP8 tensor cores (sm_89 and later), where ``flashinfer-python`` is installed.
 
 Example::
 
@@ -73,6 +75,19 @@ def _torch_scaled_mm(use_fast_accum: bool):
     return build
 
 
+def _flashinfer_applies(problem: BenchProblem, device: torch.device) -> bool:
+    return (device.type == "cuda" and problem.layout == "tensor_scales"
+            and torch.cuda.get_device_capability(device) >= (8, 9))
+
+
+def _flashinfer_bmm_fp8(inputs: tuple[torch.Tensor | None, ...]):
+    import flashinfer
+
+    a, b, scale_a, scale_b, _ = inputs
+    batched_a, batched_b = a.unsqueeze(0), b.unsqueeze(0)
+    return lambda: flashinfer.bmm_fp8(batched_a, batched_b, scale_a, scale_b, getattr(torch, _OUTPUT_DTYPE))[0]
+
+
 SCALED_MM = OpBenchmark(
     op="scaled_mm",
     make_inputs=_make_inputs,
@@ -87,6 +102,8 @@ SCALED_MM = OpBenchmark(
              description="torch._scaled_mm with use_fast_accum=True: cuBLASLt's FP8 GEMM in the tensor cores' accumulator"),
         Peer("bf16 torch.matmul", applies=lambda problem, device: True, build=_bfloat16_matmul,
              description="torch.matmul on the same product in bfloat16 (scales folded into the operands)"),
+        Peer("flashinfer.bmm_fp8", applies=_flashinfer_applies, build=_flashinfer_bmm_fp8, requires="flashinfer",
+             description="FlashInfer's FP8 GEMM, per-tensor scales"),
     ),
     output_dtype=lambda problem: _OUTPUT_DTYPE,
     attributes=lambda problem: {"use_fast_accum": True} if _fast_accumulation(problem) else {},
