@@ -5,6 +5,7 @@ the markdown report is generated from the JSON."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import math
 import os
@@ -425,10 +426,12 @@ class _DocumentedFlashInfer:
 
     def mm_bf16(self, a, b):
         self._column_major(b)
+        assert a.dim() == b.dim() == 2
         return a @ b
 
     def bmm_bf16(self, a, b):
         self._column_major(b)
+        assert a.dim() == b.dim() == 3
         return a @ b
 
     def bmm_fp8(self, a, b, a_scale, b_scale, dtype):
@@ -452,6 +455,8 @@ class _DocumentedFlashInfer:
 
 @pytest.mark.parametrize("op, peer, layouts, dtype", [
     ("matmul", "flashinfer.mm_bf16", ("transposed_b",), "bfloat16"),
+    ("matmul", "flashinfer.bmm_bf16", ("transposed_b",), "bfloat16"),
+    ("linear", "flashinfer.mm_bf16", ("row_major",), "bfloat16"),
     ("grouped_mm", "flashinfer.SegmentGEMMWrapper", ("transposed_b", "row_major"), "bfloat16"),
     ("scaled_mm", "flashinfer.bmm_fp8", ("tensor_scales",), "float8_e4m3fn"),
 ])
@@ -460,13 +465,17 @@ def test_flashinfer_peers_call_flashinfer_as_documented(monkeypatch, op, peer, l
     # documented contract, so that a layout passed the wrong way round fails here rather than as a "wrong result"
     # peer in a GPU run.
     monkeypatch.setitem(sys.modules, "flashinfer", _DocumentedFlashInfer())
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
     benchmark = _ops.OP_BENCHMARKS[op]
     by_name = {candidate.name: candidate for candidate in benchmark.peers}
     assert by_name[peer].requires == "flashinfer"
     spec = op_spec(op)
-    shape = spec.suites["quick"].shapes[0].positional(spec.shape_order)
-    for layout in layouts:
-        problem = BenchProblem(shape, dtype, layout, "zipf" if op == "grouped_mm" else "")
+    shapes = [shape.positional(spec.shape_order) for shape in spec.suites["quick"].shapes]
+    problems = [BenchProblem(shape, dtype, layout, "zipf" if op == "grouped_mm" else "")
+                for shape, layout in itertools.product(shapes, layouts)]
+    applicable = [problem for problem in problems if by_name[peer].applies(problem, torch.device("cuda"))]
+    assert applicable
+    for problem in applicable:
         inputs = benchmark.make_inputs(problem, torch.device("cpu"))
         reference = reference_output(resolve_callable(spec.reference), inputs)
         output_dtype = benchmark.output_dtype(problem)

@@ -4,7 +4,10 @@ projections call it, with no bias and no activation, against the peers a model w
 Peers, each where it applies:
 
 - ``F.linear``: torch.nn.functional.linear (cuBLAS on CUDA, ATen's BLAS on the CPU);
-- ``torch.compile``: Inductor's max-autotune choice for the same F.linear (CUDA only, as for matmul).
+- ``F.linear (cuBLASLt)``: the same with ``torch.backends.cuda.preferred_blas_library("cublaslt")``;
+- ``torch.compile``: Inductor's max-autotune choice for the same F.linear (CUDA only, as for matmul);
+- ``flashinfer.mm_bf16``: FlashInfer's bf16 GEMM on the weight as stored (its column-major b), the rows of x
+  flattened into M, where ``flashinfer-python`` is installed.
 
 Example::
 
@@ -21,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from ..ops._inputs import problem_inputs
-from ._peers import Peer, inductor
+from ._peers import Peer, inductor, preferred_blas
 from ._problems import BenchProblem, OpBenchmark
 
 __all__ = ["LINEAR"]
@@ -60,6 +63,18 @@ def _on_cuda(problem: BenchProblem, device: torch.device) -> bool:
     return device.type == "cuda"
 
 
+def _flashinfer_applies(problem: BenchProblem, device: torch.device) -> bool:
+    return device.type == "cuda" and problem.dtype == "bfloat16"
+
+
+def _flashinfer_mm(inputs: tuple[torch.Tensor | None, ...]):
+    import flashinfer
+
+    x, weight = inputs[0], inputs[1]
+    rows = x.reshape(-1, x.shape[-1])
+    return lambda: flashinfer.mm_bf16(rows, weight.mT).view(*x.shape[:-1], weight.shape[0])
+
+
 LINEAR = OpBenchmark(
     op="linear",
     make_inputs=_make_inputs,
@@ -70,7 +85,12 @@ LINEAR = OpBenchmark(
         Peer("F.linear", applies=lambda problem, device: True,
              build=lambda inputs: (lambda: F.linear(*inputs)),
              description="torch.nn.functional.linear: cuBLAS on CUDA"),
+        Peer("F.linear (cuBLASLt)", applies=_on_cuda, build=lambda inputs: (lambda: F.linear(*inputs)),
+             scope=lambda: preferred_blas("cublaslt"),
+             description="torch.nn.functional.linear with preferred_blas_library('cublaslt')"),
         Peer("torch.compile", applies=_on_cuda, build=inductor(F.linear),
              description="torch.compile(F.linear, mode='max-autotune-no-cudagraphs')"),
+        Peer("flashinfer.mm_bf16", applies=_flashinfer_applies, build=_flashinfer_mm, requires="flashinfer",
+             description="FlashInfer's bf16 GEMM on the weight as stored"),
     ),
 )
