@@ -84,8 +84,8 @@ def _flashinfer_bmm_fp8(inputs: tuple[torch.Tensor | None, ...]):
     import flashinfer
 
     a, b, scale_a, scale_b, _ = inputs
-    batched_a, batched_b = a.unsqueeze(0), b.unsqueeze(0)
-    return lambda: flashinfer.bmm_fp8(batched_a, batched_b, scale_a, scale_b, getattr(torch, _OUTPUT_DTYPE))[0]
+    batched_a, batched_b, out_dtype = a.unsqueeze(0), b.unsqueeze(0), getattr(torch, _OUTPUT_DTYPE)
+    return lambda: flashinfer.bmm_fp8(batched_a, batched_b, scale_a, scale_b, out_dtype)[0]
 
 
 SCALED_MM = OpBenchmark(
