@@ -109,20 +109,11 @@ steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(tests cuda memcheck repro overhead bench:llm-decode triton decode cpp fp8)
 for step in "${steps[@]}"; do
   case $step in
-    tests) run_step "gpu tests" timeout ${GPU_TESTS_TIMEOUT:-540} python3 -m pytest -q -m gpu tests --continue-on-collection-errors --durations=15 --junitxml="$out/gpu-tests.xml" ;;
-    # One of N shares of the GPU tests (tests:I/N), for a suite longer than one device call: every N-th test as
-    # collected here, from the I-th on, so each share gets some of every file's slow tests.
-    tests:*) shard=${step#tests:}
-             if ! [[ $shard =~ ^[1-9][0-9]*/[1-9][0-9]*$ ]] || (( ${shard%/*} > ${shard#*/} )); then
-               echo "step $step: expected tests:I/N with 1 <= I <= N"; status+=("gpu tests $shard|FAILED|0s"); continue
-             fi
-             mapfile -t shard_tests < <(python3 -m pytest -q -m gpu tests --collect-only -p no:cacheprovider 2>/dev/null \
-               | awk -v index_=${shard%/*} -v count=${shard#*/} '/::/ && (tests++ % count) == index_ - 1')
-             if [ ${#shard_tests[@]} -eq 0 ]; then
-               echo "step $step: no GPU test collected in this share"; status+=("gpu tests $shard|FAILED|0s"); continue
-             fi
-             run_step "gpu tests $shard" timeout ${GPU_TESTS_TIMEOUT:-540} python3 -m pytest -q -m gpu --durations=15 \
-               "${shard_tests[@]}" --junitxml="$out/gpu-tests-${shard%/*}-of-${shard#*/}.xml" ;;
+    # tests:I/N: the I-th of N shares of the GPU tests (tests/conftest.py's --share), for a suite longer than one call.
+    tests|tests:*) share=${step#tests}; share=${share#:}
+                   run_step "gpu tests${share:+ $share}" timeout ${GPU_TESTS_TIMEOUT:-540} python3 -m pytest -q -m gpu tests \
+                     --continue-on-collection-errors --durations=15 ${share:+--share "$share"} \
+                     --junitxml="$out/gpu-tests${share:+-${share/\//-of-}}.xml" ;;
     # The CUDA plugin (libkabi_cuda.so): its build checks (SASS, registration) and every kernel on this GPU.
     cuda) run_step "cuda plugin" timeout 420 python3 -m pytest -q -rs tests/python/test_cuda_plugin.py \
             tests/python/test_cuda_plugin_gpu.py tests/python/test_cuda_plugin_fp8_gpu.py \

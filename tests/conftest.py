@@ -16,6 +16,28 @@ import kabi
 from kabi._base.decision_cache import invalidate_all
 
 
+def pytest_addoption(parser):
+    parser.addoption("--share", metavar="I/N", default=None,
+                     help="run the I-th of N shares of the selected tests: every N-th, from the I-th on, in "
+                          "collection order (for a suite longer than one GPU machine call)")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """Keep only the --share asked for, among the tests the markers selected (this hook runs after theirs), so each
+    share gets some of every file's slow tests; a file that fails to collect still fails every share."""
+    share = config.getoption("--share")
+    if share is None:
+        return
+    index, _, count = share.partition("/")
+    if not (index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count)):
+        raise pytest.UsageError(f"--share: expected I/N with 1 <= I <= N, got {share!r}")
+    kept = items[int(index) - 1::int(count)]
+    kept_ids = {id(item) for item in kept}
+    config.hook.pytest_deselected(items=[item for item in items if id(item) not in kept_ids])
+    items[:] = kept
+
+
 @pytest.fixture(autouse=True)
 def cache_dir(tmp_path_factory, monkeypatch):
     """The test's own, empty tuning cache directory, used by this process and inherited by its children.
