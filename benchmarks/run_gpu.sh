@@ -19,10 +19,13 @@
 # benchmarks/results/fp8-peak-GPU.json.
 # moe:SUITE likewise runs `kabi bench grouped_mm --suite SUITE` (moe-mixtral-8x7b, moe-deepseek-v3,
 # moe-qwen3-30b-a3b) for 420 s at most, writing benchmarks/results/GPU-grouped_mm-SUITE.json and .png.
-# pytest:PATH[,PATH...] runs those GPU test files only (junit XML in $out/gpu-tests-subset.xml); tests:I/N runs the
+# pytest:PATH[,PATH...] runs those GPU test files only (junit XML gpu-tests-subset.xml); tests:I/N runs the
 # I-th of N shares of the GPU tests, for when the whole suite outlasts one device call.
 # py:FILE runs a script of this tree (e.g. py:scripts/debug/aligned_copies.py, arguments in PY_ARGS) with the same
-# environment, its output also in $out/<stem>.txt.
+# environment, its output also in <stem>.txt.
+# What comes back: $OUT holds run_gpu.log and results.tar.gz, every file this run wrote (JSON, plots, profiles, junit
+# XML, outputs), repacked after every step. The device tool returns at most 8 files a call, and a run of several steps
+# writes more: loose files past the eighth were lost.
 # BENCH_TIMEOUT overrides every benchmark step's limit (seconds), to fit several into one device call.
 fresh_run=(--fresh)
 [ "${RESUME:-0}" = 1 ] && fresh_run=()
@@ -31,6 +34,7 @@ cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/kabi-gpu-out}
 mkdir -p "$out"
 log="$out/run_gpu.log"
+collected=$(mktemp -d)
 started_marker=$(mktemp)
 exec > >(tee -a "$log") 2>&1
 export PYTHONUNBUFFERED=1
@@ -94,10 +98,12 @@ else
 fi
 
 status=()
-# Only what this run wrote comes back, copied after every step: a call that runs past the device's limit still
-# brings back the results of the steps that finished.
+# Only what this run wrote comes back, packed after every step: a call that runs past the device's limit still
+# brings back the results of the steps that finished. The archive is replaced whole, never left half written.
 collect_results() {
-  find benchmarks/results -maxdepth 1 -name '*.json' -newer "$started_marker" -exec cp {} "$out"/ \; 2>/dev/null || true
+  find benchmarks/results -maxdepth 1 -type f ! -name README.md -newer "$started_marker" \
+    -exec cp {} "$collected"/ \; 2>/dev/null || true
+  tar -czf "$out/.results.tar.gz" -C "$collected" . && mv "$out/.results.tar.gz" "$out/results.tar.gz"
 }
 run_step() {
   local name=$1; shift
@@ -113,12 +119,12 @@ for step in "${steps[@]}"; do
     tests|tests:*) share=${step#tests}; share=${share#:}
                    run_step "gpu tests${share:+ $share}" timeout ${GPU_TESTS_TIMEOUT:-540} python3 -m pytest -q -m gpu tests \
                      --continue-on-collection-errors --durations=15 ${share:+--share "$share"} \
-                     --junitxml="$out/gpu-tests${share:+-${share/\//-of-}}.xml" ;;
+                     --junitxml="$collected/gpu-tests${share:+-${share/\//-of-}}.xml" ;;
     # The CUDA plugin (libkabi_cuda.so): its build checks (SASS, registration) and every kernel on this GPU.
     cuda) run_step "cuda plugin" timeout 420 python3 -m pytest -q -rs tests/python/test_cuda_plugin.py \
             tests/python/test_cuda_plugin_gpu.py tests/python/test_cuda_plugin_fp8_gpu.py \
             tests/python/test_cuda_plugin_fp8_fast_accum_gpu.py tests/python/test_cuda_plugin_grouped_gpu.py \
-            --junitxml="$out/cuda-plugin-tests.xml" ;;
+            --junitxml="$collected/cuda-plugin-tests.xml" ;;
     # compute-sanitizer memcheck over a small suite of every CUDA plugin kernel (the guard-region checks of the same
     # tests are the fallback where the tool refuses the device).
     memcheck) run_step "cuda plugin memcheck" timeout 540 compute-sanitizer --tool memcheck --error-exitcode 1 \
@@ -137,30 +143,27 @@ for step in "${steps[@]}"; do
              name="$gpu-$op-$suite${dtype:+-$dtype}"
              run_step "bench $op $suite ${dtype:-}" timeout -s INT ${BENCH_TIMEOUT:-240} python3 -m kabi.cli bench "$op" --suite "$suite" \
                ${dtype:+--dtype "$dtype"} --device cuda "${fresh_run[@]}" --out "benchmarks/results/$name.json" \
-               --plot "benchmarks/results/$name.png"
-             cp "benchmarks/results/$name.png" "$out"/ 2>/dev/null || true ;;
+               --plot "benchmarks/results/$name.png" ;;
     fp8) name="$gpu-scaled_mm-fp8"
          run_step "bench scaled_mm fp8" timeout -s INT ${BENCH_TIMEOUT:-540} python3 -m kabi.cli bench scaled_mm --suite fp8 \
-           --device cuda "${fresh_run[@]}" --out "benchmarks/results/$name.json" --plot "benchmarks/results/$name.png"
-         cp "benchmarks/results/$name.png" "$out"/ 2>/dev/null || true ;;
+           --device cuda "${fresh_run[@]}" --out "benchmarks/results/$name.json" --plot "benchmarks/results/$name.png" ;;
     moe:*) IFS=: read -r _ suite <<< "$step"
            name="$gpu-grouped_mm-$suite"
            run_step "bench grouped_mm $suite" timeout -s INT ${BENCH_TIMEOUT:-420} python3 -m kabi.cli bench grouped_mm --suite "$suite" \
-             --device cuda "${fresh_run[@]}" --out "benchmarks/results/$name.json" --plot "benchmarks/results/$name.png"
-           cp "benchmarks/results/$name.png" "$out"/ 2>/dev/null || true ;;
+             --device cuda "${fresh_run[@]}" --out "benchmarks/results/$name.json" --plot "benchmarks/results/$name.png" ;;
     # 8192^3 FP8 GEMMs timed three ways (L2 flushed per call, back to back, a burst after idling) with the SM clock
     # and power sampled: where the FP8 target's figure depends on the method rather than the kernel.
     fp8peak) run_step "fp8 peak" timeout 240 python3 benchmarks/fp8_peak.py \
                --output benchmarks/results/fp8-peak-$gpu.json ;;
     # A script of this tree (scripts/debug/*.py, a probe) with the environment the other steps get (the wheels'
-    # path, the fresh build): py:FILE runs `python3 FILE $PY_ARGS`, its output also in $out/<FILE's stem>.txt.
+    # path, the fresh build): py:FILE runs `python3 FILE $PY_ARGS`, its output also in <FILE's stem>.txt.
     py:*) script=${step#py:}
           run_step "python $script" timeout ${PY_TIMEOUT:-300} bash -c \
-            'python3 "$1" ${PY_ARGS:-} 2>&1 | tee "$2"; exit "${PIPESTATUS[0]}"' _ "$script" "$out/$(basename "$script" .py).txt" ;;
+            'python3 "$1" ${PY_ARGS:-} 2>&1 | tee "$2"; exit "${PIPESTATUS[0]}"' _ "$script" "$collected/$(basename "$script" .py).txt" ;;
     # A subset of the GPU tests: pytest:PATH[,PATH...] runs `pytest -q -m gpu PATH...`.
     pytest:*) IFS=, read -r -a test_paths <<< "${step#pytest:}"
               run_step "pytest ${step#pytest:}" timeout ${GPU_TESTS_TIMEOUT:-300} python3 -m pytest -q -m gpu -rs \
-                "${test_paths[@]}" --junitxml="$out/gpu-tests-subset.xml" ;;
+                "${test_paths[@]}" --junitxml="$collected/gpu-tests-subset.xml" ;;
     triton) run_step "triton matmul" timeout 240 python3 benchmarks/triton_matmul.py --out benchmarks/results ;;
     decode) run_step "decode at the memory roof" timeout 300 python3 benchmarks/decode.py \
               --output benchmarks/results/decode-$gpu.json ;;
@@ -178,21 +181,21 @@ for step in "${steps[@]}"; do
                run_step "first call, binaries shipped" timeout 300 python3 benchmarks/first_call.py --runs 2 \
                  --output benchmarks/results/first-call-shipped-binaries-$gpu.json \
                  --profile benchmarks/results/first-call-shipped-binaries-profile-$gpu.txt \
-                 --profile-warm benchmarks/results/first-call-shipped-binaries-warm-profile-$gpu.txt
-               cp benchmarks/results/first-call-shipped-binaries-*profile-$gpu.txt "$out"/ 2>/dev/null || true ;;
+                 --profile-warm benchmarks/results/first-call-shipped-binaries-warm-profile-$gpu.txt ;;
     # Needs 2 GPUs (the nvidia-h200-x2 kind): tuning time on 1 and 2 ranks, NCCL.
     distributed) run_step "tuning on 1 and 2 ranks" timeout 420 python3 benchmarks/distributed_tuning.py --worlds 1 2 \
                    --output benchmarks/results/distributed-tuning-$gpu-x2.json ;;
     # The app's build and binaries stay on the machine (the device tool brings back only a few files); its logs
     # come back as one archive.
     cpp) run_step "cpp app on cuda" timeout 180 bash examples/cpp_app/run_gpu_example.sh /tmp/kabi-cpp-app
-         tar -czf "$out/cpp_app-logs.tar.gz" -C /tmp/kabi-cpp-app --exclude=binaries --exclude=build . 2>/dev/null || true ;;
+         tar -czf "$collected/cpp_app-logs.tar.gz" -C /tmp/kabi-cpp-app --exclude=binaries --exclude=build . 2>/dev/null || true
+         collect_results ;;
     native) run_step "triton binaries and kabi.cuda" timeout 420 python3 -m pytest -q -m gpu \
               tests/python/backends/test_triton_native_gpu.py tests/python/backends/test_cuda_source_gpu.py \
               tests/python/backends/test_triton_gpu.py tests/python/test_cpp_app_cuda.py \
               tests/python/backends/test_triton_grouped_gpu.py tests/python/test_grouped_mm_gpu.py \
               tests/python/backends/test_triton_scaled_mm_native_gpu.py \
-              --junitxml="$out/gpu-native.xml" ;;
+              --junitxml="$collected/gpu-native.xml" ;;
     *) echo "unknown step $step"; status+=("$step|UNKNOWN|0s") ;;
   esac
 done
