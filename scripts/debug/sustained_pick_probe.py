@@ -1,0 +1,144 @@
+"""Do long compute-bound picks lose under sustained load what they won in tuning? (issues 13 and 15's prefill misses)
+
+On the H100 (benchmarks/results/nvidia-h100-matmul-llm-prefill-bfloat16.json, 2026-12-07) two llm-prefill picks lost
+between tuning and measurement: at 4096x14336x4096 the tuner timed the CUTLASS pingpong 128x128x64 kernel at
+707.8 us, the benchmark at 782 us (round medians 747-825 us) against cuBLASLt's 717 us; at 4096x4096x14336 cuBLASLt's
+algo3 went from 703.6 to 738 us against torch's 694 us. The benchmark times each subject after 0.3 s of its own load;
+the tuner after at most 30 ms of it. The hypothesis: a power-limited card settles at a clock that depends on the
+kernel, so the ranks of near-equal kernels after seconds of load differ from their ranks in a short burst.
+
+For each problem this tunes kabi afresh ``--tunes`` times (kabi.tune: the tuner's own times for each finalist, to
+show how much they move from one tuning to the next), then times the fastest ``--top`` finalists of the first tuning,
+and torch.matmul, interleaved over ``--rounds`` rounds in alternating order, two ways: after ``--idle-s`` of idling
+("burst", near what the tuner sees) and after ``--sustain-s`` of the subject's own calls ("sustained", what a
+prefill server sees), each sample a kabi.bench median (L2 flushed, one event pair per call). Beside each regime it
+records the SM clock and board power read right after the sample. It prints, per subject, the tuner's times, each
+regime's median and range over the rounds, and the rank in each.
+
+    python scripts/debug/sustained_pick_probe.py [--problems 4096x14336x4096 ...] [--rounds 4] [--top 4]
+
+``--device cpu`` (with small ``--problems``) runs the same steps on the CPU, a check of the script, not a measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import tempfile
+import time
+
+import torch
+
+import kabi
+
+DEFAULT_PROBLEMS = ("4096x14336x4096", "4096x4096x14336", "8192x8192x8192")
+
+
+def _clock_and_power(device: torch.device) -> tuple[float, float]:
+    """The SM clock (MHz) and board power (W) now; NaN on the CPU, and where neither torch's NVML calls nor nvidia-smi
+    answer."""
+    if device.type != "cuda":
+        return float("nan"), float("nan")
+    try:
+        return float(torch.cuda.clock_rate()), float(torch.cuda.power_draw()) / 1000.0
+    except Exception:
+        pass
+    try:
+        answer = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits"],
+                                capture_output=True, text=True, timeout=10, check=True).stdout.splitlines()[0]
+        clock, power = (float(value) for value in answer.split(","))
+        return clock, power
+    except Exception:
+        return float("nan"), float("nan")
+
+
+def _run_for(fn, seconds: float, device: torch.device) -> None:
+    """Calls fn back to back for about ``seconds`` (its own load), then waits for the device."""
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        for _ in range(8):
+            fn()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+
+def _subjects(a: torch.Tensor, b: torch.Tensor, kernels: list[str]) -> dict[str, tuple[object, str | None]]:
+    subjects = {name: (lambda: kabi.ops.matmul(a, b), name) for name in kernels}
+    subjects["torch.matmul (direct)"] = (lambda: torch.matmul(a, b), None)
+    return subjects
+
+
+def _sample(fn, forced: str | None) -> float:
+    with kabi.use(matmul=forced) if forced else kabi.use():
+        return kabi.bench(fn, repeat=11, min_time_s=0.05, flush_l2=True).median_us
+
+
+def probe(problem: str, args: argparse.Namespace) -> None:
+    m, n, k = (int(size) for size in problem.split("x"))
+    device = torch.device(args.device)
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    a = torch.randn(m, k, dtype=dtype, device=device)
+    b = torch.randn(k, n, dtype=dtype, device=device)
+    reports = [kabi.tune(kabi.ops.matmul, a, b) for _ in range(args.tunes)]
+    finalists = sorted((item for item in reports[0].measurements if item.passed and not item.screened),
+                       key=lambda item: item.time_us)
+    kernels = [item.kernel for item in finalists[:args.top]]
+    subjects = _subjects(a, b, kernels)
+    names = list(subjects)
+    regimes = {"burst": args.idle_s, "sustained": args.sustain_s}
+    times = {(name, regime): [] for name in names for regime in regimes}
+    states = {(name, regime): [] for name in names for regime in regimes}
+    for round_index in range(args.rounds):
+        order = names if round_index % 2 == 0 else names[::-1]
+        for name in order:
+            fn, forced = subjects[name]
+            for regime, seconds in regimes.items():
+                if regime == "burst":
+                    time.sleep(seconds)
+                else:
+                    with kabi.use(matmul=forced) if forced else kabi.use():
+                        _run_for(fn, seconds, device)
+                times[(name, regime)].append(_sample(fn, forced))
+                states[(name, regime)].append(_clock_and_power(device))
+    flops = 2.0 * m * n * k
+    print(f"matmul {problem} {str(dtype).removeprefix('torch.')} row_major; picks of {args.tunes} tunings: "
+          f"{', '.join(report.pick or 'none' for report in reports)}")
+    medians = {key: statistics.median(values) for key, values in times.items()}
+    ranks = {regime: sorted(names, key=lambda name: medians[(name, regime)]) for regime in regimes}
+    for name in names:
+        tuned = [report.measurement(name) for report in reports]
+        tuned_text = " ".join(f"{item.time_us:.1f}" if item is not None and item.passed else "-" for item in tuned)
+        print(f"  {name}")
+        print(f"    tuned us: {tuned_text}")
+        for regime in regimes:
+            values = times[(name, regime)]
+            clock = statistics.median(state[0] for state in states[(name, regime)])
+            power = statistics.median(state[1] for state in states[(name, regime)])
+            print(f"    {regime:<9} median {medians[(name, regime)]:8.1f} us ({flops / medians[(name, regime)] / 1e6:5.0f}"
+                  f" TF/s) range {min(values):.1f}-{max(values):.1f}  rank {ranks[regime].index(name) + 1}"
+                  f"  SM clock {clock:.0f} MHz, power {power:.0f} W")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--problems", nargs="+", default=list(DEFAULT_PROBLEMS))
+    parser.add_argument("--tunes", type=int, default=3)
+    parser.add_argument("--top", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--idle-s", type=float, default=1.0)
+    parser.add_argument("--sustain-s", type=float, default=2.0)
+    parser.add_argument("--device", default="cuda")
+    args = parser.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("sustained_pick_probe.py needs a CUDA device (or --device cpu, a check of the script)")
+    # A cache of its own: the tunings here are the probe's, not a user's.
+    with tempfile.TemporaryDirectory() as cache_directory:
+        kabi.cache.set_directory(cache_directory)
+        print(torch.cuda.get_device_name() if args.device == "cuda" else "cpu", "torch", torch.__version__)
+        for problem in args.problems:
+            probe(problem, args)
+
+
+if __name__ == "__main__":
+    main()
