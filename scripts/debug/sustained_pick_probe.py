@@ -115,8 +115,9 @@ def probe(problem: str, args: argparse.Namespace) -> None:
             values = times[(name, regime)]
             clock = statistics.median(state[0] for state in states[(name, regime)])
             power = statistics.median(state[1] for state in states[(name, regime)])
-            print(f"    {regime:<9} median {medians[(name, regime)]:8.1f} us ({flops / medians[(name, regime)] / 1e6:5.0f}"
-                  f" TF/s) range {min(values):.1f}-{max(values):.1f}  rank {ranks[regime].index(name) + 1}"
+            median = medians[(name, regime)]
+            print(f"    {regime:<9} median {median:8.1f} us ({flops / median / 1e6:5.0f} TF/s)"
+                  f" range {min(values):.1f}-{max(values):.1f}  rank {ranks[regime].index(name) + 1}"
                   f"  SM clock {clock:.0f} MHz, power {power:.0f} W")
 
 
