@@ -21,13 +21,19 @@ problems, with those problems. Progress goes to stderr. Meant to take under ~200
 
     python scripts/debug/decode_config_sweep.py [--layers llama3-8b.qkv ...] [--m 8 16] [--layouts n_by_k k_by_n]
         [--only SUBSTRING ...] [--rounds 3] [--jobs 16]
-    python scripts/debug/decode_config_sweep.py --compile-only
+    python scripts/debug/decode_config_sweep.py --compile-only [--unaligned]
     TRITON_INTERPRET=1 python scripts/debug/decode_config_sweep.py --interpret
 
 --compile-only needs no GPU: it compiles every config for sm_90 (bfloat16, 16 rows per program, the layout it reads)
-and prints its registers, stack (spills), shared memory, the programs that fit on one SM and the weight bytes in
-flight per program and per SM. --interpret needs no GPU either: it checks every config in Triton's interpreter on
-tiny float32 problems (K past a whole number of blocks, N too where block_n > 16) against a float64 reference.
+and prints its registers, stack (spills), shared memory, the programs that fit on one SM, the weight bytes in
+flight per program and per SM, its asynchronous copies (cp.async in the PTX: the loads Triton's pipeliner keeps in
+flight) and its widest global load. With --unaligned it compiles each config the way Triton's JIT specializes an odd
+problem (M, N, K and the row pitches not multiples of 16; only the base pointers aligned), as the Python kernels
+serve 7x14335x4097: there the k_by_n configs took 135-200 us on the H100, against 91 us for cuBLAS and 76 us for
+Inductor (benchmarks/results/nvidia-h100-matmul-odd-bfloat16.json); the in-flight columns are then only what the
+pipeliner would keep, which it does not without asynchronous copies. --interpret needs no GPU either: it checks
+every config in Triton's interpreter on tiny float32 problems (K past a whole number of blocks, N too where
+block_n > 16) against a float64 reference.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ import functools
 import importlib.util
 import multiprocessing
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -153,15 +160,19 @@ def _checked(call, a: torch.Tensor, b: torch.Tensor, reference: torch.Tensor, to
     return norm, f"error norm {norm:.1e}, extreme {extreme:.1e}"
 
 
-def _compile_one(config: DecodeConfig) -> str:
-    """One table line of what ptxas made of ``config`` for sm_90 (bfloat16, 16 rows per program)."""
+def _compile_one(config: DecodeConfig, unaligned: bool = False) -> str:
+    """One table line of what ptxas made of ``config`` for sm_90 (bfloat16, 16 rows per program); ``unaligned``:
+    specialized as an odd problem is (no size or pitch divisible by 16; the base pointers still are)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     layout = _FAMILY.binary_layouts(config)[0]
     spec = _FAMILY.binary_spec(config, torch.bfloat16, layout, rows=_ROWS)
-    compiled = triton.compile(ASTSource(_FAMILY.kernel, spec.signature, spec.constexprs, spec.attrs),
+    names = list(spec.signature)
+    attrs = ({index: values for index, values in spec.attrs.items() if spec.signature[names[index[0]]].startswith("*")}
+             if unaligned else spec.attrs)
+    compiled = triton.compile(ASTSource(_FAMILY.kernel, spec.signature, spec.constexprs, attrs),
                               target=GPUTarget("cuda", 90, 32),
                               options={"num_warps": config.num_warps, "num_stages": config.num_stages,
                                        "enable_fp_fusion": True})
@@ -176,20 +187,32 @@ def _compile_one(config: DecodeConfig) -> str:
     per_sm = min(_REGISTERS_PER_SM // (registers * config.num_threads), _THREADS_PER_SM // config.num_threads,
                  _SHARED_BYTES_PER_SM // (shared + _RESERVED_SHARED_PER_BLOCK))
     in_flight = _weight_bytes_in_flight(config)
+    ptx = compiled.asm["ptx"]
+    async_copies = len(re.findall(r"cp\.async\.c[ag]\.", ptx))
+    load_bits = [_load_bits(match) for match in re.findall(r"ld\.global[\w.]*", ptx)]
     return (f"{config.tag:<32} {registers:>5} {stack:>5} {shared / 1024:>7.1f} {per_sm:>6} {in_flight / 1024:>8.0f} "
-            f"{per_sm * in_flight / 1024:>7.0f}")
+            f"{per_sm * in_flight / 1024:>7.0f} {async_copies:>8} {max(load_bits, default=0):>9}")
 
 
-def _compile_only(configs: list[tuple[bool, DecodeConfig]], jobs: int) -> None:
+def _load_bits(instruction: str) -> int:
+    """The bits one thread reads with a PTX global load, e.g. 128 for ld.global.v4.b32, 16 for ld.global.b16."""
+    parts = instruction.split(".")
+    lanes = next((int(part[1:]) for part in parts if re.fullmatch(r"v\d", part)), 1)
+    width = next((int(part[1:]) for part in parts if re.fullmatch(r"[bufs]\d+", part)), 0)
+    return lanes * width
+
+
+def _compile_only(configs: list[tuple[bool, DecodeConfig]], jobs: int, unaligned: bool) -> None:
     """Compiles every swept config for sm_90 in ``jobs`` processes and prints a line each."""
     print(f"  {'config (sm_90, bfloat16, 16 rows)':<32} {'regs':>5} {'stack':>5} {'KB smem':>7} {'per SM':>6} "
-          f"{'KB/prog':>8} {'KB/SM':>7}")
+          f"{'KB/prog':>8} {'KB/SM':>7} {'cp.async':>8} {'load bits':>9}"
+          f"{'  (sizes and pitches unaligned)' if unaligned else ''}")
     with _workers(jobs) as pool:
         lines = []
         for shipped, config in configs:
             reason = _FAMILY.unsupported_reason(config, MatmulProblem(
                 _ROWS, 4096, 4096, _BFLOAT16_BYTES, 90, b_column_major=config.weight_layout == "n_by_k"))
-            lines.append((shipped, config, reason, None if reason else pool.submit(_compile_one, config)))
+            lines.append((shipped, config, reason, None if reason else pool.submit(_compile_one, config, unaligned)))
         for shipped, config, reason, line in lines:
             print(f"{' ' if shipped else '*'} {f'{config.tag:<32} skipped: {reason}' if reason else line.result()}",
                   flush=True)
@@ -362,13 +385,15 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=min(16, os.cpu_count() or 1),
                         help="processes compiling the configs")
     parser.add_argument("--compile-only", action="store_true")
+    parser.add_argument("--unaligned", action="store_true",
+                        help="with --compile-only: specialize as an odd problem (sizes and pitches unaligned)")
     parser.add_argument("--interpret", action="store_true")
     args = parser.parse_args()
     if not all(2 <= m <= 64 for m in args.m):
         parser.error("--m: the dot configs serve 2 to 64 rows")
     configs = [(shipped, config) for shipped, config in _sweep(args.only) if config.weight_layout in args.layouts]
     if args.compile_only:
-        _compile_only(configs, args.jobs)
+        _compile_only(configs, args.jobs, args.unaligned)
         return 0
     if args.interpret:
         if os.environ.get("TRITON_INTERPRET") != "1":
