@@ -21,6 +21,7 @@ problems, with those problems. Progress goes to stderr. Meant to take under ~200
 
     python scripts/debug/decode_config_sweep.py [--layers llama3-8b.qkv ...] [--m 8 16] [--layouts n_by_k k_by_n]
         [--only SUBSTRING ...] [--rounds 3] [--jobs 16]
+    python scripts/debug/decode_config_sweep.py --layers --shapes 4097x14335 --m 7 --layouts k_by_n
     python scripts/debug/decode_config_sweep.py --compile-only [--unaligned]
     TRITON_INTERPRET=1 python scripts/debug/decode_config_sweep.py --interpret
 
@@ -31,7 +32,9 @@ flight) and its widest global load. With --unaligned it compiles each config the
 problem (M, N, K and the row pitches not multiples of 16; only the base pointers aligned), as the Python kernels
 serve 7x14335x4097: there the k_by_n configs took 135-200 us on the H100, against 91 us for cuBLAS and 76 us for
 Inductor (benchmarks/results/nvidia-h100-matmul-odd-bfloat16.json); the in-flight columns are then only what the
-pipeliner would keep, which it does not without asynchronous copies. --interpret needs no GPU either: it checks
+pipeliner would keep, which it does not without asynchronous copies. ``--shapes KxN ...`` adds weights of any size
+to the layers (4097x14335: that odd problem's), and with them the small [K, N] tiles of UNALIGNED_CONFIGS, which
+compile to fewer registers there. --interpret needs no GPU either: it checks
 every config in Triton's interpreter on tiny float32 problems (K past a whole number of blocks, N too where
 block_n > 16) against a float64 reference.
 """
@@ -126,6 +129,19 @@ NEW_CONFIGS = (
     _dot("k_by_n", 32, 256, 4, 4, 2),   # 72 KB, 3/SM, 48 KB
     _dot("k_by_n", 32, 128, 4, 4),      # 36 KB, 6/SM, 24 KB
 )
+# [K, N] weights whose sizes and pitches are not multiples of 16 (swept with --shapes): Triton then loads them 16 bits
+# at a time with no asynchronous copies, and the shipped tiles need 168-255 registers (1-3 programs an SM) or spill
+# (--compile-only --unaligned). These smaller tiles need 76-128 (3-8 programs an SM).
+UNALIGNED_CONFIGS = (
+    _dot("k_by_n", 64, 32, 4, 1),
+    _dot("k_by_n", 64, 32, 4, 2),
+    _dot("k_by_n", 64, 32, 2, 1),
+    _dot("k_by_n", 32, 64, 4, 1),
+    _dot("k_by_n", 128, 32, 4, 1),
+    _dot("k_by_n", 128, 32, 8, 1),
+    _dot("k_by_n", 64, 64, 8, 1),
+    _dot("k_by_n", 64, 32, 4, 2, 4),
+)
 # sm_90: shared memory and registers per SM, the shared memory the system reserves per block, threads per SM.
 _SHARED_BYTES_PER_SM = 228 * 1024
 _RESERVED_SHARED_PER_BLOCK = 1024
@@ -138,9 +154,10 @@ _GAIN = 0.02
 _PROBLEMS_TO_LIST = 2
 
 
-def _sweep(only: list[str]) -> list[tuple[bool, DecodeConfig]]:
-    """(shipped, config) of every config swept whose tag contains one of ``only`` (all when empty)."""
-    new = [config for config in NEW_CONFIGS if config not in _SHIPPED]
+def _sweep(only: list[str], unaligned: bool = False) -> list[tuple[bool, DecodeConfig]]:
+    """(shipped, config) of every config swept whose tag contains one of ``only`` (all when empty); UNALIGNED_CONFIGS
+    too where ``unaligned``."""
+    new = [config for config in NEW_CONFIGS + (UNALIGNED_CONFIGS if unaligned else ()) if config not in _SHIPPED]
     return [(shipped, config) for shipped, configs in ((True, _SHIPPED), (False, new)) for config in configs
             if not only or any(part in config.tag for part in only)]
 
@@ -276,7 +293,7 @@ def _interpret(configs: list[tuple[bool, DecodeConfig]], ms: list[int]) -> bool:
 def _time_problem(layer: str, layout: str, ms: list[int], configs: list[tuple[bool, DecodeConfig]], rounds: int,
                   bandwidth: float, arch: int, l2_bytes: int) -> list[dict]:
     """Checks and times cuBLAS and every config that takes the problem; one row per M."""
-    k, n = decode_benchmark.LAYERS[layer]
+    k, n = _layer_sizes(layer)
     generator = torch.Generator(device="cuda").manual_seed(zlib.crc32(f"{layer} {layout}".encode()))
     weights = decode_benchmark._weights(k, n, layout, torch.bfloat16, l2_bytes, generator)
     activations = torch.randn(max(ms), k, device=weights[0].device, generator=generator).to(torch.bfloat16)
@@ -312,6 +329,14 @@ def _time_problem(layer: str, layout: str, ms: list[int], configs: list[tuple[bo
     del weights
     torch.cuda.empty_cache()
     return rows
+
+
+def _layer_sizes(layer: str) -> tuple[int, int]:
+    """(K, N) of a layer of benchmarks/decode.py, or of a shape given as KxN."""
+    if layer in decode_benchmark.LAYERS:
+        return decode_benchmark.LAYERS[layer]
+    k, n = (int(size) for size in layer.split("x"))
+    return k, n
 
 
 def _short(name: str) -> str:
@@ -375,8 +400,10 @@ def _print_winners(rows: list[dict]) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--layers", nargs="+", default=list(DEFAULT_LAYERS), choices=list(decode_benchmark.LAYERS),
-                        metavar="LAYER", help=f"of {', '.join(decode_benchmark.LAYERS)}")
+    parser.add_argument("--layers", nargs="*", default=list(DEFAULT_LAYERS), choices=list(decode_benchmark.LAYERS),
+                        metavar="LAYER", help=f"of {', '.join(decode_benchmark.LAYERS)} (none: --shapes only)")
+    parser.add_argument("--shapes", nargs="+", default=[], metavar="KxN",
+                        help="weights of these sizes too, and the small [K, N] tiles of UNALIGNED_CONFIGS")
     parser.add_argument("--m", nargs="+", type=int, default=[8, 16], help="rows of a, 2 to 64")
     parser.add_argument("--layouts", nargs="+", default=list(decode_benchmark.LAYOUTS),
                         choices=list(decode_benchmark.LAYOUTS))
@@ -391,7 +418,14 @@ def main() -> int:
     args = parser.parse_args()
     if not all(2 <= m <= 64 for m in args.m):
         parser.error("--m: the dot configs serve 2 to 64 rows")
-    configs = [(shipped, config) for shipped, config in _sweep(args.only) if config.weight_layout in args.layouts]
+    for shape in args.shapes:
+        sizes = shape.split("x")
+        if len(sizes) != 2 or not all(size.isdigit() and int(size) > 0 for size in sizes):
+            parser.error(f"--shapes: expected KxN with positive K and N, e.g. 4097x14335; got {shape!r}")
+    if not args.layers and not args.shapes:
+        parser.error("nothing to sweep: give --layers or --shapes")
+    configs = [(shipped, config) for shipped, config in _sweep(args.only, bool(args.shapes))
+               if config.weight_layout in args.layouts]
     if args.compile_only:
         _compile_only(configs, args.jobs, args.unaligned)
         return 0
@@ -409,7 +443,7 @@ def main() -> int:
     properties = torch.cuda.get_device_properties(0)
     l2_bytes = getattr(properties, "L2_cache_size", 0) or 64 * 1024 * 1024
     problems = [MatmulProblem(m, n, k, _BFLOAT16_BYTES, arch, False, layout == "n_by_k")
-                for k, n in (decode_benchmark.LAYERS[layer] for layer in args.layers) for layout in args.layouts
+                for k, n in (_layer_sizes(layer) for layer in args.layers + args.shapes) for layout in args.layouts
                 for m in args.m]
     pairs = sorted({(config, m) for _, config in configs for m in args.m
                     for problem in problems if problem.m == m and not _FAMILY.unsupported_reason(config, problem)},
@@ -422,7 +456,7 @@ def main() -> int:
           f"(weight bytes / that bandwidth), CUDA-graph replay, bfloat16, median of {args.rounds} rounds")
     _print_header()
     rows = []
-    for layer in args.layers:
+    for layer in args.layers + args.shapes:
         for layout in args.layouts:
             rows += _time_problem(layer, layout, args.m, configs, args.rounds, bandwidth, arch, l2_bytes)
             _print_rows(rows[-len(args.m):])
