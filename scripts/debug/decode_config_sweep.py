@@ -13,7 +13,8 @@ run. A split-K launch from Python zeroes its tile counters with a memset capture
 more graph node per call), as such a call in a captured model does.
 
 Before timing, every (config, M) that some problem takes is compiled once (Triton specializes M = 16 apart from 8,
-as a multiple of 16: two kernels per config) in --jobs worker processes that fill Triton's on-disk cache, where the
+as a multiple of 16: two kernels per config; and a --shapes weight with K or N not a multiple of 16 apart from the
+aligned ones, as if neither were) in --jobs worker processes that fill Triton's on-disk cache, where the
 main process then finds it. Per (layer, M, layout) it prints the floor (us), cuBLAS's fraction of it, the best
 shipped and the best new config with theirs, the top 3 of all (new ones marked *), the largest relative error of
 the timed and the wrong ones; at the end, the new configs that beat every shipped config by >= 2% on at least two
@@ -240,10 +241,11 @@ def _workers(jobs: int) -> concurrent.futures.ProcessPoolExecutor:
     return concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"))
 
 
-def _warm_up(config: DecodeConfig, m: int) -> str:
+def _warm_up(config: DecodeConfig, m: int, unaligned: bool) -> str:
     """Launches ``config`` at M rows on a small problem whose sizes and strides Triton specializes as it does the
-    layers' (multiples of 16), so that the main process finds the kernel in Triton's cache; "" or the error."""
-    k, n = 4096, 256
+    problems' (multiples of 16, or none of them where ``unaligned``), so that the main process finds the kernel in
+    Triton's cache; "" or the error."""
+    k, n = (4097, 271) if unaligned else (4096, 256)
     try:
         a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
         w = torch.randn((n, k) if config.weight_layout == "n_by_k" else (k, n), device="cuda", dtype=torch.bfloat16)
@@ -254,17 +256,17 @@ def _warm_up(config: DecodeConfig, m: int) -> str:
     return ""
 
 
-def _compile_all(pairs: list[tuple[DecodeConfig, int]], jobs: int) -> None:
+def _compile_all(pairs: list[tuple[DecodeConfig, int, bool]], jobs: int) -> None:
     started = time.time()
     try:
         with _workers(jobs) as pool:
-            errors = [(config, m, error) for (config, m), error in zip(pairs, pool.map(_warm_up, *zip(*pairs)))
+            errors = [(config, m, error) for (config, m, _), error in zip(pairs, pool.map(_warm_up, *zip(*pairs)))
                       if error]
     except concurrent.futures.BrokenExecutor as error:
         print(f"compiling in worker processes stopped ({error}); the rest compiles at the first launch",
               file=sys.stderr)
         return
-    print(f"compiled {len(pairs)} (config, M) pairs in {time.time() - started:.0f} s with {jobs} processes",
+    print(f"compiled {len(pairs)} kernels in {time.time() - started:.0f} s with {jobs} processes",
           file=sys.stderr)
     for config, m, error in errors:
         print(f"  {config.tag} M={m}: {error}", file=sys.stderr)
@@ -445,11 +447,11 @@ def main() -> int:
     problems = [MatmulProblem(m, n, k, _BFLOAT16_BYTES, arch, False, layout == "n_by_k")
                 for k, n in (_layer_sizes(layer) for layer in args.layers + args.shapes) for layout in args.layouts
                 for m in args.m]
-    pairs = sorted({(config, m) for _, config in configs for m in args.m
+    pairs = sorted({(config, m, bool(problem.k % 16 or problem.n % 16)) for _, config in configs for m in args.m
                     for problem in problems if problem.m == m and not _FAMILY.unsupported_reason(config, problem)},
-                   key=lambda pair: (pair[0].tag, pair[1]))
-    print(f"{len(configs)} configs ({sum(not shipped for shipped, _ in configs)} new), {len(pairs)} (config, M) "
-          f"pairs to compile", file=sys.stderr)
+                   key=lambda pair: (pair[0].tag, pair[1], pair[2]))
+    print(f"{len(configs)} configs ({sum(not shipped for shipped, _ in configs)} new), {len(pairs)} (config, M, "
+          f"alignment) kernels to compile", file=sys.stderr)
     _compile_all(pairs, args.jobs)
     bandwidth = decode_benchmark.copy_bandwidth()["tb_per_s"] * 1e12
     print(f"copy bandwidth {bandwidth / 1e12:.2f} TB/s ({properties.name}, sm_{arch}); fractions of the floor "
