@@ -12,8 +12,8 @@ show how much they move from one tuning to the next), then times the fastest ``-
 and torch.matmul, interleaved over ``--rounds`` rounds in alternating order, two ways: after ``--idle-s`` of idling
 ("burst", near what the tuner sees) and after ``--sustain-s`` of the subject's own calls ("sustained", what a
 prefill server sees), each sample a kabi.bench median (L2 flushed, one event pair per call). Beside each regime it
-records the SM clock and board power read right after the sample. It prints, per subject, the tuner's times, each
-regime's median and range over the rounds, and the rank in each.
+records the SM clock and board power, sampled by benchmarks/fp8_peak.py's sampler while the subject ran. It prints,
+per subject, the tuner's times, each regime's median and range over the rounds, and the rank in each.
 
     python scripts/debug/sustained_pick_probe.py [--problems 4096x14336x4096 ...] [--rounds 4] [--top 4]
 
@@ -23,34 +23,28 @@ regime's median and range over the rounds, and the rank in each.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import statistics
-import subprocess
 import tempfile
 import time
+from pathlib import Path
 
 import torch
 
 import kabi
 
+_FP8_PEAK_SPEC = importlib.util.spec_from_file_location(
+    "fp8_peak", Path(__file__).resolve().parents[2] / "benchmarks" / "fp8_peak.py")
+fp8_peak = importlib.util.module_from_spec(_FP8_PEAK_SPEC)
+_FP8_PEAK_SPEC.loader.exec_module(fp8_peak)
+
 DEFAULT_PROBLEMS = ("4096x14336x4096", "4096x4096x14336", "8192x8192x8192")
 
 
-def _clock_and_power(device: torch.device) -> tuple[float, float]:
-    """The SM clock (MHz) and board power (W) now; NaN on the CPU, and where neither torch's NVML calls nor nvidia-smi
-    answer."""
-    if device.type != "cuda":
-        return float("nan"), float("nan")
-    try:
-        return float(torch.cuda.clock_rate()), float(torch.cuda.power_draw()) / 1000.0
-    except Exception:
-        pass
-    try:
-        answer = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits"],
-                                capture_output=True, text=True, timeout=10, check=True).stdout.splitlines()[0]
-        clock, power = (float(value) for value in answer.split(","))
-        return clock, power
-    except Exception:
-        return float("nan"), float("nan")
+def _median_of(summaries: list[dict], key: str) -> float:
+    """The median over rounds of one sampler figure; NaN where nothing was sampled (no nvidia-smi: the CPU)."""
+    values = [summary[key] for summary in summaries if summary.get("samples")]
+    return statistics.median(values) if values else float("nan")
 
 
 def _run_for(fn, seconds: float, device: torch.device) -> None:
@@ -69,8 +63,13 @@ def _subjects(a: torch.Tensor, b: torch.Tensor, kernels: list[str]) -> dict[str,
     return subjects
 
 
+def _forcing(forced: str | None):
+    """kabi.use with the subject's kernel forced, or kabi's own choice (torch.matmul called directly makes none)."""
+    return kabi.use(matmul=forced) if forced else kabi.use()
+
+
 def _sample(fn, forced: str | None) -> float:
-    with kabi.use(matmul=forced) if forced else kabi.use():
+    with _forcing(forced):
         return kabi.bench(fn, repeat=11, min_time_s=0.05, flush_l2=True).median_us
 
 
@@ -96,11 +95,12 @@ def probe(problem: str, args: argparse.Namespace) -> None:
             for regime, seconds in regimes.items():
                 if regime == "burst":
                     time.sleep(seconds)
-                else:
-                    with kabi.use(matmul=forced) if forced else kabi.use():
-                        _run_for(fn, seconds, device)
-                times[(name, regime)].append(_sample(fn, forced))
-                states[(name, regime)].append(_clock_and_power(device))
+                with fp8_peak._ClockSampler() as sampler:
+                    if regime == "sustained":
+                        with _forcing(forced):
+                            _run_for(fn, seconds, device)
+                    times[(name, regime)].append(_sample(fn, forced))
+                states[(name, regime)].append(sampler.summary())
     flops = 2.0 * m * n * k
     print(f"matmul {problem} {str(dtype).removeprefix('torch.')} row_major; picks of {args.tunes} tunings: "
           f"{', '.join(report.pick or 'none' for report in reports)}")
@@ -113,8 +113,8 @@ def probe(problem: str, args: argparse.Namespace) -> None:
         print(f"    tuned us: {tuned_text}")
         for regime in regimes:
             values = times[(name, regime)]
-            clock = statistics.median(state[0] for state in states[(name, regime)])
-            power = statistics.median(state[1] for state in states[(name, regime)])
+            clock = _median_of(states[(name, regime)], "sm_clock_mhz_median")
+            power = _median_of(states[(name, regime)], "power_w_median")
             median = medians[(name, regime)]
             print(f"    {regime:<9} median {median:8.1f} us ({flops / median / 1e6:5.0f} TF/s)"
                   f" range {min(values):.1f}-{max(values):.1f}  rank {ranks[regime].index(name) + 1}"
