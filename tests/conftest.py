@@ -32,10 +32,9 @@ def pytest_collection_modifyitems(config, items):
     index, _, count = share.partition("/")
     if not (index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count)):
         raise pytest.UsageError(f"--share: expected I/N with 1 <= I <= N, got {share!r}")
-    kept = items[int(index) - 1::int(count)]
-    kept_ids = {id(item) for item in kept}
-    config.hook.pytest_deselected(items=[item for item in items if id(item) not in kept_ids])
-    items[:] = kept
+    first, step = int(index) - 1, int(count)
+    config.hook.pytest_deselected(items=[item for position, item in enumerate(items) if position % step != first])
+    items[:] = items[first::step]
 
 
 @pytest.fixture(autouse=True)
