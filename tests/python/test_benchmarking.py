@@ -264,6 +264,42 @@ def test_the_report_is_generated_from_the_json(quick_runs, tmp_path, capsys):
     assert "kabi-bench:begin" in capsys.readouterr().err
 
 
+def _column_major_product(inputs):
+    a, b = inputs
+    return lambda: (b.mT @ a.mT).mT
+
+
+def test_each_output_layout_is_recorded_and_a_peer_unlike_kabi_is_marked(monkeypatch, tmp_path, capsys):
+    """A peer whose result is laid out unlike kabi's (Inductor's view of a padded product) is marked in the report,
+    with both strides, so its ratio is not read as the same work done faster."""
+    peer = Peer("column-major", applies=lambda problem, device: True, build=_column_major_product)
+    matmul = _ops.OP_BENCHMARKS["matmul"]
+    monkeypatch.setitem(_ops.OP_BENCHMARKS, "matmul", dataclasses.replace(matmul, peers=matmul.peers + (peer,)))
+    out = tmp_path / "layouts.json"
+    results = kabi.benchmark("matmul", "quick", dtypes=["float32"], settings=QUICK_SETTINGS,
+                             peers=["torch.matmul", "column-major"], out=out)
+    assert validation_errors(results.document) == []
+    marked = []
+    for problem in results.problems:
+        by_name = {item["name"]: item for item in problem["implementations"]}
+        output = torch.empty(problem["shape"][:-1])
+        assert by_name["auto"]["output_strides"] == list(output.stride())
+        assert by_name["torch.matmul"]["output_strides"] == list(output.stride())
+        column_major = by_name["column-major"]["output_strides"]
+        assert column_major[-2:] == [1, problem["shape"][-3]]
+        if column_major != by_name["auto"]["output_strides"]:
+            marked.append(problem["key"])
+    assert marked
+    readme = tmp_path / "README.md"
+    readme.write_text(f"{BEGIN_MARKER}\n{END_MARKER}\n")
+    assert main(["bench-report", str(out), "--into", str(readme)]) == 0
+    text = readme.read_text()
+    for key in marked:
+        row = next(line for line in text.splitlines() if line.startswith(f"| {key} |"))
+        assert row.count("†") == 1
+        assert f"{key}: column-major returned strides" in text
+
+
 def _problem(key: str, auto: float, oracle: float, cublas: float) -> dict:
     def implementation(name, kind, us):
         return {"name": name, "kind": kind, "status": "ok", "error": "", "setup_s": None,

@@ -49,15 +49,19 @@ def _record(name: str, kind: str, status: str = "ok", error: str = "", setup_s: 
     return {"name": name, "kind": kind, "status": status, "error": error, "setup_s": setup_s, "times": {}}
 
 
-def _gate(subject: Subject, reference: torch.Tensor, tolerance: Any, dtype: torch.dtype, device: torch.device) -> str:
-    """"" if the subject's output matches the reference, else why not."""
+def _gate(subject: Subject, reference: torch.Tensor, tolerance: Any, dtype: torch.dtype,
+          device: torch.device) -> tuple[str, list[int] | None]:
+    """"" if the subject's output matches the reference, else why not; and the output's strides (None where it is
+    not one tensor). The strides tell a peer that returns a strided view of a padded buffer (Inductor's padded
+    products) from one that pays for a contiguous result, as torch.matmul and kabi do."""
     try:
         with subject.scope():
             output = subject.fn()
         synchronize(device)
     except Exception as error:
-        return f"raised {describe_error(error)}"
-    return check_output(output, reference, tolerance, dtype) or ""
+        return f"raised {describe_error(error)}", None
+    strides = list(output.stride()) if isinstance(output, torch.Tensor) else None
+    return check_output(output, reference, tolerance, dtype) or "", strides
 
 
 def _kabi_subjects(benchmark: OpBenchmark, inputs: tuple[Any, ...], attributes: dict[str, Any],
@@ -118,7 +122,7 @@ def measure_problem(benchmark: OpBenchmark, problem: BenchProblem, device: torch
             subjects += [subject] if subject is not None else []
     timed = []
     for subject in subjects:
-        note = _gate(subject, reference, tolerance, dtype, device)
+        note, records[subject.name]["output_strides"] = _gate(subject, reference, tolerance, dtype, device)
         if note:
             records[subject.name].update(status="failed", error=note)
         else:

@@ -40,12 +40,40 @@ def _peer_names(problems: Sequence[Mapping[str, Any]]) -> list[str]:
     return names
 
 
+def _implementation(problem: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
+    return next((item for item in problem["implementations"] if item["name"] == name), None)
+
+
+def _strides_unlike_kabi(problem: Mapping[str, Any], name: str) -> tuple[list[int], list[int]] | None:
+    """The peer's output strides and kabi's where both were recorded and they differ (a peer that returns a view of
+    a padded buffer skips the copy into a dense result that kabi pays for); else None."""
+    peer, auto = _implementation(problem, name), _implementation(problem, "auto")
+    peer_strides = None if peer is None else peer.get("output_strides")
+    auto_strides = None if auto is None else auto.get("output_strides")
+    if peer_strides is None or auto_strides is None or peer_strides == auto_strides:
+        return None
+    return peer_strides, auto_strides
+
+
 def _peer_cell(problem: Mapping[str, Any], name: str) -> str:
     ratio = problem["ratios"].get(problem["primary_mode"], {}).get(f"auto/{name}")
     if ratio is not None:
-        return f"{ratio:.3f}"
-    item = next((item for item in problem["implementations"] if item["name"] == name), None)
+        return f"{ratio:.3f}" + (" †" if _strides_unlike_kabi(problem, name) else "")
+    item = _implementation(problem, name)
     return "n/a" if item is None else item["status"]
+
+
+def _stride_notes(problems: Sequence[Mapping[str, Any]]) -> list[str]:
+    notes = []
+    for problem in problems:
+        for name in _peer_names([problem]):
+            unlike = _strides_unlike_kabi(problem, name)
+            if unlike is not None:
+                notes.append(f"{problem['key']}: {name} returned strides {tuple(unlike[0])}, kabi {tuple(unlike[1])}")
+    if not notes:
+        return []
+    return ["† The peer's output is laid out unlike kabi's, so the two did not produce the same tensor: "
+            + "; ".join(notes) + ".", ""]
 
 
 def _targets(summary: Mapping[str, Any]) -> list[str]:
@@ -68,7 +96,8 @@ def _problem_rows(problems: Sequence[Mapping[str, Any]]) -> list[str]:
         mode = problem["primary_mode"]
         auto = next(item for item in problem["implementations"] if item["kind"] == "auto")
         timing = auto["times"].get(mode)
-        inductor = next((item["setup_s"] for item in problem["implementations"] if item["name"] == INDUCTOR_PEER), None)
+        inductor_item = _implementation(problem, INDUCTOR_PEER)
+        inductor = None if inductor_item is None else inductor_item["setup_s"]
         cells = [problem["key"], mode, problem["kabi"]["pick"] or "-",
                  _number(timing["median_us"], 1) if timing else auto["status"],
                  _number(timing["roof_fraction"]) if timing else "-",
@@ -93,6 +122,7 @@ def _section(document: Mapping[str, Any], plot: Path | None) -> list[str]:
     if plot is not None:
         lines += [f"![{document['op']} {document['suite']}]({plot.as_posix()})", ""]
     lines += _targets(document["summary"]) + [""] + _problem_rows(document["problems"]) + [""]
+    lines += _stride_notes(document["problems"])
     return lines
 
 
