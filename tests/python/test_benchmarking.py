@@ -96,6 +96,7 @@ def test_quick_results_are_consistent(quick_runs):
         ratios = problem["ratios"]["cpu"]
         assert ratios["auto/oracle"] == pytest.approx(times[oracle] / times["auto"])
         assert ratios["auto/torch.matmul"] == pytest.approx(times["torch.matmul"] / times["auto"])
+        assert ratios["auto/pick"] == pytest.approx(times[problem["kabi"]["pick"]] / times["auto"])
         auto = by_name["auto"]["times"]["cpu"]
         assert auto["tflops"] == pytest.approx(problem["flops"] / (auto["median_us"] * 1e6))
         assert auto["roof_fraction"] == pytest.approx(problem["roof_us"] / auto["median_us"])
@@ -186,7 +187,7 @@ def test_failing_wrong_and_missing_peers_are_recorded_not_fatal(monkeypatch, tmp
         assert by_name["wrong"]["status"] == "failed" and "wrong result" in by_name["wrong"]["error"]
         assert by_name["not-installed"]["status"] == "skipped"
         assert "kabi_no_such_package" in by_name["not-installed"]["error"]
-        assert set(problem["ratios"]["cpu"]) == {"auto/oracle", "auto/torch.matmul"}
+        assert set(problem["ratios"]["cpu"]) == {"auto/oracle", "auto/pick", "auto/torch.matmul"}
 
 
 def test_a_failing_automatic_call_is_recorded_and_misses_every_target(monkeypatch, tmp_path):
@@ -256,7 +257,7 @@ def test_the_report_is_generated_from_the_json(quick_runs, tmp_path, capsys):
     assert f"![matmul quick]({os.path.relpath(plot, tmp_path)})" in text
     for problem in document["problems"]:
         row = next(line for line in text.splitlines() if line.startswith(f"| {problem['key']} |"))
-        assert f"{problem['ratios']['cpu']['auto/oracle']:.3f}" in row
+        assert f"{problem['ratios']['cpu']['auto/oracle']:.3f} | {problem['ratios']['cpu']['auto/pick']:.3f} |" in row
         assert f"{problem['ratios']['cpu']['auto/torch.matmul']:.3f}" in row
     assert "| auto/oracle geomean | 0.98 |" in text
     readme.write_text("no markers here\n")

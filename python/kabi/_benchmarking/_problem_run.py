@@ -147,7 +147,7 @@ def measure_problem(benchmark: OpBenchmark, problem: BenchProblem, device: torch
     implementations = list(records.values())
     oracles, ratios = {}, {}
     for mode in modes:
-        oracles[mode], ratios[mode] = problem_ratios(implementations, mode)
+        oracles[mode], ratios[mode] = problem_ratios(implementations, mode, kabi["pick"])
     return {
         "key": problem.key, "shape": list(problem.shape), "dtype": problem.dtype, "layout": problem.layout,
         "flops": flops, "bytes": bytes_moved, "roof_us": roof_us, "modes": list(modes), "primary_mode": primary,

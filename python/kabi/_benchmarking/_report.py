@@ -1,9 +1,9 @@
 """Markdown from results files: for the README's performance section and ``benchmarks/results/README.md``, so
 quoted figures are generated from the JSON rather than retyped.
 
-Per file: what the suite is, the command and machine that produced it, the targets met or missed (with the problems that miss), and
-one row per problem: kabi's pick, its time and fraction of the roof, auto/oracle, auto/peer for each peer, and the
-tuning time beside Inductor's compile-and-tune time. :func:`replace_section` rewrites the part of a markdown file
+Per file: what the suite is, the command and machine that produced it, the targets met or missed (with the problems
+that miss), and one row per problem: kabi's pick, its time and fraction of the roof, auto/oracle, auto/pick (the pick
+forced: the run's noise), auto/peer for each peer, and the tuning time beside Inductor's compile-and-tune time. :func:`replace_section` rewrites the part of a markdown file
 between ``<!-- kabi-bench:begin -->`` and ``<!-- kabi-bench:end -->``.
 
 Example::
@@ -89,7 +89,7 @@ def _targets(summary: Mapping[str, Any]) -> list[str]:
 
 def _problem_rows(problems: Sequence[Mapping[str, Any]]) -> list[str]:
     peers = _peer_names(problems)
-    header = ["problem", "mode", "kabi pick", "kabi us", "roof fraction", "auto/oracle",
+    header = ["problem", "mode", "kabi pick", "kabi us", "roof fraction", "auto/oracle", "auto/pick",
               *[f"auto/{name}" for name in peers], "kabi tuning s", f"{INDUCTOR_PEER} setup s"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for problem in problems:
@@ -102,6 +102,7 @@ def _problem_rows(problems: Sequence[Mapping[str, Any]]) -> list[str]:
                  _number(timing["median_us"], 1) if timing else auto["status"],
                  _number(timing["roof_fraction"]) if timing else "-",
                  _number(problem["ratios"].get(mode, {}).get("auto/oracle")),
+                 _number(problem["ratios"].get(mode, {}).get("auto/pick")),
                  *[_peer_cell(problem, name) for name in peers],
                  _number(problem["kabi"]["tuning_s"], 2), _number(inductor, 2)]
         lines.append("| " + " | ".join(cells) + " |")

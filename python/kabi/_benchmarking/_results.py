@@ -2,7 +2,9 @@
 targets, and reading and writing the JSON (atomically, after every problem, so an interrupted run can resume).
 
 Ratios are speed ratios, higher is better for kabi: ``auto/X = time(X) / time(auto)``; ``auto/oracle`` compares
-kabi's automatic choice with the fastest candidate forced by hand, ``auto/<peer>`` with each peer. Each problem is
+kabi's automatic choice with the fastest candidate forced by hand, ``auto/<peer>`` with each peer, and ``auto/pick``
+with kabi's own pick forced: the same kernel timed twice, so its distance from 1 is the run's measurement noise on
+that problem (and, for microsecond calls, what the automatic call's lookup costs). Each problem is
 compared in its primary mode (CUDA-graph replays for host-bound decode problems, L2-flushed events otherwise; the
 CPU clock on the CPU); every mode's figures are kept.
 
@@ -47,8 +49,10 @@ def geometric_mean(values: Iterable[float]) -> float:
     return math.exp(statistics.fmean(math.log(value) for value in values))
 
 
-def problem_ratios(implementations: list[Mapping[str, Any]], mode: str) -> tuple[str | None, dict[str, float]]:
-    """The oracle (fastest candidate) in ``mode`` and the speed ratios of kabi's choice against it and each peer."""
+def problem_ratios(implementations: list[Mapping[str, Any]], mode: str,
+                   pick: str | None = None) -> tuple[str | None, dict[str, float]]:
+    """The oracle (fastest candidate) in ``mode`` and the speed ratios of kabi's choice against it, against its own
+    ``pick`` forced (where that candidate was timed) and against each peer."""
     times = {item["name"]: item["times"][mode]["median_us"] for item in implementations if mode in item["times"]}
     candidates = [item["name"] for item in implementations if item["kind"] == "candidate" and item["name"] in times]
     auto = next((item["name"] for item in implementations if item["kind"] == "auto"), None)
@@ -56,6 +60,8 @@ def problem_ratios(implementations: list[Mapping[str, Any]], mode: str) -> tuple
         return None, {}
     oracle = min(candidates, key=times.__getitem__) if candidates else None
     ratios = {"auto/oracle": times[oracle] / times[auto]} if oracle else {}
+    if pick in candidates:
+        ratios["auto/pick"] = times[pick] / times[auto]
     for item in implementations:
         if item["kind"] == "peer" and item["name"] in times:
             ratios[f"auto/{item['name']}"] = times[item["name"]] / times[auto]
