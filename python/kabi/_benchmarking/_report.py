@@ -3,8 +3,9 @@ quoted figures are generated from the JSON rather than retyped.
 
 Per file: what the suite is, the command and machine that produced it, the targets met or missed (with the problems
 that miss), and one row per problem: kabi's pick, its time and fraction of the roof, auto/oracle, auto/pick (the pick
-forced: the run's noise), auto/peer for each peer, and the tuning time beside Inductor's compile-and-tune time. :func:`replace_section` rewrites the part of a markdown file
-between ``<!-- kabi-bench:begin -->`` and ``<!-- kabi-bench:end -->``.
+forced: the run's noise), auto/peer for each peer, and the tuning time beside Inductor's compile-and-tune time.
+:func:`replace_section` rewrites the part of a markdown file between ``<!-- kabi-bench:begin -->`` and
+``<!-- kabi-bench:end -->``.
 
 Example::
 
