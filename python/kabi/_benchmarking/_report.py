@@ -90,7 +90,10 @@ def _targets(summary: Mapping[str, Any]) -> list[str]:
 
 def _problem_rows(problems: Sequence[Mapping[str, Any]]) -> list[str]:
     peers = _peer_names(problems)
-    header = ["problem", "mode", "kabi pick", "kabi us", "roof fraction", "auto/oracle", "auto/pick",
+    # Files written before auto/pick was recorded get no column of dashes.
+    noise_columns = ["auto/pick"] if any("auto/pick" in problem["ratios"].get(problem["primary_mode"], {})
+                                         for problem in problems) else []
+    header = ["problem", "mode", "kabi pick", "kabi us", "roof fraction", "auto/oracle", *noise_columns,
               *[f"auto/{name}" for name in peers], "kabi tuning s", f"{INDUCTOR_PEER} setup s"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for problem in problems:
@@ -103,7 +106,7 @@ def _problem_rows(problems: Sequence[Mapping[str, Any]]) -> list[str]:
                  _number(timing["median_us"], 1) if timing else auto["status"],
                  _number(timing["roof_fraction"]) if timing else "-",
                  _number(problem["ratios"].get(mode, {}).get("auto/oracle")),
-                 _number(problem["ratios"].get(mode, {}).get("auto/pick")),
+                 *(_number(problem["ratios"].get(mode, {}).get(name)) for name in noise_columns),
                  *[_peer_cell(problem, name) for name in peers],
                  _number(problem["kabi"]["tuning_s"], 2), _number(inductor, 2)]
         lines.append("| " + " | ".join(cells) + " |")
