@@ -2,6 +2,7 @@
 
 #include <cstdint>
 
+#include "byte_span.hpp"
 #include "device_binary.hpp"
 #include "error.hpp"
 #include "memory.hpp"
@@ -28,32 +29,6 @@ void check_data(const Kernel& kernel, const DLTensor& tensor, const std::string&
                            std::to_string(kernel.alignment) + " bytes");
     }
   }
-}
-
-// The bytes a tensor's elements occupy, [begin, end); empty without data or elements.
-struct ByteSpan {
-  uintptr_t begin = 0;
-  uintptr_t end = 0;
-  bool overlaps(const ByteSpan& other) const {
-    return begin < end && other.begin < other.end && begin < other.end && other.begin < end;
-  }
-};
-
-ByteSpan byte_span(const DLTensor& tensor) {
-  if (tensor.data == nullptr) return {};
-  int64_t low = 0;
-  int64_t high = 0;
-  int64_t contiguous_stride = 1;
-  for (int32_t d = tensor.ndim - 1; d >= 0; --d) {
-    if (tensor.shape[d] == 0) return {};
-    const int64_t stride = tensor.strides != nullptr ? tensor.strides[d] : contiguous_stride;
-    const int64_t reach = (tensor.shape[d] - 1) * stride;
-    (reach < 0 ? low : high) += reach;
-    contiguous_stride *= tensor.shape[d];
-  }
-  const int64_t item = (static_cast<int64_t>(tensor.dtype.bits) * tensor.dtype.lanes + 7) / 8;
-  const uintptr_t base = reinterpret_cast<uintptr_t>(tensor.data) + tensor.byte_offset;
-  return {base + static_cast<uintptr_t>(low * item), base + static_cast<uintptr_t>((high + 1) * item)};
 }
 
 void check_constraints(const Kernel& kernel, const kabi_args& args, const kabi_problem& problem) {
@@ -104,20 +79,11 @@ KernelPtr decide(Op& op, const kabi_args& args, kabi_problem& problem, const kab
 
 void check_outputs_do_not_alias_inputs(const Op& op, const kabi_args& args) {
   for (int32_t o = 0; o < args.num_outputs; ++o) {
-    const DLTensor& output = args.outputs[o];
-    const ByteSpan output_span = byte_span(output);
-    if (output_span.begin == output_span.end) continue;
-    for (int32_t i = 0; i < args.num_inputs; ++i) {
-      const DLTensor& input = args.inputs[i];
-      if (input.device.device_type != output.device.device_type || input.device.device_id != output.device.device_id) {
-        continue;
-      }
-      if (output_span.overlaps(byte_span(input))) {
-        throw Error(KABI_STATUS_INVALID_ARGUMENT,
-                    op.name + ": " + op.schema.outputs[static_cast<size_t>(o)].name + " overlaps the memory of input " +
-                        op.schema.inputs[static_cast<size_t>(i)].name + "; an output must not alias an input");
-      }
-    }
+    const int32_t input = aliased_input(args.outputs[o], args.inputs, args.num_inputs);
+    if (input < 0) continue;
+    const std::string& output_name = op.schema.outputs[static_cast<size_t>(o)].name;
+    const std::string& input_name = op.schema.inputs[static_cast<size_t>(input)].name;
+    throw Error(KABI_STATUS_INVALID_ARGUMENT, aliasing_message(op.name, output_name, input_name));
   }
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "../core/byte_span.hpp"
 #include "bindings.hpp"
 #include "dlpack_exchange.hpp"
 #include "errors.hpp"
@@ -165,6 +166,24 @@ void launch(const std::string& op_name, const std::string& kernel_name, const py
   check(status);
 }
 
+// The core's rule for the implementations that run without the core (Python kernels, torch's own): an output whose
+// bytes overlap an input's is refused, naming both. Any strides, as a caller's `out` may have.
+void check_outputs_do_not_alias_inputs(const std::string& op_name, const py::sequence& inputs,
+                                       const py::sequence& outputs) {
+  const kabi_op op = find_op(op_name);
+  CallTensors tensors(op, inputs, outputs, 0, py::tuple());
+  const kabi_args& args = tensors.args();
+  for (int32_t o = 0; o < args.num_outputs; ++o) {
+    const int32_t input = core::aliased_input(args.outputs[o], args.inputs, args.num_inputs);
+    if (input < 0) continue;
+    kabi_tensor_decl output_decl{sizeof(kabi_tensor_decl)};
+    kabi_tensor_decl input_decl{sizeof(kabi_tensor_decl)};
+    check(kabi_op_tensor_get(op, args.num_inputs + o, &output_decl));
+    check(kabi_op_tensor_get(op, input, &input_decl));
+    raise_status(KABI_STATUS_INVALID_ARGUMENT, core::aliasing_message(op_name, output_decl.name, input_decl.name));
+  }
+}
+
 }  // namespace
 
 void bind_dispatch(py::module_& m) {
@@ -184,6 +203,10 @@ void bind_dispatch(py::module_& m) {
   m.def("environment_force", &environment_force, py::arg("op"),
         "The op's choice in KABI_FORCE as selection applies it, or None; InvalidArgumentError for a malformed "
         "value or an op named twice.");
+  m.def("check_outputs_do_not_alias_inputs", &check_outputs_do_not_alias_inputs, py::arg("op"), py::arg("inputs"),
+        py::arg("outputs"),
+        "InvalidArgumentError naming the output and the input when an output descriptor's bytes overlap an input's "
+        "on the same device (the core's rule, for implementations that run without it).");
   m.def("launch", &launch, py::arg("op"), py::arg("kernel"), py::arg("inputs"), py::arg("outputs"),
         py::arg("stream") = 0, py::arg("attributes") = py::tuple(),
         "Run a native kernel on tensor descriptors (outputs allocated by the caller).");

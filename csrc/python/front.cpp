@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "../core/byte_span.hpp"
 #include "bindings.hpp"
 #include "decision_table.hpp"
 #include "errors.hpp"
@@ -323,6 +324,30 @@ NativeRun run_native(const DecisionTable& table, const Decision& decision, const
   return NativeRun::kDone;
 }
 
+// Whether the call's out may overlap the memory of one of its inputs (core::aliased_input), or its tensors cannot be
+// read here to tell: such a call takes the miss path, which refuses an aliasing out by name.
+bool out_may_alias_an_input(const DecisionTable& table, const BoundCall& call, int32_t input_count) {
+  DLTensor inputs[kMaxParameters];
+  int32_t count = 0;
+  for (int32_t i = 0; i < input_count; ++i) {
+    PyObject* value = call.values[i];
+    if (value == Py_None) continue;
+    const FastTensorType* type = table.fast_type(value);
+    if (type == nullptr || !type->view(value, inputs[count])) return true;
+    ++count;
+  }
+  const auto may_alias = [&](PyObject* output) {
+    DLTensor view{};
+    const FastTensorType* type = table.fast_type(output);
+    return type == nullptr || !type->view(output, view) || core::aliased_input(view, inputs, count) >= 0;
+  };
+  if (!PyTuple_Check(call.out)) return may_alias(call.out);
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(call.out); ++i) {
+    if (may_alias(PyTuple_GET_ITEM(call.out, i))) return true;
+  }
+  return false;
+}
+
 PyObject* op_front(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   FrontState* state = reinterpret_cast<FrontObject*>(self)->state;
   DecisionTable& table = *state->table;
@@ -343,6 +368,7 @@ PyObject* op_front(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyOb
   Py_DECREF(scope);
   const Decision* decision = keyed ? table.find(key) : nullptr;
   if (decision == nullptr) return call_miss(*state, call);
+  if (call.out != nullptr && out_may_alias_an_input(table, call, state->inputs)) return call_miss(*state, call);
   table.count_hit();
   if (state->host_value_check) {
     PyObject* inputs = tuple_of(call.values, state->inputs);

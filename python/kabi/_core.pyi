@@ -68,6 +68,9 @@ def select(
     execution_mode: str = "eager",
     with_rejected: bool = True,
 ) -> dict[str, Any]: ...
+def check_outputs_do_not_alias_inputs(
+    op: str, inputs: Sequence[InputDescriptor], outputs: Sequence[Descriptor]
+) -> None: ...
 def launch(
     op: str,
     kernel: str,

@@ -125,6 +125,31 @@ def test_out_may_be_a_non_contiguous_view():
     assert_matches_reference(out, a, b)
 
 
+@pytest.mark.parametrize("force", ["torch", "cpu.openblas.gemm"])
+def test_an_out_that_aliases_an_input_is_refused_on_a_miss_and_on_a_hit(force):
+    """torch.matmul itself writes into an out that aliases an input and returns a wrong product; kabi names the two,
+    whichever kernel runs, on the call that decides and on the calls that reuse the decision, and writes nothing."""
+    a, b = torch.randn(6, 6), torch.randn(6, 6)
+    storage = torch.randn(72)
+    b_in_storage = storage[30:66].view(6, 6)
+    b_in_storage.copy_(b)
+    originals = [tensor.clone() for tensor in (a, b, storage)]
+    with kabi.use(matmul=force):
+        with pytest.raises(kabi.InvalidArgumentError, match="matmul: out overlaps the memory of input a"):
+            kabi.ops.matmul(a, b, out=a)
+        out = torch.empty(6, 6)
+        assert kabi.ops.matmul(a, b, out=out) is out
+        # The decision is remembered now: these calls find it, and are refused all the same.
+        for second, aliased, name in ((b, b, "b"), (b, a.t(), "a"), (b_in_storage, storage[:36].view(6, 6), "b")):
+            with pytest.raises(kabi.InvalidArgumentError, match=f"matmul: out overlaps the memory of input {name}"):
+                kabi.ops.matmul(a, second, out=aliased)
+        assert all(torch.equal(tensor, original) for tensor, original in zip((a, b, storage), originals))
+        disjoint = storage[:30].view(5, 6)
+        assert kabi.ops.matmul(a[:5], b_in_storage, out=disjoint) is disjoint
+    assert_matches_reference(out, a, b)
+    assert_matches_reference(disjoint, a[:5], b)
+
+
 def test_decision_cache_hit_reuses_one_entry_and_skips_selection(monkeypatch):
     front = front_of(kabi.ops.matmul)
     a, b = torch.randn(6, 4), torch.randn(4, 2)

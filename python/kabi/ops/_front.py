@@ -510,14 +510,19 @@ class OpFront:
 
     def _run_with_out(self, implementation: Callable[..., Any], outputs: tuple, inputs: tuple, out: Any) -> Any:
         """Run with a caller's ``out``, after checking each output's shape, dtype and device against the problem's
-        result, ``outputs``: one (shape, dtype, device) per output."""
-        for (name, tensor), (shape, dtype, device) in zip(self._outputs_of(out), outputs):
+        result, ``outputs``: one (shape, dtype, device) per output; and that none overlaps an input's memory (the
+        core's rule, which a Python implementation or torch's own would not apply: torch.matmul writes into an
+        out that aliases an input and returns a wrong product)."""
+        given = self._outputs_of(out)
+        for (name, tensor), (shape, dtype, device) in zip(given, outputs):
             if tensor.shape != shape or tensor.dtype != dtype or tensor.device != device:
                 raise InvalidArgumentError(
                     f"{self.name}: {name} has shape {list(tensor.shape)}, dtype "
                     f"{str(tensor.dtype).removeprefix('torch.')} on {tensor.device}; expected shape {list(shape)}, "
                     f"dtype {str(dtype).removeprefix('torch.')} on {device}"
                 )
+        _core.check_outputs_do_not_alias_inputs(self.name, self.input_descriptors(inputs),
+                                                [descriptor(tensor, name, self.name) for name, tensor in given])
         return implementation(*inputs, out=out if self.output_count == 1 else tuple(out))
 
     def fresh_call(self, inputs: tuple, out: Any, attributes: tuple = ()) -> Any:
