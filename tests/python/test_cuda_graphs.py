@@ -10,7 +10,9 @@ import torch
 import kabi
 from kabi import _core
 from kabi._base.decision_cache import invalidate_all
+from kabi._base.declarations import op_spec
 from kabi._base.tensors import descriptor
+from kabi._selection.correctness import check_output
 from kabi._selection.tuning_policy import tuning
 from kabi.ops import _scopes
 from kabi.ops._front import front_of
@@ -103,9 +105,14 @@ def test_compile_with_cuda_graphs_replays_kabi(fresh_decisions):
     x, w = random_pair(16, 256, 128, torch.float32)
     block(x, w)
     compiled = torch.compile(block, mode="reduce-overhead", fullgraph=True)
+    # Replays run the graph-mode pick, which may be another kernel than the eager call's: each result is held to
+    # the op's float32 tolerance against the float64 product, not to the other kernel's rounding.
+    tolerance = op_spec("matmul").tolerance["float32"]
     for _ in range(3):
         x = torch.randn_like(x)
-        torch.testing.assert_close(compiled(x, w), block(x, w))
+        reference = torch.relu(x.double() @ w.double())
+        for result in (compiled(x, w), block(x, w)):
+            assert check_output(result, reference, tolerance, torch.float32) is None
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +178,11 @@ def test_tuning_for_graph_replay_records_both_modes_and_the_capture_runs_the_gra
     assert eligible - failed <= set(graph_times), (
         f"eligible kernels without a graph-mode time: {sorted(eligible - failed - set(graph_times))}; "
         f"{explanation.pick_reason}: {explanation.reason}")
-    winner = min(graph_times, key=graph_times.get)
+    # A screened time (a finalist cut as a clear loser after a few rounds) never competes, even where its median
+    # came out below the pick's over all rounds; the pick is the fastest of the fully measured ones.
+    contenders = {record.kernel: record.time_us for record in records
+                  if record.execution_mode == "graph" and math.isfinite(record.time_us) and not record.screened}
+    winner = min(contenders, key=contenders.get)
     assert explanation.execution_mode == "graph" and explanation.pick == winner
     assert captured_kernel == winner
     graph.replay()
