@@ -270,7 +270,7 @@ def _column_major_product(inputs):
     return lambda: (b.mT @ a.mT).mT
 
 
-def test_each_output_layout_is_recorded_and_a_peer_unlike_kabi_is_marked(monkeypatch, tmp_path, capsys):
+def test_each_output_layout_is_recorded_and_a_peer_unlike_kabi_is_marked(monkeypatch, tmp_path):
     """A peer whose result is laid out unlike kabi's (Inductor's view of a padded product) is marked in the report,
     with both strides, so its ratio is not read as the same work done faster."""
     peer = Peer("column-major", applies=lambda problem, device: True, build=_column_major_product)
