@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "cuda_driver.hpp"
 #include "device.hpp"
 #include "error.hpp"
 #include "launch.hpp"
@@ -127,6 +128,20 @@ KABI_EXPORT kabi_status kabi_call(kabi_op handle, const kabi_args* args, const k
     Op& op = op_from_handle(handle, "kabi_call");
     const CallArgs call(op, args, "kabi_call");
     call_op(op, call.args(), options);
+  });
+}
+
+KABI_EXPORT kabi_status kabi_stream_execution_mode(DLDevice device, void* stream, int32_t* out_mode) {
+  return c_boundary([&] {
+    if (out_mode == nullptr) throw Error(KABI_STATUS_INVALID_ARGUMENT, "kabi_stream_execution_mode: out_mode is NULL");
+    bool capturing = false;
+    if (device.device_type == kDLCUDA && stream != nullptr) {
+      const CudaDriver& driver = cuda_driver();
+      static const std::string what = "kabi_stream_execution_mode";
+      const CudaContextScope context(driver, device.device_id, what);
+      capturing = stream_is_capturing(driver, static_cast<cuda::CUstream>(stream));
+    }
+    *out_mode = capturing ? KABI_EXECUTION_GRAPH : KABI_EXECUTION_EAGER;
   });
 }
 

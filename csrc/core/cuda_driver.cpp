@@ -186,6 +186,13 @@ void check_cuda(cuda::CUresult result, const std::string& what) {
   throw Error(KABI_STATUS_KERNEL_FAILED, what + ": " + describe_result(driver_state().driver, result));
 }
 
+bool stream_is_capturing(const CudaDriver& driver, cuda::CUstream stream) {
+  if (stream == nullptr || driver.cuStreamIsCapturing == nullptr) return false;
+  int status = cuda::CU_STREAM_CAPTURE_STATUS_NONE;
+  check_cuda(driver.cuStreamIsCapturing(stream, &status), "cuStreamIsCapturing");
+  return status != cuda::CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 CudaContextScope::CudaContextScope(const CudaDriver& driver, int32_t device_index, const std::string& what)
     : driver_(driver) {
   check_cuda(driver.cuCtxGetCurrent(&previous_), "cuCtxGetCurrent for ", what);

@@ -97,6 +97,10 @@ inline void check_cuda(cuda::CUresult result, const char* operation, const std::
   if (result != cuda::CUDA_SUCCESS) check_cuda(result, operation + subject);
 }
 
+// Whether stream is being captured into a CUDA graph. The legacy stream (nullptr) never is, nor is any stream of a
+// driver without stream capture. Call it with the stream's context current (CudaContextScope).
+bool stream_is_capturing(const CudaDriver& driver, cuda::CUstream stream);
+
 // Makes a device's context current for a launch or an allocation (the calling thread's current context when it
 // belongs to the device, else the device's primary context), restoring the previous context afterwards. `what` names
 // the work in errors.

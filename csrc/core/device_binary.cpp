@@ -277,13 +277,6 @@ class CapturedScratch {
   std::vector<cuda::CUdeviceptr> pointers_;
 };
 
-bool stream_is_capturing(const CudaDriver& driver, cuda::CUstream stream) {
-  if (stream == nullptr || driver.cuStreamIsCapturing == nullptr) return false;  // the legacy stream is never captured
-  int status = cuda::CU_STREAM_CAPTURE_STATUS_NONE;
-  check_cuda(driver.cuStreamIsCapturing(stream, &status), "cuStreamIsCapturing");
-  return status != cuda::CU_STREAM_CAPTURE_STATUS_NONE;
-}
-
 }  // namespace
 
 DeviceBinary::~DeviceBinary() {

@@ -404,7 +404,8 @@ void DecisionTable::grow_slots() {
 
 bool DecisionTable::store(const KeyWords& key, PyObject* scope, PyObject* implementation, PyObject* outputs,
                           PyObject* kernel, uint64_t generation, const PreparedLaunch* native,
-                          PyObject* native_owner, PyObject* allocate_output) {
+                          PyObject* native_owner, PyObject* allocate_output, const PreparedLaunch* graph_native,
+                          PyObject* graph_native_owner) {
   if (kabi_op_generation(op_) != generation || generation != generation_) return false;
   std::vector<int64_t> output_words;
   if (!PyTuple_Check(outputs)) return false;
@@ -421,12 +422,18 @@ bool DecisionTable::store(const KeyWords& key, PyObject* scope, PyObject* implem
   entry.decision = Decision{Py_NewRef(implementation), Py_NewRef(outputs), Py_NewRef(kernel), std::move(output_words)};
   // The hit path launches ops of one output (and a launch prepared for it, one input more than the call's keyed
   // inputs would not be).
-  if (native != nullptr && native_owner != nullptr && PyTuple_GET_SIZE(outputs) == 1 &&
-      native->tensor_count() == native->input_count() + 1) {
+  const auto launchable = [&](const PreparedLaunch* launch, PyObject* owner) {
+    return launch != nullptr && owner != nullptr && launch->tensor_count() == launch->input_count() + 1;
+  };
+  if (PyTuple_GET_SIZE(outputs) == 1 && launchable(native, native_owner)) {
     entry.decision.native = native;
     entry.decision.native_owner = Py_NewRef(native_owner);
     entry.decision.allocate_output =
         allocate_output != nullptr && allocate_output != Py_None ? Py_NewRef(allocate_output) : nullptr;
+    if (launchable(graph_native, graph_native_owner)) {
+      entry.decision.graph_native = graph_native;
+      entry.decision.graph_native_owner = Py_NewRef(graph_native_owner);
+    }
   }
   // The front's argument array holds the inputs, the op's attributes and out: a partial binds as many keywords at most.
   entry.decision.bound_keywords = bound_keywords_of(implementation, attributes_.size());
@@ -471,6 +478,7 @@ void DecisionTable::clear() {
     Py_DECREF(entry.decision.outputs);
     Py_DECREF(entry.decision.kernel);
     Py_XDECREF(entry.decision.native_owner);
+    Py_XDECREF(entry.decision.graph_native_owner);
     Py_XDECREF(entry.decision.allocate_output);
     release(entry.decision.bound_keywords);
     Py_XDECREF(entry.scope);

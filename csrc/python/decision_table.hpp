@@ -94,6 +94,11 @@ struct Decision {
   // The native launch the implementation runs, or nullptr; native_owner is its Python object (kept alive).
   const PreparedLaunch* native = nullptr;
   PyObject* native_owner = nullptr;
+  // Where the pick for calls captured in a CUDA graph is another native kernel than native's (the implementation
+  // then runs each call's own pick): its launch, which the hit path runs while the call's stream is being captured,
+  // or nullptr. graph_native_owner is its Python object (kept alive).
+  const PreparedLaunch* graph_native = nullptr;
+  PyObject* graph_native_owner = nullptr;
   PyObject* allocate_output = nullptr;  // () -> the output tensor, or nullptr: then only a caller's out is written
   BoundKeywords bound_keywords;  // of the implementation, when it is a partial of keywords
 };
@@ -182,11 +187,13 @@ class DecisionTable {
 
   // Remembers a decision made at `generation` unless the op's kernels or tuning records have changed since.
   // outputs is a tuple of the outputs' binding descriptors; native (with its Python object native_owner) the
-  // native launch the implementation runs, if it is one, and allocate_output what allocates its one output.
+  // native launch the implementation runs, if it is one, and allocate_output what allocates its one output;
+  // graph_native (with graph_native_owner) the launch it runs instead under CUDA-graph capture, if that differs.
   // Returns whether it was stored.
   bool store(const KeyWords& key, PyObject* scope, PyObject* implementation, PyObject* outputs, PyObject* kernel,
              uint64_t generation, const PreparedLaunch* native = nullptr, PyObject* native_owner = nullptr,
-             PyObject* allocate_output = nullptr);
+             PyObject* allocate_output = nullptr, const PreparedLaunch* graph_native = nullptr,
+             PyObject* graph_native_owner = nullptr);
 
   // Whether `out` (one tensor, or a tuple of one per output) has exactly the decision's output facts, read in C.
   // False also when it cannot be read here; the Python path then checks it and says what is wrong. With `view`

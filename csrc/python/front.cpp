@@ -283,7 +283,9 @@ NativeRun run_native(const DecisionTable& table, const Decision& decision, const
                      const InputData& data, PyObject** result) {
   if (call.out == nullptr && decision.allocate_output == nullptr) return NativeRun::kFallBack;
   const py::object owner = py::reinterpret_borrow<py::object>(decision.native_owner);
-  const PreparedLaunch& launch = *decision.native;
+  const py::object graph_owner = py::reinterpret_borrow<py::object>(decision.graph_native_owner);
+  const PreparedLaunch* launch = decision.native;
+  const PreparedLaunch* graph_launch = decision.graph_native;
   void* pointers[InputData::kMaxInputs + 1];
   std::memcpy(pointers, data.pointers, sizeof(void*) * static_cast<std::size_t>(inputs));
   DLTensor view{};
@@ -298,28 +300,35 @@ NativeRun run_native(const DecisionTable& table, const Decision& decision, const
   }
   // out_matches read the caller's out already; a new output is read here.
   const FastTensorType* output_type = table.fast_type(output.ptr());
-  if (output_type == nullptr || (call.out == nullptr && !output_type->view(output.ptr(), view)) ||
-      !same_strides(view, launch.output(0))) {
+  if (output_type == nullptr || (call.out == nullptr && !output_type->view(output.ptr(), view))) {
     return NativeRun::kFallBack;
   }
   pointers[inputs] = static_cast<char*>(view.data) + view.byte_offset;
   void* stream = nullptr;
-  const DLDevice device = launch.device();
+  const DLDevice device = launch->device();
   // The current stream of the tensors' framework for the device (torch's: a side stream, a capture stream).
   if (device.device_type != kDLCPU &&
       output_type->api()->current_work_stream(device.device_type, device.device_id, &stream) != 0) {
     return NativeRun::kFailed;
   }
-  const PreparedLaunch::Outcome outcome = launch.launch_with(stream, pointers);
-  if (outcome.stale || outcome.status == KABI_STATUS_CONSTRAINT_VIOLATED) return NativeRun::kFallBack;
-  if (outcome.status != KABI_STATUS_OK) {
+  const auto failed = [](kabi_status status) {
     try {
-      raise_status(outcome.status);
+      raise_status(status);
     } catch (py::error_already_set& error) {
       error.restore();
     }
     return NativeRun::kFailed;
+  };
+  if (graph_launch != nullptr) {
+    int32_t mode = KABI_EXECUTION_EAGER;
+    const kabi_status status = kabi_stream_execution_mode(device, stream, &mode);
+    if (status != KABI_STATUS_OK) return failed(status);
+    if (mode == KABI_EXECUTION_GRAPH) launch = graph_launch;
   }
+  if (!same_strides(view, launch->output(0))) return NativeRun::kFallBack;
+  const PreparedLaunch::Outcome outcome = launch->launch_with(stream, pointers);
+  if (outcome.stale || outcome.status == KABI_STATUS_CONSTRAINT_VIOLATED) return NativeRun::kFallBack;
+  if (outcome.status != KABI_STATUS_OK) return failed(outcome.status);
   *result = output.release().ptr();
   return NativeRun::kDone;
 }
@@ -519,19 +528,24 @@ void bind_front(py::module_& m) {
           "store",
           [](DecisionTable& table, const py::tuple& inputs, const py::tuple& attributes, const py::object& scope,
              const py::object& implementation, const py::tuple& outputs, const py::str& kernel, uint64_t generation,
-             const py::object& native, const py::object& allocate_output) {
+             const py::object& native, const py::object& allocate_output, const py::object& graph_native) {
             bool keyed = false;
             const KeyWords key = key_of(table, inputs, attributes, scope, keyed);
-            const PreparedLaunch* launch = native.is_none() ? nullptr : native.cast<const PreparedLaunch*>();
+            const auto launch_of = [](const py::object& launch) {
+              return launch.is_none() ? nullptr : launch.cast<const PreparedLaunch*>();
+            };
             return keyed && table.store(key, scope.ptr(), implementation.ptr(), outputs.ptr(), kernel.ptr(),
-                                        generation, launch, native.ptr(), allocate_output.ptr());
+                                        generation, launch_of(native), native.ptr(), allocate_output.ptr(),
+                                        launch_of(graph_native), graph_native.ptr());
           },
           py::arg("inputs"), py::arg("attributes"), py::arg("scope"), py::arg("implementation"), py::arg("outputs"),
           py::arg("kernel"), py::arg("generation"), py::arg("native") = py::none(),
-          py::arg("allocate_output") = py::none(),
+          py::arg("allocate_output") = py::none(), py::arg("graph_native") = py::none(),
           "Remember a decision made at generation (from begin_miss) unless the op changed since; outputs: one "
           "binding descriptor per output. native: the PreparedLaunch that implementation runs and nothing more, "
-          "which the hit path then launches itself; allocate_output() -> the output of a one-output op for it. "
+          "which the hit path then launches itself; allocate_output() -> the output of a one-output op for it; "
+          "graph_native: the PreparedLaunch that implementation runs instead while the call's stream is being "
+          "captured into a CUDA graph, where that is another kernel. "
           "Returns whether it was stored (a call that cannot be keyed is not).")
       .def(
           "find",

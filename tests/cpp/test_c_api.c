@@ -501,6 +501,23 @@ static void test_failing_kernel_and_unregister(void) {
   CHECK(kabi_kernel_count("matmul") == 0);
 }
 
+/* Without a capture there is no graph mode: a CPU device and the legacy CUDA stream run eagerly, whatever the
+ * machine has. A real CUDA stream needs a driver (tests/python/test_cuda_graphs.py asks about captured ones). */
+static void test_stream_execution_mode(void) {
+  DLDevice cpu = {kDLCPU, 0}, cuda = {kDLCUDA, 0};
+  int32_t mode = -1;
+  int32_t cuda_devices = 0;
+  CHECK(kabi_stream_execution_mode(cpu, NULL, &mode) == KABI_STATUS_OK && mode == KABI_EXECUTION_EAGER);
+  mode = -1;
+  CHECK(kabi_stream_execution_mode(cuda, NULL, &mode) == KABI_STATUS_OK && mode == KABI_EXECUTION_EAGER);
+  CHECK_STATUS(kabi_stream_execution_mode(cpu, NULL, NULL), KABI_STATUS_INVALID_ARGUMENT, "out_mode is NULL");
+  CHECK(kabi_device_count(kDLCUDA, &cuda_devices) == KABI_STATUS_OK);
+  if (cuda_devices == 0) {
+    /* Never dereferenced: without a driver there is no stream to ask about. */
+    CHECK(kabi_stream_execution_mode(cuda, (void*)&mode, &mode) == KABI_STATUS_UNAVAILABLE);
+  }
+}
+
 static void test_plugins(void) {
   kabi_plugin_record record;
   const int32_t before = kabi_plugin_count();
@@ -529,6 +546,7 @@ int main(void) {
   test_op_generations();
   test_failing_kernel_and_unregister();
   CHECK(naive_counters.frees == 1);
+  test_stream_execution_mode();
   test_plugins();
   if (failures != 0) {
     fprintf(stderr, "%d checks failed\n", failures);

@@ -193,6 +193,8 @@ int main() {
     expect(!kabi::library_version().empty(), "library version");
     expect(!kabi::devices(kDLCPU).empty(), "at least one CPU device");
     expect(!kabi::device_signature(kDLCPU, 0).empty(), "CPU device signature");
+    expect(kabi::stream_execution_mode(DLDevice{kDLCPU, 0}, nullptr) == KABI_EXECUTION_EAGER,
+           "a CPU launch runs eagerly");
     expect_error(KABI_STATUS_NOT_FOUND, "no_such_op", [] { kabi::Op::find("no_such_op"); }, "unknown op");
 
     kabi::load_builtin_plugins();

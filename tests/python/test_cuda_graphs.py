@@ -219,3 +219,56 @@ def test_a_capture_outside_the_scope_runs_the_graph_pick_where_it_differs_from_t
     graph.replay()
     torch.cuda.synchronize()
     torch.testing.assert_close(output, expected)
+
+
+def _kernels_run(function) -> set[str]:
+    """The names of the GPU kernels that ``function()`` runs, as the profiler records them (graph replays
+    included)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as profiled:
+        function()
+        torch.cuda.synchronize()
+    return {event.name for event in profiled.events() if event.device_type == torch.autograd.DeviceType.CUDA}
+
+
+def test_native_picks_of_both_modes_run_from_the_hit_path(fresh_decisions, monkeypatch):
+    """Where the eager pick and the graph-mode pick are two native kernels, the hit path launches them itself: calls
+    run the eager pick, the call being captured the graph pick (the core answered that its stream was capturing),
+    and torch's capture check, which the Python implementation would ask, never runs."""
+    a, b = random_pair(16, 256, 128)
+    eager_result = kabi.ops.matmul(a, b)  # gates and tunes the candidates
+    native = [candidate.name for candidate in kabi.explain(kabi.ops.matmul, a, b).candidates
+              if candidate.eligible and candidate.kernel.kind != "external"]
+    functions = {}
+    for name in native[:8]:
+        with kabi.use(matmul=name):
+            kabi.ops.matmul(a, b)
+            functions[name] = _kernels_run(lambda: kabi.ops.matmul(a, b))
+    pairs = [(x, y) for x in functions for y in functions if x != y and functions[x] != functions[y]]
+    assert pairs, f"needs two native CUDA kernels that run different GPU functions: {functions}"
+    eager_winner, graph_winner = pairs[0]
+    graph_flag = _core.TUNING_RECORD_GRAPH_MODE
+    others = [name for name in native if name not in (eager_winner, graph_winner)]
+    others += [candidate.name for candidate in kabi.explain(kabi.ops.matmul, a, b).candidates
+               if candidate.eligible and candidate.kernel.kind == "external"]
+    _core.tuning_store("matmul", [descriptor(a), descriptor(b)], [], [
+        (eager_winner, 1.0, "", 0, 0.0), (graph_winner, 2.0, "", 0, 0.0),
+        (eager_winner, 2.0, "", graph_flag, 0.0), (graph_winner, 1.0, "", graph_flag, 0.0),
+    ] + [(name, 3.0, "", 0, 0.0) for name in others] + [(name, 3.0, "", graph_flag, 0.0) for name in others])
+    invalidate_all()
+    kabi.ops.matmul(a, b)  # the miss: remembers both picks
+    capture_checks = []
+    capturing = _scopes.cuda_graph_capturing
+    monkeypatch.setattr(_scopes, "cuda_graph_capturing",
+                        lambda device: capture_checks.append(device) or capturing(device))
+    table = front_of("matmul").cache
+    table.reset_counts()
+    assert _kernels_run(lambda: kabi.ops.matmul(a, b)) == functions[eager_winner]
+    graph, output = capture(kabi.ops.matmul, a, b)
+    assert table.hits == 3 and table.misses == 0, "eager call, side-stream warm-up, capture"
+    assert capture_checks == []
+    assert _kernels_run(graph.replay) == functions[graph_winner]
+    reference = a.double() @ b.double()
+    assert check_output(output, reference, op_spec("matmul").tolerance["bfloat16"], torch.bfloat16) is None
+    assert check_output(eager_result, reference, op_spec("matmul").tolerance["bfloat16"], torch.bfloat16) is None

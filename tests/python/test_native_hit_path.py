@@ -10,6 +10,7 @@ import torch
 
 import kabi
 from kabi import _core
+from kabi._base.tensors import descriptor
 from kabi.ops import _scopes
 from kabi.ops._front import front_of
 
@@ -30,9 +31,10 @@ def _python_path(*inputs, out=None):
     raise PythonPathTaken
 
 
-def _native_decision(a: torch.Tensor, b: torch.Tensor):
+def _native_decision(a: torch.Tensor, b: torch.Tensor, graph_native: _core.PreparedLaunch | None = None):
     """Under kabi.use(matmul=cpu.openblas.gemm): make the decision by a call, then store it again with the Python
-    implementation replaced by one that raises, keeping its native launch. Returns the table."""
+    implementation replaced by one that raises, keeping its native launch (and ``graph_native`` as the launch for
+    calls being captured in a CUDA graph). Returns the table."""
     table = front_of(kabi.ops.matmul).cache
     table.clear()
     kabi.ops.matmul(a, b)
@@ -42,7 +44,8 @@ def _native_decision(a: torch.Tensor, b: torch.Tensor):
     assert isinstance(implementation.prepared, _core.PreparedLaunch)
     table.clear()
     stored = table.store((a, b), (), scope, _python_path, outputs, kernel, table.begin_miss(),
-                         native=implementation.prepared, allocate_output=implementation.allocate_output)
+                         native=implementation.prepared, allocate_output=implementation.allocate_output,
+                         graph_native=graph_native)
     assert stored
     table.reset_counts()
     return table
@@ -60,6 +63,19 @@ def test_a_native_decision_runs_without_its_python_implementation():
         assert kabi.ops.matmul(a, b, out=out) is out
         torch.testing.assert_close(out, a @ b)
     assert table.hits == 4
+
+
+def test_a_decision_with_a_launch_for_graph_capture_runs_natively_outside_capture():
+    """A decision whose graph-mode pick is another native launch asks the core how each call runs: a CPU call is
+    never captured, so it runs the eager launch, still with no Python frame."""
+    a, b = torch.randn(6, 4), torch.randn(4, 5)
+    graph_launch = _core.PreparedLaunch("matmul", NATIVE_GEMM, [descriptor(a), descriptor(b)],
+                                        [descriptor(torch.empty(6, 5))])
+    with kabi.use(matmul=NATIVE_GEMM):
+        table = _native_decision(a, b, graph_native=graph_launch)
+        fresh_a, fresh_b = torch.randn(6, 4), torch.randn(4, 5)
+        torch.testing.assert_close(kabi.ops.matmul(fresh_a, fresh_b), fresh_a @ fresh_b)
+    assert table.hits == 1
 
 
 def test_what_the_native_launch_cannot_take_runs_the_python_implementation():

@@ -62,7 +62,7 @@
 #include <dlpack/dlpack.h>
 
 #define KABI_ABI_VERSION_MAJOR 2
-#define KABI_ABI_VERSION_MINOR 7
+#define KABI_ABI_VERSION_MINOR 8
 /** The version this header describes, as (MAJOR << 16) | MINOR. */
 #define KABI_ABI_VERSION ((uint32_t)((KABI_ABI_VERSION_MAJOR << 16) | KABI_ABI_VERSION_MINOR))
 /** The MAJOR part of a packed version. */
@@ -980,6 +980,13 @@ KABI_EXPORT kabi_status kabi_launch(kabi_kernel kernel, const kabi_args* args);
 
 /** Select (with a per-op decision cache keyed by the problem) and launch in one call. */
 KABI_EXPORT kabi_status kabi_call(kabi_op op, const kabi_args* args, const kabi_select_options* options);
+
+/** The kabi_execution_mode of a launch on `stream` (a CUstream of `device`) now: KABI_EXECUTION_GRAPH while the
+ *  stream is being captured into a CUDA graph, else KABI_EXECUTION_EAGER. EAGER also for the legacy stream (NULL),
+ *  which is never captured, and for a device that is not CUDA. A caller that selected once per mode (the
+ *  execution_mode of kabi_select_options) asks this per call, to launch the pick made for the way the call runs.
+ *  KABI_STATUS_UNAVAILABLE for a CUDA device without a CUDA driver. Since ABI 2.8. */
+KABI_EXPORT kabi_status kabi_stream_execution_mode(DLDevice device, void* stream, int32_t* out_mode);
 
 /** Incremented by every change to ops, kernels or the tuning cache that can change a selection. */
 KABI_EXPORT uint64_t kabi_registry_generation(void);

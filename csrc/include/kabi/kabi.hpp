@@ -437,6 +437,15 @@ inline std::vector<kabi_device_info> devices(int32_t device_type) {
   return result;
 }
 
+/** How a launch on `stream` (a CUstream of `device`) runs now: KABI_EXECUTION_GRAPH while the stream is being
+ *  captured into a CUDA graph, else KABI_EXECUTION_EAGER. A loop that selected once per mode launches the pick of
+ *  the mode this returns. */
+inline kabi_execution_mode stream_execution_mode(DLDevice device, void* stream) {
+  int32_t mode = KABI_EXECUTION_EAGER;
+  check(kabi_stream_execution_mode(device, stream, &mode));
+  return static_cast<kabi_execution_mode>(mode);
+}
+
 /** The signature tuning decisions are keyed by, e.g. "cpu|...|abi1". */
 inline std::string device_signature(int32_t device_type, int32_t device_index) {
   char buffer[512];

@@ -158,12 +158,18 @@ class Selection:
 
 def _by_execution_mode(eager: Callable[..., Any], graph: Callable[..., Any], device: torch.device) -> Callable[..., Any]:
     """One decision for two picks: ``graph`` while a CUDA graph is being captured on ``device``, else ``eager``. Only
-    decisions whose modes pick different kernels pay for the capture check."""
+    decisions whose modes pick different kernels pay for the capture check. Where both picks are native launches, the
+    hit path runs them itself (csrc/python/front.cpp), asking the core for the stream's execution mode."""
 
     def by_execution_mode(*inputs: torch.Tensor | None, out: Any = None) -> Any:
         implementation = graph if _scopes.cuda_graph_capturing(device) else eager
         return implementation(*inputs) if out is None else implementation(*inputs, out=out)
 
+    eager_launch, graph_launch = getattr(eager, "prepared", None), getattr(graph, "prepared", None)
+    if eager_launch is not None and graph_launch is not None:
+        by_execution_mode.prepared = eager_launch  # type: ignore[attr-defined]
+        by_execution_mode.graph_prepared = graph_launch  # type: ignore[attr-defined]
+        by_execution_mode.allocate_output = eager.allocate_output  # type: ignore[attr-defined]
     return by_execution_mode
 
 
@@ -473,7 +479,8 @@ class OpFront:
         described = tuple(meta_descriptor(shape, dtype, device) for shape, dtype, device in outputs)
         self.cache.store(inputs, attributes, _scopes.active_scope(), implementation, described,
                          selection.kernel.name, generation, native=getattr(implementation, "prepared", None),
-                         allocate_output=getattr(implementation, "allocate_output", None))
+                         allocate_output=getattr(implementation, "allocate_output", None),
+                         graph_native=getattr(implementation, "graph_prepared", None))
         # The first run of a decision; later runs (the hit path) convert a foreign exception through kernel_failed.
         try:
             if out is None:
