@@ -18,6 +18,10 @@ per subject, the tuner's times, each regime's median and range over the rounds, 
     python scripts/debug/sustained_pick_probe.py [--problems 4096x14336x4096 ...] [--rounds 4] [--top 4]
 
 ``--device cpu`` (with small ``--problems``) runs the same steps on the CPU, a check of the script, not a measurement.
+
+``--condition-calls N`` sets the tuner's conditioning (``kabi._selection.measure.CONDITION_CALLS``, 16) for this
+process, to see whether tunings that run each finalist longer before its samples (with KABI_TUNE_CONDITION_S raised
+to match) agree with one another and with the sustained ranks.
 """
 
 from __future__ import annotations
@@ -121,6 +125,15 @@ def probe(problem: str, args: argparse.Namespace) -> None:
                   f"  SM clock {clock:.0f} MHz, power {power:.0f} W")
 
 
+def measure_settings() -> str:
+    """The tuner's conditioning as this process runs it."""
+    from kabi._selection import measure, tuning_policy
+
+    settings = tuning_policy.current_settings()
+    return (f"{measure.CONDITION_CALLS} calls up to {settings.condition_s} s, {settings.repeat} rounds, "
+            f"warmup {settings.warmup}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--problems", nargs="+", default=list(DEFAULT_PROBLEMS))
@@ -130,7 +143,13 @@ def main() -> None:
     parser.add_argument("--idle-s", type=float, default=1.0)
     parser.add_argument("--sustain-s", type=float, default=2.0)
     parser.add_argument("--device", default="cuda")
+    parser.add_argument("--condition-calls", type=int, default=None)
     args = parser.parse_args()
+    if args.condition_calls is not None:
+        from kabi._selection import measure
+
+        measure.CONDITION_CALLS = args.condition_calls
+    print(f"tuner: condition {measure_settings()}")
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("sustained_pick_probe.py needs a CUDA device (or --device cpu, a check of the script)")
     # A cache of its own: the tunings here are the probe's, not a user's.
