@@ -4,6 +4,7 @@
 
 #include "bindings.hpp"
 #include "dlpack_exchange.hpp"
+#include "errors.hpp"
 
 namespace kabi::python {
 namespace {
@@ -28,6 +29,10 @@ int64_t tensor_word(int64_t dtype_code, int64_t dtype_bits, int64_t rank, bool r
 
 int64_t device_word(int64_t device_type, int64_t device_index) {
   return device_type << 32 | static_cast<uint32_t>(device_index);
+}
+
+DLDevice device_of_word(int64_t word) {
+  return DLDevice{static_cast<DLDeviceType>(word >> 32), static_cast<int32_t>(static_cast<uint32_t>(word))};
 }
 
 bool push_view(const DLTensor& view, bool requires_grad, KeyWords& key) {
@@ -130,6 +135,17 @@ void release(BoundKeywords& bound) {
   Py_XDECREF(bound.names);
   Py_XDECREF(bound.names_and_out);
   bound = BoundKeywords{};
+}
+
+// Releases a decision's references, those of its pick for captured calls included.
+void release(Decision& decision) {
+  Py_DECREF(decision.implementation);
+  Py_DECREF(decision.outputs);
+  Py_DECREF(decision.kernel);
+  Py_XDECREF(decision.native_owner);
+  Py_XDECREF(decision.allocate_output);
+  release(decision.bound_keywords);
+  if (decision.when_capturing != nullptr) release(*decision.when_capturing);
 }
 
 // The function and keywords of an exact functools.partial that binds at most max_keywords keywords (str, none of them
@@ -402,16 +418,38 @@ void DecisionTable::grow_slots() {
   }
 }
 
-bool DecisionTable::store(const KeyWords& key, PyObject* scope, PyObject* implementation, PyObject* outputs,
-                          PyObject* kernel, uint64_t generation, const PreparedLaunch* native,
-                          PyObject* native_owner, PyObject* allocate_output, const PreparedLaunch* graph_native,
-                          PyObject* graph_native_owner) {
+// The decision of one pick (references taken). The hit path launches ops of one output natively (and a launch
+// prepared for it, one input more than the call's keyed inputs would not be).
+Decision DecisionTable::decision_of(const Pick& pick, PyObject* outputs, const std::vector<int64_t>& output_words,
+                                    DLDevice device) const {
+  Decision decision{Py_NewRef(pick.implementation), Py_NewRef(outputs), Py_NewRef(pick.kernel), output_words};
+  decision.device = device;
+  const PreparedLaunch* native = pick.native;
+  if (PyTuple_GET_SIZE(outputs) == 1 && native != nullptr && pick.native_owner != nullptr &&
+      native->tensor_count() == native->input_count() + 1) {
+    decision.native = native;
+    decision.native_owner = Py_NewRef(pick.native_owner);
+    decision.allocate_output = pick.allocate_output != nullptr && pick.allocate_output != Py_None
+                                   ? Py_NewRef(pick.allocate_output)
+                                   : nullptr;
+  }
+  // The front's argument array holds the inputs, the op's attributes and out: a partial binds as many keywords at most.
+  decision.bound_keywords = bound_keywords_of(pick.implementation, attributes_.size());
+  return decision;
+}
+
+bool DecisionTable::store(const KeyWords& key, PyObject* scope, PyObject* outputs, uint64_t generation,
+                          const Pick& pick, const Pick* when_capturing) {
   if (kabi_op_generation(op_) != generation || generation != generation_) return false;
+  // Without a fast type the hit path cannot tell whether a call is being captured.
+  if (when_capturing != nullptr && fast_types_.empty()) return false;
   std::vector<int64_t> output_words;
-  if (!PyTuple_Check(outputs)) return false;
+  if (!PyTuple_Check(outputs) || PyTuple_GET_SIZE(outputs) == 0) return false;
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(outputs); ++i) {
     if (!descriptor_words(PyTuple_GET_ITEM(outputs, i), output_words)) return false;
   }
+  // descriptor_words read the device of the first output as its second word.
+  const DLDevice device = device_of_word(output_words[1]);
   const uint64_t hash = key.hash();
   if (slot_of(key.data(), key.size(), hash) >= 0) return true;  // another call stored the same decision first
   if (entries_.size() >= kMaxEntries) clear();
@@ -419,29 +457,33 @@ bool DecisionTable::store(const KeyWords& key, PyObject* scope, PyObject* implem
   Entry entry;
   entry.words.assign(key.data(), key.data() + key.size());
   entry.hash = hash;
-  entry.decision = Decision{Py_NewRef(implementation), Py_NewRef(outputs), Py_NewRef(kernel), std::move(output_words)};
-  // The hit path launches ops of one output (and a launch prepared for it, one input more than the call's keyed
-  // inputs would not be).
-  const auto launchable = [&](const PreparedLaunch* launch, PyObject* owner) {
-    return launch != nullptr && owner != nullptr && launch->tensor_count() == launch->input_count() + 1;
-  };
-  if (PyTuple_GET_SIZE(outputs) == 1 && launchable(native, native_owner)) {
-    entry.decision.native = native;
-    entry.decision.native_owner = Py_NewRef(native_owner);
-    entry.decision.allocate_output =
-        allocate_output != nullptr && allocate_output != Py_None ? Py_NewRef(allocate_output) : nullptr;
-    if (launchable(graph_native, graph_native_owner)) {
-      entry.decision.graph_native = graph_native;
-      entry.decision.graph_native_owner = Py_NewRef(graph_native_owner);
-    }
+  entry.decision = decision_of(pick, outputs, output_words, device);
+  if (when_capturing != nullptr) {
+    entry.decision.when_capturing =
+        std::make_unique<Decision>(decision_of(*when_capturing, outputs, output_words, device));
   }
-  // The front's argument array holds the inputs, the op's attributes and out: a partial binds as many keywords at most.
-  entry.decision.bound_keywords = bound_keywords_of(implementation, attributes_.size());
   entry.scope = Py_XNewRef(scope);
   entries_.push_back(std::move(entry));
   const int64_t slot = slot_of(key.data(), key.size(), hash);
   slots_[static_cast<std::size_t>(-slot - 2)] = static_cast<uint32_t>(entries_.size());
   return true;
+}
+
+int DecisionTable::capturing(DLDevice device) const {
+  if (device.device_type == kDLCPU || fast_types_.empty()) return 0;
+  void* stream = nullptr;
+  if (fast_types_.front()->api()->current_work_stream(device.device_type, device.device_id, &stream) != 0) return -1;
+  int32_t mode = KABI_EXECUTION_EAGER;
+  const kabi_status status = kabi_stream_execution_mode(device, stream, &mode);
+  if (status != KABI_STATUS_OK) {
+    try {
+      raise_status(status);
+    } catch (pybind11::error_already_set& error) {
+      error.restore();
+    }
+    return -1;
+  }
+  return mode == KABI_EXECUTION_GRAPH ? 1 : 0;
 }
 
 bool DecisionTable::out_matches(const Decision& decision, PyObject* out, DLTensor* view) const {
@@ -474,13 +516,7 @@ void DecisionTable::clear() {
   slots_.clear();
   generation_ = kabi_op_generation(op_);
   for (Entry& entry : released) {
-    Py_DECREF(entry.decision.implementation);
-    Py_DECREF(entry.decision.outputs);
-    Py_DECREF(entry.decision.kernel);
-    Py_XDECREF(entry.decision.native_owner);
-    Py_XDECREF(entry.decision.graph_native_owner);
-    Py_XDECREF(entry.decision.allocate_output);
-    release(entry.decision.bound_keywords);
+    release(entry.decision);
     Py_XDECREF(entry.scope);
   }
 }

@@ -94,13 +94,23 @@ struct Decision {
   // The native launch the implementation runs, or nullptr; native_owner is its Python object (kept alive).
   const PreparedLaunch* native = nullptr;
   PyObject* native_owner = nullptr;
-  // Where the pick for calls captured in a CUDA graph is another native kernel than native's (the implementation
-  // then runs each call's own pick): its launch, which the hit path runs while the call's stream is being captured,
-  // or nullptr. graph_native_owner is its Python object (kept alive).
-  const PreparedLaunch* graph_native = nullptr;
-  PyObject* graph_native_owner = nullptr;
   PyObject* allocate_output = nullptr;  // () -> the output tensor, or nullptr: then only a caller's out is written
   BoundKeywords bound_keywords;  // of the implementation, when it is a partial of keywords
+  // Where calls captured in a CUDA graph have another pick than this one (a graph-mode pick timed under replay, or
+  // the eager pick of a decision made during a capture): that pick, a decision of its own with the same outputs,
+  // which the hit path runs while the current stream of `device` is being captured. Null for most decisions, which
+  // then pay nothing for it.
+  std::unique_ptr<Decision> when_capturing;
+  DLDevice device{kDLCPU, 0};  // of the outputs
+};
+
+// What DecisionTable::store takes for one pick (see Decision; references are borrowed).
+struct Pick {
+  PyObject* implementation = nullptr;
+  PyObject* kernel = nullptr;
+  const PreparedLaunch* native = nullptr;
+  PyObject* native_owner = nullptr;
+  PyObject* allocate_output = nullptr;
 };
 
 // The data pointers of a call's inputs, read while keying it (nullptr for an absent one). complete is false when
@@ -186,14 +196,17 @@ class DecisionTable {
   const Decision* find(const KeyWords& key) const;
 
   // Remembers a decision made at `generation` unless the op's kernels or tuning records have changed since.
-  // outputs is a tuple of the outputs' binding descriptors; native (with its Python object native_owner) the
-  // native launch the implementation runs, if it is one, and allocate_output what allocates its one output;
-  // graph_native (with graph_native_owner) the launch it runs instead under CUDA-graph capture, if that differs.
-  // Returns whether it was stored.
-  bool store(const KeyWords& key, PyObject* scope, PyObject* implementation, PyObject* outputs, PyObject* kernel,
-             uint64_t generation, const PreparedLaunch* native = nullptr, PyObject* native_owner = nullptr,
-             PyObject* allocate_output = nullptr, const PreparedLaunch* graph_native = nullptr,
-             PyObject* graph_native_owner = nullptr);
+  // outputs is a tuple of the outputs' binding descriptors; pick the implementation, its kernel's name and, when it
+  // is a plain native launch, that launch (with its Python object) and what allocates its one output;
+  // when_capturing, if given, the pick for calls being captured in a CUDA graph, where that is another one (only a
+  // table with a fast tensor type, which can ask for the current stream, stores such a decision). Returns whether
+  // it was stored.
+  bool store(const KeyWords& key, PyObject* scope, PyObject* outputs, uint64_t generation, const Pick& pick,
+             const Pick* when_capturing = nullptr);
+
+  // Whether the current stream of `device` (asked through the first fast type's exchange API) is being captured
+  // into a CUDA graph: 1 or 0; -1 with a Python error set when it cannot be told.
+  int capturing(DLDevice device) const;
 
   // Whether `out` (one tensor, or a tuple of one per output) has exactly the decision's output facts, read in C.
   // False also when it cannot be read here; the Python path then checks it and says what is wrong. With `view`
@@ -230,6 +243,8 @@ class DecisionTable {
     PyObject* scope = nullptr;
   };
 
+  Decision decision_of(const Pick& pick, PyObject* outputs, const std::vector<int64_t>& output_words,
+                       DLDevice device) const;
   // A value of no fast type, read through facts_.
   bool push_facts(PyObject* value, KeyWords& key) const;
   bool push_attribute(const AttributeSpec& spec, PyObject* value, KeyWords& key) const;

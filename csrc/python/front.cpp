@@ -17,6 +17,9 @@
 // from the views read while keying the call, the output from the decision's allocator or the caller's `out`, the
 // stream from the tensors' framework. Whatever that launch cannot take (an `out` of other strides, a launch refused
 // for this call's pointers, a decision gone stale) runs the Python implementation, which handles it.
+// A decision whose pick differs for calls being captured in a CUDA graph keeps that pick too (Decision's
+// when_capturing): such a hit asks the core whether the current stream is being captured and runs the pick of its
+// mode, by the same path.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -283,9 +286,7 @@ NativeRun run_native(const DecisionTable& table, const Decision& decision, const
                      const InputData& data, PyObject** result) {
   if (call.out == nullptr && decision.allocate_output == nullptr) return NativeRun::kFallBack;
   const py::object owner = py::reinterpret_borrow<py::object>(decision.native_owner);
-  const py::object graph_owner = py::reinterpret_borrow<py::object>(decision.graph_native_owner);
-  const PreparedLaunch* launch = decision.native;
-  const PreparedLaunch* graph_launch = decision.graph_native;
+  const PreparedLaunch& launch = *decision.native;
   void* pointers[InputData::kMaxInputs + 1];
   std::memcpy(pointers, data.pointers, sizeof(void*) * static_cast<std::size_t>(inputs));
   DLTensor view{};
@@ -300,35 +301,28 @@ NativeRun run_native(const DecisionTable& table, const Decision& decision, const
   }
   // out_matches read the caller's out already; a new output is read here.
   const FastTensorType* output_type = table.fast_type(output.ptr());
-  if (output_type == nullptr || (call.out == nullptr && !output_type->view(output.ptr(), view))) {
+  if (output_type == nullptr || (call.out == nullptr && !output_type->view(output.ptr(), view)) ||
+      !same_strides(view, launch.output(0))) {
     return NativeRun::kFallBack;
   }
   pointers[inputs] = static_cast<char*>(view.data) + view.byte_offset;
   void* stream = nullptr;
-  const DLDevice device = launch->device();
+  const DLDevice device = launch.device();
   // The current stream of the tensors' framework for the device (torch's: a side stream, a capture stream).
   if (device.device_type != kDLCPU &&
       output_type->api()->current_work_stream(device.device_type, device.device_id, &stream) != 0) {
     return NativeRun::kFailed;
   }
-  const auto failed = [](kabi_status status) {
+  const PreparedLaunch::Outcome outcome = launch.launch_with(stream, pointers);
+  if (outcome.stale || outcome.status == KABI_STATUS_CONSTRAINT_VIOLATED) return NativeRun::kFallBack;
+  if (outcome.status != KABI_STATUS_OK) {
     try {
-      raise_status(status);
+      raise_status(outcome.status);
     } catch (py::error_already_set& error) {
       error.restore();
     }
     return NativeRun::kFailed;
-  };
-  if (graph_launch != nullptr) {
-    int32_t mode = KABI_EXECUTION_EAGER;
-    const kabi_status status = kabi_stream_execution_mode(device, stream, &mode);
-    if (status != KABI_STATUS_OK) return failed(status);
-    if (mode == KABI_EXECUTION_GRAPH) launch = graph_launch;
   }
-  if (!same_strides(view, launch->output(0))) return NativeRun::kFallBack;
-  const PreparedLaunch::Outcome outcome = launch->launch_with(stream, pointers);
-  if (outcome.stale || outcome.status == KABI_STATUS_CONSTRAINT_VIOLATED) return NativeRun::kFallBack;
-  if (outcome.status != KABI_STATUS_OK) return failed(outcome.status);
   *result = output.release().ptr();
   return NativeRun::kDone;
 }
@@ -379,6 +373,16 @@ PyObject* op_front(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyOb
   if (decision == nullptr) return call_miss(*state, call);
   if (call.out != nullptr && out_may_alias_an_input(table, call, state->inputs)) return call_miss(*state, call);
   table.count_hit();
+  // Asked once per call, and only by decisions whose pick differs for calls being captured in a CUDA graph.
+  int capturing = 0;
+  if (decision->when_capturing != nullptr && (capturing = table.capturing(decision->device)) < 0) return nullptr;
+  // The decision for this call's mode, found again after Python code ran (which may have changed the table).
+  const auto find_for_mode = [&]() -> const Decision* {
+    const Decision* found = table.find(key);
+    return found != nullptr && capturing == 1 && found->when_capturing != nullptr ? found->when_capturing.get()
+                                                                                  : found;
+  };
+  if (capturing == 1) decision = decision->when_capturing.get();
   if (state->host_value_check) {
     PyObject* inputs = tuple_of(call.values, state->inputs);
     PyObject* checked =
@@ -386,8 +390,7 @@ PyObject* op_front(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyOb
     Py_XDECREF(inputs);
     if (checked == nullptr) return nullptr;
     Py_DECREF(checked);
-    // The check ran Python code, which may have changed the table: find the decision again.
-    decision = table.find(key);
+    decision = find_for_mode();
     if (decision == nullptr) return call_miss(*state, call);
   }
   if (decision->native != nullptr && data.complete) {
@@ -398,8 +401,7 @@ PyObject* op_front(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyOb
       case NativeRun::kFailed:
         return nullptr;
       case NativeRun::kFallBack:
-        // The allocation ran Python code, which may have changed the table.
-        decision = table.find(key);
+        decision = find_for_mode();
         if (decision == nullptr) return call_miss(*state, call);
         break;
     }
@@ -528,39 +530,50 @@ void bind_front(py::module_& m) {
           "store",
           [](DecisionTable& table, const py::tuple& inputs, const py::tuple& attributes, const py::object& scope,
              const py::object& implementation, const py::tuple& outputs, const py::str& kernel, uint64_t generation,
-             const py::object& native, const py::object& allocate_output, const py::object& graph_native) {
+             const py::object& native, const py::object& allocate_output, const py::object& when_capturing) {
             bool keyed = false;
             const KeyWords key = key_of(table, inputs, attributes, scope, keyed);
-            const auto launch_of = [](const py::object& launch) {
-              return launch.is_none() ? nullptr : launch.cast<const PreparedLaunch*>();
+            const auto pick_of = [](const py::object& pick_implementation, const py::object& pick_kernel,
+                                    const py::object& launch, const py::object& allocate) {
+              return Pick{pick_implementation.ptr(), pick_kernel.ptr(),
+                          launch.is_none() ? nullptr : launch.cast<const PreparedLaunch*>(), launch.ptr(),
+                          allocate.ptr()};
             };
-            return keyed && table.store(key, scope.ptr(), implementation.ptr(), outputs.ptr(), kernel.ptr(),
-                                        generation, launch_of(native), native.ptr(), allocate_output.ptr(),
-                                        launch_of(graph_native), graph_native.ptr());
+            const Pick pick = pick_of(implementation, kernel, native, allocate_output);
+            if (when_capturing.is_none()) return keyed && table.store(key, scope.ptr(), outputs.ptr(), generation, pick);
+            const auto parts = when_capturing.cast<py::tuple>();
+            if (parts.size() != 4 || !py::isinstance<py::str>(parts[1])) {
+              throw py::value_error("when_capturing must be (implementation, kernel, native, allocate_output)");
+            }
+            const Pick capturing_pick = pick_of(parts[0], parts[1], parts[2], parts[3]);
+            return keyed && table.store(key, scope.ptr(), outputs.ptr(), generation, pick, &capturing_pick);
           },
           py::arg("inputs"), py::arg("attributes"), py::arg("scope"), py::arg("implementation"), py::arg("outputs"),
           py::arg("kernel"), py::arg("generation"), py::arg("native") = py::none(),
-          py::arg("allocate_output") = py::none(), py::arg("graph_native") = py::none(),
+          py::arg("allocate_output") = py::none(), py::arg("when_capturing") = py::none(),
           "Remember a decision made at generation (from begin_miss) unless the op changed since; outputs: one "
           "binding descriptor per output. native: the PreparedLaunch that implementation runs and nothing more, "
-          "which the hit path then launches itself; allocate_output() -> the output of a one-output op for it; "
-          "graph_native: the PreparedLaunch that implementation runs instead while the call's stream is being "
-          "captured into a CUDA graph, where that is another kernel. "
+          "which the hit path then launches itself; allocate_output() -> the output of a one-output op for it. "
+          "when_capturing: (implementation, kernel, native, allocate_output) of another pick, which calls run while "
+          "the current stream of the outputs' device is being captured into a CUDA graph (stored only by a table "
+          "that reads tensors through DLPack's exchange API, which says what that stream is). "
           "Returns whether it was stored (a call that cannot be keyed is not).")
       .def(
           "find",
           [](const DecisionTable& table, const py::tuple& inputs, const py::tuple& attributes,
-             const py::object& scope) -> py::object {
+             const py::object& scope, bool capturing) -> py::object {
             bool keyed = false;
             const KeyWords key = key_of(table, inputs, attributes, scope, keyed);
             const Decision* decision = keyed ? table.find(key) : nullptr;
             if (decision == nullptr) return py::none();
+            if (capturing && decision->when_capturing != nullptr) decision = decision->when_capturing.get();
             return py::make_tuple(py::reinterpret_borrow<py::object>(decision->implementation),
                                   py::reinterpret_borrow<py::object>(decision->outputs),
                                   py::reinterpret_borrow<py::object>(decision->kernel));
           },
-          py::arg("inputs"), py::arg("attributes"), py::arg("scope"),
-          "(implementation, outputs, kernel) of the decision the front would find for this call, or None.")
+          py::arg("inputs"), py::arg("attributes"), py::arg("scope"), py::arg("capturing") = false,
+          "(implementation, outputs, kernel) of the decision the front would find for this call (capturing: for a "
+          "call being captured into a CUDA graph), or None.")
       .def("begin_miss", &DecisionTable::begin_miss,
            "The generation to select and store against; a table of an older generation is emptied first.")
       .def("clear", &DecisionTable::clear, "Forget every decision and adopt the op's current generation.")

@@ -16,7 +16,7 @@ from kabi._base.tensors import descriptor
 from kabi._selection import tuner
 from kabi._selection.measure import CandidateMeasurement
 from kabi._selection.tuning_policy import TuningSettings, tuning
-from kabi.ops import _scopes
+from kabi.ops import _front, _scopes
 from kabi.ops._front import front_of
 
 GRAPH = _core.TUNING_RECORD_GRAPH_MODE
@@ -219,6 +219,9 @@ def test_kabi_tune_graph_mode_gates_eagerly_and_times_only_in_the_graph(cache_di
 
 
 def test_the_front_under_a_capture_runs_the_graph_pick_and_eagerly_the_eager_pick(cache_dir, monkeypatch):
+    """Where the hit path cannot learn the current stream (a torch without DLPack's exchange API), a decision whose
+    picks differ by mode runs one implementation that asks torch, per call, whether a capture is under way."""
+    monkeypatch.setattr(_front, "_has_exchange_api", False)
     a, b = _inputs(8, 6, 4)
     _store(BOTH_MODES, (a, b))
     ran = []
@@ -236,6 +239,35 @@ def test_the_front_under_a_capture_runs_the_graph_pick_and_eagerly_the_eager_pic
         capturing["now"] = False
         kabi.ops.matmul(a, b)
     assert ran == [OPENBLAS, OPENBLAS, TORCH, OPENBLAS]
+
+
+@pytest.mark.skipif(not _core.dlpack_exchange_available(torch.Tensor),
+                    reason="this torch has no DLPack C exchange API: the hit path cannot learn the current stream")
+def test_a_decision_keeps_both_picks_and_its_hits_ask_the_core_how_they_run(cache_dir, monkeypatch):
+    """The hit path keeps the eager pick and the pick for captured calls side by side, and asks the core (not torch)
+    which one a call needs: a CPU call is never captured, so it runs the eager pick, natively, with no capture check
+    in Python. tests/python/test_cuda_graphs.py captures for real."""
+    a, b = _inputs(8, 6, 4)
+    _store(BOTH_MODES, (a, b))
+    invalidate_all()
+    checks = []
+    monkeypatch.setattr(_scopes, "cuda_graph_capturing", lambda device: checks.append(device) or False)
+    with tuning("off"):
+        first = kabi.ops.matmul(a, b)  # the miss asks torch
+        checks_after_miss = len(checks)
+        table = front_of("matmul").cache
+        table.reset_counts()
+        for _ in range(3):
+            torch.testing.assert_close(kabi.ops.matmul(a, b), a @ b)
+    torch.testing.assert_close(first, a @ b)
+    assert checks_after_miss > 0 and len(checks) == checks_after_miss, "hits asked the core, not torch"
+    assert table.hits == 3
+    scope = _scopes.active_scope()
+    eager_implementation, _, eager_kernel = table.find((a, b), (), scope)
+    capturing_implementation, _, capturing_kernel = table.find((a, b), (), scope, capturing=True)
+    assert (eager_kernel, capturing_kernel) == (OPENBLAS, TORCH)
+    assert isinstance(eager_implementation.prepared, _core.PreparedLaunch), "the eager pick launches natively"
+    torch.testing.assert_close(capturing_implementation(a, b), a @ b)
 
 
 def test_a_miss_met_during_a_capture_runs_the_graph_pick_and_keeps_the_eager_pick_for_eager_calls(cache_dir,

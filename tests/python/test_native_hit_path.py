@@ -10,7 +10,6 @@ import torch
 
 import kabi
 from kabi import _core
-from kabi._base.tensors import descriptor
 from kabi.ops import _scopes
 from kabi.ops._front import front_of
 
@@ -31,9 +30,9 @@ def _python_path(*inputs, out=None):
     raise PythonPathTaken
 
 
-def _native_decision(a: torch.Tensor, b: torch.Tensor, graph_native: _core.PreparedLaunch | None = None):
+def _native_decision(a: torch.Tensor, b: torch.Tensor, when_capturing: tuple | None = None):
     """Under kabi.use(matmul=cpu.openblas.gemm): make the decision by a call, then store it again with the Python
-    implementation replaced by one that raises, keeping its native launch (and ``graph_native`` as the launch for
+    implementation replaced by one that raises, keeping its native launch (and ``when_capturing`` as the pick for
     calls being captured in a CUDA graph). Returns the table."""
     table = front_of(kabi.ops.matmul).cache
     table.clear()
@@ -45,7 +44,7 @@ def _native_decision(a: torch.Tensor, b: torch.Tensor, graph_native: _core.Prepa
     table.clear()
     stored = table.store((a, b), (), scope, _python_path, outputs, kernel, table.begin_miss(),
                          native=implementation.prepared, allocate_output=implementation.allocate_output,
-                         graph_native=graph_native)
+                         when_capturing=when_capturing)
     assert stored
     table.reset_counts()
     return table
@@ -65,17 +64,60 @@ def test_a_native_decision_runs_without_its_python_implementation():
     assert table.hits == 4
 
 
-def test_a_decision_with_a_launch_for_graph_capture_runs_natively_outside_capture():
-    """A decision whose graph-mode pick is another native launch asks the core how each call runs: a CPU call is
-    never captured, so it runs the eager launch, still with no Python frame."""
+class CapturingPickTaken(Exception):
+    """Raised by a stand-in pick for calls being captured in a CUDA graph: the call ran it."""
+
+
+def _capturing_pick(*inputs, out=None):
+    raise CapturingPickTaken
+
+
+def test_a_decision_with_a_pick_for_captured_calls_launches_its_own_pick_natively_outside_capture():
+    """A decision whose pick differs for captured calls asks the core how each call runs: a CPU call is never
+    captured, so it launches the decision's own native pick, still with no Python frame."""
     a, b = torch.randn(6, 4), torch.randn(4, 5)
-    graph_launch = _core.PreparedLaunch("matmul", NATIVE_GEMM, [descriptor(a), descriptor(b)],
-                                        [descriptor(torch.empty(6, 5))])
     with kabi.use(matmul=NATIVE_GEMM):
-        table = _native_decision(a, b, graph_native=graph_launch)
+        table = _native_decision(a, b, when_capturing=(_capturing_pick, "test.capturing", None, None))
         fresh_a, fresh_b = torch.randn(6, 4), torch.randn(4, 5)
         torch.testing.assert_close(kabi.ops.matmul(fresh_a, fresh_b), fresh_a @ fresh_b)
+        scope = _scopes.active_scope()
+        assert table.find((a, b), (), scope, capturing=True)[::2] == (_capturing_pick, "test.capturing")
+        assert table.find((a, b), (), scope)[2] == NATIVE_GEMM
     assert table.hits == 1
+
+
+def test_a_python_pick_beside_a_native_pick_for_captured_calls_runs_outside_capture():
+    """The other way round: the pick for captured calls is the native launch, and a CPU call runs the decision's own
+    Python pick, called directly."""
+    a, b = torch.randn(3, 4), torch.randn(4, 2)
+    ran = []
+
+    def eager_pick(x, y, out=None):
+        ran.append("eager")
+        return x @ y
+
+    with kabi.use(matmul=NATIVE_GEMM):
+        table = front_of(kabi.ops.matmul).cache
+        table.clear()
+        kabi.ops.matmul(a, b)
+        scope = _scopes.active_scope()
+        implementation, outputs, kernel = table.find((a, b), (), scope)
+        table.clear()
+        assert table.store((a, b), (), scope, eager_pick, outputs, "test.eager", table.begin_miss(),
+                           when_capturing=(_python_path, kernel, implementation.prepared,
+                                           implementation.allocate_output))
+        fresh_a, fresh_b = torch.randn(3, 4), torch.randn(4, 2)
+        torch.testing.assert_close(kabi.ops.matmul(fresh_a, fresh_b), fresh_a @ fresh_b)
+    assert ran == ["eager"]
+
+
+def test_a_pick_for_captured_calls_is_refused_in_a_malformed_form():
+    a, b = torch.randn(2, 3), torch.randn(3, 2)
+    table = front_of(kabi.ops.matmul).cache
+    outputs = ((0, (2, 2), (2, 1), 2, 32, 1, 0),)
+    with pytest.raises(ValueError, match="when_capturing must be"):
+        table.store((a, b), (), None, _python_path, outputs, "test", table.begin_miss(),
+                    when_capturing=(_capturing_pick, "test.capturing"))
 
 
 def test_what_the_native_launch_cannot_take_runs_the_python_implementation():

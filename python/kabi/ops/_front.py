@@ -157,19 +157,14 @@ class Selection:
 
 
 def _by_execution_mode(eager: Callable[..., Any], graph: Callable[..., Any], device: torch.device) -> Callable[..., Any]:
-    """One decision for two picks: ``graph`` while a CUDA graph is being captured on ``device``, else ``eager``. Only
-    decisions whose modes pick different kernels pay for the capture check. Where both picks are native launches, the
-    hit path runs them itself (csrc/python/front.cpp), asking the core for the stream's execution mode."""
+    """One implementation for two picks: ``graph`` while a CUDA graph is being captured on ``device``, else ``eager``,
+    asking torch per call. Only decisions whose modes pick different kernels pay for the capture check, and where
+    torch has DLPack's exchange API the hit path does without this (a decision keeps both picks)."""
 
     def by_execution_mode(*inputs: torch.Tensor | None, out: Any = None) -> Any:
         implementation = graph if _scopes.cuda_graph_capturing(device) else eager
         return implementation(*inputs) if out is None else implementation(*inputs, out=out)
 
-    eager_launch, graph_launch = getattr(eager, "prepared", None), getattr(graph, "prepared", None)
-    if eager_launch is not None and graph_launch is not None:
-        by_execution_mode.prepared = eager_launch  # type: ignore[attr-defined]
-        by_execution_mode.graph_prepared = graph_launch  # type: ignore[attr-defined]
-        by_execution_mode.allocate_output = eager.allocate_output  # type: ignore[attr-defined]
     return by_execution_mode
 
 
@@ -466,21 +461,39 @@ class OpFront:
             if replacement is not None:
                 selection = replacement
                 generation = self.cache.begin_miss()
-        implementation = self.implementation(selection, full_inputs)
-        if _scopes.execution_mode() == "eager":
-            implementation = self._for_both_modes(selection, implementation, full_inputs, full_out)
+        # The pick of eager calls and, where calls being captured in a CUDA graph have another, that one too: an eager
+        # scope's key serves both.
+        own = (selection.kernel.name, self.implementation(selection, full_inputs))
+        picks = {"eager": own}
+        other = self._other_mode_pick(selection, full_inputs, full_out) if _scopes.execution_mode() == "eager" else None
+        if other is not None:
+            other_mode, other_kernel, other_implementation = other
+            picks = {selection.execution_mode: own, other_mode: (other_kernel, other_implementation)}
         outputs = self.output_facts(selection.problem)
         if promotion is not None:
-            implementation = _with_vectors(implementation, promotion)
+            picks = {mode: (kernel, _with_vectors(run, promotion)) for mode, (kernel, run) in picks.items()}
             (shape, dtype, device), = outputs
             outputs = ((promotion.output_shape(0, shape), dtype, device),)
         if any(getattr(tensor, "requires_grad", False) for tensor in inputs):
-            implementation = differentiable(self.name, implementation, **self.attribute_map(attributes))
+            attribute_map = self.attribute_map(attributes)
+            picks = {mode: (kernel, differentiable(self.name, run, **attribute_map))
+                     for mode, (kernel, run) in picks.items()}
         described = tuple(meta_descriptor(shape, dtype, device) for shape, dtype, device in outputs)
-        self.cache.store(inputs, attributes, _scopes.active_scope(), implementation, described,
-                         selection.kernel.name, generation, native=getattr(implementation, "prepared", None),
-                         allocate_output=getattr(implementation, "allocate_output", None),
-                         graph_native=getattr(implementation, "graph_prepared", None))
+        (kernel, eager_implementation), graph_pick = picks["eager"], picks.get("graph")
+        implementation, when_capturing = eager_implementation, None
+        if graph_pick is not None:
+            graph_kernel, graph_implementation = graph_pick
+            device = next(tensor.device for tensor in full_inputs if tensor is not None)
+            # This first run asks torch which mode it runs in. The hit path asks the core (csrc/python/front.cpp)
+            # where it can learn the current stream, through DLPack's exchange API; elsewhere it runs this wrapper.
+            implementation = _by_execution_mode(eager_implementation, graph_implementation, device)
+            if _has_exchange_api:
+                when_capturing = (graph_implementation, graph_kernel, getattr(graph_implementation, "prepared", None),
+                                  getattr(graph_implementation, "allocate_output", None))
+        stored = eager_implementation if when_capturing is not None else implementation
+        self.cache.store(inputs, attributes, _scopes.active_scope(), stored, described, kernel, generation,
+                         native=getattr(stored, "prepared", None),
+                         allocate_output=getattr(stored, "allocate_output", None), when_capturing=when_capturing)
         # The first run of a decision; later runs (the hit path) convert a foreign exception through kernel_failed.
         try:
             if out is None:
@@ -491,24 +504,20 @@ class OpFront:
         except Exception as error:
             raise self.kernel_failed(selection.kernel.name, error) from error
 
-    def _for_both_modes(self, selection: Selection, implementation: Callable[..., Any], inputs: tuple,
-                        out: Any) -> Callable[..., Any]:
-        """The implementation to remember under an eager scope's key, which eager calls and calls being captured in
-        a CUDA graph share: where the other mode's verified pick (a graph-mode pick timed under graph replay, or the
-        eager pick for a miss met during a capture) is another kernel, one that runs each call's own pick."""
+    def _other_mode_pick(self, selection: Selection, inputs: tuple,
+                         out: Any) -> tuple[str, str, Callable[..., Any]] | None:
+        """The other execution mode's verified pick (a graph-mode pick timed under graph replay, or the eager pick for
+        a miss met during a capture) where it is another kernel than ``selection``'s: (mode, kernel name,
+        implementation), else None."""
         if selection.pick_reason != "tuned":
-            return implementation
+            return None
         other_mode = "eager" if selection.execution_mode == "graph" else "graph"
         other = self.select(inputs, out, execution_mode=other_mode, attributes=selection.attributes)
         picked = other.picked
         if other.kernel is None or not other.verified or other.kernel.name == selection.kernel.name or (
                 other_mode == "graph" and picked.tuned_execution_mode != "graph"):
-            return implementation
-        other_implementation = self.implementation(other, inputs)
-        device = next(tensor.device for tensor in inputs if tensor is not None)
-        if other_mode == "graph":
-            return _by_execution_mode(implementation, other_implementation, device)
-        return _by_execution_mode(other_implementation, implementation, device)
+            return None
+        return other_mode, other.kernel.name, self.implementation(other, inputs)
 
     def call_with_out(self, implementation: Callable[..., Any], outputs: tuple, inputs: tuple, out: Any) -> Any:
         """Run a remembered decision with a caller's ``out`` the hit path could not accept in C; ``outputs`` are the
