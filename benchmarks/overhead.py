@@ -25,6 +25,7 @@ import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -32,6 +33,8 @@ from typing import Any, Callable
 import torch
 
 import kabi
+from kabi import _core
+from kabi._base.tensors import descriptor
 from kabi.ops._front import front_of
 
 
@@ -164,6 +167,49 @@ def linear_dispatch_overhead(args: argparse.Namespace, device: str) -> dict[str,
                                             device)}
 
 
+def mode_split_dispatch_overhead(args: argparse.Namespace, device: str) -> dict[str, Any]:
+    """kabi.ops.matmul where the pick for calls being captured in a CUDA graph is another kernel than the eager pick
+    (tuning records stored to make it so, in a throwaway tuning cache), against the eager pick called directly: what
+    a hit pays to ask the core whether torch's current stream is being captured (nothing on the CPU, which never is)."""
+    dtype = getattr(torch, args.dtype)
+    a = torch.randn(args.size, args.size, dtype=dtype, device=device)
+    b = torch.randn(args.size, args.size, dtype=dtype, device=device)
+    matmul = kabi.ops.matmul
+    previous = kabi.cache.directory()
+    with tempfile.TemporaryDirectory() as directory:
+        kabi.cache.set_directory(directory)
+        try:
+            matmul(a, b)  # gates the candidates
+            eligible = [candidate.name for candidate in kabi.explain(matmul, a, b).candidates if candidate.eligible]
+            if len(eligible) < 2:
+                return {"skipped": f"needs two eligible kernels on {device}, found {eligible}"}
+            eager_pick, graph_pick = eligible[:2]
+            graph = _core.TUNING_RECORD_GRAPH_MODE
+            _core.tuning_store("matmul", [descriptor(a), descriptor(b)], [], [
+                record for index, name in enumerate(eligible)
+                for record in ((name, 1.0 if name == eager_pick else 2.0 + index, "", 0, 0.0),
+                               (name, 1.0 if name == graph_pick else 2.0 + index, "", graph, 0.0))])
+            matmul(a, b)
+            matmul(a, b)
+            table = front_of(matmul).cache
+            chosen, _, kernel = table.find((a, b), (), None)
+            captured_kernel = table.find((a, b), (), None, capturing=True)[2]
+            if (kernel, captured_kernel) != (eager_pick, graph_pick):
+                raise RuntimeError(f"expected a decision of {eager_pick} with {graph_pick} for captured calls, "
+                                   f"got {kernel} and {captured_kernel}")
+            subjects = {
+                "kabi.ops.matmul": lambda: matmul(a, b),
+                f"eager pick ({eager_pick}) directly": direct_call(chosen, (a, b), device),
+            }
+            title = (f"matmul {args.size}x{args.size}x{args.size} {args.dtype} on {device}, eager pick {eager_pick}, "
+                     f"{graph_pick} when captured")
+            return {"pick": eager_pick, "pick_when_capturing": graph_pick,
+                    **report_overhead(title, subjects, "kabi.ops.matmul", f"eager pick ({eager_pick}) directly", args,
+                                      device)}
+        finally:
+            kabi.cache.set_directory(previous)
+
+
 def pin_to_cpu(cpu: int) -> int | None:
     """Run the process on ``cpu`` (-1: the last CPU it may use; -2: unpinned) and return the CPU, or None where it
     stays unpinned (-2, or no sched_setaffinity on this platform)."""
@@ -202,6 +248,7 @@ def main(argv: list[str] | None = None) -> None:
         "pinned_cpu": pinned_cpu,
         "dispatch": {device: dispatch_overhead(args, device) for device in devices},
         "linear_dispatch": {device: linear_dispatch_overhead(args, device) for device in devices},
+        "mode_split_dispatch": {device: mode_split_dispatch_overhead(args, device) for device in devices},
         "integration": {device: integration(args, device) for device in devices},
     }
     if args.output is not None:
