@@ -52,6 +52,9 @@
  *
  * ABI 2.7 appends: kabi_binary_load_many, which registers a list of manifests all or nothing, reading them in
  * parallel (a backend registers some 300 at a process's first call).
+ *
+ * ABI 2.8 appends: kabi_stream_execution_mode, whether a launch on a stream runs eagerly or is being captured into a
+ * CUDA graph, so that a caller holding a pick per kabi_execution_mode launches the one for each call.
  */
 #ifndef KABI_KABI_H_
 #define KABI_KABI_H_
