@@ -1,7 +1,8 @@
 /* The CUDA plugin's kernels called from C through the C ABI only: load libkabi_cuda.so (argv[1]), then launch every
  * matmul kernel it registered on device memory, on a problem off 16 bytes and on an aligned one, and check each result
  * against a double-precision reference, and
- * run kabi_call with the plugin's backend forced. The driver API (cuMemAlloc, copies) is opened at run time, as a C
+ * run kabi_call with the plugin's backend forced; and ask kabi_stream_execution_mode about a stream before, during and
+ * after a capture. The driver API (cuMemAlloc, copies) is opened at run time, as a C
  * application without the CUDA toolkit would. Exits 77 (skipped) where there is no CUDA device. */
 #include <math.h>
 #include <stdint.h>
@@ -93,6 +94,51 @@ static int launch_every_kernel(const kabi_args* args, int n, uint64_t out_device
   return ran;
 }
 
+/* kabi_stream_execution_mode on a stream of this program's own: eager, then graph while the stream is captured (in
+ * the global mode torch uses), then eager again; the legacy stream is never captured. */
+static void check_stream_execution_mode(void) {
+  typedef int (*stream_create_fn)(void**, unsigned);
+  typedef int (*begin_capture_fn)(void*, int);
+  typedef int (*end_capture_fn)(void*, void**);
+  typedef int (*graph_destroy_fn)(void*);
+  typedef int (*stream_destroy_fn)(void*);
+  stream_create_fn stream_create;
+  begin_capture_fn begin_capture;
+  end_capture_fn end_capture;
+  graph_destroy_fn graph_destroy;
+  stream_destroy_fn stream_destroy;
+  void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  void* stream = NULL;
+  void* graph = NULL;
+  const DLDevice device = {kDLCUDA, 0};
+  int32_t mode = -1;
+  CHECK(driver != NULL, "dlopen libcuda.so.1");
+  if (driver == NULL) return;
+  RESOLVE(driver, stream_create, "cuStreamCreate");
+  RESOLVE(driver, begin_capture, "cuStreamBeginCapture_v2");
+  RESOLVE(driver, end_capture, "cuStreamEndCapture");
+  RESOLVE(driver, graph_destroy, "cuGraphDestroy");
+  RESOLVE(driver, stream_destroy, "cuStreamDestroy_v2");
+  CHECK(stream_create != NULL && begin_capture != NULL && end_capture != NULL && graph_destroy != NULL &&
+            stream_destroy != NULL && stream_create(&stream, 1) == 0,
+        "the driver's stream capture entry points");
+  if (stream != NULL) {
+    CHECK(kabi_stream_execution_mode(device, stream, &mode) == KABI_STATUS_OK && mode == KABI_EXECUTION_EAGER,
+          "a new stream runs eagerly: %s", kabi_last_error());
+    CHECK(begin_capture(stream, 0) == 0, "cuStreamBeginCapture");
+    CHECK(kabi_stream_execution_mode(device, stream, &mode) == KABI_STATUS_OK && mode == KABI_EXECUTION_GRAPH,
+          "a stream being captured runs in graph mode: %s", kabi_last_error());
+    CHECK(end_capture(stream, &graph) == 0, "cuStreamEndCapture");
+    CHECK(kabi_stream_execution_mode(device, stream, &mode) == KABI_STATUS_OK && mode == KABI_EXECUTION_EAGER,
+          "after the capture the stream runs eagerly again: %s", kabi_last_error());
+    if (graph != NULL) graph_destroy(graph);
+    stream_destroy(stream);
+  }
+  CHECK(kabi_stream_execution_mode(device, NULL, &mode) == KABI_STATUS_OK && mode == KABI_EXECUTION_EAGER,
+        "the legacy stream runs eagerly");
+  dlclose(driver);
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: %s PATH/libkabi_cuda.so\n", argv[0]);
@@ -163,6 +209,7 @@ int main(int argc, char** argv) {
   cu.release(a_device);
   cu.release(b_device);
   cu.release(out_device);
+  check_stream_execution_mode();
   printf("%s: %d kernels ran\n", failures == 0 ? "PASSED" : "FAILED", ran);
   return failures == 0 ? 0 : 1;
 }
