@@ -373,16 +373,22 @@ PyObject* op_front(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyOb
   if (decision == nullptr) return call_miss(*state, call);
   if (call.out != nullptr && out_may_alias_an_input(table, call, state->inputs)) return call_miss(*state, call);
   table.count_hit();
-  // Asked once per call, and only by decisions whose pick differs for calls being captured in a CUDA graph.
-  int capturing = 0;
-  if (decision->when_capturing != nullptr && (capturing = table.capturing(decision->device)) < 0) return nullptr;
-  // The decision for this call's mode, found again after Python code ran (which may have changed the table).
-  const auto find_for_mode = [&]() -> const Decision* {
-    const Decision* found = table.find(key);
-    return found != nullptr && capturing == 1 && found->when_capturing != nullptr ? found->when_capturing.get()
-                                                                                  : found;
+  // Whether the call is being captured in a CUDA graph: asked once per call (kNotAsked until then), and only of a
+  // decision whose pick differs for captured calls; -1 when it could not be told (a Python error is set).
+  constexpr int kNotAsked = -2;
+  int capturing = kNotAsked;
+  // The pick of the found decision for this call's mode; nullptr when nothing was found, or the mode could not be
+  // told.
+  const auto for_mode = [&](const Decision* found) -> const Decision* {
+    if (found == nullptr || found->when_capturing == nullptr) return found;
+    if (capturing == kNotAsked) capturing = table.capturing(found->device);
+    if (capturing < 0) return nullptr;
+    return capturing == 1 ? found->when_capturing.get() : found;
   };
-  if (capturing == 1) decision = decision->when_capturing.get();
+  // A decision found again after Python code ran (which may have changed the table), or the miss path.
+  const auto missed_or_failed = [&]() { return capturing == -1 ? nullptr : call_miss(*state, call); };
+  decision = for_mode(decision);
+  if (decision == nullptr) return nullptr;
   if (state->host_value_check) {
     PyObject* inputs = tuple_of(call.values, state->inputs);
     PyObject* checked =
@@ -390,8 +396,8 @@ PyObject* op_front(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyOb
     Py_XDECREF(inputs);
     if (checked == nullptr) return nullptr;
     Py_DECREF(checked);
-    decision = find_for_mode();
-    if (decision == nullptr) return call_miss(*state, call);
+    decision = for_mode(table.find(key));
+    if (decision == nullptr) return missed_or_failed();
   }
   if (decision->native != nullptr && data.complete) {
     PyObject* result = nullptr;
@@ -401,8 +407,8 @@ PyObject* op_front(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyOb
       case NativeRun::kFailed:
         return nullptr;
       case NativeRun::kFallBack:
-        decision = find_for_mode();
-        if (decision == nullptr) return call_miss(*state, call);
+        decision = for_mode(table.find(key));
+        if (decision == nullptr) return missed_or_failed();
         break;
     }
   }
