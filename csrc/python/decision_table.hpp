@@ -14,7 +14,8 @@
 // decision whose implementation is a plain native launch also keeps that launch (prepared_launch.hpp) and, for an
 // op of one output, a callable that allocates the output, so the hit path can launch it with no Python frame; one
 // whose implementation is a partial binding keywords keeps its function and keywords (BoundKeywords), so the hit
-// path calls the function itself.
+// path calls the function itself. A decision whose pick differs for calls being captured in a CUDA graph keeps that
+// pick as a decision of its own (when_capturing), which the hit path runs while the call's stream is being captured.
 //
 // The table is bounded: a process that sees endlessly many problems starts over past kMaxEntries. It belongs to
 // one op and knows that op's generation (kabi_op_generation): a decision made under another generation is never
