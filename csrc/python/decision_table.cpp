@@ -366,14 +366,13 @@ bool DecisionTable::make_key(PyObject* const* inputs, int32_t input_count, PyObj
   InputData& read = data != nullptr ? *data : unused;
   for (int32_t i = 0; i < input_count; ++i) {
     PyObject* value = inputs[i];
+    DLTensor& view = read.views[i];
+    view = DLTensor{};
     if (value == Py_None) {
-      read.pointers[i] = nullptr;
       if (!key.push(kAbsent)) return false;
     } else if (const FastTensorType* fast = fast_type_of(fast_types_, value)) {
       // A tensor DLPack cannot describe (e.g. its dtype) takes the miss path, which handles it.
-      DLTensor view{};
       if (!fast->view(value, view)) return false;
-      read.pointers[i] = static_cast<char*>(view.data) + view.byte_offset;
       const int requires_grad = fast->requires_grad(value);
       if (requires_grad < 0 || !push_view(view, requires_grad == 1, key)) return false;
     } else {

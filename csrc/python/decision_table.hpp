@@ -114,11 +114,13 @@ struct Pick {
   PyObject* allocate_output = nullptr;
 };
 
-// The data pointers of a call's inputs, read while keying it (nullptr for an absent one). complete is false when
-// some input was read through `facts` (a tensor subclass), whose pointer the table does not know.
+// The DLPack views of a call's inputs, read while keying it (no data for an absent one): the hit path takes their data
+// pointers, and their memory for the check of a caller's out. complete is false when some input was read through
+// `facts` (a tensor subclass), whose memory the table does not know. A view's shape and strides belong to its tensor,
+// which the call keeps alive.
 struct InputData {
   static constexpr int kMaxInputs = 64;
-  void* pointers[kMaxInputs];
+  DLTensor views[kMaxInputs];
   bool complete = true;
 };
 
@@ -189,7 +191,7 @@ class DecisionTable {
 
   // The key of a call: inputs (None for an absent optional one), attribute values in schema order, the scope.
   // False, with no Python error set, when a value cannot be keyed (the call then takes the miss path). With
-  // `data`, also the inputs' data pointers.
+  // `data`, also the inputs' views.
   bool make_key(PyObject* const* inputs, int32_t input_count, PyObject* const* attributes, int32_t attribute_count,
                 PyObject* scope, KeyWords& key, InputData* data = nullptr) const;
 

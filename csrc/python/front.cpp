@@ -288,7 +288,10 @@ NativeRun run_native(const DecisionTable& table, const Decision& decision, const
   const py::object owner = py::reinterpret_borrow<py::object>(decision.native_owner);
   const PreparedLaunch& launch = *decision.native;
   void* pointers[InputData::kMaxInputs + 1];
-  std::memcpy(pointers, data.pointers, sizeof(void*) * static_cast<std::size_t>(inputs));
+  for (int32_t i = 0; i < inputs; ++i) {
+    const DLTensor& input = data.views[i];
+    pointers[i] = input.data != nullptr ? static_cast<char*>(input.data) + input.byte_offset : nullptr;
+  }
   DLTensor view{};
   py::object output;
   if (call.out != nullptr) {
@@ -327,22 +330,16 @@ NativeRun run_native(const DecisionTable& table, const Decision& decision, const
   return NativeRun::kDone;
 }
 
-// Whether the call's out may overlap the memory of one of its inputs (core::aliased_input), or its tensors cannot be
-// read here to tell: such a call takes the miss path, which refuses an aliasing out by name.
-bool out_may_alias_an_input(const DecisionTable& table, const BoundCall& call, int32_t input_count) {
-  DLTensor inputs[kMaxParameters];
-  int32_t count = 0;
-  for (int32_t i = 0; i < input_count; ++i) {
-    PyObject* value = call.values[i];
-    if (value == Py_None) continue;
-    const FastTensorType* type = table.fast_type(value);
-    if (type == nullptr || !type->view(value, inputs[count])) return true;
-    ++count;
-  }
+// Whether the call's out may overlap the memory of one of its inputs (core::aliased_input, over the inputs' views
+// read while keying the call), or the tensors cannot be read here to tell: such a call takes the miss path, which
+// refuses an aliasing out by name.
+bool out_may_alias_an_input(const DecisionTable& table, const BoundCall& call, const InputData& data,
+                            int32_t input_count) {
+  if (!data.complete) return true;
   const auto may_alias = [&](PyObject* output) {
     DLTensor view{};
     const FastTensorType* type = table.fast_type(output);
-    return type == nullptr || !type->view(output, view) || core::aliased_input(view, inputs, count) >= 0;
+    return type == nullptr || !type->view(output, view) || core::aliased_input(view, data.views, input_count) >= 0;
   };
   if (!PyTuple_Check(call.out)) return may_alias(call.out);
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(call.out); ++i) {
@@ -371,7 +368,7 @@ PyObject* op_front(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyOb
   Py_DECREF(scope);
   const Decision* decision = keyed ? table.find(key) : nullptr;
   if (decision == nullptr) return call_miss(*state, call);
-  if (call.out != nullptr && out_may_alias_an_input(table, call, state->inputs)) return call_miss(*state, call);
+  if (call.out != nullptr && out_may_alias_an_input(table, call, data, state->inputs)) return call_miss(*state, call);
   table.count_hit();
   // Whether the call is being captured in a CUDA graph: asked once per call (kNotAsked until then), and only of a
   // decision whose pick differs for captured calls; -1 when it could not be told (a Python error is set).
