@@ -111,17 +111,24 @@ run_step() {
   if "$@"; then status+=("$name|ok|$(( $(date +%s) - t0 ))s"); else status+=("$name|FAILED|$(( $(date +%s) - t0 ))s"); fi
   collect_results
 }
+# pytest under a time limit: SIGINT at the limit, so pytest ends as on Ctrl-C, with the summary and the junit XML of
+# the tests that ran (a share stopped by its limit still says which passed, and which test it stopped in); killed
+# 20 s later if a test does not give way.
+pytest_within() {
+  local seconds=$1; shift
+  timeout -s INT -k 20 "$seconds" python3 -m pytest "$@"
+}
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(tests cuda memcheck repro overhead bench:llm-decode triton decode cpp fp8)
 for step in "${steps[@]}"; do
   case $step in
     # tests:I/N: the I-th of N shares of the GPU tests (tests/conftest.py's --share), for a suite longer than one call.
     tests|tests:*) share=${step#tests}; share=${share#:}
-                   run_step "gpu tests${share:+ $share}" timeout ${GPU_TESTS_TIMEOUT:-540} python3 -m pytest -q -m gpu tests \
+                   run_step "gpu tests${share:+ $share}" pytest_within ${GPU_TESTS_TIMEOUT:-540} -q -m gpu tests \
                      --continue-on-collection-errors --durations=15 ${share:+--share "$share"} \
                      --junitxml="$collected/gpu-tests${share:+-${share/\//-of-}}.xml" ;;
     # The CUDA plugin (libkabi_cuda.so): its build checks (SASS, registration) and every kernel on this GPU.
-    cuda) run_step "cuda plugin" timeout 420 python3 -m pytest -q -rs tests/python/test_cuda_plugin.py \
+    cuda) run_step "cuda plugin" pytest_within 420 -q -rs tests/python/test_cuda_plugin.py \
             tests/python/test_cuda_plugin_gpu.py tests/python/test_cuda_plugin_fp8_gpu.py \
             tests/python/test_cuda_plugin_fp8_fast_accum_gpu.py tests/python/test_cuda_plugin_grouped_gpu.py \
             --junitxml="$collected/cuda-plugin-tests.xml" ;;
@@ -162,7 +169,7 @@ for step in "${steps[@]}"; do
             'python3 "$1" ${PY_ARGS:-} 2>&1 | tee "$2"; exit "${PIPESTATUS[0]}"' _ "$script" "$collected/$(basename "$script" .py).txt" ;;
     # A subset of the GPU tests: pytest:PATH[,PATH...] runs `pytest -q -m gpu PATH...`.
     pytest:*) IFS=, read -r -a test_paths <<< "${step#pytest:}"
-              run_step "pytest ${step#pytest:}" timeout ${GPU_TESTS_TIMEOUT:-300} python3 -m pytest -q -m gpu -rs \
+              run_step "pytest ${step#pytest:}" pytest_within ${GPU_TESTS_TIMEOUT:-300} -q -m gpu -rs \
                 "${test_paths[@]}" --junitxml="$collected/gpu-tests-subset.xml" ;;
     triton) run_step "triton matmul" timeout 240 python3 benchmarks/triton_matmul.py --out benchmarks/results ;;
     decode) run_step "decode at the memory roof" timeout 300 python3 benchmarks/decode.py \
@@ -190,7 +197,7 @@ for step in "${steps[@]}"; do
     cpp) run_step "cpp app on cuda" timeout 180 bash examples/cpp_app/run_gpu_example.sh /tmp/kabi-cpp-app
          tar -czf "$collected/cpp_app-logs.tar.gz" -C /tmp/kabi-cpp-app --exclude=binaries --exclude=build . 2>/dev/null || true
          collect_results ;;
-    native) run_step "triton binaries and kabi.cuda" timeout 420 python3 -m pytest -q -m gpu \
+    native) run_step "triton binaries and kabi.cuda" pytest_within 420 -q -m gpu \
               tests/python/backends/test_triton_native_gpu.py tests/python/backends/test_cuda_source_gpu.py \
               tests/python/backends/test_triton_gpu.py tests/python/test_cpp_app_cuda.py \
               tests/python/backends/test_triton_grouped_gpu.py tests/python/test_grouped_mm_gpu.py \
