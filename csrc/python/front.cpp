@@ -279,6 +279,10 @@ bool same_strides(const DLTensor& view, const DLTensor& prepared) {
   return std::memcmp(view.strides, prepared.strides, sizeof(int64_t) * static_cast<std::size_t>(view.ndim)) == 0;
 }
 
+// The address a launch takes for a view: its first element's. An absent input's view is empty (no data, no offset),
+// so it gives nullptr.
+void* first_element(const DLTensor& view) { return static_cast<char*>(view.data) + view.byte_offset; }
+
 // Runs a decision's native launch (see the top of this file). kDone sets *result; kFailed leaves an exception set;
 // kFallBack leaves none, and the caller runs the Python implementation. Python code may run here (the output's
 // allocation), so the decision's references are taken first and the decision is not read after it.
@@ -288,10 +292,7 @@ NativeRun run_native(const DecisionTable& table, const Decision& decision, const
   const py::object owner = py::reinterpret_borrow<py::object>(decision.native_owner);
   const PreparedLaunch& launch = *decision.native;
   void* pointers[InputData::kMaxInputs + 1];
-  for (int32_t i = 0; i < inputs; ++i) {
-    const DLTensor& input = data.views[i];
-    pointers[i] = input.data != nullptr ? static_cast<char*>(input.data) + input.byte_offset : nullptr;
-  }
+  for (int32_t i = 0; i < inputs; ++i) pointers[i] = first_element(data.views[i]);
   DLTensor view{};
   py::object output;
   if (call.out != nullptr) {
@@ -308,7 +309,7 @@ NativeRun run_native(const DecisionTable& table, const Decision& decision, const
       !same_strides(view, launch.output(0))) {
     return NativeRun::kFallBack;
   }
-  pointers[inputs] = static_cast<char*>(view.data) + view.byte_offset;
+  pointers[inputs] = first_element(view);
   void* stream = nullptr;
   const DLDevice device = launch.device();
   // The current stream of the tensors' framework for the device (torch's: a side stream, a capture stream).
